@@ -1,0 +1,46 @@
+"""The error hierarchy. Every user-facing failure is one of these.
+
+The CLI maps ``TwostageError`` to exit status 1 with ``Error: <message>`` on
+stderr; click's own usage errors keep exit status 2.
+"""
+
+from __future__ import annotations
+
+
+class TwostageError(Exception):
+    """Base of every error the toolkit raises on purpose."""
+
+
+class InputFormatError(TwostageError):
+    """A malformed input file: names the file, the 1-based line and the problem."""
+
+    def __init__(self, path: str, line: int | None, reason: str):
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+class UnknownMeasureError(TwostageError):
+    """A measure name or parameter that does not exist."""
+
+
+class ConfigError(TwostageError):
+    """Options that cannot be combined, or a missing resource (Java, data folder, model)."""
+
+
+class ChecksumError(TwostageError):
+    """A file whose checksum differs from the one declared in the catalogue."""
+
+
+class ProvenanceMismatchError(TwostageError):
+    """Two results computed under different settings were about to be compared."""
+
+    def __init__(self, fields: dict[str, tuple[object, object]]):
+        self.fields = fields
+        parts = "; ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in sorted(fields.items()))
+        super().__init__(
+            "refusing to compare results computed under different settings "
+            f"({parts}); pass --force to compare anyway"
+        )

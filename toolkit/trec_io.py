@@ -1,0 +1,421 @@
+"""Strict, gz-aware reading and writing of TREC runs, qrels and topics.
+
+Parsing is vectorised (pyarrow's CSV reader) on a whitespace-normalised copy of
+the file; when that fast path rejects the file, a line-by-line pass over the
+original text finds the first bad line and reports it as ``file:line: reason``.
+Accepted quirks: a UTF-8 byte-order mark, CRLF line endings, runs of tabs and
+spaces between columns, leading/trailing whitespace and blank lines. Everything
+else that trec_eval would misread (non-numeric or NaN scores, wrong column
+counts, duplicate documents, non-integer labels, empty files) is an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from .errors import InputFormatError
+from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics
+
+DedupePolicy = Literal["error", "first"]
+
+_RUN_FIELDS = ("query_id", "q0", "doc_id", "rank", "score", "tag")
+_QRELS_FIELDS = ("query_id", "iteration", "doc_id", "relevance")
+_WS_RUN = re.compile(rb"[ \t]+")
+_EDGE_WS = re.compile(rb"(?m)^ | $")
+
+
+# ---------------------------------------------------------------- raw bytes
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The file's bytes, gunzipped when it ends in .gz."""
+    p = Path(path)
+    try:
+        if p.suffix == ".gz":
+            with gzip.open(p, "rb") as fh:
+                return fh.read()
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise InputFormatError(str(path), None, "no such file") from None
+    except IsADirectoryError:
+        raise InputFormatError(str(path), None, "is a directory, expected a file") from None
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _normalise(data: bytes, path: str) -> bytes:
+    """Strip a BOM, turn CRLF into LF and collapse column whitespace to one space."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+        if b"\r" in data:
+            line = data[: data.index(b"\r")].count(b"\n") + 1
+            raise InputFormatError(path, line, "stray carriage return (\\r) inside a line")
+    if b"\t" in data or b"  " in data:
+        data = _WS_RUN.sub(b" ", data)
+    if b"\n " in data or b" \n" in data or data.startswith(b" ") or data.endswith(b" "):
+        data = _EDGE_WS.sub(b"", data)
+    if not data.strip():
+        raise InputFormatError(path, None, "empty file: no lines to read")
+    return data
+
+
+def _text_lines(data: bytes, path: str) -> Iterator[tuple[int, list[str]]]:
+    """(1-based line number, fields) of every non-blank line of the original file."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputFormatError(path, line, "not valid UTF-8") from None
+    for number, line in enumerate(text.split("\n"), start=1):
+        fields = line.split()
+        if fields:
+            yield number, fields
+
+
+def _line_of_row(data: bytes, path: str, row: int) -> int:
+    """The line number of the row-th (0-based) non-blank line."""
+    for i, (number, _) in enumerate(_text_lines(data, path)):
+        if i == row:
+            return number
+    return -1
+
+
+def _arrow_read(data: bytes, names: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
+    return pacsv.read_csv(
+        io.BytesIO(data),
+        read_options=pacsv.ReadOptions(column_names=list(names), block_size=1 << 24),
+        parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False),
+        convert_options=pacsv.ConvertOptions(
+            column_types=types,
+            null_values=[],
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+            include_columns=[n for n in names if n in types],
+        ),
+    )
+
+
+def _parse_score(token: str) -> float | None:
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value
+
+
+def _locate_run_error(data: bytes, path: str) -> InputFormatError:
+    for number, fields in _text_lines(data, path):
+        if len(fields) != 6:
+            return InputFormatError(
+                path, number, f"expected 6 columns (query_id Q0 doc_id rank score tag), found {len(fields)}"
+            )
+        score = _parse_score(fields[4])
+        if score is None or "_" in fields[4]:
+            return InputFormatError(path, number, f"score {fields[4]!r} is not a number")
+        if math.isnan(score):
+            return InputFormatError(path, number, "score is NaN; trec_eval's sort breaks on NaN, so it is refused")
+    return InputFormatError(path, None, "could not be parsed as a TREC run")
+
+
+def _locate_qrels_error(data: bytes, path: str) -> InputFormatError:
+    for number, fields in _text_lines(data, path):
+        if len(fields) != 4:
+            return InputFormatError(
+                path, number, f"expected 4 columns (query_id iteration doc_id relevance), found {len(fields)}"
+            )
+        if not re.fullmatch(r"[+-]?\d+", fields[3]):
+            return InputFormatError(path, number, f"relevance {fields[3]!r} is not an integer")
+    return InputFormatError(path, None, "could not be parsed as TREC qrels")
+
+
+def _duplicate_mask(query: pd.Series, doc: pd.Series) -> np.ndarray:
+    """True for every row whose (query, doc) pair already appeared on an earlier row."""
+    qcodes, _ = pd.factorize(query)
+    dcodes, docs = pd.factorize(doc)
+    key = qcodes.astype(np.int64) * np.int64(max(len(docs), 1)) + dcodes
+    return pd.Series(key).duplicated(keep="first").to_numpy()
+
+
+def _dedupe(
+    frame: pd.DataFrame, data: bytes, path: str, policy: DedupePolicy, what: str
+) -> tuple[pd.DataFrame, int]:
+    dup = _duplicate_mask(frame[QUERY_ID], frame[DOC_ID])
+    n = int(dup.sum())
+    if n == 0:
+        return frame, 0
+    if policy == "first":
+        return frame.loc[~dup].reset_index(drop=True), n
+    row = int(np.flatnonzero(dup)[0])
+    q, d = frame[QUERY_ID].iat[row], frame[DOC_ID].iat[row]
+    raise InputFormatError(
+        path,
+        _line_of_row(data, path, row),
+        f"{what} lists document {d!r} twice for query {q!r} ({n} duplicate line(s) in all); "
+        "trec_eval refuses this; pass --dedupe first to keep the first occurrence",
+    )
+
+
+# --------------------------------------------------------------------- runs
+def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error", data: bytes | None = None) -> Run:
+    """Parse a TREC run (``qid Q0 docid rank score tag``)."""
+    path = str(path)
+    raw = read_bytes(path) if data is None else data
+    norm = _normalise(raw, path)
+    types = {"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64(), "tag": pa.string()}
+    try:
+        table = _arrow_read(norm, _RUN_FIELDS, types)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise _locate_run_error(raw, path) from None
+    score = table.column("score").to_numpy()
+    if np.isnan(score).any():
+        row = int(np.flatnonzero(np.isnan(score))[0])
+        raise InputFormatError(
+            path, _line_of_row(raw, path, row), "score is NaN; trec_eval's sort breaks on NaN, so it is refused"
+        )
+    tags = table.column("tag")
+    tag = tags[0].as_py() if len(tags) else ""
+    frame = pd.DataFrame(
+        {
+            QUERY_ID: pd.Series(table.column("query_id").combine_chunks(), dtype="str").array,
+            DOC_ID: pd.Series(table.column("doc_id").combine_chunks(), dtype="str").array,
+            SCORE: score,
+        }
+    )
+    frame, dropped = _dedupe(frame, raw, path, dedupe, "run")
+    return Run(frame=frame, path=path, tag=tag, sha256=sha256_bytes(raw), duplicates_dropped=dropped)
+
+
+# -------------------------------------------------------------------- qrels
+def read_qrels(
+    path: str | os.PathLike,
+    dedupe: DedupePolicy = "error",
+    relevance_map: dict[int, int] | None = None,
+    relevance_map_name: str = "",
+    data: bytes | None = None,
+) -> Qrels:
+    """Parse TREC qrels (``qid iteration docid relevance``), integer labels.
+
+    ``relevance_map`` (original -> new label) is applied to every line; a label
+    it does not cover is an error, never a silent default.
+    """
+    path = str(path)
+    raw = read_bytes(path) if data is None else data
+    norm = _normalise(raw, path)
+    types = {"query_id": pa.string(), "doc_id": pa.string(), "relevance": pa.int64()}
+    try:
+        table = _arrow_read(norm, _QRELS_FIELDS, types)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise _locate_qrels_error(raw, path) from None
+    rel = table.column("relevance").to_numpy()
+    frame = pd.DataFrame(
+        {
+            QUERY_ID: pd.Series(table.column("query_id").combine_chunks(), dtype="str").array,
+            DOC_ID: pd.Series(table.column("doc_id").combine_chunks(), dtype="str").array,
+            RELEVANCE: rel.astype(np.int64),
+        }
+    )
+    frame, dropped = _dedupe(frame, raw, path, dedupe, "qrels")
+    if relevance_map:
+        frame = apply_relevance_map(frame, relevance_map, path)
+    return Qrels(
+        frame=frame,
+        path=path,
+        sha256=sha256_bytes(raw),
+        relevance_map=dict(relevance_map or {}),
+        relevance_map_name=relevance_map_name,
+        duplicates_dropped=dropped,
+    )
+
+
+def apply_relevance_map(frame: pd.DataFrame, mapping: dict[int, int], path: str) -> pd.DataFrame:
+    labels = frame[RELEVANCE].to_numpy()
+    uncovered = sorted(set(np.unique(labels).tolist()) - set(mapping))
+    if uncovered:
+        raise InputFormatError(
+            path, None, f"relevance map {format_label_map(mapping)} does not cover label(s) {uncovered}"
+        )
+    keys = np.array(sorted(mapping), dtype=np.int64)
+    values = np.array([mapping[k] for k in keys], dtype=np.int64)
+    out = frame.copy()
+    out[RELEVANCE] = values[np.searchsorted(keys, labels)]
+    return out
+
+
+def parse_label_map(text: str) -> dict[int, int]:
+    """Parse ``"1:4,2:3,-1:0"`` into {1: 4, 2: 3, -1: 0}; raises ValueError on bad syntax."""
+    mapping: dict[int, int] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"([+-]?\d+)\s*:\s*([+-]?\d+(?:\.\d+)?)", part)
+        if not m:
+            raise ValueError(f"{part!r} is not LABEL:VALUE (e.g. 2:4)")
+        key = int(m.group(1))
+        if key in mapping:
+            raise ValueError(f"label {key} appears twice")
+        value = float(m.group(2))
+        mapping[key] = int(value) if value.is_integer() else value  # type: ignore[assignment]
+    if not mapping:
+        raise ValueError("empty map")
+    return mapping
+
+
+def format_label_map(mapping: dict[int, float]) -> str:
+    return ",".join(f"{k}:{mapping[k]:g}" for k in sorted(mapping))
+
+
+# ------------------------------------------------------------------- topics
+def read_topics(path: str | os.PathLike) -> Topics:
+    """Read topics as TSV (``qid<TAB>text``), JSONL, TREC ``<top>`` or Anserini ``<DOC>`` blocks."""
+    path = str(path)
+    raw = read_bytes(path)
+    try:
+        text = raw.decode("utf-8-sig").replace("\r\n", "\n")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(path, raw[: exc.start].count(b"\n") + 1, "not valid UTF-8") from None
+    stripped = text.lstrip()
+    if not stripped:
+        raise InputFormatError(path, None, "empty file: no topics")
+    if stripped.startswith("{"):
+        topics = _topics_jsonl(text, path)
+    elif "<top>" in text:
+        topics = _topics_trec(text)
+    elif "<DOC>" in text:
+        topics = _topics_docblocks(text)
+    else:
+        topics = _topics_tsv(text, path)
+    if not topics:
+        raise InputFormatError(path, None, "no topics found")
+    seen: set[str] = set()
+    for t in topics:
+        if t.query_id in seen:
+            raise InputFormatError(path, None, f"query id {t.query_id!r} appears twice")
+        seen.add(t.query_id)
+    return Topics(topics=tuple(topics), path=path)
+
+
+def _topics_tsv(text: str, path: str) -> list[Topic]:
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            raise InputFormatError(path, number, "expected 'query_id<TAB>text'")
+        qid, query = line.split("\t", 1)
+        out.append(Topic(qid.strip(), query.strip()))
+    return out
+
+
+def _topics_jsonl(text: str, path: str) -> list[Topic]:
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputFormatError(path, number, f"invalid JSON: {exc.msg}") from None
+        qid = next((obj[k] for k in ("query_id", "qid", "_id", "id") if k in obj), None)
+        query = next((obj[k] for k in ("text", "query", "title", "contents") if k in obj), None)
+        if qid is None or query is None:
+            raise InputFormatError(path, number, "JSON topic needs an id (qid/_id/id) and a text (text/query/title)")
+        out.append(Topic(str(qid), str(query)))
+    return out
+
+
+def _topics_trec(text: str) -> list[Topic]:
+    out = []
+    for block in re.findall(r"<top>(.*?)</top>", text, flags=re.S):
+        num = re.search(r"<num>\s*(?:Number:)?\s*(\S+)", block)
+        title = re.search(r"<title>\s*(?:Topic:)?\s*(.*?)\s*(?=<desc>|<narr>|<\w+>|$)", block, flags=re.S)
+        if num and title:
+            out.append(Topic(num.group(1).strip(), " ".join(title.group(1).split())))
+    return out
+
+
+def _topics_docblocks(text: str) -> list[Topic]:
+    out = []
+    for qid, body in re.findall(r"<DOC>\s*<DOCNO>\s*(.*?)\s*</DOCNO>(.*?)</DOC>", text, flags=re.S):
+        out.append(Topic(qid.strip(), " ".join(body.split())))
+    return out
+
+
+# ------------------------------------------------------------------ writing
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"):
+    """Write to a temporary file beside ``path`` and rename it into place on success."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | os.PathLike, obj: object) -> None:
+    with atomic_write(path) as fh:
+        json.dump(obj, fh, indent=2, sort_keys=False, default=str)
+        fh.write("\n")
+
+
+def format_score(score: float) -> str:
+    """Shortest text that reads back as the same double (no manufactured ties)."""
+    return repr(float(score))
+
+
+def write_run(run: Run, path: str | os.PathLike, tag: str | None = None, depth: int | None = None) -> None:
+    """Write ``run`` in trec_eval order with ranks 1..n and full-precision scores."""
+    from .ranking import order_run
+
+    ordered = order_run(run.frame, score_precision="float64")
+    if depth is not None:
+        ordered = ordered[ordered["rank"] <= depth]
+    tag = tag if tag is not None else (run.tag or "twostage")
+    with atomic_write(path) as fh:
+        q = ordered[QUERY_ID].to_numpy(dtype=object)
+        d = ordered[DOC_ID].to_numpy(dtype=object)
+        r = ordered["rank"].to_numpy()
+        s = ordered[SCORE].to_numpy()
+        chunk = 100_000
+        for start in range(0, len(ordered), chunk):
+            stop = start + chunk
+            fh.write(
+                "".join(
+                    f"{qi} Q0 {di} {ri} {si!r} {tag}\n"
+                    for qi, di, ri, si in zip(q[start:stop], d[start:stop], r[start:stop], s[start:stop].tolist())
+                )
+            )
