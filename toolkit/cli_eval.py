@@ -95,7 +95,8 @@ def render_text(result: EvalResult, per_query: bool, provenance: bool) -> str:
         for qid in sorted(by_query):
             vals = dict(zip(by_query[qid]["measure"], by_query[qid]["value"]))
             for m in result.measures:
-                out.append(f"{m.name:<22}\t{qid}\t{format_value(m, vals[m.name])}")
+                if m.family != "num_q":  # trec_eval prints num_q only in the summary
+                    out.append(f"{m.name:<22}\t{qid}\t{format_value(m, vals[m.name])}")
     for m in result.measures:
         out.append(f"{m.name:<22}\tall\t{format_value(m, result.aggregate[m.name])}")
     return "\n".join(out) + "\n"

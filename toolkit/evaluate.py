@@ -175,7 +175,7 @@ def evaluate(
         elif f == "recall":
             v = safe_div(count(rel & (j.rank <= k)), num_rel)
         elif f == "judged":
-            v = count((j.label >= 0) & (j.rank <= k)) / k
+            v = safe_div(count((j.label >= 0) & (j.rank <= k)), np.minimum(num_ret, k))
         elif f == "map":
             cum = np.cumsum(rel)
             starts = np.flatnonzero(np.r_[True, j.qidx[1:] != j.qidx[:-1]]) if len(j.qidx) else np.array([], int)
@@ -201,7 +201,11 @@ def evaluate(
     aggregate: dict[str, float] = {}
     for m in measures:
         v = values[m.name][evaluated]
-        if m.summed:
+        if m.family == "num_rel" and settings.complete:
+            # trec_eval 9.x quirk, kept for byte-identical output: with -c the num_rel summary counts
+            # every qrels label > 0, whatever -l says (per-query values do follow -l).
+            aggregate[m.name] = float((q_labels > 0).sum())
+        elif m.summed:
             aggregate[m.name] = float(v.sum())
         elif m.family == "judged" and settings.judged_compat == "pyserini":
             aggregate[m.name] = float(values["__pyserini__" + m.name])
@@ -294,7 +298,7 @@ def build_provenance(
         "judged_definition": (
             "pyserini: first k file lines per query, pairs pooled over all run queries"
             if settings.judged_compat == "pyserini"
-            else "twostage: top k in trec_eval order, label >= 0, / k, mean over queries"
+            else "twostage: top k in trec_eval order, label >= 0, / min(k, retrieved), mean over queries"
         ),
         "max_docs_per_query": settings.max_docs,
         "query_set": "all qrels queries (-c)" if settings.complete else "queries in both run and qrels",

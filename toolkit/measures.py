@@ -14,7 +14,9 @@ or with a negative label is unjudged and never relevant):
 - ``num_q``: number of queries evaluated. Summed in the ``all`` line.
 - ``num_ret``: documents retrieved (after ``-M``, and after ``-J`` removes
   unjudged ones). Summed.
-- ``num_rel``: relevant documents in the qrels for the query. Summed.
+- ``num_rel``: relevant documents in the qrels for the query. Summed; with
+  ``-c`` trec_eval 9.x's summary instead counts every qrels label > 0
+  whatever ``-l`` says, and so does twostage.
 - ``num_rel_ret``: relevant documents retrieved. Summed.
 - ``map``: (1/num_rel) * sum over relevant retrieved documents d of
   precision at d's rank; 0 when num_rel = 0.
@@ -28,12 +30,15 @@ or with a negative label is unjudged and never relevant):
   trec_eval: gain(l) = l (linear), discount(r) = 1/log2(r+1). The relevance
   level does not apply to nDCG. 0 when IDCG = 0.
 - ``ndcg``: as ``ndcg_cut`` without a cutoff (all retrieved, all judged).
-- ``judged.k`` (not in trec_eval): documents with a label >= 0 among the
-  top k in trec_eval's ordering / k. A query that retrieved fewer than k
-  documents is divided by k all the same, like P.k: missing positions hold no
-  judged document. Pyserini's ``judged.k`` instead takes the first k *lines
-  of the file* per query and pools all pairs of all queries before dividing;
-  ``--judged-compat pyserini`` reproduces that.
+- ``judged.k`` (not in trec_eval): the fraction of the top-k documents, in
+  trec_eval's ordering, that have a judgment (label >= 0): judged in top k /
+  min(k, retrieved); 0 when nothing was retrieved. Averaged over queries like
+  every other measure. Pyserini's ``judged.k`` differs in two ways: it takes
+  the first k *lines of the file* per query (file order, not score order, so
+  shuffling a run changes it), and it pools the pairs of all run queries
+  (including queries without judgments) before dividing, a micro-average;
+  any qrels line counts, even a negative label. ``--judged-compat pyserini``
+  reproduces that number.
 
 Ties: every measure reads one ordering, trec_eval's (``ranking.py``).
 """
