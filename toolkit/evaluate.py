@@ -52,7 +52,7 @@ class EvalResult:
     def wide(self) -> pd.DataFrame:
         """One row per query, one column per measure name."""
         table = self.per_query.pivot(index="query_id", columns="measure", values="value")
-        return table[[m.name for m in self.measures]]
+        return table.reindex(columns=[m.name for m in self.measures])
 
 
 @dataclass(frozen=True)

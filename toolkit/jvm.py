@@ -161,6 +161,9 @@ def jvm_options(info: JavaInfo) -> list[str]:
     # Lucene's MMapDirectory and Anserini's native access need these on Java 21+;
     # without them every start prints a warning.
     opts.append("--enable-native-access=ALL-UNNAMED")
+    # Java takes user.home from the password database, Python from $HOME; Anserini's
+    # topics/qrels cache lives under user.home, so make them agree (catalog seeds it).
+    opts.append(f"-Duser.home={Path.home()}")
     return opts
 
 
@@ -266,6 +269,8 @@ def import_pyserini(module: str):
     import importlib
 
     start_jvm()
+    # Pyserini imports faiss, whose loader logs its CPU-feature probing at INFO.
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     with _LOCK:
         try:
             _import_pyserini_encode()

@@ -35,12 +35,11 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-import pandas as pd
 
 from . import __version__
 from .errors import ConfigError, InputFormatError
 from .ranking import top_k
-from .records import DOC_ID, QUERY_ID, SCORE, Run, Topic, Topics, run_from_rows
+from .records import DOC_ID, QUERY_ID, Run, Topic, Topics, run_from_rows
 from .trec_io import read_bytes, sha256_bytes, sha256_file
 
 log = logging.getLogger(__name__)
@@ -157,6 +156,13 @@ class BiEncoder:
         )
         return (emb[1:] @ emb[0]).astype(np.float64)
 
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """L2-normalised embeddings, one row per text."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return self._model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                  convert_to_numpy=True, show_progress_bar=False)
+
     def describe(self) -> dict:
         return {
             "kind": self.kind,
@@ -215,7 +221,7 @@ class CrossEncoderReranker:
             "score": "cross-encoder logit (identity activation)",
             "device": self.device,
             "batch_size": self.batch_size,
-            "max_length": getattr(self._model, "max_length", None),
+            "max_length": getattr(self._model, "max_seq_length", None),
         }
 
 
@@ -250,7 +256,7 @@ class TextSource:
     sha256: str = ""
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "path": self.path, "sha256": self.sha256}
+        return {"kind": self.kind, "path": self.path, "resolved": str(Path(self.path).resolve()), "sha256": self.sha256}
 
 
 @dataclass(frozen=True)
@@ -370,15 +376,9 @@ def lucene_text_source(index: str | os.PathLike) -> TextSource:
     index = str(index)
     if not Path(index).is_dir():
         raise ConfigError(f"--index {index}: no such index folder")
-    try:
-        from .jvm import start_jvm  # written with the retrieval stage
-    except ImportError:  # pragma: no cover - depends on the retrieval module being present
-        start_jvm = None
-    if start_jvm is not None:
-        start_jvm()
-    from pyserini.search.lucene import LuceneSearcher
+    from .jvm import import_pyserini  # starts the JVM the toolkit's way first
 
-    searcher = LuceneSearcher(index)
+    searcher = import_pyserini("pyserini.search.lucene").LuceneSearcher(index)
 
     def lookup(ids: Iterable[str]) -> dict[str, str]:
         out = {}
@@ -473,14 +473,42 @@ def rerank_run(
 
     rows: list[tuple[str, str, float]] = []
     start = time.perf_counter()
+    embed = getattr(reranker, "embed", None)
+    if embed is not None:
+        # A bi-encoder's passage embedding does not depend on the query: embed each distinct
+        # candidate once (CACM's top-100 lists share most documents), longest first so that
+        # batches hold texts of similar length (less padding).
+        unique = sorted(set(cands[DOC_ID]) & set(found), key=lambda d: (-len(found[d]), d))
+        bar = tqdm(total=len(unique), desc="rerank: embed passages", unit="passage", file=sys.stderr,
+                   disable=not progress, dynamic_ncols=True)
+        vectors: dict[str, np.ndarray] = {}
+        try:
+            chunk = max(getattr(reranker, "batch_size", 64), 16)
+            for i in range(0, len(unique), chunk):
+                part = unique[i:i + chunk]
+                for d, v in zip(part, embed([found[d] for d in part])):
+                    vectors[d] = v
+                bar.update(len(part))
+        finally:
+            bar.close()
+        qvec = dict(zip(qids, embed([queries[q] for q in qids])))
+
+        def score(q: str, docs: list[str]) -> np.ndarray:
+            if not docs:
+                return np.zeros(0)
+            return (np.stack([vectors[d] for d in docs]) @ qvec[q]).astype(np.float64)
+    else:
+        def score(q: str, docs: list[str]) -> np.ndarray:
+            return reranker.score(queries[q], [found[d] for d in docs])
+
     bar = tqdm(total=len(cands), desc=f"rerank ({reranker.kind})", unit="passage", file=sys.stderr,
-               disable=not progress, dynamic_ncols=True)
+               disable=not progress or embed is not None, dynamic_ncols=True)
     try:
         for q in qids:
             g = by_query[q]
             docs = g[DOC_ID].tolist()
             have = [d for d in docs if d in found]
-            scores = reranker.score(queries[q], [found[d] for d in have])
+            scores = score(q, have)
             if not np.all(np.isfinite(scores)):
                 raise ConfigError(f"the model returned a non-finite score for query {q!r}")
             rows += [(q, d, float(s)) for d, s in zip(have, scores)]
@@ -500,6 +528,7 @@ def rerank_run(
         "missing_text": missing_text,
         "queries": len(qids),
         "pairs_scored": len(cands) - len(missing),
+        "passages_embedded": len(unique) if embed is not None else None,
         "missing_texts": int(len(missing)),
         "first_stage": {"path": first_stage.path, "sha256": first_stage.sha256, "tag": first_stage.tag},
         "texts": texts.describe(),
@@ -535,7 +564,3 @@ def read_meta(run_path: str | os.PathLike) -> dict | None:
         log.warning("ignoring unreadable sidecar %s", p)
         return None
 
-
-def frame_scores(run: Run) -> pd.Series:
-    """Scores indexed by (query_id, doc_id) (diagnostics, tests)."""
-    return run.frame.set_index([QUERY_ID, DOC_ID])[SCORE]

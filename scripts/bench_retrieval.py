@@ -1,0 +1,130 @@
+#!/usr/bin/env python
+"""Toolkit overhead against calling Pyserini directly, on the same inputs, in one run.
+
+1. BM25 batch retrieval on CACM (64 topics, 1,000 hits, k1=0.9 b=0.4):
+   ``toolkit.retrieve.LuceneRetriever.search`` (-> toolkit Run, empty queries listed)
+   vs ``LuceneSearcher.batch_search`` plus reading (docid, score) out of the hits.
+2. Dense encoding throughput with all-MiniLM-L6-v2 (mean pooling, L2 norm, max
+   length 256, batch 32) on the first N CACM documents:
+   ``toolkit.indexing.Encoder.encode_docs`` vs Pyserini's ``AutoDocumentEncoder.encode``
+   called directly (as Pyserini calls it: with autograd on) and under
+   ``torch.inference_mode`` (the same computation as the toolkit's).
+
+Each timing is the best of --repeats rounds, rounds alternating between the two
+sides so that machine load hits both alike. Overhead = toolkit / direct - 1; the
+goal is <= 10%.
+
+    .venv/bin/python scripts/bench_retrieval.py --index indexes/cacm [--docs 256] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def best(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--index", default="indexes/cacm", help="CACM Lucene index (twostage index --collection cacm)")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--docs", type=int, default=256, help="documents to encode")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+
+    from toolkit.catalog import resolve_topics
+    from toolkit.corpus import iter_corpus_texts, resolve_corpus
+    from toolkit.indexing import Encoder, EncoderSettings, resolve_encoder
+    from toolkit.jvm import import_pyserini
+    from toolkit.retrieve import LuceneRetriever
+
+    topics = resolve_topics("cacm", args.data_dir)
+    qids = [t.query_id for t in topics.topics]
+    texts = [t.text for t in topics.topics]
+
+    # ---- BM25 batch retrieval
+    toolkit_r = LuceneRetriever(args.index, "bm25", 0.9, 0.4)
+    lucene = import_pyserini("pyserini.search.lucene")
+    direct = lucene.LuceneSearcher(args.index)
+    direct.set_bm25(0.9, 0.4)
+
+    def run_direct():
+        res = direct.batch_search(texts, qids, k=1000, threads=args.threads)
+        return [(q, h.docid, h.score) for q in qids for h in res.get(q, [])]
+
+    def run_toolkit():
+        return toolkit_r.search(topics, 1000, args.threads)
+
+    run_direct(), run_toolkit()  # JIT warm-up for both
+    t_direct, t_toolkit = [], []
+    for _ in range(args.repeats):
+        t_direct.append(best(run_direct, 1))
+        t_toolkit.append(best(run_toolkit, 1))
+    bd, bt = min(t_direct), min(t_toolkit)
+    hits = len(run_direct())
+    assert len(run_toolkit().run) == hits
+    print(f"BM25 batch retrieval, CACM, {len(qids)} queries x 1000 hits ({hits} rows), {args.threads} threads")
+    print(f"  pyserini direct : {bd:7.3f} s  ({len(qids) / bd:7.1f} queries/s)")
+    print(f"  toolkit         : {bt:7.3f} s  ({len(qids) / bt:7.1f} queries/s)")
+    print(f"  overhead        : {100 * (bt / bd - 1):+6.1f} %  (goal <= +10 %)")
+
+    # ---- dense encoding
+    import torch
+
+    corpus = resolve_corpus("cacm", data=args.data_dir)
+    docs = [t for _, t in iter_corpus_texts(corpus, args.docs)]
+    settings = EncoderSettings("all-MiniLM-L6-v2", "mean", True, 256, 32)
+    enc = Encoder(settings, args.threads)
+    encode = import_pyserini("pyserini.encode")
+    pys = encode.AutoDocumentEncoder(resolve_encoder("all-MiniLM-L6-v2"), device="cpu", pooling="mean", l2_norm=True)
+    bs = settings.batch_size
+
+    def enc_toolkit():
+        for i in range(0, len(docs), bs):
+            enc.encode_docs(docs[i:i + bs])
+
+    def enc_direct():
+        for i in range(0, len(docs), bs):
+            pys.encode(docs[i:i + bs], max_length=256)
+
+    def enc_direct_inference():
+        with torch.inference_mode():
+            enc_direct()
+
+    enc_toolkit(), enc_direct_inference()  # warm-up
+    e_t, e_d, e_di = [], [], []
+    for _ in range(args.repeats):
+        e_d.append(best(enc_direct, 1))
+        e_di.append(best(enc_direct_inference, 1))
+        e_t.append(best(enc_toolkit, 1))
+    et, ed, edi = min(e_t), min(e_d), min(e_di)
+    n = len(docs)
+    print(f"Dense encoding, all-MiniLM-L6-v2, {n} CACM documents, batch {bs}, max length 256, "
+          f"{torch.get_num_threads()} torch threads")
+    print(f"  pyserini direct (autograd on, as Pyserini runs it) : {ed:7.3f} s  ({n / ed:7.1f} docs/s)")
+    print(f"  pyserini direct (inference_mode)                   : {edi:7.3f} s  ({n / edi:7.1f} docs/s)")
+    print(f"  toolkit                                            : {et:7.3f} s  ({n / et:7.1f} docs/s)")
+    print(f"  overhead vs direct inference_mode                  : {100 * (et / edi - 1):+6.1f} %  (goal <= +10 %)")
+    ok = bt / bd - 1 <= 0.10 and et / edi - 1 <= 0.10
+    print("RESULT:", "within 10%" if ok else "over 10% (machine load? rerun with --repeats 5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

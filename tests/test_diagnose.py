@@ -1,0 +1,318 @@
+"""Two-stage diagnosis: labels, query types, the reorder check, worst queries, report files, CLI.
+
+A tiny inline collection has one query per label, with values computed by
+hand; real-data checks use the DL19 BM25 run and reorderings of it (no model).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from toolkit.diagnose import (
+    DEFAULT_TYPE_RULES,
+    LABELS,
+    Thresholds,
+    TypeRule,
+    check_reordering,
+    classify_query,
+    diagnose,
+    label_query,
+    load_type_rules,
+    read_query_types,
+)
+from toolkit.errors import ConfigError, InputFormatError
+from toolkit.records import qrels_from_rows, run_from_rows
+
+N = [f"n{i}" for i in range(10)]  # judged non-relevant filler
+U = [f"u{i}" for i in range(10)]  # unjudged filler
+
+
+def _ranked(qid, docs):
+    return [(qid, d, float(len(docs) - i)) for i, d in enumerate(docs)]
+
+
+def tiny():
+    """q1 ok, q2 candidates-missed, q3 reranker-misordered, q4 unjudged-top, q5 no-relevant, q6 in no run."""
+    qrels = []
+    for q in ("q1", "q2", "q3", "q4", "q5", "q6"):
+        qrels += [(q, n, 0) for n in N]
+    qrels += [("q1", "a", 3), ("q1", "b", 2)]
+    qrels += [("q2", f"r{i}", 2) for i in range(1, 5)]
+    qrels += [("q3", "s1", 2), ("q3", "s2", 2)]
+    qrels += [("q4", "t1", 2)]
+    qrels += [("q5", "g1", 1)]
+    qrels += [("q6", "z1", 2)]
+    first = (_ranked("q1", N[:8] + ["a", "b"]) + _ranked("q2", ["r1"] + N[:9]) + _ranked("q3", ["s1", "s2"] + N[:8])
+             + _ranked("q4", ["t1"] + U[:9]) + _ranked("q5", ["g1"] + N[:9]))
+    reranked = (_ranked("q1", ["a", "b"] + N[:8]) + _ranked("q2", N[:9] + ["r1"]) + _ranked("q3", N[:8] + ["s1", "s2"])
+                + _ranked("q4", U[:9] + ["t1"]) + _ranked("q5", ["g1"] + N[:9]))
+    texts = {"a": "apple pie recipe", "r1": "first relevant", "n0": "filler zero"}
+    queries = {"q1": "how to bake apple pie", "q2": "what causes rust", "q3": "who is robert gray",
+               "q4": "401k limits", "q5": "cheap flights", "q6": "what is a good question to ask at night"}
+    return qrels_from_rows(qrels), run_from_rows(first, tag="first"), run_from_rows(reranked, tag="rr"), texts, queries
+
+
+def _log2(r):
+    return math.log2(r + 1)
+
+
+def test_tiny_labels_and_values():
+    qrels, first, reranked, texts, queries = tiny()
+    before = (qrels.frame.copy(), first.frame.copy(), reranked.frame.copy())
+    d = diagnose(qrels, first, reranked, queries=queries, texts=lambda ids: {i: texts[i] for i in ids if i in texts})
+    t = d.per_query.set_index("query_id")
+    assert list(t.index) == ["q1", "q2", "q3", "q4", "q5", "q6"]  # -c: every qrels query, one row each
+    assert t["diagnosis"].to_dict() == {"q1": "ok", "q2": "candidates-missed", "q3": "reranker-misordered",
+                                        "q4": "unjudged-top", "q5": "no-relevant", "q6": "candidates-missed"}
+    # q2: r1 at rank 10 of 4 relevant (all grade 2)
+    idcg = sum(2 / _log2(r) for r in range(1, 5))
+    assert t.loc["q2", "reranked_ndcg_10"] == pytest.approx((2 / _log2(10)) / idcg)
+    assert t.loc["q2", "first_ndcg_10"] == pytest.approx(2 / idcg)
+    assert t.loc["q2", "first_recall_100"] == 0.25
+    assert (t.loc["q2", "num_rel"], t.loc["q2", "rel_in_candidates"], t.loc["q2", "rel_missing_from_candidates"]) == (4, 1, 3)
+    # q3: s1, s2 at ranks 9 and 10
+    assert t.loc["q3", "reranked_ndcg_10"] == pytest.approx((2 / _log2(9) + 2 / _log2(10)) / (2 + 2 / _log2(2)))
+    assert t.loc["q3", "first_recall_100"] == 1.0 and t.loc["q3", "rel_in_top_10"] == 2
+    # q4: 9 unjudged of 10
+    assert t.loc["q4", "reranked_judged_10"] == pytest.approx(0.1) and t.loc["q4", "unjudged_in_top_10"] == 9
+    # q5: grade 1 only: relevant for nDCG (level 1) but not for recall (level 2)
+    assert t.loc["q5", "num_rel"] == 0 and t.loc["q5", "reranked_ndcg_10"] == 1.0
+    # q6: in no run, scores 0 under -c
+    assert t.loc["q6", ["first_ndcg_10", "reranked_ndcg_10", "first_recall_100"]].tolist() == [0, 0, 0]
+    assert d.label_counts == {"ok": 1, "reranker-misordered": 1, "candidates-missed": 2, "unjudged-top": 1,
+                              "no-relevant": 1}
+    head = {r["key"]: r for r in d.headline}
+    assert head["num_q"]["first_stage"] == 6
+    assert head["ndcg_cut_10"]["reranked"] == pytest.approx(t["reranked_ndcg_10"].mean())
+    assert head["recall_100"]["first_stage"] == pytest.approx(t["first_recall_100"].mean())
+    assert "recall_1000" not in head  # the first stage is not deeper than 100
+    assert d.reorder_check["only_reorders"]
+    # inputs untouched
+    assert before[0].equals(qrels.frame) and before[1].equals(first.frame) and before[2].equals(reranked.frame)
+
+
+def test_tiny_types_worst_and_summary():
+    qrels, first, reranked, texts, queries = tiny()
+    d = diagnose(qrels, first, reranked, queries=queries, texts=lambda ids: {i: texts[i] for i in ids if i in texts},
+                 worst_n=3, missed_shown=2)
+    t = d.per_query.set_index("query_id")
+    assert t["query_type"].to_dict() == {"q1": "procedure", "q2": "symptoms/causes", "q3": "long-form question",
+                                         "q4": "identifier-like", "q5": "other", "q6": "long-form question"}
+    types = d.types.set_index("query_type")
+    assert types.loc["long-form question", "queries"] == 2
+    assert types.loc["long-form question", "mean_recall_100"] == pytest.approx(0.5)
+    assert [w["query_id"] for w in d.worst] == ["q6", "q2", "q4"]  # lowest nDCG@10, ties by query id
+    q2 = next(w for w in d.worst if w["query_id"] == "q2")
+    assert [i["doc_id"] for i in q2["top_10"]] == N[:9] + ["r1"]
+    assert q2["top_10"][0]["grade"] == 0 and q2["top_10"][0]["snippet"] == "filler zero"
+    assert q2["top_10"][-1]["snippet"] == "first relevant"
+    # best judged documents it missed: r2.. (not in the candidates), r1 is in the top 10 so not listed
+    assert [m["doc_id"] for m in q2["best_missed"]] == ["r2", "r3"]
+    assert all(m["where"] == "not in the candidates" and m["snippet"] is None for m in q2["best_missed"])
+    q4 = next(w for w in d.worst if w["query_id"] == "q4")
+    assert q4["top_10"][0]["grade"] is None  # shown as "unjudged"
+    summary = json.loads(json.dumps(d.summary(), default=str))
+    assert summary["labels"]["ok"] == 1 and summary["thresholds"]["ok_ndcg"] == 0.6
+    assert set(summary["label_meaning"]) == set(LABELS)
+
+
+def test_reorder_check_flags_introduced_documents():
+    qrels, first, reranked, _, _ = tiny()
+    rows = reranked.frame.values.tolist() + [["q1", "intruder", 99.0], ["q9", "x", 1.0]]
+    bad = run_from_rows([tuple(r) for r in rows], tag="bad")
+    chk = check_reordering(first, bad, depth=100)
+    assert not chk["only_reorders"]
+    assert chk["introduced_documents"] == 2 and chk["introduced_per_query"] == {"q1": 1, "q9": 1}
+    assert chk["queries_only_in_reranked"] == ["q9"]
+    d = diagnose(qrels, first, bad)
+    assert d.per_query.set_index("query_id").loc["q1", "introduced_docs"] == 1
+    assert "introduced 2 documents" in d.notes[0]
+    # depth matters: the top 5 of the first stage does not hold q1's a and b
+    assert check_reordering(first, reranked, depth=5)["introduced_per_query"]["q1"] == 5
+
+
+@pytest.mark.parametrize("num_rel, ndcg, unjudged, recall, expected", [
+    (0, 1.0, 0, 0.0, "no-relevant"),
+    (3, 0.6, 10, 0.0, "ok"),          # ok wins over everything but no-relevant
+    (3, 0.59, 4, 1.0, "unjudged-top"),
+    (3, 0.59, 3, 1.0, "reranker-misordered"),  # exactly 30% unjudged is still judged enough
+    (3, 0.1, 0, 0.49, "candidates-missed"),
+    (3, 0.1, 0, 0.5, "reranker-misordered"),
+])
+def test_label_rules(num_rel, ndcg, unjudged, recall, expected):
+    assert label_query(num_rel, ndcg, unjudged, recall, Thresholds()) == expected
+
+
+def test_thresholds_validated():
+    with pytest.raises(ConfigError, match="ok_ndcg"):
+        Thresholds(ok_ndcg=1.5)
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("how to cook rice", "procedure"),
+    ("How do I reset my router", "procedure"),
+    ("steps to become a nurse", "procedure"),
+    ("symptoms of shingles", "symptoms/causes"),
+    ("what causes gout", "symptoms/causes"),
+    ("why do cats purr", "symptoms/causes"),
+    ("401k contribution limit", "identifier-like"),
+    ("i-95 traffic", "identifier-like"),
+    ("form 1099", "identifier-like"),
+    ("what is the daily life of thai people", "long-form question"),
+    ("who is robert gray", "long-form question"),
+    ("rsa definition key", "other"),
+    ("cost of interior concrete flooring", "other"),
+])
+def test_default_type_rules(query, expected):
+    assert classify_query(query) == expected
+
+
+def test_rules_file_replaces_defaults(tmp_path):
+    p = tmp_path / "rules.tsv"
+    p.write_text("# my rules\nmedical\t\\b(disease|pain)\\b\nplace\t\\b(city|country)\\b\n")
+    rules = load_type_rules(p)
+    assert rules == (TypeRule("medical", r"\b(disease|pain)\b"), TypeRule("place", r"\b(city|country)\b"))
+    assert classify_query("back pain how to treat", rules) == "medical"
+    assert classify_query("how to cook rice", rules) == "other"
+    y = tmp_path / "rules.yaml"
+    y.write_text("rules:\n  - {type: medical, pattern: 'pain'}\n")
+    assert load_type_rules(y) == (TypeRule("medical", "pain"),)
+    assert len(DEFAULT_TYPE_RULES) == 4
+
+
+@pytest.mark.parametrize("content, message", [
+    ("medical\t(unclosed\n", r"rules.tsv:1: bad regular expression"),
+    ("\n# only comment\nno tab here\n", r"rules.tsv:3: expected 'type<TAB>regular expression'"),
+    ("# nothing\n", "no rules"),
+])
+def test_rules_file_errors(tmp_path, content, message):
+    p = tmp_path / "rules.tsv"
+    p.write_text(content)
+    with pytest.raises(InputFormatError, match=message):
+        load_type_rules(p)
+
+
+def test_query_types_file(tmp_path):
+    p = tmp_path / "types.tsv"
+    p.write_text("q1\tcooking\nq2\tscience\n")
+    assert read_query_types(p) == {"q1": "cooking", "q2": "science"}
+    qrels, first, reranked, _, queries = tiny()
+    d = diagnose(qrels, first, reranked, queries=queries, query_types=read_query_types(p))
+    assert d.per_query.set_index("query_id")["query_type"].to_dict() == {
+        "q1": "cooking", "q2": "science", "q3": "unlisted", "q4": "unlisted", "q5": "unlisted", "q6": "unlisted"}
+    assert any("not in the query-types file" in n for n in d.notes)
+    p.write_text("q1\tcooking\nq1\tagain\n")
+    with pytest.raises(InputFormatError, match="types.tsv:2: query 'q1' is typed twice"):
+        read_query_types(p)
+
+
+def _write_tiny(tmp_path):
+    qrels, first, reranked, _, queries = tiny()
+    from toolkit.trec_io import write_run
+
+    qp = tmp_path / "qrels.txt"
+    qp.write_text("".join(f"{q} 0 {d} {r}\n" for q, d, r in qrels.frame.itertuples(index=False)))
+    write_run(first, tmp_path / "first.trec")
+    write_run(reranked, tmp_path / "rr.trec")
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    return qp
+
+
+def test_cli_diagnose_writes_report(tmp_path, cli):
+    qp = _write_tiny(tmp_path)
+    out = tmp_path / "reports" / "tiny"
+    res = cli("diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec",
+              "--topics", tmp_path / "topics.tsv", "--out", out, "--worst", "2")
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in out.iterdir()} >= {"index.html", "report.md", "per_query.csv", "summary.json", "plots"}
+    with open(out / "per_query.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 6 and [r["diagnosis"] for r in rows][:3] == ["ok", "candidates-missed", "reranker-misordered"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["queries"] == 6 and len(summary["worst_queries"]) == 2
+    html = (out / "index.html").read_text()
+    assert html.count("data:image/png;base64,") == 4 and "<link" not in html and "src=\"http" not in html
+    assert "Reorder check passed" in html and "how to bake apple pie" in html
+    md = (out / "report.md").read_text()
+    assert "| nDCG@10 |" in md and "## Worst 2 queries" in md
+    assert sorted(p.name for p in (out / "plots").iterdir()) == [
+        "judged_hist.png", "query_types.png", "recall_vs_ndcg.png", "stage_ndcg.png"]
+
+
+def test_cli_diagnose_options_and_errors(tmp_path, cli):
+    qp = _write_tiny(tmp_path)
+    base = ["diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec"]
+    res = cli(*base, "--out", tmp_path / "o", "--ok-ndcg", "0.0", "--no-complete")
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(open(tmp_path / "o" / "per_query.csv")))
+    assert len(rows) == 5  # q6 is in no run and --no-complete leaves it out
+    assert {r["diagnosis"] for r in rows} == {"ok", "no-relevant"}
+    assert {r["query_type"] for r in rows} == {"unknown"}  # no query texts given
+    res = cli(*base, "--out", tmp_path / "o2", "--ok-ndcg", "2")
+    assert res.exit_code == 2
+    (tmp_path / "bad.trec").write_text("q1 Q0 a 1 notanumber x\n")
+    res = cli("diagnose", "--qrels", qp, "--first-stage", tmp_path / "bad.trec", "--reranked", tmp_path / "rr.trec",
+              "--out", tmp_path / "o3")
+    assert res.exit_code == 1 and "bad.trec:1: score 'notanumber' is not a number" in res.output
+
+
+# ------------------------------------------------------------------ real data
+@pytest.fixture(scope="module")
+def dl19(msmarco):
+    from toolkit.trec_io import read_qrels, read_run
+
+    return read_qrels(msmarco / "qrels.dl19-passage.txt"), read_run(msmarco / "runs" / "run.dl19.bm25.top100.txt")
+
+
+@pytest.mark.data
+def test_dl19_reordered_keeps_recall(dl19):
+    """Reversing BM25's order is a pure reordering: R@100 stays 0.4910, BM25 nDCG@10 is 0.5058 (trec_eval)."""
+    qrels, bm25 = dl19
+    rev = run_from_rows(list(zip(bm25.frame["query_id"], bm25.frame["doc_id"], -bm25.frame["score"])), tag="rev")
+    d = diagnose(qrels, bm25, rev, worst_n=2)
+    head = {r["key"]: r for r in d.headline}
+    assert round(head["recall_100"]["first_stage"], 4) == 0.4910
+    assert round(head["recall_100"]["reranked"], 4) == 0.4910
+    assert round(head["ndcg_cut_10"]["first_stage"], 4) == 0.5058
+    assert head["ndcg_cut_10"]["reranked"] < 0.5058
+    assert head["num_q"]["first_stage"] == 43 and len(d.per_query) == 43
+    assert d.reorder_check["only_reorders"] and d.reorder_check["candidates_kept"] == 4300
+
+
+@pytest.mark.data
+def test_dl19_other_first_stage_is_flagged(dl19, msmarco):
+    from toolkit.trec_io import read_run
+
+    qrels, bm25 = dl19
+    tasb = read_run(msmarco / "runs" / "run.dl19.tasb.top100.txt")
+    d = diagnose(qrels, bm25, tasb, worst_n=0)
+    assert not d.reorder_check["only_reorders"] and d.reorder_check["introduced_documents"] > 1000
+    assert round({r["key"]: r for r in d.headline}["recall_100"]["reranked"], 4) == 0.6097
+
+
+@pytest.mark.data
+def test_cli_diagnose_reads_texts_from_sidecar(dl19, msmarco, tmp_path, cli):
+    """The exact user form: no --topics; query texts and snippets come from the reranked run's sidecar."""
+    qrels, bm25 = dl19
+    from toolkit.trec_io import write_json, write_run
+
+    rr = tmp_path / "runs" / "dl19.rev.trec"
+    rev = run_from_rows(list(zip(bm25.frame["query_id"], bm25.frame["doc_id"], -bm25.frame["score"])), tag="rev")
+    write_run(rev, rr)
+    cands = msmarco / "candidates" / "dl19.bm25.top100.json"
+    write_json(str(rr) + ".meta.json", {"texts": {"kind": "candidates-json", "path": str(cands)},
+                                        "reranker": {"model": "reverse"}, "topics": str(cands)})
+    out = tmp_path / "reports" / "dl19-rev"
+    res = cli("diagnose", "--qrels", msmarco / "qrels.dl19-passage.txt", "--first-stage",
+              msmarco / "runs" / "run.dl19.bm25.top100.txt", "--reranked", rr, "--out", out)
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    w = summary["worst_queries"][0]
+    assert w["query"] and all(i["snippet"] for i in w["top_10"])
+    pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str})
+    assert len(pq) == 43 and pq["query"].str.len().min() > 0 and "diagnosis" in pq
