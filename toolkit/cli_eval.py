@@ -174,3 +174,42 @@ def eval_command(measure_texts, per_query, complete, level, max_docs, judged_onl
 
 
 COMMANDS = [eval_command]
+
+
+@click.command("gain-sensitivity")
+@click.option("-k", "cutoff", type=click.IntRange(min=1), default=10, show_default=True, help="nDCG cutoff.")
+@click.option("-c", "complete", is_flag=True, help="Average over every qrels query (missing ones count 0).")
+@click.option("--score-precision", type=click.Choice(SCORE_PRECISIONS), default=DEFAULT_SCORE_PRECISION, show_default=True)
+@click.option("--relevance-map", "rel_map", default=None, help="Map qrels labels at load time (e.g. cranfield).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, envvar="TWOSTAGE_DATA")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.argument("qrels")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def gain_sensitivity_command(cutoff, complete, score_precision, rel_map, data_dir, fmt, qrels, runs):
+    """nDCG@k of each RUN under linear, exponential and Järvelin-Kekäläinen gains/discount.
+
+    Flags every variant under which the systems' order differs from trec_eval's
+    linear gain with log2 discount, so a reader knows whether "system A beats
+    B" depends on which nDCG was used.
+    """
+    from .sensitivity import gain_sensitivity
+
+    q = load_qrels(qrels, rel_map, "error", data_dir)
+    from pathlib import Path
+
+    names = [Path(r).name for r in runs] if len({Path(r).name for r in runs}) == len(runs) else [str(r) for r in runs]
+    loaded = {name: read_run(path) for name, path in zip(names, runs)}
+    result = gain_sensitivity(q, loaded, cutoff, EvalSettings(complete=complete, score_precision=score_precision))
+    if fmt == "json":
+        click.echo(json.dumps({"cutoff": cutoff, "ndcg": result.table.to_dict(orient="index"),
+                               "skipped": result.skipped, "order_changes": result.swaps}, indent=2))
+        return
+    click.echo(f"# nDCG@{cutoff} under each gain/discount (mean over queries; -c: {complete})")
+    click.echo(result.table.to_string(float_format=lambda v: f"{v:.4f}"))
+    for label, why in result.skipped.items():
+        click.echo(f"# skipped {label}: {why}")
+    if len(names) > 1:
+        click.echo("# system order: " + ("; ".join(result.swaps) if result.swaps else "the same under every variant"))
+
+
+COMMANDS.append(gain_sensitivity_command)
