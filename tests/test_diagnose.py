@@ -316,3 +316,18 @@ def test_cli_diagnose_reads_texts_from_sidecar(dl19, msmarco, tmp_path, cli):
     assert w["query"] and all(i["snippet"] for i in w["top_10"])
     pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str})
     assert len(pq) == 43 and pq["query"].str.len().min() > 0 and "diagnosis" in pq
+
+
+def test_cli_recall_level_follows_the_qrels(tmp_path, cli):
+    """Binary qrels (CACM-like): the default recall level is 1, graded qrels (DL) get 2; both stated."""
+    (tmp_path / "qrels.txt").write_text("1 0 D1 1\n1 0 D2 1\n1 0 D3 0\n")
+    (tmp_path / "first.trec").write_text("1 Q0 D3 1 3 f\n1 Q0 D1 2 2 f\n1 Q0 X 3 1 f\n")
+    (tmp_path / "rr.trec").write_text("1 Q0 D1 1 3 r\n1 Q0 D3 2 2 r\n1 Q0 X 3 1 r\n")
+    res = cli("diagnose", "--qrels", tmp_path / "qrels.txt", "--first-stage", tmp_path / "first.trec",
+              "--reranked", tmp_path / "rr.trec", "--out", tmp_path / "o")
+    assert res.exit_code == 0, res.output
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["settings"]["recall_level"] == 1
+    head = {r["key"]: r for r in s["headline"]}
+    assert head["recall_100"]["first_stage"] == 0.5 and head["recall_100"]["reranked"] == 0.5
+    assert "R@100 (-l 1)" in (tmp_path / "o" / "index.html").read_text()

@@ -151,6 +151,11 @@ def test_detect_kind_and_resolve(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
     assert detect_kind(str(tmp_path)) == "bi-encoder"
     assert resolve_model(str(tmp_path)) == str(tmp_path.resolve())
+    (tmp_path / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "CrossEncoder"}))
+    assert detect_kind(str(tmp_path)) == "cross-encoder"
+    (tmp_path / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "SentenceTransformer"}))
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
+    assert detect_kind(str(tmp_path)) == "bi-encoder"
     assert resolve_model("some-org/some-model") == "some-org/some-model"
 
 

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from . import __version__
 from .measures import EvalSettings, Measure
-from .ranking import order_indices, within_group_rank
+from .ranking import sort_key_scores, within_group_rank
 from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 log = logging.getLogger(__name__)
@@ -59,56 +59,74 @@ class EvalResult:
 class _Joined:
     """The run in trec_eval order, restricted to judged queries, with labels."""
 
-    qidx: np.ndarray  # index into qrels query ids
-    rank: np.ndarray  # 1-based rank after -M / -J
-    label: np.ndarray  # qrels label, NOT_IN_POOL when absent
-    doc_id: pa.Array
+    qidx: np.ndarray  # int32 index into the sorted qrels query ids
+    rank: np.ndarray  # int32 1-based rank after -M / -J
+    label: np.ndarray  # int32 qrels label, NOT_IN_POOL when absent
+
+
+def _arrow(series: pd.Series) -> pa.ChunkedArray | pa.Array:
+    """The arrow data behind a string column (zero-copy for arrow-backed columns)."""
+    return pa.array(series.array)
 
 
 def _join(qrels: Qrels, run: Run, qids: np.ndarray, settings: EvalSettings) -> _Joined:
     frame = run.frame
-    run_q = pa.array(frame[QUERY_ID].array, type=pa.string())
-    qidx_all = pc.index_in(run_q, value_set=pa.array(qids, type=pa.string()))
-    keep = pc.is_valid(qidx_all).to_numpy(zero_copy_only=False)
-    if not keep.all():
-        frame = frame.loc[keep]
-    order = order_indices(frame, settings.score_precision)
-    qidx = qidx_all.filter(pa.array(keep)).to_numpy(zero_copy_only=False).astype(np.int64)[order]
-    doc_id = pa.array(frame[DOC_ID].array, type=pa.string()).take(pa.array(order))
+    qset = pa.array(qids, type=pa.string())
+    qidx_all = pc.index_in(_arrow(frame[QUERY_ID]), value_set=qset)
+    doc = _arrow(frame[DOC_ID])
+    score = sort_key_scores(frame[SCORE].to_numpy(), settings.score_precision)
+    if qidx_all.null_count:  # drop run queries without judgments (trec_eval ignores them)
+        keep = pc.is_valid(qidx_all)
+        doc, qidx_all = doc.filter(keep), qidx_all.filter(keep)
+        score = score[keep.to_numpy(zero_copy_only=False)]
+    qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
+    label = _labels(qrels, qids, qidx, doc)  # in file order; permuted below
+    # qids are sorted, so ordering by their index orders queries by id, as trec_eval does
+    order = pc.sort_indices(
+        pa.table({"q": qidx, "s": score, "d": doc}),
+        sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")],
+    ).to_numpy()
+    del doc, score
+    qidx, label = qidx[order], label[order]
+    del order
     rank = within_group_rank(qidx)
     if settings.max_docs is not None:
         cut = rank <= settings.max_docs
-        qidx, rank, doc_id = qidx[cut], rank[cut], doc_id.filter(pa.array(cut))
-    label = _labels(qrels, qids, qidx, doc_id)
+        qidx, rank, label = qidx[cut], rank[cut], label[cut]
     if settings.judged_only:
         judged = label >= 0
-        qidx, label, doc_id = qidx[judged], label[judged], doc_id.filter(pa.array(judged))
+        qidx, label = qidx[judged], label[judged]
         rank = within_group_rank(qidx)
-    return _Joined(qidx=qidx, rank=rank, label=label, doc_id=doc_id)
+    return _Joined(qidx=qidx, rank=rank, label=label)
 
 
-def _labels(qrels: Qrels, qids: np.ndarray, qidx: np.ndarray, doc_id: pa.Array) -> np.ndarray:
+def _labels(qrels: Qrels, qids: np.ndarray, qidx: np.ndarray, doc_id) -> np.ndarray:
     qf = qrels.frame
-    docs = pa.array(pd.unique(qf[DOC_ID].to_numpy(dtype=object)), type=pa.string())
+    docs = pc.unique(_arrow(qf[DOC_ID]))
     n_docs = np.int64(max(len(docs), 1))
-    q_q = pc.index_in(pa.array(qf[QUERY_ID].array, type=pa.string()), value_set=pa.array(qids, type=pa.string()))
-    q_d = pc.index_in(pa.array(qf[DOC_ID].array, type=pa.string()), value_set=docs)
+    q_q = pc.index_in(_arrow(qf[QUERY_ID]), value_set=pa.array(qids, type=pa.string()))
+    q_d = pc.index_in(_arrow(qf[DOC_ID]), value_set=docs)
     qkeys = q_q.to_numpy(zero_copy_only=False).astype(np.int64) * n_docs + q_d.to_numpy(zero_copy_only=False)
     order = np.argsort(qkeys, kind="stable")
-    qkeys, qlabels = qkeys[order], qf[RELEVANCE].to_numpy()[order]
+    qkeys, qlabels = qkeys[order], qf[RELEVANCE].to_numpy()[order].astype(np.int32)
     r_d = pc.index_in(doc_id, value_set=docs)
-    in_docs = pc.is_valid(r_d).to_numpy(zero_copy_only=False)
-    r_dv = r_d.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    rkeys = qidx * n_docs + r_dv
-    pos = np.clip(np.searchsorted(qkeys, rkeys), 0, max(len(qkeys) - 1, 0))
-    found = in_docs & (qkeys[pos] == rkeys) if len(qkeys) else np.zeros(len(rkeys), dtype=bool)
-    return np.where(found, qlabels[pos] if len(qkeys) else 0, NOT_IN_POOL).astype(np.int64)
+    label = np.full(len(qidx), NOT_IN_POOL, dtype=np.int32)
+    if not len(qkeys) or r_d.null_count == len(r_d):
+        return label
+    hit = pc.is_valid(r_d).to_numpy(zero_copy_only=False)
+    rkeys = qidx[hit].astype(np.int64) * n_docs + r_d.drop_null().to_numpy(zero_copy_only=False)
+    pos = np.clip(np.searchsorted(qkeys, rkeys), 0, len(qkeys) - 1)
+    found = qkeys[pos] == rkeys
+    sub = np.full(len(rkeys), NOT_IN_POOL, dtype=np.int32)
+    sub[found] = qlabels[pos[found]]
+    label[hit] = sub
+    return label
 
 
 def _ideal_dcg(qrels: Qrels, qids: np.ndarray, settings: EvalSettings, cutoffs: list[int | None]) -> dict:
     """IDCG per query (indexed like ``qids``) for each cutoff (None = no cutoff)."""
     qf = qrels.frame
-    qidx = pc.index_in(pa.array(qf[QUERY_ID].array, type=pa.string()), value_set=pa.array(qids, type=pa.string()))
+    qidx = pc.index_in(_arrow(qf[QUERY_ID]), value_set=pa.array(qids, type=pa.string()))
     qidx = qidx.to_numpy(zero_copy_only=False).astype(np.int64)
     gains = settings.gain.apply(qf[RELEVANCE].to_numpy())
     order = np.lexsort((-gains, qidx))
@@ -141,9 +159,7 @@ def evaluate(
 
     level = settings.relevance_level
     q_labels = qrels.frame[RELEVANCE].to_numpy()
-    q_qidx = pc.index_in(
-        pa.array(qrels.frame[QUERY_ID].array, type=pa.string()), value_set=pa.array(qids, type=pa.string())
-    ).to_numpy(zero_copy_only=False).astype(np.int64)
+    q_qidx = pc.index_in(_arrow(qrels.frame[QUERY_ID]), value_set=pa.array(qids, type=pa.string())).to_numpy(zero_copy_only=False).astype(np.int64)
     num_rel = np.bincount(q_qidx, weights=(q_labels >= level), minlength=nq)
     rel = j.label >= level
     num_ret = np.bincount(j.qidx, minlength=nq).astype(np.float64)

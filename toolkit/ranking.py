@@ -40,9 +40,9 @@ def order_indices(frame: pd.DataFrame, score_precision: ScorePrecision) -> np.nd
     """Row positions of ``frame`` in (query id asc, score desc, doc id desc) order."""
     table = pa.table(
         {
-            "q": pa.array(frame[QUERY_ID].array, type=pa.string()),
+            "q": pa.array(frame[QUERY_ID].array),
             "s": sort_key_scores(frame[SCORE].to_numpy(), score_precision),
-            "d": pa.array(frame[DOC_ID].array, type=pa.string()),
+            "d": pa.array(frame[DOC_ID].array),
         }
     )
     idx = pc.sort_indices(table, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")])
@@ -71,7 +71,8 @@ def within_group_rank(sorted_keys: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     starts = np.flatnonzero(group_starts(sorted_keys))
     lengths = np.diff(np.append(starts, n))
-    return np.arange(n, dtype=np.int64) - np.repeat(starts, lengths) + 1
+    dtype = np.int32 if n < 2**31 else np.int64
+    return np.arange(n, dtype=dtype) - np.repeat(starts.astype(dtype), lengths) + 1
 
 
 def top_k(frame: pd.DataFrame, k: int, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:

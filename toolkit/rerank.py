@@ -102,18 +102,31 @@ def resolve_model(name_or_path: str) -> str:
     return name_or_path
 
 
+def _json(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def detect_kind(model_path: str) -> str:
-    """``cross-encoder`` when a local model's config declares a sequence-classification head, else ``bi-encoder``."""
-    config = Path(model_path) / "config.json"
-    if config.exists():
-        try:
-            archs = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
-        except (OSError, json.JSONDecodeError):
-            archs = []
-        if any(str(a).endswith("ForSequenceClassification") for a in archs) and not (
-            Path(model_path) / "modules.json"
-        ).exists():
-            return "cross-encoder"
+    """The reranker kind of a local model folder (hub names default to ``bi-encoder``).
+
+    sentence-transformers' own record wins (``config_sentence_transformers.json``
+    ``model_type``: ``CrossEncoder`` or ``SentenceTransformer``); otherwise a
+    Hugging Face config declaring a ``...ForSequenceClassification`` head is a
+    cross-encoder and anything else a bi-encoder.
+    """
+    folder = Path(model_path)
+    st_type = str(_json(folder / "config_sentence_transformers.json").get("model_type", ""))
+    if "crossencoder" in st_type.lower():
+        return "cross-encoder"
+    if st_type or (folder / "modules.json").exists():
+        return "bi-encoder"
+    archs = _json(folder / "config.json").get("architectures") or []
+    if any(str(a).endswith("ForSequenceClassification") for a in archs):
+        return "cross-encoder"
     return "bi-encoder"
 
 

@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from .errors import InputFormatError
@@ -34,8 +35,6 @@ from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topi
 
 DedupePolicy = Literal["error", "first"]
 
-_RUN_FIELDS = ("query_id", "q0", "doc_id", "rank", "score", "tag")
-_QRELS_FIELDS = ("query_id", "iteration", "doc_id", "relevance")
 _WS_RUN = re.compile(rb"[ \t]+")
 _EDGE_WS = re.compile(rb"(?m)^ | $")
 
@@ -67,6 +66,33 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def _scan(path: str) -> tuple[str, bool, bool]:
+    """One streaming pass: (sha256, file needs whitespace/BOM/CRLF normalising, file has content)."""
+    h = hashlib.sha256()
+    odd = False
+    content = False
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as fh:
+            first = True
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+                if first and chunk.startswith(b"\xef\xbb\xbf"):
+                    odd = True
+                first = False
+                # single-byte searches are memchr-fast; double spaces and edge blanks surface as
+                # column-count errors in the fast parse and send it down the normalising path
+                odd = odd or b"\t" in chunk or b"\r" in chunk
+                content = content or not chunk.isspace()
+    except FileNotFoundError:
+        raise InputFormatError(path, None, "no such file") from None
+    except IsADirectoryError:
+        raise InputFormatError(path, None, "is a directory, expected a file") from None
+    except (OSError, EOFError) as exc:
+        raise InputFormatError(path, None, f"cannot read: {exc}") from None
+    return h.hexdigest(), odd, content
+
+
 def _normalise(data: bytes, path: str) -> bytes:
     """Strip a BOM, turn CRLF into LF and collapse column whitespace to one space."""
     if data.startswith(b"\xef\xbb\xbf"):
@@ -80,7 +106,7 @@ def _normalise(data: bytes, path: str) -> bytes:
         data = _WS_RUN.sub(b" ", data)
     if b"\n " in data or b" \n" in data or data.startswith(b" ") or data.endswith(b" "):
         data = _EDGE_WS.sub(b"", data)
-    if not data.strip():
+    if not data or data.isspace():
         raise InputFormatError(path, None, "empty file: no lines to read")
     return data
 
@@ -98,17 +124,17 @@ def _text_lines(data: bytes, path: str) -> Iterator[tuple[int, list[str]]]:
             yield number, fields
 
 
-def _line_of_row(data: bytes, path: str, row: int) -> int:
-    """The line number of the row-th (0-based) non-blank line."""
-    for i, (number, _) in enumerate(_text_lines(data, path)):
+def _line_of_row(path: str, row: int) -> int:
+    """The line number of the row-th (0-based) non-blank line (error path only: re-reads the file)."""
+    for i, (number, _) in enumerate(_text_lines(read_bytes(path), path)):
         if i == row:
             return number
     return -1
 
 
-def _arrow_read(data: bytes, names: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
+def _arrow_read(source, names: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
     return pacsv.read_csv(
-        io.BytesIO(data),
+        source,
         read_options=pacsv.ReadOptions(column_names=list(names), block_size=1 << 24),
         parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False),
         convert_options=pacsv.ConvertOptions(
@@ -121,12 +147,31 @@ def _arrow_read(data: bytes, names: tuple[str, ...], types: dict[str, pa.DataTyp
     )
 
 
+def _parse_table(path: str, data: bytes | None, names, types, locate) -> tuple[pa.Table, str]:
+    """Fast path: arrow straight from the file; else normalise in memory; else find the bad line."""
+    if data is not None:
+        sha, odd, content = sha256_bytes(data), True, bool(data.strip())
+    else:
+        sha, odd, content = _scan(path)
+    if not content:
+        raise InputFormatError(path, None, "empty file: no lines to read")
+    if not odd:
+        try:
+            return _arrow_read(path, names, types), sha
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass  # maybe only double spaces or edge blanks: normalise and retry
+    raw = read_bytes(path) if data is None else data
+    try:
+        return _arrow_read(io.BytesIO(_normalise(raw, path)), names, types), sha
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise locate(raw, path) from None
+
+
 def _parse_score(token: str) -> float | None:
     try:
-        value = float(token)
+        return float(token)
     except ValueError:
         return None
-    return value
 
 
 def _locate_run_error(data: bytes, path: str) -> InputFormatError:
@@ -154,61 +199,86 @@ def _locate_qrels_error(data: bytes, path: str) -> InputFormatError:
     return InputFormatError(path, None, "could not be parsed as TREC qrels")
 
 
-def _duplicate_mask(query: pd.Series, doc: pd.Series) -> np.ndarray:
-    """True for every row whose (query, doc) pair already appeared on an earlier row."""
-    qcodes, _ = pd.factorize(query)
-    dcodes, docs = pd.factorize(doc)
-    key = qcodes.astype(np.int64) * np.int64(max(len(docs), 1)) + dcodes
-    return pd.Series(key).duplicated(keep="first").to_numpy()
+def _duplicate_rows(query: pa.ChunkedArray, doc: pa.ChunkedArray) -> np.ndarray:
+    """Row numbers that repeat an earlier (query, doc) pair, in file order.
+
+    Sort-based rather than hash-based: hashing millions of distinct doc ids is
+    several times slower than one arrow sort on (query code, doc id).
+    """
+    qcodes = pc.index_in(query, value_set=pc.unique(query)).to_numpy(zero_copy_only=False).astype(np.int32)
+    n = len(qcodes)
+    if n < 2:
+        return np.zeros(0, dtype=np.int64)
+    # arrow's sort is stable: among equal (query, doc) rows the first line comes first
+    order = pc.sort_indices(pa.table({"q": qcodes, "d": doc}), sort_keys=[("q", "ascending"), ("d", "ascending")])
+    order = order.to_numpy()
+    d_sorted = doc.take(pa.array(order))
+    same = pc.equal(d_sorted[1:], d_sorted[:-1]).to_numpy(zero_copy_only=False) & (
+        qcodes[order[1:]] == qcodes[order[:-1]]
+    )
+    return np.sort(order[1:][same])
 
 
-def _dedupe(
-    frame: pd.DataFrame, data: bytes, path: str, policy: DedupePolicy, what: str
-) -> tuple[pd.DataFrame, int]:
-    dup = _duplicate_mask(frame[QUERY_ID], frame[DOC_ID])
-    n = int(dup.sum())
-    if n == 0:
-        return frame, 0
+def _dedupe(table: pa.Table, path: str, policy: DedupePolicy, what: str) -> tuple[pa.Table, int]:
+    dups = _duplicate_rows(table.column("query_id"), table.column("doc_id"))
+    if len(dups) == 0:
+        return table, 0
     if policy == "first":
-        return frame.loc[~dup].reset_index(drop=True), n
-    row = int(np.flatnonzero(dup)[0])
-    q, d = frame[QUERY_ID].iat[row], frame[DOC_ID].iat[row]
+        keep = np.ones(table.num_rows, dtype=bool)
+        keep[dups] = False
+        return table.filter(pa.array(keep)), len(dups)
+    row = int(dups[0])
+    q, d = table.column("query_id")[row].as_py(), table.column("doc_id")[row].as_py()
     raise InputFormatError(
         path,
-        _line_of_row(data, path, row),
-        f"{what} lists document {d!r} twice for query {q!r} ({n} duplicate line(s) in all); "
+        _line_of_row(path, row),
+        f"{what} lists document {d!r} twice for query {q!r} ({len(dups)} duplicate line(s) in all); "
         "trec_eval refuses this; pass --dedupe first to keep the first occurrence",
     )
+
+
+def _frame(table: pa.Table, columns: dict[str, str]) -> pd.DataFrame:
+    """Arrow columns -> DataFrame with arrow-backed strings (no per-row Python objects)."""
+    out = {}
+    for src, dst in columns.items():
+        col = table.column(src)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            out[dst] = pd.Series(pd.arrays.ArrowStringArray(col.cast(pa.large_string())), copy=False)
+        else:
+            out[dst] = col.to_numpy()
+    return pd.DataFrame(out, copy=False)
 
 
 # --------------------------------------------------------------------- runs
 def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error", data: bytes | None = None) -> Run:
     """Parse a TREC run (``qid Q0 docid rank score tag``)."""
     path = str(path)
-    raw = read_bytes(path) if data is None else data
-    norm = _normalise(raw, path)
-    types = {"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64(), "tag": pa.string()}
-    try:
-        table = _arrow_read(norm, _RUN_FIELDS, types)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise _locate_run_error(raw, path) from None
+    names = ("query_id", "q0", "doc_id", "rank", "score", "tag")
+    types = {"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()}
+    table, sha = _parse_table(path, data, names, types, _locate_run_error)
+    pa.default_memory_pool().release_unused()  # the CSV reader's scratch buffers
     score = table.column("score").to_numpy()
-    if np.isnan(score).any():
-        row = int(np.flatnonzero(np.isnan(score))[0])
+    nan = np.isnan(score)
+    if nan.any():
         raise InputFormatError(
-            path, _line_of_row(raw, path, row), "score is NaN; trec_eval's sort breaks on NaN, so it is refused"
+            path, _line_of_row(path, int(np.flatnonzero(nan)[0])),
+            "score is NaN; trec_eval's sort breaks on NaN, so it is refused",
         )
-    tags = table.column("tag")
-    tag = tags[0].as_py() if len(tags) else ""
-    frame = pd.DataFrame(
-        {
-            QUERY_ID: pd.Series(table.column("query_id").combine_chunks(), dtype="str").array,
-            DOC_ID: pd.Series(table.column("doc_id").combine_chunks(), dtype="str").array,
-            SCORE: score,
-        }
-    )
-    frame, dropped = _dedupe(frame, raw, path, dedupe, "run")
-    return Run(frame=frame, path=path, tag=tag, sha256=sha256_bytes(raw), duplicates_dropped=dropped)
+    table, dropped = _dedupe(table, path, dedupe, "run")
+    frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "score": SCORE})
+    return Run(frame=frame, path=path, tag=_first_tag(path, data), sha256=sha, duplicates_dropped=dropped)
+
+
+def _first_tag(path: str, data: bytes | None) -> str:
+    if data is None:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            for raw_line in fh:
+                if raw_line.strip():
+                    data = raw_line
+                    break
+    fields = (data or b"").decode("utf-8-sig", "replace").split("\n", 1)[0].split()
+    return fields[5] if len(fields) >= 6 else ""
 
 
 # -------------------------------------------------------------------- qrels
@@ -225,28 +295,17 @@ def read_qrels(
     it does not cover is an error, never a silent default.
     """
     path = str(path)
-    raw = read_bytes(path) if data is None else data
-    norm = _normalise(raw, path)
+    names = ("query_id", "iteration", "doc_id", "relevance")
     types = {"query_id": pa.string(), "doc_id": pa.string(), "relevance": pa.int64()}
-    try:
-        table = _arrow_read(norm, _QRELS_FIELDS, types)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise _locate_qrels_error(raw, path) from None
-    rel = table.column("relevance").to_numpy()
-    frame = pd.DataFrame(
-        {
-            QUERY_ID: pd.Series(table.column("query_id").combine_chunks(), dtype="str").array,
-            DOC_ID: pd.Series(table.column("doc_id").combine_chunks(), dtype="str").array,
-            RELEVANCE: rel.astype(np.int64),
-        }
-    )
-    frame, dropped = _dedupe(frame, raw, path, dedupe, "qrels")
+    table, sha = _parse_table(path, data, names, types, _locate_qrels_error)
+    table, dropped = _dedupe(table, path, dedupe, "qrels")
+    frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "relevance": RELEVANCE})
     if relevance_map:
         frame = apply_relevance_map(frame, relevance_map, path)
     return Qrels(
         frame=frame,
         path=path,
-        sha256=sha256_bytes(raw),
+        sha256=sha,
         relevance_map=dict(relevance_map or {}),
         relevance_map_name=relevance_map_name,
         duplicates_dropped=dropped,
