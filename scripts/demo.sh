@@ -75,7 +75,9 @@ else
   echo "index + BM25 took $(elapsed "$t")" >&2
   rerank "$OUT/runs/cacm.bm25.minilm.trec" --run "$OUT/runs/cacm.bm25.top100.trec" --topics cacm \
     --index indexes/cacm --judged-only "$DATA/cacm/qrels.cacm.txt"
-  diagnose "$OUT/cacm-minilm" --qrels "$DATA/cacm/qrels.cacm.txt" --topics cacm \
+  # CACM's qrels list relevant documents only (no label 0): unjudged means "not judged relevant" there,
+  # so the unjudged-top label is turned off (--max-unjudged 1) and recall uses level 1 (binary qrels).
+  diagnose "$OUT/cacm-minilm" --qrels "$DATA/cacm/qrels.cacm.txt" --topics cacm --max-unjudged 1 \
     --first-stage "$OUT/runs/cacm.bm25.top100.trec" --reranked "$OUT/runs/cacm.bm25.minilm.trec" --index indexes/cacm
 fi
 

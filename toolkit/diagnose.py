@@ -419,6 +419,10 @@ def diagnose(
         notes.insert(0, f"the reranked run introduced {check['introduced_documents']} documents that are not among "
                         f"the first stage's top-{depth} candidates (in {check['queries_with_introduced_documents']} "
                         "queries): it is not a pure reranking of these candidates")
+    if len(qf) and int((qf[RELEVANCE] == 0).sum()) == 0 and t.max_unjudged < 1:
+        notes.append("the qrels list no non-relevant documents (label 0), only relevant ones: 'unjudged' then means "
+                     "'not judged relevant', judged@10 is a precision, and the unjudged-top label says little; "
+                     "pass --max-unjudged 1 to turn it off")
     qrels_q = set(qids)
     for what, run in (("first-stage", first), ("reranked", reranked)):
         absent = sorted(qrels_q - set(run.frame[QUERY_ID].unique().tolist()))
