@@ -29,9 +29,7 @@ def esc(value: object) -> str:
 
 def figure_data_uri(fig) -> str:
     """A matplotlib figure as a PNG data URI (the page then opens from disk with no other files)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return png_data_uri(figure_png(fig))
 
 
 def html_table(headers: list[str], rows: list[list[object]], numeric: set[int] | None = None) -> str:
@@ -440,15 +438,4 @@ def write_diagnosis_report(diag, out_dir) -> dict[str, str]:
     write_per_query_csv(diag, paths["per_query.csv"])
     with atomic_write(paths["summary.json"]) as fh:
         fh.write(dumps_summary(diag))
-    _readable([*paths.values(), *(out / p for p in plot_files.values())])
     return {k: str(v) for k, v in paths.items()}
-
-
-def _readable(paths) -> None:
-    """Temporary files are created 0600; reports are meant to be shared, so apply the usual umask."""
-    import os
-
-    mask = os.umask(0)
-    os.umask(mask)
-    for p in paths:
-        os.chmod(p, 0o666 & ~mask)

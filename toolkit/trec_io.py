@@ -35,6 +35,9 @@ from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topi
 
 DedupePolicy = Literal["error", "first"]
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 _WS_RUN = re.compile(rb"[ \t]+")
 _EDGE_WS = re.compile(rb"(?m)^ | $")
 
@@ -438,6 +441,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
