@@ -205,3 +205,9 @@ def test_cacm_html_folder(shared_data, cache):
     assert len(files) == 3204 and files[0] == "CACM-0001.html" and files[-1] == "CACM-3204.html"
     assert catalog.cacm_html_folder(shared_data) == folder
     shutil.rmtree(folder)
+
+
+def test_pyserini_names_are_read_without_the_jvm():
+    assert "dl21-passage" in catalog.pyserini_names("qrels")
+    assert "msmarco-passage-dev-subset" in catalog.pyserini_names("topics")
+    assert "no-such-topics" not in catalog.pyserini_names("topics")

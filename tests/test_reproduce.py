@@ -346,3 +346,33 @@ def test_two_stage_dl_reproduces_and_matches_pyserini(shared_data, tmp_path, cli
     runs = {r["id"]: r["run"] for r in doc["rows"]}
     expected = pyserini_values("two-stage-dl", runs, shared_data)
     assert {(c["row"], c["column"]): f"{c['measured']:.4f}" for c in doc["cells"]} == expected
+
+
+def test_setup_runs_once_and_is_skipped_when_its_output_exists(tmp_path):
+    text = BASE.replace("rows:\n", "setup:\n  - {run: [twostage, index, --out, '{indexes}/x'], creates: '{indexes}/x'}\nrows:\n")
+    text = text.replace("    run: run.txt\n", "    commands: [[twostage, bm25, --index, '{indexes}/x', --out, '{run}']]\n")
+    text += ("  - id: two\n    qrels: qrels.txt\n"
+             "    commands: [[twostage, bm25, --index, '{indexes}/x', --out, '{run}']]\n    cells: {MAP: 0.5417}\n")
+    calls = []
+
+    def fake(argv, env):
+        calls.append(argv[3])
+        Path(argv[-1]).parent.mkdir(parents=True, exist_ok=True)
+        if argv[3] == "index":
+            Path(argv[-1]).mkdir()
+        else:
+            Path(argv[-1]).write_text(RUN)
+        return CommandResult(0, "")
+
+    spec = write_spec(tmp_path, text)
+    rep = runner(spec, tmp_path, run_command=fake, commands={"index", "bm25"}).run()
+    assert calls == ["index", "bm25", "bm25"] and not rep.failed and not rep.skipped
+    calls.clear()
+    runner(spec, tmp_path, run_command=fake, commands={"index", "bm25"}).run()
+    assert calls == ["bm25", "bm25"]  # the index exists: setup not re-run
+    calls.clear()
+    rep = runner(spec, tmp_path, run_command=fake, commands={"index", "bm25"}, reuse_runs=True).run()
+    assert calls == [] and [c.status for c in rep.cells] == ["match", "match", "match"]
+    missing = runner(spec, tmp_path, run_command=fake, commands={"bm25"}).run()
+    assert "setup: `twostage index` is not available" in missing.rows[0].reason
+    assert {c.status for c in missing.cells} == {"skipped"}

@@ -457,8 +457,38 @@ def _seed_quietly(data: str | os.PathLike | None) -> None:
         log.debug("could not seed Pyserini's cache: %s", exc)
 
 
+_PYSERINI_NAMES: dict[str, frozenset[str]] = {}
+
+
+def pyserini_names(kind: str) -> frozenset[str]:
+    """Pyserini's topics or qrels names (``topics_mapping`` / ``qrels_mapping``), read from
+    its source with ``ast`` so that an unknown name is rejected without starting the JVM."""
+    if not _PYSERINI_NAMES:
+        import ast
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyserini")
+        names: dict[str, set[str]] = {"topics": set(), "qrels": set()}
+        if spec and spec.submodule_search_locations:
+            src = Path(list(spec.submodule_search_locations)[0]) / "search" / "_base.py"
+            try:
+                tree = ast.parse(src.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError):
+                tree = None
+            for node in ast.walk(tree) if tree else ():
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name) and target.id in ("topics_mapping", "qrels_mapping"):
+                            keys = {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+                            names[target.id.split("_")[0]] |= keys
+        _PYSERINI_NAMES.update({k: frozenset(v) for k, v in names.items()})
+    return _PYSERINI_NAMES.get(kind, frozenset())
+
+
 def _pyserini_qrels(name: str) -> Path | None:
     """A Pyserini qrels name through Pyserini (downloads into its cache when online)."""
+    if name not in pyserini_names("qrels"):
+        return None
     try:
         from .jvm import import_pyserini
 
@@ -491,7 +521,7 @@ def resolve_topics(spec: str, data: str | os.PathLike | None = None):
         if coll.corpus == "smart":
             return read_topics(convert_cranfield(data).topics)
         return read_topics(collection_file(coll.name, "topics", data))
-    if _looks_like_name(spec):
+    if _looks_like_name(spec) and spec in pyserini_names("topics"):
         _seed_quietly(data)
         try:
             from .jvm import import_pyserini

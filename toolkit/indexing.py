@@ -135,7 +135,7 @@ def build_lucene_index(
     caller; its log lines drive the progress bar and are kept in the index
     folder (``indexing.log``) for the record.
     """
-    from .jvm import anserini_version, find_java, java_env, pyserini_jar
+    from .jvm import anserini_version, find_java, pyserini_jar
 
     if threads < 1:
         raise ConfigError(f"--threads must be >= 1, not {threads}")

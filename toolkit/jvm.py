@@ -277,7 +277,3 @@ def import_pyserini(module: str):
             return importlib.import_module(module)
         except ImportError as exc:
             raise ConfigError(f"could not import {module}: {exc}") from exc
-
-
-def jvm_started() -> bool:
-    return _STARTED is not None or "jnius" in sys.modules
