@@ -103,11 +103,12 @@ def test_jsonl_corpus(tmp_path):
     p = tmp_path / "corpus.jsonl"
     p.write_text('{"id": "a", "contents": "alpha"}\n\n{"docid": "b", "title": "T", "text": "beta"}\n')
     src = read_jsonl_corpus(p)
-    assert src.lookup(["a", "b", "c"]) == {"a": "alpha", "b": "T beta"}
+    # the same texts `twostage index` reads from this corpus (toolkit.corpus): title, newline, text
+    assert src.lookup(["a", "b", "c"]) == {"a": "alpha", "b": "T\nbeta"}
     only = read_jsonl_corpus(p, wanted={"b"})
-    assert only.lookup(["a", "b"]) == {"b": "T beta"}
+    assert only.lookup(["a", "b"]) == {"b": "T\nbeta"}
     p.write_text('{"id": "a"}\n')
-    with pytest.raises(InputFormatError, match=r"corpus.jsonl:1: a document needs an id"):
+    with pytest.raises(InputFormatError, match=r"corpus.jsonl:1: document needs 'contents'"):
         read_jsonl_corpus(p)
 
 

@@ -17,6 +17,7 @@ index built from it can be reused when they have not changed.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import html
 import json
@@ -27,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, InputFormatError
+from .trec_io import iter_json_lines
 
 _ID_KEYS = ("id", "_id", "docid", "doc_id")
+_OTHER_TEXT_KEYS = ("content", "body", "passage")
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,13 @@ def _doc_from_json(obj: dict, path: Path, number: int) -> tuple[str, str]:
         text = str(obj["contents"])
     elif "text" in obj or "title" in obj:
         text = "\n".join(str(obj[k]) for k in ("title", "text") if obj.get(k))
+    elif any(k in obj for k in _OTHER_TEXT_KEYS):
+        body = next(str(obj[k]) for k in _OTHER_TEXT_KEYS if k in obj)
+        text = f"{obj['title']}\n{body}" if obj.get("title") else body
     else:
-        raise InputFormatError(str(path), number, "document needs 'contents' or 'title'/'text'")
+        raise InputFormatError(
+            str(path), number, f"document needs 'contents', 'title'/'text' or one of {', '.join(_OTHER_TEXT_KEYS)}"
+        )
     return str(doc_id), text
 
 
@@ -78,14 +86,13 @@ def iter_jsonl_docs(paths: list[Path]) -> Iterator[tuple[str, str]]:
     """(id, text) of every document in these JSONL files, validated line by line."""
     seen: set[str] = set()
     for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputFormatError(str(path), number, f"invalid JSON: {exc.msg}") from None
+        opener = gzip.open if str(path).endswith(".gz") else open
+        try:
+            fh = opener(path, "rt", encoding="utf-8")
+        except FileNotFoundError:
+            raise InputFormatError(str(path), None, "no such file") from None
+        with fh:
+            for number, obj in iter_json_lines(fh, str(path)):
                 doc_id, text = _doc_from_json(obj, path, number)
                 if doc_id in seen:
                     raise InputFormatError(str(path), number, f"document id {doc_id!r} appears twice")

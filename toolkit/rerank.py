@@ -346,41 +346,15 @@ def read_candidates(path: str | os.PathLike) -> Candidates:
     return Candidates(run=run, topics=Topics(tuple(topics), path=path), texts=texts, path=path, sha256=sha)
 
 
-_ID_KEYS = ("id", "docid", "doc_id", "_id")
-_TEXT_KEYS = ("contents", "text", "content", "body", "passage")
-
-
 def read_jsonl_corpus(path: str | os.PathLike, wanted: set[str] | None = None) -> TextSource:
-    """A JSONL corpus: ``{"id": ..., "contents": ...}`` per line (``title`` is prepended when present).
+    """A JSONL corpus, read as ``twostage index`` reads it (``toolkit.corpus``): same ids, same texts.
 
     Only the ids in ``wanted`` are kept in memory when it is given.
     """
+    from .corpus import iter_jsonl_docs
+
     path = str(path)
-    texts: dict[str, str] = {}
-    opener = __import__("gzip").open if path.endswith(".gz") else open
-    try:
-        fh = opener(path, "rt", encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFormatError(path, None, "no such file") from None
-    with fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputFormatError(path, number, f"invalid JSON: {exc.msg}") from None
-            doc = next((obj[k] for k in _ID_KEYS if k in obj), None)
-            text = next((obj[k] for k in _TEXT_KEYS if k in obj), None)
-            if doc is None or text is None:
-                raise InputFormatError(
-                    path, number, f"a document needs an id ({'/'.join(_ID_KEYS)}) and a text ({'/'.join(_TEXT_KEYS)})"
-                )
-            doc = str(doc)
-            if wanted is not None and doc not in wanted:
-                continue
-            title = obj.get("title")
-            texts[doc] = f"{title} {text}".strip() if title else str(text)
+    texts = {d: t for d, t in iter_jsonl_docs([Path(path)]) if wanted is None or d in wanted}
     return TextSource("jsonl", path, lambda ids: {d: texts[d] for d in ids if d in texts}, sha256_file(path))
 
 
@@ -405,6 +379,9 @@ def lucene_text_source(index: str | os.PathLike) -> TextSource:
         return out
 
     return TextSource("lucene", index, lookup)
+
+
+_TEXT_KEYS = ("contents", "text", "content", "body", "passage")
 
 
 def _plain_text(raw: str) -> str:

@@ -395,15 +395,23 @@ def _topics_tsv(text: str, path: str) -> list[Topic]:
     return out
 
 
-def _topics_jsonl(text: str, path: str) -> list[Topic]:
-    out = []
-    for number, line in enumerate(text.split("\n"), start=1):
+def iter_json_lines(lines, path: str) -> Iterator[tuple[int, dict]]:
+    """(1-based line number, object) of every non-blank line; bad JSON is an error naming the line."""
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputFormatError(path, number, f"invalid JSON: {exc.msg}") from None
+            raise InputFormatError(str(path), number, f"invalid JSON: {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise InputFormatError(str(path), number, "expected a JSON object")
+        yield number, obj
+
+
+def _topics_jsonl(text: str, path: str) -> list[Topic]:
+    out = []
+    for number, obj in iter_json_lines(text.split("\n"), path):
         qid = next((obj[k] for k in ("query_id", "qid", "_id", "id") if k in obj), None)
         query = next((obj[k] for k in ("text", "query", "title", "contents") if k in obj), None)
         if qid is None or query is None:
