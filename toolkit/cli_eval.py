@@ -19,6 +19,8 @@ from .trec_io import atomic_write, read_qrels, read_run, write_json
 def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None) -> Qrels:
     """Qrels from a path or a collection name, with the collection's or the user's relevance map."""
     source = resolve_qrels(spec, data_dir)
+    for note in source.notes:  # e.g. how a named collection's qrels were converted
+        click.echo(f"twostage: {note}", err=True)
     mapping, name = source.relevance_map, source.relevance_map_name
     if rel_map:
         mapping, name = relevance_map(rel_map)
