@@ -331,3 +331,17 @@ def test_cli_recall_level_follows_the_qrels(tmp_path, cli):
     head = {r["key"]: r for r in s["headline"]}
     assert head["recall_100"]["first_stage"] == 0.5 and head["recall_100"]["reranked"] == 0.5
     assert "R@100 (-l 1)" in (tmp_path / "o" / "index.html").read_text()
+
+
+def test_condensed_ndcg_beside_plain_on_dl19_ada2(msmarco):
+    # ada2's top 10 holds unjudged passages: nDCG@10 0.7035, condensed (-J) 0.7374 (trec_eval -J gives the same)
+    from toolkit.diagnose import diagnose
+    from toolkit.trec_io import read_qrels, read_run
+
+    qrels = read_qrels(msmarco / "qrels.dl19-passage.txt")
+    run = read_run(msmarco / "runs" / "run.dl19.openai-ada2.top100.txt")
+    diag = diagnose(qrels, run, run, worst_n=0)
+    rows = {r["key"]: r for r in diag.headline}
+    assert f"{rows['ndcg_cut_10']['reranked']:.4f}" == "0.7035"
+    assert f"{rows['ndcg_cut_10_condensed']['reranked']:.4f}" == "0.7374"
+    assert (diag.per_query["reranked_ndcg_10_condensed"] >= diag.per_query["reranked_ndcg_10"] - 1e-12).all()

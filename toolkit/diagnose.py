@@ -338,12 +338,20 @@ def diagnose(
         ("first", "binary"): evaluate(qrels, first, binary, s_binary),
         ("reranked", "binary"): evaluate(qrels, reranked, binary, s_binary),
     }
+    # nDCG' (Sakai): the same nDCG@10 on the condensed list (-J, unjudged documents removed); the gap to
+    # plain nDCG@10 is what unjudged documents cost
+    s_condensed = EvalSettings(relevance_level=1, complete=complete, judged_only=True)
+    condensed = parse_measures(["ndcg_cut.10"])
+    ev["first", "condensed"] = evaluate(qrels, first, condensed, s_condensed)
+    ev["reranked", "condensed"] = evaluate(qrels, reranked, condensed, s_condensed)
     rname = f"recall_{depth}"
     cols = {
         "first_ndcg_10": _values(ev["first", "graded"], "ndcg_cut_10"),
         "reranked_ndcg_10": _values(ev["reranked", "graded"], "ndcg_cut_10"),
         "first_judged_10": _values(ev["first", "graded"], "judged_10"),
         "reranked_judged_10": _values(ev["reranked", "graded"], "judged_10"),
+        "first_ndcg_10_condensed": _values(ev["first", "condensed"], "ndcg_cut_10"),
+        "reranked_ndcg_10_condensed": _values(ev["reranked", "condensed"], "ndcg_cut_10"),
         f"first_recall_{depth}": _values(ev["first", "binary"], rname),
         f"reranked_recall_{depth}": _values(ev["reranked", "binary"], rname),
     }
@@ -399,7 +407,8 @@ def diagnose(
     table = table.reset_index()
     order = ["query_id", "query", "query_type", "diagnosis", f"first_recall_{depth}"]
     order += [c for c in ("first_recall_1000",) if c in table]
-    order += ["first_ndcg_10", "reranked_ndcg_10", "delta_ndcg_10", "first_judged_10", "reranked_judged_10",
+    order += ["first_ndcg_10", "reranked_ndcg_10", "delta_ndcg_10", "first_ndcg_10_condensed",
+              "reranked_ndcg_10_condensed", "first_judged_10", "reranked_judged_10",
               f"reranked_recall_{depth}", "num_rel", "rel_in_candidates", "rel_missing_from_candidates",
               "rel_in_top_10", "unjudged_in_top_10", "introduced_docs"]
     table = table[order]
@@ -472,6 +481,9 @@ def _headline(ev: dict, depth: int, recall_cutoffs: list[int], level: int, n: in
     rows += [
         {"measure": "nDCG@10", "key": "ndcg_cut_10", "first_stage": agg("first", "graded", "ndcg_cut_10"),
          "reranked": agg("reranked", "graded", "ndcg_cut_10")},
+        {"measure": "nDCG'@10 (-J, condensed)", "key": "ndcg_cut_10_condensed",
+         "first_stage": agg("first", "condensed", "ndcg_cut_10"),
+         "reranked": agg("reranked", "condensed", "ndcg_cut_10")},
         {"measure": "judged@10", "key": "judged_10", "first_stage": agg("first", "graded", "judged_10"),
          "reranked": agg("reranked", "graded", "judged_10")},
         {"measure": "queries", "key": "num_q", "first_stage": n, "reranked": n},
