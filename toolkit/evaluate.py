@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from . import __version__
 from .measures import EvalSettings, Measure
-from .ranking import sort_key_scores, within_group_rank
+from .ranking import trec_order, within_group_rank
 from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 log = logging.getLogger(__name__)
@@ -69,23 +69,20 @@ def _arrow(series: pd.Series) -> pa.ChunkedArray | pa.Array:
     return pa.array(series.array)
 
 
-def _join(qrels: Qrels, run: Run, qids: np.ndarray, settings: EvalSettings) -> _Joined:
+def _join(qrels: Qrels, q_qidx: np.ndarray, run: Run, qids: np.ndarray, settings: EvalSettings) -> _Joined:
     frame = run.frame
     qset = pa.array(qids, type=pa.string())
     qidx_all = pc.index_in(_arrow(frame[QUERY_ID]), value_set=qset)
     doc = _arrow(frame[DOC_ID])
-    score = sort_key_scores(frame[SCORE].to_numpy(), settings.score_precision)
+    score = frame[SCORE].to_numpy()
     if qidx_all.null_count:  # drop run queries without judgments (trec_eval ignores them)
         keep = pc.is_valid(qidx_all)
         doc, qidx_all = doc.filter(keep), qidx_all.filter(keep)
         score = score[keep.to_numpy(zero_copy_only=False)]
     qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
-    label = _labels(qrels, qids, qidx, doc)  # in file order; permuted below
+    label = _labels(qrels, q_qidx, qidx, doc)  # in file order; permuted below
     # qids are sorted, so ordering by their index orders queries by id, as trec_eval does
-    order = pc.sort_indices(
-        pa.table({"q": qidx, "s": score, "d": doc}),
-        sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")],
-    ).to_numpy()
+    order = trec_order(qidx, score, doc, settings.score_precision)
     del doc, score
     qidx, label = qidx[order], label[order]
     del order
@@ -100,13 +97,13 @@ def _join(qrels: Qrels, run: Run, qids: np.ndarray, settings: EvalSettings) -> _
     return _Joined(qidx=qidx, rank=rank, label=label)
 
 
-def _labels(qrels: Qrels, qids: np.ndarray, qidx: np.ndarray, doc_id) -> np.ndarray:
+def _labels(qrels: Qrels, q_qidx: np.ndarray, qidx: np.ndarray, doc_id) -> np.ndarray:
+    """Label of each run row (``qidx``, ``doc_id``); ``q_qidx`` is each qrels row's query index."""
     qf = qrels.frame
     docs = pc.unique(_arrow(qf[DOC_ID]))
     n_docs = np.int64(max(len(docs), 1))
-    q_q = pc.index_in(_arrow(qf[QUERY_ID]), value_set=pa.array(qids, type=pa.string()))
     q_d = pc.index_in(_arrow(qf[DOC_ID]), value_set=docs)
-    qkeys = q_q.to_numpy(zero_copy_only=False).astype(np.int64) * n_docs + q_d.to_numpy(zero_copy_only=False)
+    qkeys = q_qidx * n_docs + q_d.to_numpy(zero_copy_only=False)
     order = np.argsort(qkeys, kind="stable")
     qkeys, qlabels = qkeys[order], qf[RELEVANCE].to_numpy()[order].astype(np.int32)
     r_d = pc.index_in(doc_id, value_set=docs)
@@ -123,12 +120,10 @@ def _labels(qrels: Qrels, qids: np.ndarray, qidx: np.ndarray, doc_id) -> np.ndar
     return label
 
 
-def _ideal_dcg(qrels: Qrels, qids: np.ndarray, settings: EvalSettings, cutoffs: list[int | None]) -> dict:
-    """IDCG per query (indexed like ``qids``) for each cutoff (None = no cutoff)."""
-    qf = qrels.frame
-    qidx = pc.index_in(_arrow(qf[QUERY_ID]), value_set=pa.array(qids, type=pa.string()))
-    qidx = qidx.to_numpy(zero_copy_only=False).astype(np.int64)
-    gains = settings.gain.apply(qf[RELEVANCE].to_numpy())
+def _ideal_dcg(qrels: Qrels, q_qidx: np.ndarray, nq: int, settings: EvalSettings, cutoffs: list[int | None]) -> dict:
+    """IDCG per query (indexed like ``q_qidx``) for each cutoff (None = no cutoff)."""
+    gains = settings.gain.apply(qrels.frame[RELEVANCE].to_numpy())
+    qidx = q_qidx
     order = np.lexsort((-gains, qidx))
     qidx, gains = qidx[order], gains[order]
     ranks = within_group_rank(qidx)
@@ -136,7 +131,7 @@ def _ideal_dcg(qrels: Qrels, qids: np.ndarray, settings: EvalSettings, cutoffs: 
     out = {}
     for k in cutoffs:
         w = contrib if k is None else np.where(ranks <= k, contrib, 0.0)
-        out[k] = np.bincount(qidx, weights=w, minlength=len(qids))
+        out[k] = np.bincount(qidx, weights=w, minlength=nq)
     return out
 
 
@@ -149,9 +144,12 @@ def evaluate(
     """Evaluate ``run`` against ``qrels``; see ``measures.py`` for each definition."""
     settings = settings or EvalSettings()
     measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
-    qids = np.array(sorted(qrels.frame[QUERY_ID].unique().tolist()), dtype=object)
+    # each qrels row's index into the sorted qrels query ids, computed once for every use below
+    q_qidx, uniques = pd.factorize(qrels.frame[QUERY_ID], sort=True)
+    q_qidx = q_qidx.astype(np.int64)
+    qids = np.array(uniques.tolist(), dtype=object)
     nq = len(qids)
-    j = _join(qrels, run, qids, settings)
+    j = _join(qrels, q_qidx, run, qids, settings)
 
     run_qids = set(run.frame[QUERY_ID].unique().tolist())
     in_run = np.array([q in run_qids for q in qids], dtype=bool)
@@ -159,7 +157,6 @@ def evaluate(
 
     level = settings.relevance_level
     q_labels = qrels.frame[RELEVANCE].to_numpy()
-    q_qidx = pc.index_in(_arrow(qrels.frame[QUERY_ID]), value_set=pa.array(qids, type=pa.string())).to_numpy(zero_copy_only=False).astype(np.int64)
     num_rel = np.bincount(q_qidx, weights=(q_labels >= level), minlength=nq)
     rel = j.label >= level
     num_ret = np.bincount(j.qidx, minlength=nq).astype(np.float64)
@@ -175,7 +172,7 @@ def evaluate(
     if gain_measures:
         row_gain = settings.gain.apply(j.label, where="run's judged documents")
         dcg_terms = np.where(row_gain > 0, row_gain / settings.discount.divisors(j.rank), 0.0)
-        ideal = _ideal_dcg(qrels, qids, settings, [m.cutoff for m in gain_measures])
+        ideal = _ideal_dcg(qrels, q_qidx, nq, settings, [m.cutoff for m in gain_measures])
     for m in measures:
         f, k = m.family, m.cutoff
         if f == "num_q":

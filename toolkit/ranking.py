@@ -36,17 +36,20 @@ def sort_key_scores(scores: np.ndarray, score_precision: ScorePrecision) -> np.n
     raise ValueError(f"score precision must be one of {SCORE_PRECISIONS}, not {score_precision!r}")
 
 
+def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePrecision) -> np.ndarray:
+    """Positions in (query key asc, score desc, doc id desc) order: trec_eval's ``comp_sim_docno``.
+
+    ``query_key`` may be the query ids themselves or any codes that sort like them
+    (the evaluator passes indices into the sorted qrels query ids).
+    """
+    table = pa.table({"q": query_key, "s": sort_key_scores(scores, score_precision), "d": doc_ids})
+    return pc.sort_indices(table, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")]).to_numpy()
+
+
 def order_indices(frame: pd.DataFrame, score_precision: ScorePrecision) -> np.ndarray:
-    """Row positions of ``frame`` in (query id asc, score desc, doc id desc) order."""
-    table = pa.table(
-        {
-            "q": pa.array(frame[QUERY_ID].array),
-            "s": sort_key_scores(frame[SCORE].to_numpy(), score_precision),
-            "d": pa.array(frame[DOC_ID].array),
-        }
-    )
-    idx = pc.sort_indices(table, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")])
-    return idx.to_numpy()
+    """Row positions of ``frame`` in trec_eval order."""
+    return trec_order(pa.array(frame[QUERY_ID].array), frame[SCORE].to_numpy(), pa.array(frame[DOC_ID].array),
+                      score_precision)
 
 
 def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:

@@ -160,13 +160,7 @@ class BiEncoder:
     def score(self, query: str, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros(0)
-        emb = self._model.encode(
-            [query, *texts],
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        emb = self.embed([query, *texts])
         return (emb[1:] @ emb[0]).astype(np.float64)
 
     def embed(self, texts: list[str]) -> np.ndarray:
