@@ -6,7 +6,10 @@ Makes the input with ../shared/bench/make_big_run.py (6,980 queries x 1,000 docu
 ndcg_cut.10 and recall.100, and prints wall time, peak memory (max RSS of the process
 and its children) and the values each printed. Not a test: figures, not assertions.
 
-    .venv/bin/python scripts/bench_eval.py [--queries 6980] [--depth 1000] [--work DIR]
+    .venv/bin/python scripts/bench_eval.py [--queries 6980] [--depth 1000] [--work DIR] [--shuffled]
+
+--shuffled also times twostage and pytrec_eval on a copy of the run with its lines in
+random order (the worst case for twostage's sort, which exploits score-ordered queries).
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ with open(sys.argv[2]) as f: run = pytrec_eval.parse_run(f)
 res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100"}).evaluate(run)
 for m in ("recall_100", "ndcg_cut_10"):
     print(f"{m:<22}\tall\t{sum(v[m] for v in res.values()) / len(res):.4f}")
+"""
+
+SHUFFLE = r"""
+import random, sys
+lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
+random.Random(0).shuffle(lines)
+open(sys.argv[2], "wb").write(b"".join(lines))
 """
 
 
@@ -57,6 +67,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=6980)
     ap.add_argument("--depth", type=int, default=1000)
     ap.add_argument("--work", default=None, help="folder for the generated files (default: a temp dir)")
+    ap.add_argument("--shuffled", action="store_true", help="also time a line-shuffled copy of the run")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="twostage-bench-"))
     run, qrels = work / "run.txt", work / "qrels.txt"
@@ -77,6 +88,17 @@ def main() -> None:
                                                     "recall.100", str(qrels), str(run)], java_env()),
     }
     print(f"input: {run} ({size_mib:.0f} MiB, {args.queries} queries x {args.depth}); cores: {os.cpu_count()}")
+    compare(tools, size_mib)
+    if args.shuffled:
+        shuffled = work / "run.shuffled.txt"
+        if not shuffled.exists():  # in a child: a forked evaluator would inherit this process's peak RSS
+            subprocess.run([sys.executable, "-c", SHUFFLE, str(run), str(shuffled)], check=True)
+        print(f"input: {shuffled} (the same lines in random order)")
+        compare({name: ([str(shuffled) if a == str(run) else a for a in cmd], env)
+                 for name, (cmd, env) in list(tools.items())[:2]}, size_mib)
+
+
+def compare(tools: dict, size_mib: float) -> None:
     results = {}
     for name, (cmd, env) in tools.items():
         wall, rss, out = run_measured(cmd, env)

@@ -1,9 +1,10 @@
 """(qrels, run, measures, settings) -> per-query table, exactly as trec_eval computes it.
 
 One pass, vectorised: the run is restricted to queries that have judgments,
-put in trec_eval's order (``ranking.py``), cut at ``-M``, joined to the qrels
-labels, optionally condensed to judged documents (``-J``), and every measure
-is then a ``bincount`` over per-row contributions. Measure definitions are in
+joined to the qrels labels, put in trec_eval's order (``ranking.py``), cut at
+``-M``, optionally condensed to judged documents (``-J``); only the rows that
+can count (judged, or relevant at ``-l``) keep their rank, and every measure is
+then a ``bincount`` over their contributions plus per-query retrieved counts. Measure definitions are in
 ``measures.py``; nothing here decides what a measure means.
 
 Query set (trec_eval 9.x): queries in the run but absent from the qrels are
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import __version__
+from .columns import arrow_of
 from .measures import EvalSettings, Measure
 from .ranking import trec_order, within_group_rank
 from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
@@ -57,52 +59,67 @@ class EvalResult:
 
 @dataclass(frozen=True)
 class _Joined:
-    """The run in trec_eval order, restricted to judged queries, with labels."""
+    """The run rows that can count toward a measure, in trec_eval order, and per-query counts.
+
+    Only judged rows (label >= 0) and rows relevant at the ``-l`` level are kept:
+    every measure is a sum over those rows, given each one's rank and the number
+    of documents retrieved per query.
+    """
 
     qidx: np.ndarray  # int32 index into the sorted qrels query ids
-    rank: np.ndarray  # int32 1-based rank after -M / -J
+    rank: np.ndarray  # 1-based rank after -M / -J
     label: np.ndarray  # int32 qrels label, NOT_IN_POOL when absent
-
-
-def _arrow(series: pd.Series) -> pa.ChunkedArray | pa.Array:
-    """The arrow data behind a string column (zero-copy for arrow-backed columns)."""
-    return pa.array(series.array)
+    num_ret: np.ndarray  # float64 per qrels query: documents ranked after -M / -J
+    in_run: np.ndarray  # bool per qrels query: the run has a line for it
+    extra_queries: int  # distinct run queries without judgments (ignored)
 
 
 def _join(qrels: Qrels, q_qidx: np.ndarray, run: Run, qids: np.ndarray, settings: EvalSettings) -> _Joined:
     frame = run.frame
-    qset = pa.array(qids, type=pa.string())
-    qidx_all = pc.index_in(_arrow(frame[QUERY_ID]), value_set=qset)
-    doc = _arrow(frame[DOC_ID])
+    nq = len(qids)
+    queries = arrow_of(frame[QUERY_ID])
+    qidx_all = pc.index_in(queries, value_set=pa.array(qids, type=pa.string()))
+    doc = arrow_of(frame[DOC_ID])
     score = frame[SCORE].to_numpy()
+    extra = 0
     if qidx_all.null_count:  # drop run queries without judgments (trec_eval ignores them)
         keep = pc.is_valid(qidx_all)
+        extra = pc.count_distinct(queries.filter(pc.invert(keep))).as_py()
         doc, qidx_all = doc.filter(keep), qidx_all.filter(keep)
         score = score[keep.to_numpy(zero_copy_only=False)]
     qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
+    del qidx_all
     label = _labels(qrels, q_qidx, qidx, doc)  # in file order; permuted below
+    pa.default_memory_pool().release_unused()  # the lookups' scratch, before the sort needs room
     # qids are sorted, so ordering by their index orders queries by id, as trec_eval does
     order = trec_order(qidx, score, doc, settings.score_precision)
     del doc, score
-    qidx, label = qidx[order], label[order]
+    counts = np.bincount(qidx, minlength=nq)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    pos = np.flatnonzero(label[order] >= min(0, settings.relevance_level))
+    rows = order[pos]
     del order
-    rank = within_group_rank(qidx)
+    qidx, label = qidx[rows], label[rows]
+    rank = (pos - starts[qidx] + 1).astype(np.int32)
+    num_ret = counts.astype(np.float64)
     if settings.max_docs is not None:
         cut = rank <= settings.max_docs
         qidx, rank, label = qidx[cut], rank[cut], label[cut]
+        num_ret = np.minimum(num_ret, settings.max_docs)
     if settings.judged_only:
         judged = label >= 0
         qidx, label = qidx[judged], label[judged]
         rank = within_group_rank(qidx)
-    return _Joined(qidx=qidx, rank=rank, label=label)
+        num_ret = np.bincount(qidx, minlength=nq).astype(np.float64)
+    return _Joined(qidx=qidx, rank=rank, label=label, num_ret=num_ret, in_run=counts > 0, extra_queries=extra)
 
 
 def _labels(qrels: Qrels, q_qidx: np.ndarray, qidx: np.ndarray, doc_id) -> np.ndarray:
     """Label of each run row (``qidx``, ``doc_id``); ``q_qidx`` is each qrels row's query index."""
     qf = qrels.frame
-    docs = pc.unique(_arrow(qf[DOC_ID]))
+    docs = pc.unique(arrow_of(qf[DOC_ID]))
     n_docs = np.int64(max(len(docs), 1))
-    q_d = pc.index_in(_arrow(qf[DOC_ID]), value_set=docs)
+    q_d = pc.index_in(arrow_of(qf[DOC_ID]), value_set=docs)
     qkeys = q_qidx * n_docs + q_d.to_numpy(zero_copy_only=False)
     order = np.argsort(qkeys, kind="stable")
     qkeys, qlabels = qkeys[order], qf[RELEVANCE].to_numpy()[order].astype(np.int32)
@@ -151,15 +168,14 @@ def evaluate(
     nq = len(qids)
     j = _join(qrels, q_qidx, run, qids, settings)
 
-    run_qids = set(run.frame[QUERY_ID].unique().tolist())
-    in_run = np.array([q in run_qids for q in qids], dtype=bool)
+    in_run = j.in_run
     evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
 
     level = settings.relevance_level
     q_labels = qrels.frame[RELEVANCE].to_numpy()
     num_rel = np.bincount(q_qidx, weights=(q_labels >= level), minlength=nq)
     rel = j.label >= level
-    num_ret = np.bincount(j.qidx, minlength=nq).astype(np.float64)
+    num_ret = j.num_ret
 
     def count(mask: np.ndarray) -> np.ndarray:
         return np.bincount(j.qidx, weights=mask, minlength=nq)
@@ -240,12 +256,12 @@ def evaluate(
             f"{missing} of {nq} qrels queries have no line in the run and were left out of the mean "
             "(as trec_eval 9.x does); pass -c to count them as 0"
         )
-    extra = len(run_qids - set(qids.tolist()))
+    extra = j.extra_queries
     if extra:
         notes.append(f"{extra} run queries have no judgments in the qrels and were ignored")
     if n_eval == 0:
         notes.append("no query is both in the run and in the qrels: nothing was evaluated")
-    provenance = build_provenance(qrels, run, measures, settings, nq=nq, n_run=len(run_qids), n_eval=n_eval)
+    provenance = build_provenance(qrels, run, measures, settings, nq=nq, n_run=int(in_run.sum()) + extra, n_eval=n_eval)
     return EvalResult(
         per_query=per_query,
         aggregate=aggregate,

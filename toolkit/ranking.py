@@ -19,31 +19,91 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .columns import take
 from .records import DOC_ID, QUERY_ID, SCORE
 
 ScorePrecision = Literal["float32", "float64"]
 SCORE_PRECISIONS: tuple[str, ...] = ("float32", "float64")
 #: What Pyserini's bundled trec_eval (9.0.x, float scores) does.
 DEFAULT_SCORE_PRECISION: ScorePrecision = "float32"
+_CHUNK = 1 << 20
 
 
 def sort_key_scores(scores: np.ndarray, score_precision: ScorePrecision) -> np.ndarray:
     """Scores as trec_eval compares them (atof, then stored as float or double)."""
     if score_precision == "float32":
-        return scores.astype(np.float32)
+        with np.errstate(over="ignore"):  # beyond float32's range is inf, as in trec_eval 9.x
+            return scores.astype(np.float32)
     if score_precision == "float64":
         return scores.astype(np.float64, copy=False)
     raise ValueError(f"score precision must be one of {SCORE_PRECISIONS}, not {score_precision!r}")
 
 
+def _descending_bits(scores32: np.ndarray) -> np.ndarray:
+    """uint32 codes whose ascending order is the float32 scores' descending order (equal floats, equal codes)."""
+    bits = (scores32 + np.float32(0.0)).view(np.uint32)  # + 0.0 turns -0.0 into 0.0: trec_eval sees them equal
+    ascending = np.where(bits & np.uint32(0x80000000), ~bits, bits | np.uint32(0x80000000))
+    return ~ascending
+
+
+def _query_codes(query_key) -> np.ndarray:
+    """Integer codes that sort like the query ids (integer keys are taken as such)."""
+    if isinstance(query_key, np.ndarray) and query_key.dtype.kind in "iu":
+        return query_key
+    keys = query_key if isinstance(query_key, (pa.Array, pa.ChunkedArray)) else pa.array(query_key, type=pa.string())
+    uniques = pc.unique(keys)
+    uniques = uniques.take(pc.sort_indices(uniques))
+    return pc.index_in(keys, value_set=uniques).to_numpy(zero_copy_only=False)
+
+
 def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePrecision) -> np.ndarray:
     """Positions in (query key asc, score desc, doc id desc) order: trec_eval's ``comp_sim_docno``.
 
-    ``query_key`` may be the query ids themselves or any codes that sort like them
-    (the evaluator passes indices into the sorted qrels query ids).
+    ``query_key`` may be the query ids themselves or integer codes that sort like
+    them (the evaluator passes indices into the sorted qrels query ids).
+
+    One numeric sort does nearly all the work: (query code, float32 score) packed
+    into a uint64, sorted stably (runs are usually already score-ordered per
+    query, which timsort exploits). Only rows whose packed key ties (equal
+    float32 scores) are then re-sorted by float64 score (in ``float64`` mode)
+    and document id, with the strings touched for those rows alone.
     """
-    table = pa.table({"q": query_key, "s": sort_key_scores(scores, score_precision), "d": doc_ids})
-    return pc.sort_indices(table, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")]).to_numpy()
+    if score_precision not in SCORE_PRECISIONS:
+        raise ValueError(f"score precision must be one of {SCORE_PRECISIONS}, not {score_precision!r}")
+    scores = np.asarray(scores)
+    codes = _query_codes(query_key)
+    if len(codes) and (codes.min() < 0 or codes.max() >= 2**32):
+        raise ValueError("query codes must lie in [0, 2^32)")
+    n = len(codes)
+    key = np.empty(n, dtype=np.uint64)
+    for lo in range(0, n, _CHUNK):  # chunk by chunk: no full-length temporaries
+        hi = min(lo + _CHUNK, n)
+        key[lo:hi] = codes[lo:hi]
+        key[lo:hi] <<= np.uint64(32)
+        key[lo:hi] |= _descending_bits(sort_key_scores(scores[lo:hi], "float32"))
+    order = np.argsort(key, kind="stable")
+    same = np.empty(max(n - 1, 0), dtype=bool)
+    for lo in range(0, n - 1, _CHUNK):
+        hi = min(lo + _CHUNK, n - 1)
+        sorted_key = key[order[lo : hi + 1]]
+        np.equal(sorted_key[1:], sorted_key[:-1], out=same[lo:hi])
+    if not same.any():
+        return order
+    tied = np.zeros(n, dtype=bool)
+    tied[1:] |= same
+    tied[:-1] |= same
+    pos = np.flatnonzero(tied)  # tie groups are contiguous runs of these positions
+    rows = order[pos]
+    table = {"k": key[rows]}
+    sort_keys = [("k", "ascending")]
+    if score_precision == "float64":
+        table["s"] = scores[rows].astype(np.float64) + 0.0
+        sort_keys.append(("s", "descending"))
+    docs = doc_ids if isinstance(doc_ids, (pa.Array, pa.ChunkedArray)) else pa.array(doc_ids, type=pa.string())
+    table["d"] = take(docs, rows)
+    sort_keys.append(("d", "descending"))
+    order[pos] = rows[pc.sort_indices(pa.table(table), sort_keys=sort_keys).to_numpy()]
+    return order
 
 
 def order_indices(frame: pd.DataFrame, score_precision: ScorePrecision) -> np.ndarray:

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from .columns import row_hashes, take
 from .errors import InputFormatError
 from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics
 
@@ -138,7 +139,7 @@ def _line_of_row(path: str, row: int) -> int:
 def _arrow_read(source, names: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
     return pacsv.read_csv(
         source,
-        read_options=pacsv.ReadOptions(column_names=list(names), block_size=1 << 24),
+        read_options=pacsv.ReadOptions(column_names=list(names), block_size=1 << 22),
         parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False),
         convert_options=pacsv.ConvertOptions(
             column_types=types,
@@ -205,21 +206,32 @@ def _locate_qrels_error(data: bytes, path: str) -> InputFormatError:
 def _duplicate_rows(query: pa.ChunkedArray, doc: pa.ChunkedArray) -> np.ndarray:
     """Row numbers that repeat an earlier (query, doc) pair, in file order.
 
-    Sort-based rather than hash-based: hashing millions of distinct doc ids is
-    several times slower than one arrow sort on (query code, doc id).
+    Hash, then verify: rows whose 64-bit pair hash occurs more than once are the
+    only candidates (usually none), and among those the exact strings decide.
     """
-    qcodes = pc.index_in(query, value_set=pc.unique(query)).to_numpy(zero_copy_only=False).astype(np.int32)
-    n = len(qcodes)
+    ordered = row_hashes(query, doc)
+    ordered.sort()  # in place: one array of hashes in memory, not two
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    del ordered
+    if not len(repeated):
+        return np.zeros(0, dtype=np.int64)
+    repeated = np.unique(repeated)
+    h = row_hashes(query, doc)  # again, in file order (only when some hash repeats)
+    at = np.clip(np.searchsorted(repeated, h), 0, len(repeated) - 1)
+    candidates = np.flatnonzero(repeated[at] == h)
+    return candidates[_exact_duplicates(take(query, candidates), take(doc, candidates))]
+
+
+def _exact_duplicates(query, doc) -> np.ndarray:
+    """Positions that repeat an earlier (query, doc) pair: a stable sort, then adjacent rows compared."""
+    n = len(query)
     if n < 2:
         return np.zeros(0, dtype=np.int64)
-    # arrow's sort is stable: among equal (query, doc) rows the first line comes first
-    order = pc.sort_indices(pa.table({"q": qcodes, "d": doc}), sort_keys=[("q", "ascending"), ("d", "ascending")])
+    order = pc.sort_indices(pa.table({"q": query, "d": doc}), sort_keys=[("q", "ascending"), ("d", "ascending")])
+    q_sorted, d_sorted = query.take(order), doc.take(order)
+    same = pc.and_(pc.equal(q_sorted[1:], q_sorted[:-1]), pc.equal(d_sorted[1:], d_sorted[:-1]))
     order = order.to_numpy()
-    d_sorted = doc.take(pa.array(order))
-    same = pc.equal(d_sorted[1:], d_sorted[:-1]).to_numpy(zero_copy_only=False) & (
-        qcodes[order[1:]] == qcodes[order[:-1]]
-    )
-    return np.sort(order[1:][same])
+    return np.sort(order[1:][same.to_numpy(zero_copy_only=False)])
 
 
 def _dedupe(table: pa.Table, path: str, policy: DedupePolicy, what: str) -> tuple[pa.Table, int]:
@@ -257,7 +269,7 @@ def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error", data: byte
     """Parse a TREC run (``qid Q0 docid rank score tag``)."""
     path = str(path)
     names = ("query_id", "q0", "doc_id", "rank", "score", "tag")
-    types = {"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()}
+    types = {"query_id": pa.large_string(), "doc_id": pa.large_string(), "score": pa.float64()}
     table, sha = _parse_table(path, data, names, types, _locate_run_error)
     pa.default_memory_pool().release_unused()  # the CSV reader's scratch buffers
     score = table.column("score").to_numpy()
@@ -269,6 +281,8 @@ def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error", data: byte
         )
     table, dropped = _dedupe(table, path, dedupe, "run")
     frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "score": SCORE})
+    del table
+    pa.default_memory_pool().release_unused()
     return Run(frame=frame, path=path, tag=_first_tag(path, data), sha256=sha, duplicates_dropped=dropped)
 
 
@@ -299,7 +313,7 @@ def read_qrels(
     """
     path = str(path)
     names = ("query_id", "iteration", "doc_id", "relevance")
-    types = {"query_id": pa.string(), "doc_id": pa.string(), "relevance": pa.int64()}
+    types = {"query_id": pa.large_string(), "doc_id": pa.large_string(), "relevance": pa.int64()}
     table, sha = _parse_table(path, data, names, types, _locate_qrels_error)
     table, dropped = _dedupe(table, path, dedupe, "qrels")
     frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "relevance": RELEVANCE})

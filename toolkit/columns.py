@@ -1,0 +1,94 @@
+"""Arrow column helpers shared by the readers and the evaluator: row hashes, chunk-wise take."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+
+def arrow_of(series: pd.Series) -> pa.ChunkedArray | pa.Array:
+    """The arrow data behind a string column (zero-copy for arrow-backed columns)."""
+    return pa.array(series.array)
+
+
+def take(column: pa.ChunkedArray | pa.Array, rows: np.ndarray) -> pa.Array:
+    """``column[rows]`` chunk by chunk.
+
+    ``ChunkedArray.take`` concatenates every chunk first: for a string column of
+    a million-line run that is a transient copy of the whole column, even when
+    a few rows are wanted.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if isinstance(column, pa.Array):
+        return column.take(pa.array(rows))
+    if column.num_chunks == 0:
+        return pa.array([], type=column.type).take(pa.array(rows))
+    bounds = np.cumsum([0] + [len(c) for c in column.chunks])
+    chunk_of = np.searchsorted(bounds, rows, side="right") - 1
+    grouped = np.argsort(chunk_of, kind="stable")
+    splits = np.searchsorted(chunk_of[grouped], np.arange(column.num_chunks + 1))
+    parts = [
+        column.chunk(c).take(pa.array(rows[grouped[splits[c] : splits[c + 1]]] - bounds[c]))
+        for c in range(column.num_chunks)
+    ]
+    back = np.empty(len(rows), dtype=np.int64)
+    back[grouped] = np.arange(len(rows))
+    return pa.concat_arrays(parts).take(pa.array(back))
+
+
+_MIX1, _MIX2, _GOLDEN = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53), np.uint64(0x9E3779B97F4A7C15)
+_BYTE_MASKS = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [2**64 - 1], dtype=np.uint64)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser, in place."""
+    h ^= h >> np.uint64(33)
+    h *= _MIX1
+    h ^= h >> np.uint64(33)
+    h *= _MIX2
+    h ^= h >> np.uint64(33)
+    return h
+
+
+def string_hashes(chunk: pa.Array) -> np.ndarray:
+    """A 64-bit hash of every string of a (large_)string array, from its bytes 8 at a time."""
+    chunk = chunk.cast(pa.large_string()) if pa.types.is_string(chunk.type) else chunk
+    n = len(chunk)
+    _, offsets_buf, data_buf = chunk.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=n + 1, offset=8 * chunk.offset)
+    start, length = offsets[:-1], np.diff(offsets)
+    data = np.zeros((data_buf.size if data_buf is not None else 0) + 8, dtype=np.uint8)
+    if data_buf is not None:
+        data[: data_buf.size] = np.frombuffer(data_buf, dtype=np.uint8)
+    # every byte position as the start of a little-endian uint64: one gather reads 8 bytes of a string
+    words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    h = length.astype(np.uint64) * _GOLDEN
+    for w in range(0, int(length.max()) if n else 0, 8):
+        rows = np.flatnonzero(length > w) if w else np.arange(n)
+        word = words[start[rows] + w] & _BYTE_MASKS[np.minimum(length[rows] - w, 8)]
+        h[rows] = _mix(h[rows] ^ word)
+    return h
+
+
+def row_hashes(query: pa.ChunkedArray, doc: pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit hash of each (query, doc) pair; equal pairs hash equal, unequal ones almost never do."""
+    out = np.empty(len(query), dtype=np.uint64)
+    at = 0
+    # chunk by chunk keeps the temporaries in cache; the two columns may be chunked differently
+    for qc, dc in zip(_aligned_chunks(query, doc), _aligned_chunks(doc, query)):
+        h = string_hashes(qc)
+        h *= _GOLDEN
+        h += string_hashes(dc)
+        out[at : at + len(h)] = _mix(h)
+        at += len(h)
+    return out
+
+
+def _aligned_chunks(col: pa.ChunkedArray, other: pa.ChunkedArray) -> Iterator[pa.Array]:
+    """``col``'s rows in chunks whose boundaries are the union of both columns' chunk boundaries."""
+    bounds = np.union1d(np.cumsum([0] + [len(c) for c in col.chunks]), np.cumsum([0] + [len(c) for c in other.chunks]))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        yield col.slice(int(lo), int(hi - lo)).combine_chunks()
