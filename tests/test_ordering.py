@@ -127,3 +127,40 @@ def test_take_from_chunked_column_keeps_row_order():
     assert take(col, rows).to_pylist() == [f"v{i}" for i in rows]
     assert take(col, np.array([], dtype=np.int64)).to_pylist() == []
     assert take(pa.array(["a", "b"]), np.array([1])).to_pylist() == ["b"]
+
+
+def test_write_run_lines_in_trec_order_with_exact_scores(tmp_path):
+    from toolkit.records import run_from_rows
+    from toolkit.trec_io import read_run, write_run
+
+    rows = [("q2", "a", 1.0), ("q1", "b", 0.1 + 0.2), ("q1", "c", 0.30000000000000004), ("q1", "z", -0.0),
+            ("q10", "x", np.inf), ("q2", "é", 1e-7), ("q2", "b", 1.0 + 2**-52)]
+    out = tmp_path / "run.trec"
+    write_run(run_from_rows(rows), out, tag="t")
+    # hand-ordered: query id, then score desc (float64), then doc id desc; ranks restart per query
+    assert out.read_text(encoding="utf-8") == (
+        "q1 Q0 c 1 0.30000000000000004 t\n"
+        "q1 Q0 b 2 0.30000000000000004 t\n"
+        "q1 Q0 z 3 -0 t\n"
+        "q10 Q0 x 1 inf t\n"
+        "q2 Q0 b 1 1.0000000000000002 t\n"
+        "q2 Q0 a 2 1 t\n"
+        "q2 Q0 é 3 1e-7 t\n"
+    )
+    back = read_run(out).frame
+    assert sorted(zip(back["query_id"], back["doc_id"], back["score"])) == sorted(rows)
+    write_run(run_from_rows(rows), out, tag="t", depth=1)
+    assert [line.split()[2] for line in out.read_text(encoding="utf-8").splitlines()] == ["c", "x", "b"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(QIDS), st.floats(allow_nan=False, width=64)), min_size=1, max_size=40))
+def test_write_run_scores_read_back_as_the_same_doubles(tmp_path_factory, data):
+    from toolkit.records import run_from_rows
+    from toolkit.trec_io import read_run, write_run
+
+    rows = [(q, f"d{i}", s) for i, (q, s) in enumerate(data)]
+    out = tmp_path_factory.mktemp("w") / "run.trec"
+    write_run(run_from_rows(rows), out)
+    back = read_run(out).frame
+    assert sorted(zip(back["query_id"], back["doc_id"], back["score"])) == sorted(rows)

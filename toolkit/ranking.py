@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import take
+from .columns import arrow_of, take
 from .records import DOC_ID, QUERY_ID, SCORE
 
 ScorePrecision = Literal["float32", "float64"]
@@ -106,16 +106,23 @@ def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePre
     return order
 
 
+def ranked_positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
+    """(row positions of ``frame`` in trec_eval order, 1-based rank of each within its query)."""
+    codes = _query_codes(arrow_of(frame[QUERY_ID]))
+    order = trec_order(codes, frame[SCORE].to_numpy(), arrow_of(frame[DOC_ID]), score_precision)
+    return order, within_group_rank(codes[order])
+
+
 def order_indices(frame: pd.DataFrame, score_precision: ScorePrecision) -> np.ndarray:
     """Row positions of ``frame`` in trec_eval order."""
-    return trec_order(pa.array(frame[QUERY_ID].array), frame[SCORE].to_numpy(), pa.array(frame[DOC_ID].array),
-                      score_precision)
+    return ranked_positions(frame, score_precision)[0]
 
 
 def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
     """A copy of ``frame`` in trec_eval order with a 1-based ``rank`` column per query."""
-    ordered = frame.take(order_indices(frame, score_precision)).reset_index(drop=True)
-    ordered["rank"] = within_group_rank(ordered[QUERY_ID].to_numpy())
+    order, rank = ranked_positions(frame, score_precision)
+    ordered = frame.take(order).reset_index(drop=True)
+    ordered["rank"] = rank
     return ordered
 
 

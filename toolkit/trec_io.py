@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .columns import row_hashes, take
+from .columns import arrow_of, row_hashes, take
 from .errors import InputFormatError
 from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics
 
@@ -477,30 +477,38 @@ def write_json(path: str | os.PathLike, obj: object) -> None:
         fh.write("\n")
 
 
-def format_score(score: float) -> str:
-    """Shortest text that reads back as the same double (no manufactured ties)."""
-    return repr(float(score))
-
-
 def write_run(run: Run, path: str | os.PathLike, tag: str | None = None, depth: int | None = None) -> None:
-    """Write ``run`` in trec_eval order with ranks 1..n and full-precision scores."""
-    from .ranking import order_run
+    """Write ``run`` in trec_eval order (float64 scores) with ranks 1..n per query.
 
-    ordered = order_run(run.frame, score_precision="float64")
+    Scores are written as the shortest text that reads back as the same double
+    (arrow's float-to-string cast: ``38.661416``, ``1`` for 1.0, ``1e-7``), so
+    writing manufactures no ties. Lines are built by arrow a block at a time.
+    """
+    from .ranking import ranked_positions
+
+    order, rank = ranked_positions(run.frame, "float64")
     if depth is not None:
-        ordered = ordered[ordered["rank"] <= depth]
+        keep = rank <= depth
+        order, rank = order[keep], rank[keep]
     tag = tag if tag is not None else (run.tag or "twostage")
-    with atomic_write(path) as fh:
-        q = ordered[QUERY_ID].to_numpy(dtype=object)
-        d = ordered[DOC_ID].to_numpy(dtype=object)
-        r = ordered["rank"].to_numpy()
-        s = ordered[SCORE].to_numpy()
-        chunk = 100_000
-        for start in range(0, len(ordered), chunk):
-            stop = start + chunk
-            fh.write(
-                "".join(
-                    f"{qi} Q0 {di} {ri} {si!r} {tag}\n"
-                    for qi, di, ri, si in zip(q[start:stop], d[start:stop], r[start:stop], s[start:stop].tolist())
-                )
+    queries, docs = arrow_of(run.frame[QUERY_ID]), arrow_of(run.frame[DOC_ID])
+    scores = run.frame[SCORE].to_numpy()
+    with atomic_write(path, "wb") as fh:
+        for start in range(0, len(order), _WRITE_BLOCK):
+            rows = order[start : start + _WRITE_BLOCK]
+            lines = pc.binary_join_element_wise(
+                take(queries, rows).cast(pa.large_string()),
+                pa.scalar("Q0", pa.large_string()),
+                take(docs, rows).cast(pa.large_string()),
+                pc.cast(pa.array(rank[start : start + _WRITE_BLOCK]), pa.large_string()),
+                pc.cast(pa.array(scores[rows]), pa.large_string()),
+                pa.scalar(tag + "\n", pa.large_string()),
+                pa.scalar(" ", pa.large_string()),
             )
+            # the joined strings laid end to end are the block's lines
+            _, offsets, data = lines.buffers()
+            bounds = np.frombuffer(offsets, dtype=np.int64, count=len(lines) + 1, offset=8 * lines.offset)
+            fh.write(memoryview(data)[bounds[0] : bounds[-1]])
+
+
+_WRITE_BLOCK = 1 << 19
