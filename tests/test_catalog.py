@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -133,7 +134,7 @@ def test_cranfield_conversion(shared_data, cache):
 def test_cranfield_qrels_by_name_apply_the_graded_map(shared_data, cache):
     source = catalog.resolve_qrels("cranfield", shared_data)
     assert source.relevance_map_name == "cranfield"
-    q = read_qrels(source.path, relevance_map=source.relevance_map, relevance_map_name=source.relevance_map_name)
+    q = source.read()
     # 128 complete answers (code 1) become the highest grade; the 225 -1 codes become 0
     assert q.label_counts() == {0: 225, 1: 363, 2: 734, 3: 387, 4: 128}
     assert q.query_ids[:3] == ["1", "10", "100"] and len(q.query_ids) == 225
@@ -146,6 +147,30 @@ def test_cranfield_eval_reports_the_mapping(cli, shared_data, cache, tmp_path):
     res = cli("eval", "-m", "ndcg_cut.10", "--data-dir", str(shared_data), "cranfield", str(run))
     assert res.exit_code == 0, res.output
     assert "cranfield" in res.output  # provenance names the relevance map
+
+
+@pytest.mark.data
+def test_named_qrels_keep_their_map_in_diagnose_and_reproduce(cli, shared_data, cache, tmp_path):
+    from types import SimpleNamespace
+
+    from toolkit.reproduce import Runner
+
+    run = tmp_path / "run.trec"  # query 1: codes 2, 2, 3 in the raw file; the map turns them into 3, 3, 2
+    run.write_text("1 Q0 29 1 3.0 t\n1 Q0 184 2 2.0 t\n1 Q0 12 3 1.0 t\n1 Q0 52 4 0.5 t\n")
+    qrels_file = catalog.resolve_qrels("cranfield", shared_data).path
+    mapped = json.loads(cli("eval", "--format", "json", "-m", "ndcg_cut.10", "--data-dir", str(shared_data),
+                            "cranfield", str(run)).stdout)["all"]["ndcg_cut_10"]
+    unmapped = json.loads(cli("eval", "--format", "json", "-m", "ndcg_cut.10", str(qrels_file), str(run)).stdout)
+    assert mapped != pytest.approx(unmapped["all"]["ndcg_cut_10"])  # the map matters for this run
+    res = cli("diagnose", "--qrels", "cranfield", "--data-dir", str(shared_data), "--first-stage", str(run),
+              "--reranked", str(run), "--no-complete", "--out", str(tmp_path / "report"))
+    assert res.exit_code == 0, res.output
+    headline = json.loads((tmp_path / "report" / "summary.json").read_text())["headline"]
+    assert next(h for h in headline if h["key"] == "ndcg_cut_10")["reranked"] == pytest.approx(mapped, abs=1e-12)
+    # a reproduction row may name the collection by an alias; it gets the same map
+    runner = Runner(spec=None, data=shared_data, work=tmp_path, indexes=tmp_path)
+    source = runner._qrels(SimpleNamespace(qrels="cran"))
+    assert source.path == qrels_file and source.relevance_map_name == "cranfield"
 
 
 # ---------------------------------------------------------- named qrels/topics

@@ -154,10 +154,6 @@ def collection_names() -> list[str]:
     return sorted(CATALOG)
 
 
-def qrels_names() -> list[str]:
-    return sorted(CATALOG)
-
-
 def get_collection(name: str) -> Collection:
     key = _ALIASES.get(name, name)
     if key not in CATALOG:
@@ -374,6 +370,16 @@ class QrelsSource:
     relevance_map_name: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    def read(self, dedupe: str = "error", relevance_map: dict[int, int] | None = None,
+             relevance_map_name: str = ""):
+        """The parsed qrels, with this source's relevance map unless another one is given."""
+        from .trec_io import read_qrels
+
+        if not relevance_map:
+            relevance_map, relevance_map_name = self.relevance_map, self.relevance_map_name
+        return read_qrels(self.path, dedupe=dedupe, relevance_map=relevance_map or None,
+                          relevance_map_name=relevance_map_name)
+
 
 def pyserini_cache_dir() -> Path:
     """Anserini's topics/qrels cache (``RelevanceJudgments.getCacheDir()``)."""
@@ -410,10 +416,6 @@ def seed_pyserini_cache(data: str | os.PathLike | None = None) -> list[Path]:
     return seeded
 
 
-#: Pyserini qrels names (pyserini.search._base.qrels_mapping) the toolkit resolves offline.
-_PYSERINI_QRELS = {"dl19-passage": "dl19-passage", "dl20-passage": "dl20-passage", "cacm": "cacm"}
-
-
 def resolve_qrels(spec: str, data: str | os.PathLike | None = None) -> QrelsSource:
     """A qrels file path as given, a collection name looked up in the data folder, or a
     Pyserini qrels name (fetched through Pyserini's cache)."""
@@ -423,8 +425,8 @@ def resolve_qrels(spec: str, data: str | os.PathLike | None = None) -> QrelsSour
         coll = get_collection(spec)
         if coll.corpus == "smart":
             conv = convert_cranfield(data)
-            mapping = dict(RELEVANCE_MAP_PRESETS[coll.relevance_map_name][0])
-            return QrelsSource(conv.qrels, mapping, coll.relevance_map_name, conv.notes)
+            mapping, name = relevance_map(coll.relevance_map_name)
+            return QrelsSource(conv.qrels, mapping, name, conv.notes)
         path = collection_file(coll.name, "qrels", data)
         if coll.pyserini_qrels:
             _seed_quietly(data)  # so Pyserini's own tools find the same file offline
@@ -434,10 +436,10 @@ def resolve_qrels(spec: str, data: str | os.PathLike | None = None) -> QrelsSour
         path = _pyserini_qrels(spec)
         if path is not None:
             return QrelsSource(path)
-    elif not Path(spec).exists():
-        raise ConfigError(f"qrels file {spec} does not exist (and it is not a collection name: {', '.join(qrels_names())})")
+    else:
+        raise ConfigError(f"qrels file {spec} does not exist (and it is not a collection name: {', '.join(collection_names())})")
     raise ConfigError(
-        f"{spec!r} is neither a file nor a known qrels name (collections: {', '.join(qrels_names())}; "
+        f"{spec!r} is neither a file nor a known qrels name (collections: {', '.join(collection_names())}; "
         "or a Pyserini qrels name such as dl21-passage when online)"
     )
 

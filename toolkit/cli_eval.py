@@ -10,10 +10,10 @@ import click
 
 from .catalog import relevance_map, resolve_qrels
 from .evaluate import EvalResult, evaluate
-from .measures import DEFAULT_MEASURES, Discount, EvalSettings, Gain, Measure, parse_measure, parse_measures
+from .measures import DEFAULT_MEASURES, Discount, EvalSettings, Gain, Measure, parse_measures
 from .ranking import DEFAULT_SCORE_PRECISION, SCORE_PRECISIONS
 from .records import Qrels
-from .trec_io import atomic_write, read_qrels, read_run, write_json
+from .trec_io import atomic_write, read_run, write_json
 
 
 def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None) -> Qrels:
@@ -21,10 +21,8 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
     source = resolve_qrels(spec, data_dir)
     for note in source.notes:  # e.g. how a named collection's qrels were converted
         click.echo(f"twostage: {note}", err=True)
-    mapping, name = source.relevance_map, source.relevance_map_name
-    if rel_map:
-        mapping, name = relevance_map(rel_map)
-    return read_qrels(source.path, dedupe=dedupe, relevance_map=mapping or None, relevance_map_name=name)
+    mapping, name = relevance_map(rel_map) if rel_map else ({}, "")
+    return source.read(dedupe, mapping, name)
 
 
 def settings_options(f):

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import click
-
-from .errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +16,8 @@ def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | N
         ids += [x for x in v.replace(",", " ").split() if x]
     if qrels_path:
         from .catalog import resolve_qrels
-        from .trec_io import read_qrels
 
-        judged = set(read_qrels(resolve_qrels(qrels_path).path).query_ids)
+        judged = set(resolve_qrels(qrels_path).read().query_ids)
         ids = [q for q in ids if q in judged] if ids else sorted(judged)
     return ids or None
 
@@ -146,10 +142,10 @@ def diagnose_command(qrels, first_path, reranked_path, out, topics, candidates_p
     from .report import write_diagnosis_report
     from .rerank import read_meta
     from .catalog import resolve_topics
-    from .trec_io import read_qrels, read_run
+    from .trec_io import read_run
 
     thresholds = Thresholds(ok_ndcg=ok_ndcg, max_unjudged=max_unjudged, min_recall=min_recall)
-    q = read_qrels(resolve_qrels(qrels, data_dir).path)
+    q = resolve_qrels(qrels, data_dir).read()
     if recall_level is None:
         recall_level = 2 if q.frame["relevance"].max() >= 2 else 1
     first = read_run(first_path)

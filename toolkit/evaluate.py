@@ -4,8 +4,9 @@ One pass, vectorised: the run is restricted to queries that have judgments,
 joined to the qrels labels, put in trec_eval's order (``ranking.py``), cut at
 ``-M``, optionally condensed to judged documents (``-J``); only the rows that
 can count (judged, or relevant at ``-l``) keep their rank, and every measure is
-then a ``bincount`` over their contributions plus per-query retrieved counts. Measure definitions are in
-``measures.py``; nothing here decides what a measure means.
+then a ``bincount`` over their contributions plus per-query retrieved counts.
+Measure definitions are in ``measures.py``; nothing here decides what a
+measure means.
 
 Query set (trec_eval 9.x): queries in the run but absent from the qrels are
 ignored; without ``-c`` the mean is over queries in both, with ``-c`` over
@@ -25,8 +26,8 @@ import pyarrow.compute as pc
 
 from . import __version__
 from .columns import arrow_of
-from .measures import EvalSettings, Measure
-from .ranking import trec_order, within_group_rank
+from .measures import BINARY_FAMILIES, GAIN_FAMILIES, EvalSettings, Measure
+from .ranking import group_starts, trec_order, within_group_rank
 from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ def evaluate(
         return np.divide(a, b, out=np.zeros(nq), where=b > 0)
 
     values: dict[str, np.ndarray] = {}
-    gain_measures = [m for m in measures if m.family in ("ndcg", "ndcg_cut")]
+    gain_measures = [m for m in measures if m.family in GAIN_FAMILIES]
     if gain_measures:
         row_gain = settings.gain.apply(j.label, where="run's judged documents")
         dcg_terms = np.where(row_gain > 0, row_gain / settings.discount.divisors(j.rank), 0.0)
@@ -207,7 +208,7 @@ def evaluate(
             v = safe_div(count((j.label >= 0) & (j.rank <= k)), np.minimum(num_ret, k))
         elif f == "map":
             cum = np.cumsum(rel)
-            starts = np.flatnonzero(np.r_[True, j.qidx[1:] != j.qidx[:-1]]) if len(j.qidx) else np.array([], int)
+            starts = np.flatnonzero(group_starts(j.qidx))
             before = np.repeat(cum[starts] - rel[starts], np.diff(np.append(starts, len(cum))))
             prec = np.where(rel, (cum - before) / j.rank, 0.0)
             v = safe_div(np.bincount(j.qidx, weights=prec, minlength=nq), num_rel)
@@ -215,7 +216,7 @@ def evaluate(
             v = np.zeros(nq)
             first_q, first_i = np.unique(j.qidx[rel], return_index=True)
             v[first_q] = 1.0 / j.rank[rel][first_i]
-        elif f in ("ndcg", "ndcg_cut"):
+        elif f in GAIN_FAMILIES:
             terms = dcg_terms if k is None else np.where(j.rank <= k, dcg_terms, 0.0)
             v = safe_div(np.bincount(j.qidx, weights=terms, minlength=nq), ideal[k])
         else:  # pragma: no cover - Measure validates families
@@ -299,26 +300,12 @@ def _pyserini_judged(qrels: Qrels, run: Run, measures: list[Measure], qids: np.n
     return out
 
 
-def build_provenance(
-    qrels: Qrels, run: Run, measures, settings: EvalSettings, *, nq: int, n_run: int, n_eval: int
-) -> dict:
-    """Everything needed to say how a number was computed, and to refuse unlike comparisons."""
-    binary = [m.name for m in measures if m.family in ("map", "recip_rank", "P", "recall", "num_rel", "num_rel_ret")]
+def settings_provenance(settings: EvalSettings) -> dict:
+    """The provenance fields that follow from the settings alone (also what a reproduction declares)."""
     return {
-        "implementation": f"twostage {__version__}",
-        "semantics": "trec_eval 9.x (ties: score desc, docid desc)",
-        "measures": [m.name for m in measures],
-        "cutoffs": sorted({m.cutoff for m in measures if m.cutoff is not None}),
         "gain": settings.gain.describe(),
         "discount": settings.discount.describe(),
         "relevance_level": settings.relevance_level,
-        "relevance_level_applies_to": binary,
-        "relevance_labels": qrels.label_counts(),
-        "relevance_map": (
-            {"name": qrels.relevance_map_name or "custom", "map": {str(k): v for k, v in qrels.relevance_map.items()}}
-            if qrels.relevance_map
-            else None
-        ),
         "unjudged": (
             "removed before ranking (-J, condensed list)"
             if settings.judged_only
@@ -331,10 +318,38 @@ def build_provenance(
         ),
         "max_docs_per_query": settings.max_docs,
         "query_set": "all qrels queries (-c)" if settings.complete else "queries in both run and qrels",
+        "score_precision": settings.score_precision,
+    }
+
+
+def build_provenance(
+    qrels: Qrels, run: Run, measures, settings: EvalSettings, *, nq: int, n_run: int, n_eval: int
+) -> dict:
+    """Everything needed to say how a number was computed, and to refuse unlike comparisons."""
+    s = settings_provenance(settings)
+    return {
+        "implementation": f"twostage {__version__}",
+        "semantics": "trec_eval 9.x (ties: score desc, docid desc)",
+        "measures": [m.name for m in measures],
+        "cutoffs": sorted({m.cutoff for m in measures if m.cutoff is not None}),
+        "gain": s["gain"],
+        "discount": s["discount"],
+        "relevance_level": s["relevance_level"],
+        "relevance_level_applies_to": [m.name for m in measures if m.family in BINARY_FAMILIES],
+        "relevance_labels": qrels.label_counts(),
+        "relevance_map": (
+            {"name": qrels.relevance_map_name or "custom", "map": {str(k): v for k, v in qrels.relevance_map.items()}}
+            if qrels.relevance_map
+            else None
+        ),
+        "unjudged": s["unjudged"],
+        "judged_definition": s["judged_definition"],
+        "max_docs_per_query": s["max_docs_per_query"],
+        "query_set": s["query_set"],
         "queries_in_run": n_run,
         "queries_in_qrels": nq,
         "queries_evaluated": n_eval,
-        "score_precision": settings.score_precision,
+        "score_precision": s["score_precision"],
         "duplicates_dropped": {"run": run.duplicates_dropped, "qrels": qrels.duplicates_dropped},
         "run": {"path": run.path, "sha256": run.sha256, "tag": run.tag},
         "qrels": {"path": qrels.path, "sha256": qrels.sha256},

@@ -61,9 +61,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError, TwostageError
 from .measures import Discount, EvalSettings, Gain, Measure, parse_measure
+
+if TYPE_CHECKING:
+    from .catalog import QrelsSource
+    from .records import Qrels
 
 log = logging.getLogger(__name__)
 
@@ -575,8 +580,6 @@ class Runner:
         return self.data / expanded
 
     def run_path(self, row: Row) -> Path:
-        if row.run is not None and row.commands:
-            return self.path(row.run, row)
         if row.run is not None:
             return self.path(row.run, row)
         return self.work / "runs" / f"{row.id}.txt"
@@ -599,9 +602,8 @@ class Runner:
         return env
 
     def run(self) -> Reproduction:
-        from .catalog import resolve_qrels
         from .evaluate import evaluate
-        from .trec_io import read_qrels, read_run
+        from .trec_io import read_run
 
         spec = self.spec
         rows = [r for r in spec.rows if not self.rows_only or r.id in self.rows_only]
@@ -613,6 +615,7 @@ class Runner:
         measured: dict[tuple[str, str], tuple[float, dict]] = {}
         setup_state: str | None = None  # None: not run yet; "" ok; else the reason it cannot run
         setup_failed = False
+        qrels_read: dict[Path, Qrels] = {}
         for row in rows:
             rr = RowResult(id=row.id, label=row.label, status="ok")
             row_results[row.id] = rr
@@ -621,7 +624,7 @@ class Runner:
                     p = self.path(req, row)
                     if not p.exists():
                         raise _Missing(f"required input {p} is missing")
-                qsrc = self._qrels(row, resolve_qrels)
+                qsrc = self._qrels(row)
                 run_path = self.run_path(row)
                 rr.run_path = str(run_path)
                 if row.commands:
@@ -654,7 +657,9 @@ class Runner:
             except RuntimeError as exc:
                 rr.status, rr.reason = "error", str(exc)
                 continue
-            qrels = read_qrels(qsrc)
+            if qsrc.path not in qrels_read:  # rows share qrels files: parse each once
+                qrels_read[qsrc.path] = qsrc.read()
+            qrels = qrels_read[qsrc.path]
             run = read_run(run_path)
             groups: dict[EvalSettings, list[Column]] = {}
             for cid in row.cells:
@@ -693,20 +698,20 @@ class Runner:
         return Reproduction(spec=spec, rows=[row_results[r.id] for r in rows], cells=cells,
                             data=str(self.data) if self.data else None)
 
-    def _qrels(self, row: Row, resolve_qrels) -> Path:
-        from .catalog import qrels_names
+    def _qrels(self, row: Row) -> QrelsSource:
+        from .catalog import QrelsSource, is_collection_name, resolve_qrels
 
-        if row.qrels in qrels_names() or row.qrels in ("dl19", "dl20"):
+        if is_collection_name(row.qrels):
             if self.data is None:
                 raise _Missing(f"qrels {row.qrels!r}: no data folder (pass --data-dir or set TWOSTAGE_DATA)")
             try:
-                return resolve_qrels(row.qrels, self.data).path
+                return resolve_qrels(row.qrels, self.data)
             except ConfigError as exc:
                 raise _Missing(str(exc)) from None
         p = self.path(row.qrels, row)
         if not p.exists():
             raise _Missing(f"qrels file {p} not found")
-        return p
+        return QrelsSource(p)
 
     def _setup(self) -> tuple[str, bool]:
         """Run the spec's setup steps once; ('', False) when done, (reason, failed) otherwise."""
@@ -742,18 +747,14 @@ class Runner:
 
 def side_by_side(col: Column, cell: Cell, prov: dict) -> list[tuple[str, object, object]]:
     """(field, as published, as measured) for an off cell: where to look for the difference."""
-    s = col.settings
+    from .evaluate import settings_provenance
+
+    s = settings_provenance(col.settings)
     declared = {
         "evaluator": "not stated",
         "measure": col.measure.name,
         "cutoff": col.measure.cutoff,
-        "query_set": "all qrels queries (-c)" if s.complete else "queries in both run and qrels",
-        "relevance_level": s.relevance_level,
-        "gain": s.gain.describe(),
-        "discount": s.discount.describe(),
-        "max_docs_per_query": s.max_docs,
-        "unjudged": "removed before ranking (-J, condensed list)" if s.judged_only
-        else "kept in the ranking, counted as non-relevant",
+        **{k: s[k] for k in ("query_set", "relevance_level", "gain", "discount", "max_docs_per_query", "unjudged")},
         "queries_evaluated": "not stated",
         "qrels": "not stated",
         "run": "not stated",
