@@ -12,13 +12,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.records import run_from_rows
 from toolkit.rerank import (
     TextSource,
     detect_kind,

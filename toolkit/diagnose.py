@@ -32,7 +32,6 @@ defaults are ``DEFAULT_TYPE_RULES``; a rules file replaces them).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -46,7 +45,7 @@ from . import __version__
 from .errors import ConfigError, InputFormatError
 from .evaluate import EvalResult, evaluate
 from .measures import EvalSettings, parse_measures
-from .ranking import top_k
+from .ranking import order_run, top_k
 from .records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from .trec_io import read_bytes
 
@@ -537,8 +536,8 @@ def worst_queries(
     wanted = set(worst["query_id"].tolist())
     qf = qrels.frame.loc[qrels.frame[QUERY_ID].isin(wanted)]
     grades = {(q, d): int(r) for q, d, r in qf[[QUERY_ID, DOC_ID, RELEVANCE]].itertuples(index=False)}
-    rr = top_k(reranked.frame.loc[reranked.frame[QUERY_ID].isin(wanted)], 10**9)
-    fs = top_k(first.frame.loc[first.frame[QUERY_ID].isin(wanted)], 10**9)
+    rr = order_run(reranked.frame.loc[reranked.frame[QUERY_ID].isin(wanted)])
+    fs = order_run(first.frame.loc[first.frame[QUERY_ID].isin(wanted)])
     rr_rank = {(q, d): int(r) for q, d, r in rr[[QUERY_ID, DOC_ID, "rank"]].itertuples(index=False)}
     fs_rank = {(q, d): int(r) for q, d, r in fs[[QUERY_ID, DOC_ID, "rank"]].itertuples(index=False)}
     entries = []
@@ -639,7 +638,3 @@ def write_per_query_csv(diag: Diagnosis, path: str | os.PathLike) -> None:
 
     with atomic_write(path) as fh:
         diag.per_query.to_csv(fh, index=False, lineterminator="\n")
-
-
-def dumps_summary(diag: Diagnosis) -> str:
-    return json.dumps(diag.summary(), indent=2, default=str) + "\n"

@@ -226,11 +226,6 @@ def _run_indexer(cmd: list[str], log_path: Path, progress: bool) -> dict[str, in
 
 
 # --------------------------------------------------------------------- dense
-def quiet_faiss() -> None:
-    """faiss's loader logs its CPU-feature probing at INFO; the CLI logs INFO to stderr."""
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-
-
 
 #: Model names that resolve to an installed offline copy.
 _OFFLINE_MODELS = {
@@ -352,6 +347,8 @@ def build_dense_index(
     if not force and (meta := _reusable(out, key)):
         log.debug("twostage: reusing %s (same inputs and encoder, key %s)", out, key[:12])
         return IndexInfo(out, "dense", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
+
+    from .jvm import quiet_faiss
 
     quiet_faiss()
     import faiss

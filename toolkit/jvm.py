@@ -260,6 +260,11 @@ def _import_pyserini_encode() -> None:
         oa.client = _LazyOpenAIClient()
 
 
+def quiet_faiss() -> None:
+    """faiss's loader logs its CPU-feature probing at INFO; the CLI logs INFO to stderr."""
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+
+
 def import_pyserini(module: str):
     """Import a Pyserini module after starting the JVM the toolkit's way.
 
@@ -269,8 +274,7 @@ def import_pyserini(module: str):
     import importlib
 
     start_jvm()
-    # Pyserini imports faiss, whose loader logs its CPU-feature probing at INFO.
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    quiet_faiss()  # Pyserini imports faiss
     with _LOCK:
         try:
             _import_pyserini_encode()

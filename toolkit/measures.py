@@ -71,7 +71,6 @@ _FAMILIES: dict[str, tuple[bool, tuple[int, ...], bool]] = {
 }
 #: trec_eval prints measures in its own table order, not command-line order.
 FAMILY_ORDER = tuple(_FAMILIES)
-INTEGER_FAMILIES = frozenset(f for f, (_, _, summed) in _FAMILIES.items() if summed)
 GAIN_FAMILIES = frozenset({"ndcg", "ndcg_cut"})
 BINARY_FAMILIES = frozenset({"map", "recip_rank", "P", "recall", "num_rel", "num_rel_ret"})
 

@@ -29,18 +29,10 @@ DEFAULT_SCORE_PRECISION: ScorePrecision = "float32"
 _CHUNK = 1 << 20
 
 
-def sort_key_scores(scores: np.ndarray, score_precision: ScorePrecision) -> np.ndarray:
-    """Scores as trec_eval compares them (atof, then stored as float or double)."""
-    if score_precision == "float32":
-        with np.errstate(over="ignore"):  # beyond float32's range is inf, as in trec_eval 9.x
-            return scores.astype(np.float32)
-    if score_precision == "float64":
-        return scores.astype(np.float64, copy=False)
-    raise ValueError(f"score precision must be one of {SCORE_PRECISIONS}, not {score_precision!r}")
-
-
-def _descending_bits(scores32: np.ndarray) -> np.ndarray:
-    """uint32 codes whose ascending order is the float32 scores' descending order (equal floats, equal codes)."""
+def _descending_bits(scores: np.ndarray) -> np.ndarray:
+    """uint32 codes whose ascending order is the scores' descending order as float32 (equal floats, equal codes)."""
+    with np.errstate(over="ignore"):  # beyond float32's range is inf, as in trec_eval 9.x
+        scores32 = scores.astype(np.float32)
     bits = (scores32 + np.float32(0.0)).view(np.uint32)  # + 0.0 turns -0.0 into 0.0: trec_eval sees them equal
     ascending = np.where(bits & np.uint32(0x80000000), ~bits, bits | np.uint32(0x80000000))
     return ~ascending
@@ -80,7 +72,7 @@ def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePre
         hi = min(lo + _CHUNK, n)
         key[lo:hi] = codes[lo:hi]
         key[lo:hi] <<= np.uint64(32)
-        key[lo:hi] |= _descending_bits(sort_key_scores(scores[lo:hi], "float32"))
+        key[lo:hi] |= _descending_bits(scores[lo:hi])
     order = np.argsort(key, kind="stable")
     same = np.empty(max(n - 1, 0), dtype=bool)
     for lo in range(0, n - 1, _CHUNK):
@@ -111,11 +103,6 @@ def ranked_positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tu
     codes = _query_codes(arrow_of(frame[QUERY_ID]))
     order = trec_order(codes, frame[SCORE].to_numpy(), arrow_of(frame[DOC_ID]), score_precision)
     return order, within_group_rank(codes[order])
-
-
-def order_indices(frame: pd.DataFrame, score_precision: ScorePrecision) -> np.ndarray:
-    """Row positions of ``frame`` in trec_eval order."""
-    return ranked_positions(frame, score_precision)[0]
 
 
 def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:

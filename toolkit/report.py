@@ -413,8 +413,8 @@ def write_diagnosis_report(diag, out_dir) -> dict[str, str]:
     """Write index.html (self-contained), report.md (+ plots/*.png), per_query.csv and summary.json."""
     from pathlib import Path
 
-    from .diagnose import dumps_summary, write_per_query_csv
-    from .trec_io import atomic_write
+    from .diagnose import write_per_query_csv
+    from .trec_io import atomic_write, write_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -436,6 +436,5 @@ def write_diagnosis_report(diag, out_dir) -> dict[str, str]:
     with atomic_write(paths["report.md"]) as fh:
         fh.write(diagnosis_markdown(diag, plot_files))
     write_per_query_csv(diag, paths["per_query.csv"])
-    with atomic_write(paths["summary.json"]) as fh:
-        fh.write(dumps_summary(diag))
+    write_json(paths["summary.json"], diag.summary())
     return {k: str(v) for k, v in paths.items()}

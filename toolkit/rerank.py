@@ -432,12 +432,12 @@ def rerank_run(
         raise ConfigError("--depth must be >= 1")
     if missing_text not in MISSING_TEXT_POLICIES:
         raise ConfigError(f"missing-text policy must be one of {MISSING_TEXT_POLICIES}")
-    cands = top_k(first_stage.frame, depth, score_precision="float64")
+    frame = first_stage.frame
     if query_ids is not None:
-        wanted = {str(q) for q in query_ids}
-        cands = cands[cands[QUERY_ID].isin(wanted)]
-        if cands.empty:
+        frame = frame[frame[QUERY_ID].isin({str(q) for q in query_ids})]
+        if frame.empty:
             raise ConfigError("none of the selected query ids is in the first-stage run")
+    cands = top_k(frame, depth, score_precision="float64")
     qids = sorted(cands[QUERY_ID].unique().tolist())
     no_text = [q for q in qids if not queries.get(q)]
     if no_text:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ConfigError
+from .ranking import top_k
 from .records import DOC_ID, QUERY_ID, SCORE, Run, Topics
 
 log = logging.getLogger(__name__)
@@ -205,14 +206,15 @@ class DenseRetriever:
         self.meta = meta
         self.ef_search = ef_search
         self._faiss = None
-        self._docids: list[str] | None = None
+        self._docids: np.ndarray | None = None
         self._encoder = None
 
     def params(self) -> dict:
         return {"model": "dense", "encoder": asdict(self.settings), "faiss": self.meta.get("faiss")}
 
     def _load(self, threads: int):
-        from .indexing import Encoder, quiet_faiss
+        from .indexing import Encoder
+        from .jvm import quiet_faiss
 
         quiet_faiss()
         import faiss
@@ -221,7 +223,8 @@ class DenseRetriever:
             self._faiss = faiss.read_index(str(self.index / "index"))
             if hasattr(self._faiss, "hnsw"):
                 self._faiss.hnsw.efSearch = self.ef_search
-            self._docids = (self.index / "docid").read_text(encoding="utf-8").split("\n")[: self._faiss.ntotal]
+            ids = (self.index / "docid").read_text(encoding="utf-8").split("\n")[: self._faiss.ntotal]
+            self._docids = np.asarray(ids, dtype=object)
         if self._encoder is None:
             self._encoder = Encoder(self.settings, threads)
         faiss.omp_set_num_threads(max(1, threads))
@@ -236,7 +239,7 @@ class DenseRetriever:
         vecs = np.concatenate([self._encoder.encode_queries(texts[i:i + bs]) for i in range(0, len(texts), bs)])
         k = min(hits, self._faiss.ntotal)
         scores, idx = self._faiss.search(vecs, k)
-        docids = np.asarray(self._docids, dtype=object)
+        docids = self._docids
         qs, ds, ss, empty = [], [], [], []
         for qid, row_s, row_i in zip(qids, scores, idx):
             keep = row_i >= 0
@@ -253,13 +256,6 @@ class DenseRetriever:
 
 
 # ---------------------------------------------------------------- fusion
-def _ranked(run: Run, depth: int) -> pd.DataFrame:
-    from .ranking import order_run
-
-    ordered = order_run(run.frame, score_precision="float64")
-    return ordered[ordered["rank"] <= depth]
-
-
 def rrf(runs: list[Run], k: float = 60.0, depth: int = DEFAULT_HITS, hits: int = DEFAULT_HITS) -> Run:
     """Reciprocal rank fusion (Cormack et al., SIGIR 2009): score(d) = sum over runs of
     1 / (k + rank(d)), ranks from each run's trec_eval order cut at ``depth``; the same
@@ -270,7 +266,7 @@ def rrf(runs: list[Run], k: float = 60.0, depth: int = DEFAULT_HITS, hits: int =
         raise ConfigError(f"RRF k must be > 0, not {k}")
     parts = []
     for r in runs:
-        ranked = _ranked(r, depth)
+        ranked = top_k(r.frame, depth, score_precision="float64")
         parts.append(pd.DataFrame({QUERY_ID: ranked[QUERY_ID], DOC_ID: ranked[DOC_ID],
                                    SCORE: 1.0 / (k + ranked["rank"].to_numpy(dtype=np.float64))}))
     return _sum_and_cut(parts, hits, "rrf")
@@ -290,7 +286,7 @@ def interpolate(runs: list[Run], alpha: float = 0.5, depth: int = DEFAULT_HITS, 
         raise ConfigError(f"--normalize must be none or minmax, not {normalize!r}")
     parts = []
     for weight, r in zip((alpha, 1.0 - alpha), runs):
-        ranked = _ranked(r, depth)
+        ranked = top_k(r.frame, depth, score_precision="float64")
         s = ranked[SCORE].to_numpy(dtype=np.float64)
         if normalize == "minmax":
             g = ranked.groupby(QUERY_ID, sort=False)[SCORE]
@@ -302,8 +298,6 @@ def interpolate(runs: list[Run], alpha: float = 0.5, depth: int = DEFAULT_HITS, 
 
 
 def _sum_and_cut(parts: list[pd.DataFrame], hits: int, tag: str) -> Run:
-    from .ranking import top_k
-
     validate_hits(hits)
     merged = pd.concat(parts, ignore_index=True).groupby([QUERY_ID, DOC_ID], sort=False, as_index=False)[SCORE].sum()
     top = top_k(merged, hits, score_precision="float64")[[QUERY_ID, DOC_ID, SCORE]]

@@ -151,12 +151,9 @@ def _arrow_read(source, names: tuple[str, ...], types: dict[str, pa.DataType]) -
     )
 
 
-def _parse_table(path: str, data: bytes | None, names, types, locate) -> tuple[pa.Table, str]:
+def _parse_table(path: str, names, types, locate) -> tuple[pa.Table, str]:
     """Fast path: arrow straight from the file; else normalise in memory; else find the bad line."""
-    if data is not None:
-        sha, odd, content = sha256_bytes(data), True, bool(data.strip())
-    else:
-        sha, odd, content = _scan(path)
+    sha, odd, content = _scan(path)
     if not content:
         raise InputFormatError(path, None, "empty file: no lines to read")
     if not odd:
@@ -164,7 +161,7 @@ def _parse_table(path: str, data: bytes | None, names, types, locate) -> tuple[p
             return _arrow_read(path, names, types), sha
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             pass  # maybe only double spaces or edge blanks: normalise and retry
-    raw = read_bytes(path) if data is None else data
+    raw = read_bytes(path)
     try:
         return _arrow_read(io.BytesIO(_normalise(raw, path)), names, types), sha
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -257,20 +254,20 @@ def _frame(table: pa.Table, columns: dict[str, str]) -> pd.DataFrame:
     out = {}
     for src, dst in columns.items():
         col = table.column(src)
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            out[dst] = pd.Series(pd.arrays.ArrowStringArray(col.cast(pa.large_string())), copy=False)
+        if pa.types.is_large_string(col.type):  # what the readers ask arrow for: pandas keeps it as is
+            out[dst] = pd.Series(pd.arrays.ArrowStringArray(col), copy=False)
         else:
             out[dst] = col.to_numpy()
     return pd.DataFrame(out, copy=False)
 
 
 # --------------------------------------------------------------------- runs
-def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error", data: bytes | None = None) -> Run:
+def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error") -> Run:
     """Parse a TREC run (``qid Q0 docid rank score tag``)."""
     path = str(path)
     names = ("query_id", "q0", "doc_id", "rank", "score", "tag")
     types = {"query_id": pa.large_string(), "doc_id": pa.large_string(), "score": pa.float64()}
-    table, sha = _parse_table(path, data, names, types, _locate_run_error)
+    table, sha = _parse_table(path, names, types, _locate_run_error)
     pa.default_memory_pool().release_unused()  # the CSV reader's scratch buffers
     score = table.column("score").to_numpy()
     nan = np.isnan(score)
@@ -283,18 +280,15 @@ def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error", data: byte
     frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "score": SCORE})
     del table
     pa.default_memory_pool().release_unused()
-    return Run(frame=frame, path=path, tag=_first_tag(path, data), sha256=sha, duplicates_dropped=dropped)
+    return Run(frame=frame, path=path, tag=_first_tag(path), sha256=sha, duplicates_dropped=dropped)
 
 
-def _first_tag(path: str, data: bytes | None) -> str:
-    if data is None:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as fh:
-            for raw_line in fh:
-                if raw_line.strip():
-                    data = raw_line
-                    break
-    fields = (data or b"").decode("utf-8-sig", "replace").split("\n", 1)[0].split()
+def _first_tag(path: str) -> str:
+    """The tag column of the first line (the file parsed already, so it has one)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        line = next((raw_line for raw_line in fh if raw_line.strip()), b"")
+    fields = line.decode("utf-8-sig", "replace").split()
     return fields[5] if len(fields) >= 6 else ""
 
 
@@ -304,7 +298,6 @@ def read_qrels(
     dedupe: DedupePolicy = "error",
     relevance_map: dict[int, int] | None = None,
     relevance_map_name: str = "",
-    data: bytes | None = None,
 ) -> Qrels:
     """Parse TREC qrels (``qid iteration docid relevance``), integer labels.
 
@@ -314,7 +307,7 @@ def read_qrels(
     path = str(path)
     names = ("query_id", "iteration", "doc_id", "relevance")
     types = {"query_id": pa.large_string(), "doc_id": pa.large_string(), "relevance": pa.int64()}
-    table, sha = _parse_table(path, data, names, types, _locate_qrels_error)
+    table, sha = _parse_table(path, names, types, _locate_qrels_error)
     table, dropped = _dedupe(table, path, dedupe, "qrels")
     frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "relevance": RELEVANCE})
     if relevance_map:
