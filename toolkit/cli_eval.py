@@ -1,19 +1,21 @@
-"""``twostage eval`` (trec_eval's command line) and ``twostage gain-sensitivity``."""
+"""``twostage eval`` (trec_eval's command line), ``twostage measures`` and ``twostage gain-sensitivity``."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
+from pathlib import Path
 
 import click
 
 from .catalog import relevance_map, resolve_qrels
+from .cli_options import evaluation_options, pop_settings, settings_from
 from .evaluate import EvalResult, evaluate
-from .measures import DEFAULT_MEASURES, Discount, EvalSettings, Gain, Measure, parse_measures
-from .ranking import DEFAULT_SCORE_PRECISION, SCORE_PRECISIONS
+from .measures import DEFAULT_MEASURES, EvalSettings, Measure, parse_measures
 from .records import Qrels
-from .trec_io import atomic_write, read_run, write_json
+from .trec_format import format_value, provenance_lines, render_csv, render_json, render_text
+from .trec_io import atomic_write, read_prefs, read_qrels_jg, read_run, read_zscores, write_json
+
+REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
 
 
 def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None) -> Qrels:
@@ -25,137 +27,81 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
     return source.read(dedupe, mapping, name)
 
 
-def settings_options(f):
-    """Options shared by every command that evaluates (trec_eval's flags plus nDCG choices)."""
-    opts = [
-        click.option("-c", "complete", is_flag=True, help="Average over every query in the qrels; queries missing from the run count as 0."),
-        click.option("-l", "level", type=int, default=1, show_default=True, help="Relevance level: labels >= LEVEL are relevant (binary measures; not nDCG)."),
-        click.option("-M", "max_docs", type=click.IntRange(min=1), default=None, help="Evaluate only the top N documents of each query."),
-        click.option("-J", "judged_only", is_flag=True, help="Judged documents only: drop unjudged documents before ranking (condensed list)."),
-        click.option("--gain", default="linear", show_default=True, help="nDCG gain: linear (trec_eval), exp (2^rel-1), or a map like 0:0,1:1,2:4,3:10."),
-        click.option("--discount", default="log2", show_default=True, help="nDCG discount: log2 = log2(rank+1) (trec_eval), or jk[:B] = Järvelin-Kekäläinen (none below rank B, log_B(rank) after)."),
-        click.option("--score-precision", type=click.Choice(SCORE_PRECISIONS), default=DEFAULT_SCORE_PRECISION, show_default=True, help="Compare scores as 32-bit floats (trec_eval 9.x, Pyserini's bundled binary) or doubles (trec_eval 10)."),
-        click.option("--judged-compat", type=click.Choice(["twostage", "pyserini"]), default="twostage", show_default=True, help="judged.k definition: twostage (top k in trec_eval order, per-query mean) or pyserini (first k file lines, pooled)."),
-        click.option("--relevance-map", "rel_map", default=None, help="Map qrels labels at load time, e.g. 1:4,2:3,3:2,4:1,-1:0 or a preset (cranfield)."),
-        click.option("--dedupe", type=click.Choice(["error", "first"]), default="error", show_default=True, help="Duplicate (query, doc) lines: error (as trec_eval), or keep the first and report how many were dropped."),
-        click.option("--data-dir", type=click.Path(file_okay=False), default=None, envvar="TWOSTAGE_DATA", help="Data folder for qrels given by name (default: $TWOSTAGE_DATA or ../shared/data)."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+def load_judgments(spec: str, rel_format: str, rel_map: str | None, dedupe: str, data_dir: str | None):
+    """The judgments as ``-R`` says: qrels (a file or a collection name), prefs, qrels_prefs or qrels_jg."""
+    if rel_format == "qrels":
+        return load_qrels(spec, rel_map, dedupe, data_dir)
+    if rel_map:
+        raise click.UsageError("--relevance-map applies to -R qrels only")
+    if rel_format == "qrels_jg":
+        return read_qrels_jg(spec)
+    return read_prefs(spec, rel_format)
 
 
-def make_settings(complete, level, max_docs, judged_only, gain, discount, score_precision, judged_compat) -> EvalSettings:
-    try:
-        g, d = Gain.parse(gain), Discount.parse(discount)
-    except Exception as exc:
-        raise click.BadParameter(str(exc)) from None
-    return EvalSettings(
-        relevance_level=level,
-        gain=g,
-        discount=d,
-        judged_only=judged_only,
-        max_docs=max_docs,
-        complete=complete,
-        score_precision=score_precision,
-        judged_compat=judged_compat,
-    )
+def measures_from(texts, version: int, default=DEFAULT_MEASURES) -> list[Measure]:
+    """Parse -m values; a bad name or parameter is an input error (exit 1, 'Error: ...'), not a usage error."""
+    return parse_measures(list(texts) or list(default), version)
 
 
-def _measures(texts: tuple[str, ...]) -> list[Measure]:
-    try:
-        return parse_measures(list(texts) or list(DEFAULT_MEASURES))
-    except Exception as exc:
-        raise click.BadParameter(str(exc), param_hint="'-m'") from None
+# kept for callers of the earlier interface
+settings_options = evaluation_options()
 
 
-def format_value(measure: Measure, value: float) -> str:
-    """trec_eval's printing: counts as integers, everything else with 4 decimals."""
-    return str(int(round(value))) if measure.summed else f"{value:.4f}"
-
-
-def provenance_lines(prov: dict) -> list[str]:
-    """The provenance block as '# key: value' comment lines (trec_eval parsers skip '#' lines)."""
-    keys = [
-        "implementation", "semantics", "gain", "discount", "relevance_level", "relevance_labels", "relevance_map",
-        "unjudged", "judged_definition", "max_docs_per_query", "query_set", "queries_in_run", "queries_in_qrels",
-        "queries_evaluated", "score_precision", "duplicates_dropped",
-    ]
-    lines = [f"# {k}: {json.dumps(prov[k]) if isinstance(prov[k], (dict, list)) else prov[k]}" for k in keys if k in prov]
-    lines.append(f"# run: {prov['run']['path']} sha256:{prov['run']['sha256'][:16]}")
-    lines.append(f"# qrels: {prov['qrels']['path']} sha256:{prov['qrels']['sha256'][:16]}")
-    return lines
-
-
-def render_text(result: EvalResult, per_query: bool, provenance: bool) -> str:
-    out = provenance_lines(result.provenance) if provenance else []
-    if per_query:
-        pq = result.per_query[result.per_query["in_run"]]
-        by_query = {q: g for q, g in pq.groupby("query_id", sort=True)}
-        for qid in sorted(by_query):
-            vals = dict(zip(by_query[qid]["measure"], by_query[qid]["value"]))
-            for m in result.measures:
-                if m.family != "num_q":  # trec_eval prints num_q only in the summary
-                    out.append(f"{m.name:<22}\t{qid}\t{format_value(m, vals[m.name])}")
-    for m in result.measures:
-        out.append(f"{m.name:<22}\tall\t{format_value(m, result.aggregate[m.name])}")
-    return "\n".join(out) + "\n"
-
-
-def render_json(result: EvalResult, per_query: bool) -> str:
-    doc: dict = {"provenance": result.provenance, "measures": [m.name for m in result.measures],
-                 "all": result.aggregate}
-    if per_query:
-        doc["per_query"] = {str(q): dict(zip(g["measure"], g["value"])) for q, g in result.per_query.groupby("query_id")}
-    return json.dumps(doc, indent=2) + "\n"
-
-
-def render_csv(result: EvalResult, per_query: bool, provenance: bool) -> str:
-    buf = io.StringIO()
-    if provenance:
-        buf.write("# provenance: " + json.dumps(result.provenance) + "\n")
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["query_id", "measure", "value"])
-    if per_query:
-        for row in result.per_query.sort_values(["query_id"], kind="stable").itertuples(index=False):
-            w.writerow([row.query_id, row.measure, repr(float(row.value))])
-    for m in result.measures:
-        w.writerow(["all", m.name, repr(float(result.aggregate[m.name]))])
-    return buf.getvalue()
+def make_settings(complete=False, level=1, max_docs=None, judged_only=False, gain="linear", discount="log2",
+                  score_precision=None, judged_compat="twostage", trec_eval=None, num_docs=0) -> EvalSettings:
+    return settings_from(dict(complete=complete, level=level, max_docs=max_docs, judged_only=judged_only, gain=gain,
+                              discount=discount, score_precision=score_precision, judged_compat=judged_compat,
+                              trec_eval=trec_eval, num_docs=num_docs))
 
 
 @click.command("eval")
-@click.option("-m", "measure_texts", multiple=True, metavar="MEASURE[.CUTOFFS]", help="Measure, repeatable: ndcg_cut.10, ndcg, recall.100, P.10, map, recip_rank, judged.10, num_q, num_ret, num_rel, num_rel_ret.")
+@click.option("-m", "measure_texts", multiple=True, metavar="MEASURE[.PARAMS]",
+              help="Measure, nickname or alias, repeatable, trec_eval syntax: P.5,10  ndcg_cut.10  "
+                   "iprec_at_recall..1,.2  ndcg.1=3,2=9  utility.2,-1,0,0  all_trec  official  nDCG@10. "
+                   "Default: official. `twostage measures` lists them.")
 @click.option("-q", "per_query", is_flag=True, help="Print per-query lines before the 'all' lines.")
-@settings_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True, help="text = trec_eval's layout (4 decimals); json/csv = full precision.")
-@click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (byte-for-byte trec_eval output).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result to this file (atomically) and its provenance to OUT.provenance.json.")
+@click.option("-n", "no_summary", is_flag=True, help="No 'all' lines (trec_eval -n).")
+@click.option("-R", "rel_format", type=click.Choice(REL_FORMATS), default="qrels", show_default=True,
+              help="Format of QRELS: qrels, prefs (qid jg jsg docno rel_level), qrels_prefs (qrels read as "
+                   "preferences), qrels_jg (iteration column = judgment group).")
+@click.option("-T", "results_format", type=click.Choice(["trec_results"]), default="trec_results", hidden=True)
+@click.option("-Z", "zscore_file", type=click.Path(dir_okay=False), default=None,
+              help="Print z-scores from FILE's per-query means and standard deviations (qid measure mean stddev).")
+@evaluation_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
+              help="text = trec_eval's layout (4 decimals); json/csv = full precision.")
+@click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write the result to this file (atomically) and its provenance to OUT.provenance.json.")
 @click.argument("qrels")
-@click.argument("run", type=click.Path(dir_okay=False))
-def eval_command(measure_texts, per_query, complete, level, max_docs, judged_only, gain, discount, score_precision,
-                 judged_compat, rel_map, dedupe, data_dir, fmt, no_provenance, out, qrels, run):
-    """Evaluate RUN against QRELS exactly as trec_eval does.
+@click.argument("run", type=click.Path(dir_okay=False, allow_dash=True))
+def eval_command(measure_texts, per_query, no_summary, rel_format, results_format, zscore_file, fmt, no_provenance,
+                 out, qrels, run, **options):
+    """Evaluate RUN against QRELS exactly as trec_eval does ('-' reads RUN from stdin).
 
-    QRELS is a file or a collection name (cacm, dl19-passage, ...). Ranking is
-    score descending, ties by document id descending; the rank column is
-    ignored. Without -m: num_q num_ret num_rel num_rel_ret map recip_rank P.10
-    recall.100,1000 ndcg_cut.10.
+    QRELS is a file or a collection name (cacm, dl19-passage, ...). Every
+    trec_eval measure, option and output line; lines come in trec_eval's
+    measure order. Ranking is score descending, ties by document id
+    descending; the rank column is ignored. --trec-eval 9 (default, what
+    Pyserini bundles) or 10 picks the semantics where the two differ.
 
     \b
     Examples:
       twostage eval -m ndcg_cut.10 -m recall.100 -l 2 -c qrels.txt run.txt
+      twostage eval -m all_trec -q --trec-eval 10 --no-provenance qrels.txt run.txt
+      twostage eval -m nDCG@10 -m AP@100 -m R@100 -c -l 2 qrels.txt run.txt
       twostage eval -m ndcg_cut.10 --gain exp --format json qrels.txt run.txt
-      twostage eval -m judged.10 --judged-compat pyserini qrels.txt run.txt
     """
-    measures = _measures(measure_texts)
-    settings = make_settings(complete, level, max_docs, judged_only, gain, discount, score_precision, judged_compat)
-    q = load_qrels(qrels, rel_map, dedupe, data_dir)
-    r = read_run(run, dedupe=dedupe)
-    for what, n in (("run", r.duplicates_dropped), ("qrels", q.duplicates_dropped)):
+    s = pop_settings(options)
+    settings = settings_from(s)
+    measures = measures_from(measure_texts, settings.trec_eval)
+    judgments = load_judgments(qrels, rel_format, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
+    r = read_run(run, dedupe=s.get("dedupe", "error"))
+    for what, n in (("run", r.duplicates_dropped), ("qrels", getattr(judgments, "duplicates_dropped", 0))):
         if n:
             click.echo(f"twostage: --dedupe first dropped {n} duplicate line(s) from the {what}", err=True)
-    result = evaluate(q, r, measures, settings)
+    zscores = read_zscores(zscore_file) if zscore_file else None
+    result = evaluate(judgments, r, measures, settings, zscores=zscores)
     for note in result.notes:
         click.echo(f"twostage: {note}", err=True)
     if fmt == "json":
@@ -163,7 +109,7 @@ def eval_command(measure_texts, per_query, complete, level, max_docs, judged_onl
     elif fmt == "csv":
         text = render_csv(result, per_query, provenance=not no_provenance and out is None)
     else:
-        text = render_text(result, per_query, provenance=not no_provenance)
+        text = render_text(result, per_query, provenance=not no_provenance, summary=not no_summary)
     if out:
         with atomic_write(out) as fh:
             fh.write(text)
@@ -173,19 +119,51 @@ def eval_command(measure_texts, per_query, complete, level, max_docs, judged_onl
         click.echo(text, nl=False)
 
 
-COMMANDS = [eval_command]
+@click.command("measures")
+@click.option("--trec-eval", "trec_eval", type=click.Choice(["9", "10"]), default=None,
+              help="Only the measures this trec_eval generation has.")
+@click.argument("names", nargs=-1)
+def measures_command(trec_eval, names):
+    """List every measure family (parameters, defaults, how 'all' combines), or define NAMES exactly.
+
+    NAMES may be families, nicknames or aliases (ndcg_cut, all_trec, nDCG@10).
+    """
+    from .measures import NICKNAMES, parse_measures
+    from .registry import families_in_order
+
+    version = int(trec_eval) if trec_eval else 10
+    if not names:
+        for f in families_in_order():
+            if trec_eval and f.since > version:
+                continue
+            origin = "twostage" if f.since == 0 else f"trec_eval {f.since}+"
+            defaults = ",".join(f"{d:g}" if isinstance(d, float) else str(d) for d in f.defaults)
+            click.echo(f"{f.name:<24} {f.params.value:<15} {defaults or '-':<34} {f.aggregate:<5} "
+                       f"{'-l' if f.binary else '  '} -R {f.rel_format:<8} {origin}")
+        click.echo("nicknames: " + "; ".join(f"{k} = {' '.join(v)}" for k, v in NICKNAMES.items()))
+        return
+    seen = set()
+    for text in names:
+        for m in parse_measures([text], version):
+            if m.family in seen:
+                continue
+            seen.add(m.family)
+            spec = m.spec
+            click.echo(f"{spec.name}  ({spec.params.value}; all = {spec.aggregate}; relevance level "
+                       f"{'applies' if spec.binary else 'does not apply'}; -R {spec.rel_format})")
+            click.echo("    " + spec.doc.replace("\n", "\n    ") + "\n")
+
+
+COMMANDS = [eval_command, measures_command]
 
 
 @click.command("gain-sensitivity")
 @click.option("-k", "cutoff", type=click.IntRange(min=1), default=10, show_default=True, help="nDCG cutoff.")
-@click.option("-c", "complete", is_flag=True, help="Average over every qrels query (missing ones count 0).")
-@click.option("--score-precision", type=click.Choice(SCORE_PRECISIONS), default=DEFAULT_SCORE_PRECISION, show_default=True)
-@click.option("--relevance-map", "rel_map", default=None, help="Map qrels labels at load time (e.g. cranfield).")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, envvar="TWOSTAGE_DATA")
+@evaluation_options(exclude=("gain", "discount", "judged_compat"))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("qrels")
 @click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def gain_sensitivity_command(cutoff, complete, score_precision, rel_map, data_dir, fmt, qrels, runs):
+def gain_sensitivity_command(cutoff, fmt, qrels, runs, **options):
     """nDCG@k of each RUN under linear, exponential and Järvelin-Kekäläinen gains/discount.
 
     Flags every variant under which the systems' order differs from trec_eval's
@@ -194,17 +172,16 @@ def gain_sensitivity_command(cutoff, complete, score_precision, rel_map, data_di
     """
     from .sensitivity import gain_sensitivity
 
-    q = load_qrels(qrels, rel_map, "error", data_dir)
-    from pathlib import Path
-
+    s = pop_settings(options)
+    q = load_qrels(qrels, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
     names = [Path(r).name for r in runs] if len({Path(r).name for r in runs}) == len(runs) else [str(r) for r in runs]
     loaded = {name: read_run(path) for name, path in zip(names, runs)}
-    result = gain_sensitivity(q, loaded, cutoff, EvalSettings(complete=complete, score_precision=score_precision))
+    result = gain_sensitivity(q, loaded, cutoff, settings_from(s))
     if fmt == "json":
         click.echo(json.dumps({"cutoff": cutoff, "ndcg": result.table.to_dict(orient="index"),
                                "skipped": result.skipped, "order_changes": result.swaps}, indent=2))
         return
-    click.echo(f"# nDCG@{cutoff} under each gain/discount (mean over queries; -c: {complete})")
+    click.echo(f"# nDCG@{cutoff} under each gain/discount (mean over queries; -c: {bool(s.get('complete'))})")
     click.echo(result.table.to_string(float_format=lambda v: f"{v:.4f}"))
     for label, why in result.skipped.items():
         click.echo(f"# skipped {label}: {why}")
@@ -213,3 +190,6 @@ def gain_sensitivity_command(cutoff, complete, score_precision, rel_map, data_di
 
 
 COMMANDS.append(gain_sensitivity_command)
+
+__all__ = ["eval_command", "load_qrels", "load_judgments", "make_settings", "settings_options", "format_value",
+           "render_text", "render_json", "render_csv", "provenance_lines", "EvalResult"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .cli_options import evaluation_options
 from .errors import ProvenanceMismatchError
 
 
@@ -90,17 +91,9 @@ def _json_number(x: float):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Also write compare.json and compare.html (with per-query difference plots) to this folder.")
-@click.option("-c", "complete", is_flag=True, help="Average over every query in the qrels; queries missing from a run count as 0.")
-@click.option("-l", "level", type=int, default=1, show_default=True, help="Relevance level for binary measures.")
-@click.option("-M", "max_docs", type=click.IntRange(min=1), default=None, help="Evaluate only the top N documents.")
-@click.option("-J", "judged_only", is_flag=True, help="Judged documents only (condensed lists).")
-@click.option("--gain", default="linear", show_default=True, help="nDCG gain: linear, exp, or a map 0:0,1:1,2:4,3:10.")
-@click.option("--discount", default="log2", show_default=True, help="nDCG discount: log2 or jk[:B].")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, envvar="TWOSTAGE_DATA",
-              help="Data folder for qrels given by name.")
+@evaluation_options
 @click.argument("runs", nargs=-1, required=True)
-def compare(qrels, measure_texts, baseline, permutations, seed, correction, force, fmt, out, complete, level,
-            max_docs, judged_only, gain, discount, data_dir, runs):
+def compare(qrels, measure_texts, baseline, permutations, seed, correction, force, fmt, out, runs, **options):
     """Compare RUNS (the first is the baseline) with paired significance tests.
 
     Per measure: each run's mean, its difference to the baseline, the paired
@@ -121,9 +114,9 @@ def compare(qrels, measure_texts, baseline, permutations, seed, correction, forc
       twostage compare --qrels dl19-passage -c bm25.txt rerank.txt -m ndcg_cut.10
       twostage compare --qrels q.txt A B C -m ndcg_cut.10 -m recall.100 --format json --out reports/abc
     """
-    from .cli_eval import load_qrels, make_settings
+    from .cli_eval import load_qrels, measures_from
+    from .cli_options import pop_settings, settings_from
     from .evaluate import evaluate
-    from .measures import parse_measures
     from .significance import comparability, compare_table
     from .trec_io import read_run
 
@@ -134,12 +127,11 @@ def compare(qrels, measure_texts, baseline, permutations, seed, correction, forc
     baseline = baseline or runs[0]
     if baseline not in runs:
         raise click.BadParameter(f"{baseline!r} is not one of the RUNS", param_hint="'--baseline'")
-    try:
-        measures = parse_measures(list(measure_texts) or ["ndcg_cut.10"])
-    except Exception as exc:
-        raise click.BadParameter(str(exc), param_hint="'-m'") from None
+    s = pop_settings(options)
+    settings = settings_from(s)
+    measures = [m for m in measures_from(measure_texts, settings.trec_eval, default=("ndcg_cut.10",))
+                if m.spec.value_type != "string"]
     names = [m.name for m in measures]
-    settings = make_settings(complete, level, max_docs, judged_only, gain, discount, "float32", "twostage")
     q = None
     per_query: dict[str, object] = {}
     provenance: dict[str, dict] = {}
@@ -150,8 +142,8 @@ def compare(qrels, measure_texts, baseline, permutations, seed, correction, forc
         if q is None:
             if not qrels:
                 raise click.UsageError(f"--qrels is needed to evaluate the run {r} (only saved .json results need none)")
-            q = load_qrels(qrels, None, "error", data_dir)
-        res = evaluate(q, read_run(r), measures, settings)
+            q = load_qrels(qrels, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
+        res = evaluate(q, read_run(r, dedupe=s.get("dedupe", "error")), measures, settings)
         for note in res.notes:
             click.echo(f"twostage: {r}: {note}", err=True)
         per_query[r], provenance[r] = res.per_query[["query_id", "measure", "value"]], res.provenance

@@ -1,48 +1,59 @@
-"""(qrels, run, measures, settings) -> per-query table, exactly as trec_eval computes it.
+"""(judgments, run, measures, settings) -> per-query table and summary, exactly as trec_eval computes them.
 
-One pass, vectorised: the run is restricted to queries that have judgments,
-joined to the qrels labels, put in trec_eval's order (``ranking.py``), cut at
-``-M``, optionally condensed to judged documents (``-J``); only the rows that
-can count (judged, or relevant at ``-l``) keep their rank, and every measure is
-then a ``bincount`` over their contributions plus per-query retrieved counts.
-Measure definitions are in ``measures.py``; nothing here decides what a
+This module only orchestrates: it ranks the run against the judgments once
+(``ranked.py`` for qrels; per query for preferences; per judgment group for
+``qrels_jg``), calls each requested family's compute function (declared in
+``registry.py``, defined in ``trec_measures.py`` / ``pref_measures.py``),
+applies ``-Z`` and averages as trec_eval does. Nothing here decides what a
 measure means.
 
-Query set (trec_eval 9.x): queries in the run but absent from the qrels are
-ignored; without ``-c`` the mean is over queries in both, with ``-c`` over
-every qrels query (those missing from the run score 0 and are not printed
-per query, as trec_eval does).
+Query set. Queries in the run but not in the judgments are ignored. Without
+``-c`` the mean is over queries in both. With ``-c`` it is over every judged
+query: trec_eval 9 counts a missing query as 0 without printing it (and as
+log(0.00001) for gm_map/gm_bpref); trec_eval 10 evaluates it against a
+one-document placeholder ranking, prints it with ``-q``, and then zeroes
+num_ret, utility, relstring, unj* and rbp_resid, as its ``trec_eval.c``
+does. A judged query absent from the run without ``-c`` is left out of the
+mean with a note on stderr (trec_eval 10 stops with an error naming the
+wrong file there; 9.x skips it silently).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import __version__
-from .columns import arrow_of
-from .measures import BINARY_FAMILIES, GAIN_FAMILIES, EvalSettings, Measure
-from .ranking import group_starts, trec_order, within_group_rank
-from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
+from .errors import UnknownMeasureError
+from .measures import EvalSettings, Measure
+from .pref_measures import JgInput, build_prefs_input
+from .ranked import build_ranked, c_log
+from .ranking import trec_order, within_group_rank
+from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
+from .trec_measures import MIN_GEO_MEAN, Context
 
 log = logging.getLogger(__name__)
 
-#: Relevance code of a retrieved document that is not in the qrels (trec_eval's RELVALUE_NONPOOL).
-NOT_IN_POOL = -1
+#: The document trec_eval 10 "retrieves" for a judged query missing from the run under -c.
+PLACEHOLDER_DOC = "ceci_nest_pas_un_docno"
+#: What -Z prints when the z-score file has no mean for a query and measure (trec_eval's MISSING_ZSCORE_VALUE).
+MISSING_ZSCORE = -1000000.0
 
 
 @dataclass(frozen=True)
 class EvalResult:
     """Per-query values (tidy), the ``all`` line, and how they were computed.
 
-    ``per_query`` columns: query_id, measure, value, in_run. Rows exist for
-    every evaluated query; with ``-c`` a qrels query missing from the run has
-    ``in_run=False`` and zeros.
+    ``per_query`` columns: query_id, measure, value, in_run; one row per
+    evaluated query and numeric measure. gm_map and gm_bpref hold
+    log(max(v, 0.00001)) per query, the term trec_eval averages. ``strings``
+    holds relstring values ({measure name: {query: text}}); ``printed`` the
+    queries a ``-q`` listing shows, in order; ``runid`` the run's tag as
+    trec_eval prints it.
     """
 
     per_query: pd.DataFrame
@@ -51,258 +62,244 @@ class EvalResult:
     settings: EvalSettings
     provenance: dict
     notes: tuple[str, ...] = field(default_factory=tuple)
+    strings: dict[str, dict[str, str]] = field(default_factory=dict)
+    printed: tuple[str, ...] = ()
+    runid: str = ""
+    zscores: bool = False
 
     def wide(self) -> pd.DataFrame:
-        """One row per query, one column per measure name."""
+        """One row per query, one column per numeric measure name."""
         table = self.per_query.pivot(index="query_id", columns="measure", values="value")
-        return table.reindex(columns=[m.name for m in self.measures])
+        return table.reindex(columns=[m.name for m in self.measures if m.name in table.columns])
 
 
-@dataclass(frozen=True)
-class _Joined:
-    """The run rows that can count toward a measure, in trec_eval order, and per-query counts.
-
-    Only judged rows (label >= 0) and rows relevant at the ``-l`` level are kept:
-    every measure is a sum over those rows, given each one's rank and the number
-    of documents retrieved per query.
-    """
-
-    qidx: np.ndarray  # int32 index into the sorted qrels query ids
-    rank: np.ndarray  # 1-based rank after -M / -J
-    label: np.ndarray  # int32 qrels label, NOT_IN_POOL when absent
-    num_ret: np.ndarray  # float64 per qrels query: documents ranked after -M / -J
-    in_run: np.ndarray  # bool per qrels query: the run has a line for it
-    extra_queries: int  # distinct run queries without judgments (ignored)
+def judgment_format(judgments) -> str:
+    if isinstance(judgments, Prefs):
+        return judgments.kind
+    if isinstance(judgments, JudgmentGroups):
+        return "qrels_jg"
+    return "qrels"
 
 
-def _join(qrels: Qrels, q_qidx: np.ndarray, run: Run, qids: np.ndarray, settings: EvalSettings) -> _Joined:
-    frame = run.frame
+def check_measures(measures, settings: EvalSettings, rel_format: str) -> None:
+    """Refuse measures this input or these settings cannot give, naming the fix."""
+    reads = "prefs" if rel_format in ("prefs", "qrels_prefs") else rel_format
+    for m in measures:
+        spec = m.spec
+        if spec.rel_format not in ("any", reads):
+            need = {"qrels": "-R qrels (the default)", "prefs": "-R prefs or -R qrels_prefs",
+                    "qrels_jg": "-R qrels_jg"}[spec.rel_format]
+            raise UnknownMeasureError(f"{m.name} needs {need}; the judgments were read as -R {rel_format}")
+        if spec.since > settings.trec_eval:
+            raise UnknownMeasureError(f"{m.name} is a trec_eval {spec.since} measure (pass --trec-eval {spec.since})")
+        if spec.gain and m.params and settings.gain.kind != "linear":
+            raise UnknownMeasureError(f"{m.name}: give the gains either as {m.family}.L=G parameters or with "
+                                      f"--gain, not both")
+
+
+def evaluate(judgments, run: Run, measures, settings: EvalSettings | None = None, *,
+             zscores: dict | None = None) -> EvalResult:
+    """Evaluate ``run`` against ``judgments`` (Qrels, Prefs or JudgmentGroups); see each family's definition."""
+    settings = settings or EvalSettings()
+    measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
+    rel_format = judgment_format(judgments)
+    check_measures(measures, settings, rel_format)
+    q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
+    qids = np.array(uniques.tolist(), dtype=object)
     nq = len(qids)
-    queries = arrow_of(frame[QUERY_ID])
-    qidx_all = pc.index_in(queries, value_set=pa.array(qids, type=pa.string()))
-    doc = arrow_of(frame[DOC_ID])
-    score = frame[SCORE].to_numpy()
-    extra = 0
-    if qidx_all.null_count:  # drop run queries without judgments (trec_eval ignores them)
-        keep = pc.is_valid(qidx_all)
-        extra = pc.count_distinct(queries.filter(pc.invert(keep))).as_py()
-        doc, qidx_all = doc.filter(keep), qidx_all.filter(keep)
-        score = score[keep.to_numpy(zero_copy_only=False)]
-    qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
-    del qidx_all
-    label = _labels(qrels, q_qidx, qidx, doc)  # in file order; permuted below
-    pa.default_memory_pool().release_unused()  # the lookups' scratch, before the sort needs room
-    # qids are sorted, so ordering by their index orders queries by id, as trec_eval does
-    order = trec_order(qidx, score, doc, settings.score_precision)
-    del doc, score
-    counts = np.bincount(qidx, minlength=nq)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    pos = np.flatnonzero(label[order] >= min(0, settings.relevance_level))
-    rows = order[pos]
-    del order
-    qidx, label = qidx[rows], label[rows]
-    rank = (pos - starts[qidx] + 1).astype(np.int32)
-    num_ret = counts.astype(np.float64)
+    version = settings.trec_eval
+    run_queries = set(pd.unique(run.frame[QUERY_ID]).tolist())
+    in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
+    extra = len(run_queries - set(qids.tolist()))
+    placeholder = settings.complete and version == 10 and not in_run.all()
+    scored = _with_placeholders(run, qids[~in_run]) if placeholder else run
+    evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
+    ctx = Context(version=version, gain=settings.gain, discount=settings.discount, num_docs=settings.num_docs,
+                  judged_compat=settings.judged_compat, qrels=judgments, run=run)
+    values = _compute(judgments, rel_format, scored, measures, settings, ctx, qids, q_qidx)
+    pooled = {k[1]: v for k, v in list(values.items()) if isinstance(k, tuple)}
+    values = {k: v for k, v in values.items() if not isinstance(k, tuple)}
+    if placeholder:
+        _clean_placeholders(values, ~in_run)
+    strings = {m.name: dict(zip(qids[evaluated].tolist(), values[m][evaluated].tolist()))
+               for m in measures if m.spec.value_type == "string" and m in values}
+    numeric = [m for m in measures if m.spec.value_type != "string"]
+    if zscores is not None:
+        for m in numeric:
+            values[m] = _zscore(values[m], qids, m.name, zscores)
+    if settings.complete and version == 9:  # trec_eval 9 does not evaluate a missing query: it adds 0 to the sums
+        for m in numeric:
+            values[m] = np.where(in_run, values[m], 0.0)
+    aggregate = {m.name: _aggregate(m, values[m], evaluated, in_run, settings, judgments, zscores is not None)
+                 for m in numeric}
+    for m, v in pooled.items():
+        if zscores is None:
+            aggregate[m.name] = v
+    ev_q = qids[evaluated]
+    n_eval = int(evaluated.sum())
+    per_query = pd.DataFrame({
+        "query_id": np.tile(ev_q, len(numeric)).astype(str),
+        "measure": np.repeat([m.name for m in numeric], n_eval),
+        "value": np.concatenate([values[m][evaluated] for m in numeric]) if numeric else np.zeros(0),
+        "in_run": np.tile(in_run[evaluated], len(numeric)),
+    })
+    printed = tuple(qids[evaluated if version == 10 else evaluated & in_run].tolist())
+    notes = _notes(nq, in_run, extra, n_eval, settings, run, judgments)
+    provenance = build_provenance(judgments, run, measures, settings, nq=nq, n_run=int(in_run.sum()) + extra,
+                                  n_eval=n_eval, zscores=zscores)
+    return EvalResult(per_query=per_query, aggregate=aggregate, measures=measures, settings=settings,
+                      provenance=provenance, notes=tuple(notes), strings=strings, printed=printed,
+                      runid=run.runid, zscores=zscores is not None)
+
+
+def _with_placeholders(run: Run, missing: np.ndarray) -> Run:
+    extra = pd.DataFrame({QUERY_ID: missing.astype(str), DOC_ID: PLACEHOLDER_DOC, SCORE: 1.0})
+    frame = pd.concat([run.frame[[QUERY_ID, DOC_ID, SCORE]].astype({QUERY_ID: str, DOC_ID: str}), extra],
+                      ignore_index=True)
+    return Run(frame=frame, path=run.path, tag=run.tag, sha256=run.sha256, last_tag=run.last_tag)
+
+
+def _clean_placeholders(values: dict, missing: np.ndarray) -> None:
+    """trec_eval 10 zeroes these for a placeholder query, matching the printed name exactly as its C does."""
+    for m, v in values.items():
+        name = m.name
+        if name in ("num_ret", "utility", "rbp_resid") or name.startswith("unj"):
+            values[m] = np.where(missing, 0.0, v)
+        elif name == "relstring":
+            values[m] = np.where(missing, "", v)
+
+
+def _compute(judgments, rel_format, run, measures, settings, ctx, qids, q_qidx) -> dict:
+    by_family: dict[str, list[Measure]] = {}
+    for m in measures:
+        by_family.setdefault(m.family, []).append(m)
+    if rel_format == "qrels":
+        data = build_ranked(judgments, run, level=settings.relevance_level, score_precision=settings.score_precision,
+                            max_docs=settings.max_docs, judged_only=settings.judged_only, qids=qids, q_qidx=q_qidx)
+    elif rel_format == "qrels_jg":
+        data = _jg_input(judgments, run, settings, qids)
+    else:
+        data = build_prefs_input(judgments.frame, qids, _retrieved_lists(run, qids, settings), judgments.path)
+    values: dict = {}
+    for fam, ms in by_family.items():
+        spec = ms[0].spec
+        if spec.rel_format == "any":
+            values.update(_any_format(fam, ms, qids))
+        else:
+            values.update(spec.compute(data, ms, ctx))
+    return values
+
+
+def _any_format(fam: str, ms, qids) -> dict:
+    if fam == "num_q":
+        return {ms[0]: np.ones(len(qids))}
+    return {}  # runid: the run's tag, printed by the formatter
+
+
+def _jg_input(jg: JudgmentGroups, run: Run, settings: EvalSettings, qids: np.ndarray) -> JgInput:
+    frame = jg.frame
+    pos = {q: i for i, q in enumerate(qids.tolist())}
+    groups = []
+    for name in sorted(frame["jg"].unique().tolist()):
+        part = frame[frame["jg"] == name]
+        qrels = Qrels(frame=part[[QUERY_ID, DOC_ID, RELEVANCE]].reset_index(drop=True), path=jg.path)
+        q_qidx = np.array([pos[q] for q in qrels.frame[QUERY_ID].tolist()], dtype=np.int64)
+        ranked = build_ranked(qrels, run, level=settings.relevance_level, score_precision=settings.score_precision,
+                              max_docs=settings.max_docs, judged_only=settings.judged_only, qids=qids, q_qidx=q_qidx)
+        has = np.zeros(len(qids), dtype=bool)
+        has[np.unique(q_qidx)] = True
+        groups.append((name, ranked, has))
+    return JgInput(qids=qids, groups=groups)
+
+
+def _retrieved_lists(run: Run, qids: np.ndarray, settings: EvalSettings) -> dict[str, list[str]]:
+    """Each judged query's documents ranked as ``form_prefs_counts.c`` does: ties by document id *ascending*."""
+    frame = run.frame
+    mask = frame[QUERY_ID].isin(set(qids.tolist())).to_numpy()
+    sub = frame[mask]
+    codes, uniq = pd.factorize(sub[QUERY_ID], sort=True)
+    order = trec_order(codes.astype(np.int64), sub[SCORE].to_numpy(), sub[DOC_ID].to_numpy().astype(str),
+                       settings.score_precision, ties="docid_asc")
+    q_sorted = codes[order]
+    rank = within_group_rank(q_sorted)
+    docs = sub[DOC_ID].to_numpy()[order]
     if settings.max_docs is not None:
-        cut = rank <= settings.max_docs
-        qidx, rank, label = qidx[cut], rank[cut], label[cut]
-        num_ret = np.minimum(num_ret, settings.max_docs)
-    if settings.judged_only:
-        judged = label >= 0
-        qidx, label = qidx[judged], label[judged]
-        rank = within_group_rank(qidx)
-        num_ret = np.bincount(qidx, minlength=nq).astype(np.float64)
-    return _Joined(qidx=qidx, rank=rank, label=label, num_ret=num_ret, in_run=counts > 0, extra_queries=extra)
-
-
-def _labels(qrels: Qrels, q_qidx: np.ndarray, qidx: np.ndarray, doc_id) -> np.ndarray:
-    """Label of each run row (``qidx``, ``doc_id``); ``q_qidx`` is each qrels row's query index."""
-    qf = qrels.frame
-    docs = pc.unique(arrow_of(qf[DOC_ID]))
-    n_docs = np.int64(max(len(docs), 1))
-    q_d = pc.index_in(arrow_of(qf[DOC_ID]), value_set=docs)
-    qkeys = q_qidx * n_docs + q_d.to_numpy(zero_copy_only=False)
-    order = np.argsort(qkeys, kind="stable")
-    qkeys, qlabels = qkeys[order], qf[RELEVANCE].to_numpy()[order].astype(np.int32)
-    r_d = pc.index_in(doc_id, value_set=docs)
-    label = np.full(len(qidx), NOT_IN_POOL, dtype=np.int32)
-    if not len(qkeys) or r_d.null_count == len(r_d):
-        return label
-    hit = pc.is_valid(r_d).to_numpy(zero_copy_only=False)
-    rkeys = qidx[hit].astype(np.int64) * n_docs + r_d.drop_null().to_numpy(zero_copy_only=False)
-    pos = np.clip(np.searchsorted(qkeys, rkeys), 0, len(qkeys) - 1)
-    found = qkeys[pos] == rkeys
-    sub = np.full(len(rkeys), NOT_IN_POOL, dtype=np.int32)
-    sub[found] = qlabels[pos[found]]
-    label[hit] = sub
-    return label
-
-
-def _ideal_dcg(qrels: Qrels, q_qidx: np.ndarray, nq: int, settings: EvalSettings, cutoffs: list[int | None]) -> dict:
-    """IDCG per query (indexed like ``q_qidx``) for each cutoff (None = no cutoff)."""
-    gains = settings.gain.apply(qrels.frame[RELEVANCE].to_numpy())
-    qidx = q_qidx
-    order = np.lexsort((-gains, qidx))
-    qidx, gains = qidx[order], gains[order]
-    ranks = within_group_rank(qidx)
-    contrib = np.where(gains > 0, gains / settings.discount.divisors(ranks), 0.0)
-    out = {}
-    for k in cutoffs:
-        w = contrib if k is None else np.where(ranks <= k, contrib, 0.0)
-        out[k] = np.bincount(qidx, weights=w, minlength=nq)
+        keep = rank <= settings.max_docs
+        q_sorted, docs = q_sorted[keep], docs[keep]
+    out: dict[str, list[str]] = {}
+    bounds = np.flatnonzero(np.concatenate(([True], q_sorted[1:] != q_sorted[:-1], [True]))) if len(q_sorted) else []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        out[uniq[q_sorted[a]]] = docs[a:b].tolist()
     return out
 
 
-def evaluate(
-    qrels: Qrels,
-    run: Run,
-    measures: list[Measure] | tuple[Measure, ...],
-    settings: EvalSettings | None = None,
-) -> EvalResult:
-    """Evaluate ``run`` against ``qrels``; see ``measures.py`` for each definition."""
-    settings = settings or EvalSettings()
-    measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
-    # each qrels row's index into the sorted qrels query ids, computed once for every use below
-    q_qidx, uniques = pd.factorize(qrels.frame[QUERY_ID], sort=True)
-    q_qidx = q_qidx.astype(np.int64)
-    qids = np.array(uniques.tolist(), dtype=object)
-    nq = len(qids)
-    j = _join(qrels, q_qidx, run, qids, settings)
-
-    in_run = j.in_run
-    evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
-
-    level = settings.relevance_level
-    q_labels = qrels.frame[RELEVANCE].to_numpy()
-    num_rel = np.bincount(q_qidx, weights=(q_labels >= level), minlength=nq)
-    rel = j.label >= level
-    num_ret = j.num_ret
-
-    def count(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(j.qidx, weights=mask, minlength=nq)
-
-    def safe_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.divide(a, b, out=np.zeros(nq), where=b > 0)
-
-    values: dict[str, np.ndarray] = {}
-    gain_measures = [m for m in measures if m.family in GAIN_FAMILIES]
-    if gain_measures:
-        row_gain = settings.gain.apply(j.label, where="run's judged documents")
-        dcg_terms = np.where(row_gain > 0, row_gain / settings.discount.divisors(j.rank), 0.0)
-        ideal = _ideal_dcg(qrels, q_qidx, nq, settings, [m.cutoff for m in gain_measures])
-    for m in measures:
-        f, k = m.family, m.cutoff
-        if f == "num_q":
-            v = np.ones(nq)
-        elif f == "num_ret":
-            v = num_ret
-        elif f == "num_rel":
-            v = num_rel
-        elif f == "num_rel_ret":
-            v = count(rel)
-        elif f == "P":
-            v = count(rel & (j.rank <= k)) / k
-        elif f == "recall":
-            v = safe_div(count(rel & (j.rank <= k)), num_rel)
-        elif f == "judged":
-            v = safe_div(count((j.label >= 0) & (j.rank <= k)), np.minimum(num_ret, k))
-        elif f == "map":
-            cum = np.cumsum(rel)
-            starts = np.flatnonzero(group_starts(j.qidx))
-            before = np.repeat(cum[starts] - rel[starts], np.diff(np.append(starts, len(cum))))
-            prec = np.where(rel, (cum - before) / j.rank, 0.0)
-            v = safe_div(np.bincount(j.qidx, weights=prec, minlength=nq), num_rel)
-        elif f == "recip_rank":
-            v = np.zeros(nq)
-            first_q, first_i = np.unique(j.qidx[rel], return_index=True)
-            v[first_q] = 1.0 / j.rank[rel][first_i]
-        elif f in GAIN_FAMILIES:
-            terms = dcg_terms if k is None else np.where(j.rank <= k, dcg_terms, 0.0)
-            v = safe_div(np.bincount(j.qidx, weights=terms, minlength=nq), ideal[k])
-        else:  # pragma: no cover - Measure validates families
-            raise AssertionError(f)
-        values[m.name] = np.where(evaluated, v, 0.0) if f != "num_q" else evaluated.astype(float)
-
-    if settings.judged_compat == "pyserini":
-        values.update(_pyserini_judged(qrels, run, [m for m in measures if m.family == "judged"], qids, nq))
-
-    ev_q = qids[evaluated]
-    n_eval = int(evaluated.sum())
-    aggregate: dict[str, float] = {}
-    for m in measures:
-        v = values[m.name][evaluated]
-        if m.family == "num_rel" and settings.complete:
-            # trec_eval 9.x quirk, kept for byte-identical output: with -c the num_rel summary counts
-            # every qrels label > 0, whatever -l says (per-query values do follow -l).
-            aggregate[m.name] = float((q_labels > 0).sum())
-        elif m.summed:
-            aggregate[m.name] = float(v.sum())
-        elif m.family == "judged" and settings.judged_compat == "pyserini":
-            aggregate[m.name] = float(values["__pyserini__" + m.name])
+def _zscore(v: np.ndarray, qids: np.ndarray, name: str, table: dict) -> np.ndarray:
+    """trec_eval's te_convert_to_zscore: (v - mean) / stddev from the -Z file; missing means print -1000000."""
+    out = np.empty(len(v))
+    for i, (qid, x) in enumerate(zip(qids.tolist(), v.tolist())):
+        ms = table.get((qid, name))
+        if ms is None:
+            out[i] = MISSING_ZSCORE
+        elif ms[1]:
+            out[i] = (x - ms[0]) / ms[1]
         else:
-            aggregate[m.name] = float(v.sum() / n_eval) if n_eval else 0.0
-    per_query = pd.DataFrame(
-        {
-            "query_id": np.tile(ev_q, len(measures)).astype(str),
-            "measure": np.repeat([m.name for m in measures], n_eval),
-            "value": np.concatenate([values[m.name][evaluated] for m in measures]) if measures else [],
-            "in_run": np.tile(in_run[evaluated], len(measures)),
-        }
-    )
+            out[i] = 0.0 if x == ms[0] else MISSING_ZSCORE
+    return out
 
+
+def _seq_sum(x: np.ndarray) -> float:
+    """The sum in query order, one addition at a time (trec_eval's accumulation)."""
+    return float(np.cumsum(x)[-1]) if len(x) else 0.0
+
+
+def _aggregate(m: Measure, v: np.ndarray, evaluated: np.ndarray, in_run: np.ndarray, settings: EvalSettings,
+               judgments, zscored: bool) -> float:
+    agg = m.spec.aggregate
+    n = int(evaluated.sum())
+    if agg == "count":
+        return float(n)
+    nine_c = settings.complete and settings.trec_eval == 9
+    if agg == "sum":
+        if m.family == "num_rel" and nine_c and not zscored:
+            # trec_eval 9.x quirk, kept for identical output: with -c the num_rel summary counts every
+            # qrels label > 0, whatever -l says (per-query values do follow -l)
+            return float((judgments.frame[RELEVANCE].to_numpy() > 0).sum())
+        return _seq_sum(v[evaluated])
+    if agg == "gm":
+        if not n:
+            return 0.0
+        present = evaluated & in_run if nine_c else evaluated
+        s = _seq_sum(v[present])
+        if nine_c:
+            s += (n - int(present.sum())) * math.log(MIN_GEO_MEAN)
+        return math.exp(s / n)
+    return _seq_sum(v[evaluated]) / n if n else 0.0
+
+
+def _notes(nq, in_run, extra, n_eval, settings, run, judgments) -> list[str]:
     notes = []
     missing = int((~in_run).sum())
     if missing and not settings.complete:
-        notes.append(
-            f"{missing} of {nq} qrels queries have no line in the run and were left out of the mean "
-            "(as trec_eval 9.x does); pass -c to count them as 0"
-        )
-    extra = j.extra_queries
+        notes.append(f"{missing} of {nq} qrels queries have no line in the run and were left out of the mean "
+                     "(as trec_eval 9.x does; trec_eval 10 stops with an error); pass -c to count them as 0")
     if extra:
-        notes.append(f"{extra} run queries have no judgments in the qrels and were ignored")
+        notes.append(f"{extra} run queries have no judgments and were ignored")
     if n_eval == 0:
-        notes.append("no query is both in the run and in the qrels: nothing was evaluated")
-    provenance = build_provenance(qrels, run, measures, settings, nq=nq, n_run=int(in_run.sum()) + extra, n_eval=n_eval)
-    return EvalResult(
-        per_query=per_query,
-        aggregate=aggregate,
-        measures=measures,
-        settings=settings,
-        provenance=provenance,
-        notes=tuple(notes),
-    )
+        notes.append("no query is both in the run and in the judgments: nothing was evaluated")
+    for what, obj in (("run", run), ("judgments", judgments)):
+        if getattr(obj, "comment_lines", 0):
+            notes.append(f"skipped {obj.comment_lines} comment line(s) ('#') in the {what}")
+    if run.trailing_text_lines:
+        notes.append(f"{run.trailing_text_lines} run line(s) have text after the tag (sixth) column; "
+                     "ignored, as trec_eval ignores it")
+    return notes
 
 
-def _pyserini_judged(qrels: Qrels, run: Run, measures: list[Measure], qids: np.ndarray, nq: int) -> dict:
-    """Pyserini's judged.k: first k *file lines* per query, all run queries, pairs pooled."""
-    out: dict = {}
-    if not measures:
-        return out
-    frame = run.frame
-    q = frame[QUERY_ID].to_numpy(dtype=object)
-    codes, uniq = pd.factorize(q)
-    order = np.argsort(codes, kind="stable")
-    file_rank = np.empty(len(q), dtype=np.int64)
-    file_rank[order] = within_group_rank(codes[order])
-    pairs = pd.MultiIndex.from_frame(qrels.frame[[QUERY_ID, DOC_ID]])
-    judged = pd.MultiIndex.from_frame(frame[[QUERY_ID, DOC_ID]]).isin(pairs)
-    qpos = {qid: i for i, qid in enumerate(qids.tolist())}
-    for m in measures:
-        top = file_rank <= m.cutoff
-        out["__pyserini__" + m.name] = judged[top].sum() / max(top.sum(), 1)
-        per = np.zeros(nq)
-        num = np.bincount(codes[top], weights=judged[top], minlength=len(uniq))
-        den = np.bincount(codes[top], minlength=len(uniq))
-        for i, qid in enumerate(uniq):
-            if qid in qpos and den[i]:
-                per[qpos[qid]] = num[i] / den[i]
-        out[m.name] = per
-    return out
-
-
+# --------------------------------------------------------------- provenance
 def settings_provenance(settings: EvalSettings) -> dict:
     """The provenance fields that follow from the settings alone (also what a reproduction declares)."""
     return {
+        "trec_eval": settings.trec_eval,
         "gain": settings.gain.describe(),
         "discount": settings.discount.describe(),
         "relevance_level": settings.relevance_level,
@@ -317,42 +314,49 @@ def settings_provenance(settings: EvalSettings) -> dict:
             else "twostage: top k in trec_eval order, label >= 0, / min(k, retrieved), mean over queries"
         ),
         "max_docs_per_query": settings.max_docs,
-        "query_set": "all qrels queries (-c)" if settings.complete else "queries in both run and qrels",
+        "query_set": "all judged queries (-c)" if settings.complete else "queries in both run and judgments",
         "score_precision": settings.score_precision,
     }
 
 
-def build_provenance(
-    qrels: Qrels, run: Run, measures, settings: EvalSettings, *, nq: int, n_run: int, n_eval: int
-) -> dict:
+def build_provenance(judgments, run: Run, measures, settings: EvalSettings, *, nq: int, n_run: int, n_eval: int,
+                     zscores: dict | None = None) -> dict:
     """Everything needed to say how a number was computed, and to refuse unlike comparisons."""
     s = settings_provenance(settings)
+    labels = judgments.label_counts() if hasattr(judgments, "label_counts") else None
+    rmap = getattr(judgments, "relevance_map", None)
     return {
         "implementation": f"twostage {__version__}",
-        "semantics": "trec_eval 9.x (ties: score desc, docid desc)",
+        "semantics": f"trec_eval {settings.trec_eval} (ties: score desc, docid desc)",
+        "trec_eval": s["trec_eval"],
         "measures": [m.name for m in measures],
         "cutoffs": sorted({m.cutoff for m in measures if m.cutoff is not None}),
+        "rel_format": judgment_format(judgments),
         "gain": s["gain"],
+        "gain_applies_to": [m.name for m in measures if m.spec.gain],
         "discount": s["discount"],
         "relevance_level": s["relevance_level"],
-        "relevance_level_applies_to": [m.name for m in measures if m.family in BINARY_FAMILIES],
-        "relevance_labels": qrels.label_counts(),
+        "relevance_level_applies_to": [m.name for m in measures if m.spec.binary],
+        "relevance_labels": labels,
         "relevance_map": (
-            {"name": qrels.relevance_map_name or "custom", "map": {str(k): v for k, v in qrels.relevance_map.items()}}
-            if qrels.relevance_map
-            else None
+            {"name": judgments.relevance_map_name or "custom", "map": {str(k): v for k, v in rmap.items()}}
+            if rmap else None
         ),
         "unjudged": s["unjudged"],
         "judged_definition": s["judged_definition"],
         "max_docs_per_query": s["max_docs_per_query"],
+        "num_docs_in_collection": settings.num_docs or None,
         "query_set": s["query_set"],
         "queries_in_run": n_run,
         "queries_in_qrels": nq,
         "queries_evaluated": n_eval,
         "score_precision": s["score_precision"],
-        "duplicates_dropped": {"run": run.duplicates_dropped, "qrels": qrels.duplicates_dropped},
+        "zscores": bool(zscores),
+        "duplicates_dropped": {"run": run.duplicates_dropped, "qrels": getattr(judgments, "duplicates_dropped", 0)},
+        "comment_lines": {"run": run.comment_lines, "qrels": getattr(judgments, "comment_lines", 0)},
+        "run_lines_with_text_after_tag": run.trailing_text_lines,
         "run": {"path": run.path, "sha256": run.sha256, "tag": run.tag},
-        "qrels": {"path": qrels.path, "sha256": qrels.sha256},
+        "qrels": {"path": judgments.path, "sha256": judgments.sha256},
     }
 
 
@@ -378,3 +382,7 @@ def provenance_differences(a: dict, b: dict, fields=COMPARABLE_FIELDS) -> dict[s
     if qa != qb:
         diff["qrels.sha256"] = (qa, qb)
     return diff
+
+
+__all__ = ["EvalResult", "evaluate", "settings_provenance", "build_provenance", "provenance_differences",
+           "COMPARABLE_FIELDS", "check_measures", "judgment_format", "c_log"]

@@ -1,268 +1,278 @@
-"""What each measure is: immutable values, their parameters, and name parsing.
+"""Measure names as users write them, and the settings that change a number.
 
-A ``Measure`` is a family plus an optional cutoff; its ``name`` is the
-identity used in tables, JSON and provenance and is exactly what trec_eval
-prints (``ndcg_cut_10``, ``P_10``, ``recall_100``, ``map``). Settings that
-apply to a whole evaluation (relevance level, gain, discount, ``-J``, ``-M``,
-``-c``, score precision) live in ``EvalSettings``; *how* the numbers are
-computed lives in ``evaluate.py``.
+``parse_measures`` reads trec_eval's ``-m`` syntax (``P.5,10``,
+``iprec_at_recall..10,.20``, ``ndcg.1=3,2=9``, ``utility.2,-1,0,0``,
+``ndcg_cut.23.4``), trec_eval's printed names (``P_10``, ``ndcg_cut_10``),
+trec_eval's nicknames (``official``, ``all_trec``, ``set``, ``all_prefs``,
+``prefs``, ``qrels_jg``) and the ir_measures names that mean exactly a
+trec_eval measure (``nDCG@10``, ``AP@100``, ``R@100``, ``P@10``,
+``Judged@10``, ``Bpref``, ``Rprec``, ``infAP``, ``Success@10``); names
+ir_measures uses with another meaning are refused with the reason.
 
-Definitions (trec_eval 9.x semantics unless stated; "relevant" means
-label >= relevance level ``-l``, default 1; a document absent from the qrels
-or with a negative label is unjudged and never relevant):
+As in trec_eval, a family named with parameters uses those parameters
+instead of its defaults, even when a nickname also names it
+(``-m all_trec -m relstring.20`` gives relstring_20 only). Unlike trec_eval,
+which keeps the first parameter list and silently drops later ones, twostage
+takes the union of cutoffs (``-m P.5 -m P.10``) and computes each distinct
+parameter set of the other families.
 
-- ``num_q``: number of queries evaluated. Summed in the ``all`` line.
-- ``num_ret``: documents retrieved (after ``-M``, and after ``-J`` removes
-  unjudged ones). Summed.
-- ``num_rel``: relevant documents in the qrels for the query. Summed; with
-  ``-c`` trec_eval 9.x's summary instead counts every qrels label > 0
-  whatever ``-l`` says, and so does twostage.
-- ``num_rel_ret``: relevant documents retrieved. Summed.
-- ``map``: (1/num_rel) * sum over relevant retrieved documents d of
-  precision at d's rank; 0 when num_rel = 0.
-- ``recip_rank``: 1 / rank of the first relevant document; 0 if none.
-- ``P.k``: relevant documents in the top k / k (k fixed, even when fewer
-  than k documents were retrieved).
-- ``recall.k``: relevant documents in the top k / num_rel; 0 when num_rel = 0.
-- ``ndcg_cut.k``: DCG@k / IDCG@k with DCG@k = sum_{r<=k} gain(label_r) *
-  discount(r), only labels > 0 contributing; IDCG@k is the same sum over all
-  judged documents of the query sorted by gain descending (retrieved or not).
-  trec_eval: gain(l) = l (linear), discount(r) = 1/log2(r+1). The relevance
-  level does not apply to nDCG. 0 when IDCG = 0.
-- ``ndcg``: as ``ndcg_cut`` without a cutoff (all retrieved, all judged).
-- ``judged.k`` (not in trec_eval): the fraction of the top-k documents, in
-  trec_eval's ordering, that have a judgment (label >= 0): judged in top k /
-  min(k, retrieved); 0 when nothing was retrieved. Averaged over queries like
-  every other measure. Pyserini's ``judged.k`` differs in two ways: it takes
-  the first k *lines of the file* per query (file order, not score order, so
-  shuffling a run changes it), and it pools the pairs of all run queries
-  (including queries without judgments) before dividing, a micro-average;
-  any qrels line counts, even a negative label. ``--judged-compat pyserini``
-  reproduces that number.
-
-Ties: every measure reads one ordering, trec_eval's (``ranking.py``).
+What each measure *is* lives in its family's declaration (``registry.py``,
+``trec_measures.py``, ``pref_measures.py``; ``twostage measures`` prints
+them).
 """
 
 from __future__ import annotations
 
 import difflib
-import math
+import logging
 import re
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
+from . import pref_measures, trec_measures  # noqa: F401  (registers every family)
 from .errors import UnknownMeasureError
+from .gains import Discount, Gain
 from .ranking import DEFAULT_SCORE_PRECISION
+from .registry import REGISTRY, Measure, Params, families_in_order
 
-# family -> (needs cutoff, default cutoffs, summed rather than averaged)
-_FAMILIES: dict[str, tuple[bool, tuple[int, ...], bool]] = {
-    "num_q": (False, (), True),
-    "num_ret": (False, (), True),
-    "num_rel": (False, (), True),
-    "num_rel_ret": (False, (), True),
-    "map": (False, (), False),
-    "recip_rank": (False, (), False),
-    "P": (True, (5, 10, 15, 20, 30, 100, 200, 500, 1000), False),
-    "recall": (True, (5, 10, 15, 20, 30, 100, 200, 500, 1000), False),
-    "ndcg": (False, (), False),
-    "ndcg_cut": (True, (5, 10, 15, 20, 30, 100, 200, 500, 1000), False),
-    "judged": (True, (5, 10, 20, 100), False),
+log = logging.getLogger(__name__)
+
+TREC_EVAL_VERSIONS = (9, 10)
+DEFAULT_TREC_EVAL = 9
+
+_OFFICIAL = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+             "recip_rank", "iprec_at_recall", "P")
+_ALL_TREC = _OFFICIAL + ("relstring", "recall", "infAP", "gm_bpref", "utility", "11pt_avg", "ndcg", "relative_P",
+                         "Rprec_mult", "success", "map_cut", "ndcg_cut", "ndcg_rel", "Rndcg", "binG", "G", "set_P",
+                         "set_recall", "set_relative_P", "set_map", "set_F", "num_nonrel_judged_ret",
+                         "rbp", "rbp_resid", "unj")
+_SET = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall", "set_relative_P",
+        "set_map", "set_F")
+_ALL_PREFS = ("runid", "num_q", "prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret",
+              "prefs_simp", "prefs_pair", "prefs_avgjg", "prefs_avgjg_Rnonrel", "prefs_simp_ret", "prefs_pair_ret",
+              "prefs_avgjg_ret", "prefs_avgjg_Rnonrel_ret", "prefs_simp_imp", "prefs_pair_imp", "prefs_avgjg_imp")
+_PREFS = ("runid", "num_q", "prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret", "prefs_simp",
+          "prefs_pair", "prefs_avgjg")
+_QRELS_JG = ("runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
+
+#: trec_eval's nicknames (``measures.c``); a trec_eval 9 evaluation leaves out the families 9 does not have.
+NICKNAMES: dict[str, tuple[str, ...]] = {
+    "official": _OFFICIAL, "set": _SET, "all_trec": _ALL_TREC, "all_prefs": _ALL_PREFS, "prefs": _PREFS,
+    "qrels_jg": _QRELS_JG,
 }
-#: trec_eval prints measures in its own table order, not command-line order.
-FAMILY_ORDER = tuple(_FAMILIES)
-GAIN_FAMILIES = frozenset({"ndcg", "ndcg_cut"})
-BINARY_FAMILIES = frozenset({"map", "recip_rank", "P", "recall", "num_rel", "num_rel_ret"})
 
-DEFAULT_MEASURES = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "recip_rank", "P.10", "recall.100,1000",
-                    "ndcg_cut.10")
+#: What ``twostage eval`` computes without -m: trec_eval's default.
+DEFAULT_MEASURES = ("official",)
 
+# ir_measures names -> the trec_eval measure they are exactly; None: refused, with the reason
+_ALIASES: dict[str, str] = {
+    "nDCG": "ndcg_cut", "AP": "map_cut", "R": "recall", "P": "P", "Judged": "judged", "Success": "success",
+    "SetP": "set_P", "SetR": "set_recall", "SetF": "set_F", "NumRet": "num_ret", "NumRel": "num_rel",
+    "NumRelRet": "num_rel_ret", "NumQ": "num_q", "IPrec": "iprec_at_recall",
+}
+_BARE_ALIASES: dict[str, str] = {
+    "nDCG": "ndcg", "AP": "map", "Bpref": "bpref", "Rprec": "Rprec", "infAP": "infAP", "RR": "recip_rank",
+    "NumRet": "num_ret", "NumRel": "num_rel", "NumRelRet": "num_rel_ret", "NumQ": "num_q", "SetP": "set_P",
+    "SetR": "set_recall", "SetF": "set_F", "SetAP": "set_map", "GMAP": "gm_map",
+}
+_REFUSED: dict[str, str] = {
+    "RR": "trec_eval's recip_rank has no cutoff; ir_measures' RR@k stops at rank k",
+    "ERR": "ERR is not a trec_eval measure",
+    "nERR": "nERR is not a trec_eval measure",
+    "BPM": "BPM is not a trec_eval measure",
+    "alpha_nDCG": "alpha-nDCG is not a trec_eval measure",
+    "RBP": "ir_measures' RBP defaults to p=0.8 and binary gains; trec_eval's is rbp (p=0.9, graded): use rbp.p=0.8",
+    "Compat": "Compat is not a trec_eval measure",
+    "Accuracy": "Accuracy is not a trec_eval measure",
+    "INSQ": "INSQ is not a trec_eval measure",
+    "INST": "INST is not a trec_eval measure",
+}
+_ALIAS_RE = re.compile(r"(?P<name>[A-Za-z_]+)(?P<args>\([^)]*\))?(?:@(?P<cut>[^\s()]+))?")
 
-@dataclass(frozen=True, order=True)
-class Measure:
-    """One measure: a family (trec_eval's name) and, for cut measures, a cutoff."""
-
-    family: str
-    cutoff: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.family not in _FAMILIES:
-            raise UnknownMeasureError(_unknown_family_message(self.family))
-        needs_cutoff = _FAMILIES[self.family][0]
-        if needs_cutoff and (self.cutoff is None or self.cutoff <= 0):
-            raise UnknownMeasureError(f"{self.family} needs a positive cutoff, e.g. {self.family}.10")
-        if not needs_cutoff and self.cutoff is not None:
-            raise UnknownMeasureError(f"{self.family} takes no cutoff")
-
-    @property
-    def name(self) -> str:
-        return self.family if self.cutoff is None else f"{self.family}_{self.cutoff}"
-
-    @property
-    def summed(self) -> bool:
-        """True for counts (num_*), which trec_eval sums rather than averages in ``all``."""
-        return _FAMILIES[self.family][2]
-
-    @property
-    def sort_key(self) -> tuple[int, int]:
-        return FAMILY_ORDER.index(self.family), self.cutoff or 0
-
-    def __str__(self) -> str:
-        return self.name
+_INT = re.compile(r"[+-]?\d+(?:\.\d*)?")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def _unknown_family_message(family: str) -> str:
-    close = difflib.get_close_matches(family, list(_FAMILIES), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"unknown measure {family!r}{hint} (known: {', '.join(_FAMILIES)})"
+def known_families(version: int | None = None) -> list[str]:
+    return [f.name for f in families_in_order() if version is None or f.since <= version]
 
 
-def parse_measure(text: str) -> list[Measure]:
-    """Parse a trec_eval ``-m`` argument: ``ndcg_cut.5,10``, ``P.10``, ``map``, ``ndcg_cut_10``.
-
-    A cut family without cutoffs gets trec_eval's default cutoffs.
-    """
-    text = text.strip()
-    m = re.fullmatch(r"([A-Za-z_]+?)(?:[._](\d+(?:,\d+)*))?", text)
-    if not m:
-        raise UnknownMeasureError(f"cannot parse measure {text!r}; expected e.g. ndcg_cut.10 or map")
-    family, cutoffs = m.group(1), m.group(2)
-    if family not in _FAMILIES:
-        raise UnknownMeasureError(_unknown_family_message(family))
-    if cutoffs is None:
-        defaults = _FAMILIES[family][1]
-        return [Measure(family, c) for c in defaults] if defaults else [Measure(family)]
-    values = [int(c) for c in cutoffs.split(",")]
-    if len(set(values)) != len(values):
-        raise UnknownMeasureError(f"{text!r}: cutoffs must not repeat")
-    return [Measure(family, c) for c in values]
+def parse_measure(text: str, version: int = DEFAULT_TREC_EVAL) -> list[Measure]:
+    """The measures one ``-m`` argument names (see the module docstring)."""
+    return parse_measures([text], version)
 
 
-def parse_measures(texts: list[str] | tuple[str, ...]) -> list[Measure]:
+def parse_measures(texts, version: int = DEFAULT_TREC_EVAL) -> list[Measure]:
     """All measures of several ``-m`` arguments, deduplicated, in trec_eval's print order."""
-    seen: set[Measure] = set()
-    for t in texts:
-        seen.update(parse_measure(t))
-    return sorted(seen, key=lambda m: m.sort_key)
-
-
-# -------------------------------------------------------------------- gains
-@dataclass(frozen=True)
-class Gain:
-    """How a relevance label becomes a gain in DCG.
-
-    - ``linear``: gain(l) = l (trec_eval's ``ndcg_cut``);
-    - ``exp``: gain(l) = 2^l - 1 (Burges et al. 2005, most libraries);
-    - ``map``: an explicit table such as 0:0,1:1,2:4,3:10 (Järvelin &
-      Kekäläinen 2002 compared 0,1,2,3 / 0,1,4,10 / 0,1,10,100). Every
-      non-negative label in the qrels must be covered.
-    Negative labels (unjudged) never contribute a gain.
-    """
-
-    kind: str = "linear"
-    table: tuple[tuple[int, float], ...] = ()
-
-    @classmethod
-    def parse(cls, text: str) -> Gain:
-        text = text.strip()
-        if text in ("linear", "exp"):
-            return cls(text)
-        from .trec_io import parse_label_map
-
-        try:
-            mapping = parse_label_map(text)
-        except ValueError as exc:
-            raise UnknownMeasureError(
-                f"--gain {text!r}: expected 'linear', 'exp' or a label map like 0:0,1:1,2:4,3:10 ({exc})"
-            ) from None
-        return cls("map", tuple(sorted((int(k), float(v)) for k, v in mapping.items())))
-
-    def describe(self) -> str:
-        if self.kind == "linear":
-            return "linear: gain(l) = l (trec_eval)"
-        if self.kind == "exp":
-            return "exp: gain(l) = 2^l - 1"
-        return "map: " + ",".join(f"{k}:{v:g}" for k, v in self.table)
-
-    @property
-    def label(self) -> str:
-        if self.kind == "map":
-            return ",".join(f"{k}:{v:g}" for k, v in self.table)
-        return self.kind
-
-    def apply(self, labels: np.ndarray, where: str = "qrels") -> np.ndarray:
-        """Gains of ``labels`` (float64); negative (unjudged) labels give 0."""
-        labels = np.asarray(labels, dtype=np.int64)
-        if self.kind == "linear":
-            gains = labels.astype(np.float64)
-        elif self.kind == "exp":
-            gains = np.exp2(labels.astype(np.float64)) - 1.0
+    if version not in TREC_EVAL_VERSIONS:
+        raise UnknownMeasureError(f"trec_eval version must be one of {TREC_EVAL_VERSIONS}, not {version!r}")
+    bare: set[str] = set()
+    explicit: dict[str, list[str]] = {}
+    for raw in texts:
+        text = str(raw).strip()
+        if not text:
+            raise UnknownMeasureError("empty measure name")
+        for fam, params in _resolve(text, version):
+            if params is None:
+                bare.add(fam)
+            else:
+                explicit.setdefault(fam, []).append(params)
+    measures: set[Measure] = set()
+    for fam in bare | set(explicit):
+        spec = REGISTRY[fam]
+        if spec.since > version:
+            raise UnknownMeasureError(f"{fam} is a trec_eval {spec.since} measure; trec_eval {version} has none "
+                                      f"(pass --trec-eval {spec.since})")
+        if fam in explicit:
+            for params in explicit[fam]:
+                measures.update(_with_params(fam, params, version))
         else:
-            keys = np.array([k for k, _ in self.table], dtype=np.int64)
-            values = np.array([v for _, v in self.table], dtype=np.float64)
-            judged = labels >= 0
-            present = np.unique(labels[judged])
-            missing = sorted(set(present.tolist()) - set(keys.tolist()))
-            if missing:
-                raise UnknownMeasureError(
-                    f"gain map {self.label} does not cover label(s) {missing} found in the {where}"
-                )
-            pos = np.clip(np.searchsorted(keys, labels), 0, len(keys) - 1)
-            gains = np.where(judged, values[pos], 0.0)
-        return np.where(labels >= 0, gains, 0.0)
+            measures.update(_defaults(fam))
+    for m in measures:
+        err = m.spec.check(m) if m.spec.check else None
+        if err:
+            raise UnknownMeasureError(err)
+    return sorted(measures, key=lambda m: m.sort_key)
 
 
-# ---------------------------------------------------------------- discounts
-@dataclass(frozen=True)
-class Discount:
-    """Rank discount in DCG.
+def _resolve(text: str, version: int) -> list[tuple[str, str | None]]:
+    """(family, parameter text or None for defaults) for one name."""
+    if text in NICKNAMES:
+        return [(f, None) for f in NICKNAMES[text] if REGISTRY[f].since <= version]
+    if text in REGISTRY:
+        return [(text, None)]
+    name, dot, params = text.partition(".")
+    if name in NICKNAMES and dot:
+        raise UnknownMeasureError(f"{text!r}: the nickname {name!r} takes no parameters")
+    if name in REGISTRY and dot:
+        if not params:
+            raise UnknownMeasureError(f"{text!r}: no parameters after the '.' (trec_eval: 'improper measure')")
+        if REGISTRY[name].params is Params.NONE:
+            raise UnknownMeasureError(f"{name} takes no parameters (got {params!r})")
+        return [(name, params)]
+    printed = _printed_name(text)
+    if printed:
+        try:
+            _with_params(*printed, version)
+            return [printed]
+        except UnknownMeasureError:
+            pass  # not a printed name after all (a typo such as ndcg_cutt.10)
+    alias = _alias(text)
+    if alias:
+        return [alias]
+    raise UnknownMeasureError(_unknown_message(text.partition(".")[0], version))
 
-    - ``log2``: each gain at rank r is divided by log2(r + 1) (trec_eval's
-      ``ndcg_cut`` in 9.x, Burges et al.);
-    - ``jk:B``: Järvelin & Kekäläinen (2002), the original: ranks r < B are not
-      discounted, from rank B on the gain is divided by log_B(r). With B = 2,
-      ranks 1 and 2 are both undiscounted.
-    """
 
-    kind: str = "log2"
-    base: float = 2.0
+def _printed_name(text: str) -> tuple[str, str] | None:
+    """A name as trec_eval prints it (P_10, iprec_at_recall_0.10, ndcg_1=3,2=9): the longest family prefix."""
+    best = None
+    for fam, spec in REGISTRY.items():
+        if spec.params is not Params.NONE and text.startswith(fam + "_") and (best is None or len(fam) > len(best)):
+            best = fam
+    if best is None:
+        return None
+    rest = text[len(best) + 1:]
+    return (best, rest) if rest else None
 
-    @classmethod
-    def parse(cls, text: str) -> Discount:
-        text = text.strip()
-        if text == "log2":
-            return cls("log2")
-        m = re.fullmatch(r"jk(?::(\d+(?:\.\d+)?))?", text)
-        if not m:
-            raise UnknownMeasureError(f"--discount {text!r}: expected 'log2' or 'jk[:B]' (e.g. jk, jk:2, jk:10)")
-        base = float(m.group(1)) if m.group(1) else 2.0
-        if base <= 1:
-            raise UnknownMeasureError(f"--discount {text!r}: the log base B must be > 1")
-        return cls("jk", base)
 
-    @property
-    def label(self) -> str:
-        return "log2" if self.kind == "log2" else f"jk:{self.base:g}"
+def _alias(text: str) -> tuple[str, str | None] | None:
+    m = _ALIAS_RE.fullmatch(text)
+    if not m:
+        return None
+    name, args, cut = m.group("name"), m.group("args"), m.group("cut")
+    if name not in _ALIASES and name not in _BARE_ALIASES and name not in _REFUSED:
+        return None
+    if args:
+        raise UnknownMeasureError(
+            f"{text!r}: ir_measures parameters {args} have no trec_eval equivalent in a measure name; "
+            "use -l LEVEL for rel=, --gain for gains, --judged-compat, or trec_eval's own parameters")
+    if name in _REFUSED and not (name == "RR" and cut is None):
+        raise UnknownMeasureError(f"{text!r}: {_REFUSED[name]}")
+    if cut is None:
+        fam = _BARE_ALIASES.get(name)
+        if fam is None:
+            raise UnknownMeasureError(f"{text!r}: give a cutoff, e.g. {name}@10")
+        return fam, None
+    fam = _ALIASES.get(name)
+    if fam is None:
+        raise UnknownMeasureError(f"{text!r}: {name} takes no cutoff")
+    if fam == "iprec_at_recall":
+        return fam, cut
+    if not re.fullmatch(r"\d+", cut):
+        raise UnknownMeasureError(f"{text!r}: the cutoff must be a positive integer")
+    return fam, cut
 
-    def describe(self) -> str:
-        if self.kind == "log2":
-            return "log2: gain / log2(rank + 1) (trec_eval)"
-        return f"jk:{self.base:g}: gain undiscounted for rank < {self.base:g}, gain / log_{self.base:g}(rank) after"
 
-    def divisors(self, ranks: np.ndarray) -> np.ndarray:
-        """What the gain at each 1-based rank is divided by (computed as trec_eval does: a division)."""
-        ranks = np.asarray(ranks, dtype=np.float64)
-        if self.kind == "log2":
-            return np.log2(ranks + 1.0)
-        with np.errstate(divide="ignore"):
-            logs = np.log(ranks) / math.log(self.base) if self.base != 2.0 else np.log2(ranks)
-        return np.where(ranks < self.base, 1.0, logs)
+def _unknown_message(name: str, version: int) -> str:
+    close = difflib.get_close_matches(name, list(REGISTRY) + list(NICKNAMES) + list(_ALIASES), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (f"unknown measure {name!r}{hint} (trec_eval {version} measures: "
+            f"{', '.join(known_families(version))}; nicknames: {', '.join(NICKNAMES)}; "
+            "`twostage measures` lists them)")
+
+
+def _defaults(fam: str) -> list[Measure]:
+    spec = REGISTRY[fam]
+    if spec.params in (Params.LONG_CUTOFFS, Params.DOUBLE_CUTOFFS):
+        return [Measure(fam, c) for c in spec.defaults]
+    return [Measure(fam)]
+
+
+def _with_params(fam: str, text: str, version: int) -> list[Measure]:
+    spec = REGISTRY[fam]
+    tokens = text.split(",")
+    if spec.params is Params.LONG_CUTOFFS:
+        cuts = []
+        for tok in tokens:
+            if not _INT.fullmatch(tok.strip()):
+                raise UnknownMeasureError(f"{fam}.{text}: cutoff {tok!r} is not an integer")
+            value = int(float(tok))
+            if "." in tok:
+                log.warning("twostage: %s.%s: cutoff %s read as %d, as trec_eval does", fam, text, tok, value)
+            if value <= 0:
+                raise UnknownMeasureError(f"{fam}.{text}: cutoff {tok!r} must be positive "
+                                          "(trec_eval: 'Negative cutoff detected')")
+            cuts.append(value)
+        if len(set(cuts)) != len(cuts):
+            raise UnknownMeasureError(f"{fam}.{text}: duplicate cutoffs (trec_eval: 'duplicate cutoffs detected')")
+        return [Measure(fam, c) for c in cuts]
+    if spec.params is Params.DOUBLE_CUTOFFS:
+        cuts = [_float(fam, text, tok) for tok in tokens]
+        if any(c < 0 for c in cuts):
+            raise UnknownMeasureError(f"{fam}.{text}: cutoffs must be >= 0")
+        if len(set(cuts)) != len(cuts):
+            raise UnknownMeasureError(f"{fam}.{text}: duplicate cutoffs (trec_eval: 'duplicate cutoffs detected')")
+        return [Measure(fam, c) for c in cuts]
+    if spec.params is Params.DOUBLE_PARAMS:
+        return [Measure(fam, params=tuple(_float(fam, text, tok) for tok in tokens), printable=text)]
+    pairs = []
+    for tok in tokens:
+        key, eq, value = tok.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise UnknownMeasureError(f"{fam}.{text}: {tok!r} is not NAME=VALUE (trec_eval: 'malformed pair parameters')")
+        key = key.strip()
+        k: int | str = int(key) if re.fullmatch(r"[+-]?\d+", key) else key
+        pairs.append((k, _float(fam, text, value)))
+    if len({k for k, _ in pairs}) != len(pairs):
+        raise UnknownMeasureError(f"{fam}.{text}: a name is given twice")
+    return [Measure(fam, params=tuple(pairs), printable=text)]
+
+
+def _float(fam: str, text: str, tok: str) -> float:
+    tok = tok.strip()
+    if not _FLOAT.fullmatch(tok):
+        raise UnknownMeasureError(f"{fam}.{text}: {tok!r} is not a number")
+    return float(tok)
 
 
 # ----------------------------------------------------------------- settings
 @dataclass(frozen=True)
 class EvalSettings:
-    """Everything, beside the measures, that changes a number. Part of provenance."""
+    """Everything, beside the measures, that changes a number. Part of provenance.
+
+    ``trec_eval`` (9 or 10) selects the semantics wherever the two
+    generations differ; ``score_precision`` defaults to that generation's
+    (float32 for 9, float64 for 10) and may be set on its own.
+    """
 
     relevance_level: int = 1
     gain: Gain = field(default_factory=Gain)
@@ -272,9 +282,27 @@ class EvalSettings:
     complete: bool = False
     score_precision: str = DEFAULT_SCORE_PRECISION
     judged_compat: str = "twostage"
+    trec_eval: int = DEFAULT_TREC_EVAL
+    num_docs: int = 0  # -N: documents in the collection (utility's fourth coefficient)
+
+    def __post_init__(self) -> None:
+        if self.trec_eval not in TREC_EVAL_VERSIONS:
+            raise UnknownMeasureError(f"--trec-eval must be one of {TREC_EVAL_VERSIONS}, not {self.trec_eval!r}")
+        if self.relevance_level < 0:
+            raise UnknownMeasureError(f"relevance level {self.relevance_level} must be >= 0 "
+                                      "(trec_eval would count unjudged documents as relevant)")
 
     def describe(self) -> dict[str, object]:
         d = asdict(self)
         d["gain"] = self.gain.describe()
         d["discount"] = self.discount.describe()
         return d
+
+
+def default_precision(version: int) -> str:
+    """The score precision of a trec_eval generation: 9.x stores scores as float, 10 as double."""
+    return "float32" if version == 9 else "float64"
+
+
+__all__ = ["Measure", "EvalSettings", "Gain", "Discount", "parse_measure", "parse_measures", "NICKNAMES",
+           "DEFAULT_MEASURES", "TREC_EVAL_VERSIONS", "DEFAULT_TREC_EVAL", "known_families", "default_precision"]

@@ -48,8 +48,13 @@ def _query_codes(query_key) -> np.ndarray:
     return pc.index_in(keys, value_set=uniques).to_numpy(zero_copy_only=False)
 
 
-def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePrecision) -> np.ndarray:
+def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePrecision,
+               ties: str = "docid_desc") -> np.ndarray:
     """Positions in (query key asc, score desc, doc id desc) order: trec_eval's ``comp_sim_docno``.
+
+    ``ties="docid_asc"`` breaks score ties by document id ascending instead:
+    the order trec_eval's preference measures use (``form_prefs_counts.c``
+    has its own ``comp_sim_docno`` with the comparison the other way round).
 
     ``query_key`` may be the query ids themselves or integer codes that sort like
     them (the evaluator passes indices into the sorted qrels query ids).
@@ -62,6 +67,8 @@ def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePre
     """
     if score_precision not in SCORE_PRECISIONS:
         raise ValueError(f"score precision must be one of {SCORE_PRECISIONS}, not {score_precision!r}")
+    if ties not in ("docid_desc", "docid_asc"):
+        raise ValueError(f"ties must be docid_desc or docid_asc, not {ties!r}")
     scores = np.asarray(scores)
     codes = _query_codes(query_key)
     if len(codes) and (codes.min() < 0 or codes.max() >= 2**32):
@@ -93,7 +100,7 @@ def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePre
         sort_keys.append(("s", "descending"))
     docs = doc_ids if isinstance(doc_ids, (pa.Array, pa.ChunkedArray)) else pa.array(doc_ids, type=pa.string())
     table["d"] = take(docs, rows)
-    sort_keys.append(("d", "descending"))
+    sort_keys.append(("d", "descending" if ties == "docid_desc" else "ascending"))
     order[pos] = rows[pc.sort_indices(pa.table(table), sort_keys=sort_keys).to_numpy()]
     return order
 

@@ -36,6 +36,13 @@ class Run:
     tag: str = ""
     sha256: str = ""
     duplicates_dropped: int = 0
+    last_tag: str = ""  # the last line's tag: trec_eval's runid
+    comment_lines: int = 0  # '#' lines skipped (trec_eval 10 accepts them)
+    trailing_text_lines: int = 0  # lines with text after the tag, ignored as trec_eval ignores it
+
+    @property
+    def runid(self) -> str:
+        return self.last_tag or self.tag
 
     @property
     def query_ids(self) -> list[str]:
@@ -61,6 +68,44 @@ class Qrels:
     relevance_map: dict[int, int] = field(default_factory=dict)
     relevance_map_name: str = ""
     duplicates_dropped: int = 0
+    comment_lines: int = 0
+
+    @property
+    def query_ids(self) -> list[str]:
+        return sorted(self.frame[QUERY_ID].unique().tolist())
+
+    def label_counts(self) -> dict[int, int]:
+        counts = self.frame[RELEVANCE].value_counts().sort_index()
+        return {int(k): int(v) for k, v in counts.items()}
+
+
+@dataclass(frozen=True)
+class Prefs:
+    """Preference judgments (``-R prefs``, or qrels read as preferences with ``-R qrels_prefs``).
+
+    ``frame`` columns: query_id, jg (judgment group), jsg (sub-group), doc_id,
+    rel_level (float64). ``kind`` is the ``-R`` format the file was read as.
+    """
+
+    frame: pd.DataFrame
+    path: str = "<memory>"
+    sha256: str = ""
+    kind: str = "prefs"
+    comment_lines: int = 0
+
+    @property
+    def query_ids(self) -> list[str]:
+        return sorted(self.frame[QUERY_ID].unique().tolist())
+
+
+@dataclass(frozen=True)
+class JudgmentGroups:
+    """Qrels per judgment group (``-R qrels_jg``): query_id, jg, doc_id, relevance (int64)."""
+
+    frame: pd.DataFrame
+    path: str = "<memory>"
+    sha256: str = ""
+    comment_lines: int = 0
 
     @property
     def query_ids(self) -> list[str]:

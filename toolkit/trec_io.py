@@ -71,7 +71,7 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def _scan(path: str) -> tuple[str, bool, bool]:
-    """One streaming pass: (sha256, file needs whitespace/BOM/CRLF normalising, file has content)."""
+    """One streaming pass: (sha256, file needs normalising (whitespace, BOM, CRLF, comment lines), file has content)."""
     h = hashlib.sha256()
     odd = False
     content = False
@@ -79,6 +79,7 @@ def _scan(path: str) -> tuple[str, bool, bool]:
     try:
         with opener(path, "rb") as fh:
             first = True
+            after_newline = True
             for chunk in iter(lambda: fh.read(1 << 22), b""):
                 h.update(chunk)
                 if first and chunk.startswith(b"\xef\xbb\xbf"):
@@ -86,7 +87,9 @@ def _scan(path: str) -> tuple[str, bool, bool]:
                 first = False
                 # single-byte searches are memchr-fast; double spaces and edge blanks surface as
                 # column-count errors in the fast parse and send it down the normalising path
-                odd = odd or b"\t" in chunk or b"\r" in chunk
+                odd = odd or b"\t" in chunk or b"\r" in chunk or b"\n#" in chunk
+                odd = odd or (after_newline and chunk.startswith(b"#"))
+                after_newline = chunk.endswith(b"\n")
                 content = content or not chunk.isspace()
     except FileNotFoundError:
         raise InputFormatError(path, None, "no such file") from None
@@ -97,8 +100,15 @@ def _scan(path: str) -> tuple[str, bool, bool]:
     return h.hexdigest(), odd, content
 
 
-def _normalise(data: bytes, path: str) -> bytes:
-    """Strip a BOM, turn CRLF into LF and collapse column whitespace to one space."""
+_COMMENT = re.compile(rb"(?m)^#[^\n]*(?:\n|$)")
+
+
+def _normalise(data: bytes, path: str) -> tuple[bytes, int]:
+    """Strip a BOM, turn CRLF into LF, collapse column whitespace to one space, drop comment lines.
+
+    A comment line is one whose first non-blank character is '#', as trec_eval 10
+    reads them; returns the bytes and how many comment lines were dropped.
+    """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     if b"\r" in data:
@@ -110,9 +120,13 @@ def _normalise(data: bytes, path: str) -> bytes:
         data = _WS_RUN.sub(b" ", data)
     if b"\n " in data or b" \n" in data or data.startswith(b" ") or data.endswith(b" "):
         data = _EDGE_WS.sub(b"", data)
+    comments = 0
+    if data.startswith(b"#") or b"\n#" in data:
+        data, comments = _COMMENT.subn(b"", data)
     if not data or data.isspace():
-        raise InputFormatError(path, None, "empty file: no lines to read")
-    return data
+        raise InputFormatError(path, None, "empty file: no lines to read" if not comments
+                               else f"no lines to read besides {comments} comment line(s)")
+    return data, comments
 
 
 def _text_lines(data: bytes, path: str) -> Iterator[tuple[int, list[str]]]:
@@ -124,7 +138,7 @@ def _text_lines(data: bytes, path: str) -> Iterator[tuple[int, list[str]]]:
         raise InputFormatError(path, line, "not valid UTF-8") from None
     for number, line in enumerate(text.split("\n"), start=1):
         fields = line.split()
-        if fields:
+        if fields and not fields[0].startswith("#"):
             yield number, fields
 
 
@@ -151,19 +165,31 @@ def _arrow_read(source, names: tuple[str, ...], types: dict[str, pa.DataType]) -
     )
 
 
-def _parse_table(path: str, names, types, locate) -> tuple[pa.Table, str]:
-    """Fast path: arrow straight from the file; else normalise in memory; else find the bad line."""
+_TRAILING = re.compile(rb"(?m)^((?:[^ \n]+ ){5}[^ \n]+) [^\n]*$")
+
+
+def _parse_table(path: str, names, types, locate, trailing: bool = False) -> tuple[pa.Table, str, int, int]:
+    """Fast path: arrow straight from the file; else normalise in memory; else find the bad line.
+
+    Returns the table, the file's sha256, the number of comment lines skipped
+    and, when ``trailing`` (runs: trec_eval ignores whatever follows the tag),
+    the number of lines whose text after the sixth column was ignored.
+    """
     sha, odd, content = _scan(path)
     if not content:
         raise InputFormatError(path, None, "empty file: no lines to read")
     if not odd:
         try:
-            return _arrow_read(path, names, types), sha
+            return _arrow_read(path, names, types), sha, 0, 0
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             pass  # maybe only double spaces or edge blanks: normalise and retry
     raw = read_bytes(path)
+    data, comments = _normalise(raw, path)
+    cut = 0
+    if trailing:
+        data, cut = _TRAILING.subn(rb"\1", data)
     try:
-        return _arrow_read(io.BytesIO(_normalise(raw, path)), names, types), sha
+        return _arrow_read(io.BytesIO(data), names, types), sha, comments, cut
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         raise locate(raw, path) from None
 
@@ -177,7 +203,7 @@ def _parse_score(token: str) -> float | None:
 
 def _locate_run_error(data: bytes, path: str) -> InputFormatError:
     for number, fields in _text_lines(data, path):
-        if len(fields) != 6:
+        if len(fields) < 6:
             return InputFormatError(
                 path, number, f"expected 6 columns (query_id Q0 doc_id rank score tag), found {len(fields)}"
             )
@@ -263,11 +289,18 @@ def _frame(table: pa.Table, columns: dict[str, str]) -> pd.DataFrame:
 
 # --------------------------------------------------------------------- runs
 def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error") -> Run:
-    """Parse a TREC run (``qid Q0 docid rank score tag``)."""
+    """Parse a TREC run (``qid Q0 docid rank score tag``); ``-`` reads it from standard input.
+
+    Lines whose first non-blank character is '#' are comments (trec_eval 10),
+    skipped and counted. ``tag`` is the first line's tag, ``last_tag`` the last
+    line's (what trec_eval prints as runid).
+    """
     path = str(path)
+    if path == "-":
+        return _read_stdin_run(dedupe)
     names = ("query_id", "q0", "doc_id", "rank", "score", "tag")
     types = {"query_id": pa.large_string(), "doc_id": pa.large_string(), "score": pa.float64()}
-    table, sha = _parse_table(path, names, types, _locate_run_error)
+    table, sha, comments, trailing = _parse_table(path, names, types, _locate_run_error, trailing=True)
     pa.default_memory_pool().release_unused()  # the CSV reader's scratch buffers
     score = table.column("score").to_numpy()
     nan = np.isnan(score)
@@ -280,16 +313,67 @@ def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error") -> Run:
     frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "score": SCORE})
     del table
     pa.default_memory_pool().release_unused()
-    return Run(frame=frame, path=path, tag=_first_tag(path), sha256=sha, duplicates_dropped=dropped)
+    first, last = _edge_tags(path)
+    return Run(frame=frame, path=path, tag=first, sha256=sha, duplicates_dropped=dropped, last_tag=last,
+               comment_lines=comments, trailing_text_lines=trailing)
 
 
-def _first_tag(path: str) -> str:
-    """The tag column of the first line (the file parsed already, so it has one)."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        line = next((raw_line for raw_line in fh if raw_line.strip()), b"")
+def _read_stdin_run(dedupe: DedupePolicy) -> Run:
+    """A run piped on standard input: spooled to a temporary file, errors still name '-' and the line."""
+    import dataclasses
+    import sys
+
+    data = sys.stdin.buffer.read()
+    fd, tmp = tempfile.mkstemp(prefix="twostage-stdin-", suffix=".run")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        try:
+            run = read_run(tmp, dedupe)
+        except InputFormatError as exc:
+            raise InputFormatError("-", exc.line, exc.reason) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return dataclasses.replace(run, path="-")
+
+
+def _content_fields(line: bytes) -> list[str] | None:
     fields = line.decode("utf-8-sig", "replace").split()
-    return fields[5] if len(fields) >= 6 else ""
+    return fields if fields and not fields[0].startswith("#") else None
+
+
+def _edge_tags(path: str) -> tuple[str, str]:
+    """The tag column of the first and of the last content line (the file parsed already, so both exist)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    first = last = None
+    with opener(path, "rb") as fh:
+        for raw_line in fh:
+            first = _content_fields(raw_line)
+            if first:
+                break
+    if path.endswith(".gz"):
+        with gzip.open(path, "rb") as fh:
+            for raw_line in fh:
+                last = _content_fields(raw_line) or last
+    else:
+        with open(path, "rb") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            block, tail = 1 << 16, b""
+            while end > 0 and last is None:
+                start = max(0, end - block)
+                fh.seek(start)
+                tail = fh.read(end - start) + tail
+                lines = tail.split(b"\n")
+                complete = lines if start == 0 else lines[1:]
+                for raw_line in reversed(complete):
+                    last = _content_fields(raw_line)
+                    if last:
+                        break
+                end = start
+    def tag(fields):
+        return fields[5] if fields and len(fields) >= 6 else ""
+    return tag(first), tag(last)
 
 
 # -------------------------------------------------------------------- qrels
@@ -307,7 +391,7 @@ def read_qrels(
     path = str(path)
     names = ("query_id", "iteration", "doc_id", "relevance")
     types = {"query_id": pa.large_string(), "doc_id": pa.large_string(), "relevance": pa.int64()}
-    table, sha = _parse_table(path, names, types, _locate_qrels_error)
+    table, sha, comments, _ = _parse_table(path, names, types, _locate_qrels_error)
     table, dropped = _dedupe(table, path, dedupe, "qrels")
     frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "relevance": RELEVANCE})
     if relevance_map:
@@ -319,6 +403,7 @@ def read_qrels(
         relevance_map=dict(relevance_map or {}),
         relevance_map_name=relevance_map_name,
         duplicates_dropped=dropped,
+        comment_lines=comments,
     )
 
 
@@ -358,6 +443,106 @@ def parse_label_map(text: str) -> dict[int, int]:
 
 def format_label_map(mapping: dict[int, float]) -> str:
     return ",".join(f"{k}:{mapping[k]:g}" for k in sorted(mapping))
+
+
+# ------------------------------------------------- prefs, judgment groups, z-scores
+def _small_table(path: str, ncols: int, what: str, layout: str) -> tuple[list[tuple[int, list[str]]], str, int]:
+    """(line number, fields) of every content line of a small text file; '#' lines are comments (counted)."""
+    path = str(path)
+    raw = read_bytes(path)
+    comments = 0
+    rows = []
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(path, raw[: exc.start].count(b"\n") + 1, "not valid UTF-8") from None
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0].startswith("#"):
+            comments += 1
+            continue
+        if len(fields) != ncols:
+            raise InputFormatError(path, number, f"expected {ncols} columns ({layout}) for {what}, found {len(fields)}")
+        rows.append((number, fields))
+    if not rows:
+        raise InputFormatError(path, None, f"empty file: no {what} lines")
+    return rows, sha256_bytes(raw), comments
+
+
+def _number(path: str, number: int, token: str, what: str) -> float:
+    try:
+        value = float(token)
+    except ValueError:
+        raise InputFormatError(path, number, f"{what} {token!r} is not a number") from None
+    if math.isnan(value):
+        raise InputFormatError(path, number, f"{what} is NaN")
+    return value
+
+
+def _no_repeats(path: str, rows, keys, what: str) -> None:
+    seen: dict[tuple, int] = {}
+    for (number, _), key in zip(rows, keys):
+        if key in seen:
+            raise InputFormatError(path, number, f"repeats line {seen[key]} ({what} {key!r}); "
+                                                 "each may appear once")
+        seen[key] = number
+
+
+def read_prefs(path: str | os.PathLike, kind: str = "prefs"):
+    """Preferences (``qid jg jsg docno rel_level``), or with ``kind="qrels_prefs"`` qrels read as preferences.
+
+    qrels_prefs (trec_eval's ``get_qrels_prefs.c``): the iteration column is
+    the judgment group, the sub-group is '0', the label is the rel_level.
+    """
+    from .records import Prefs
+
+    path = str(path)
+    if kind == "prefs":
+        rows, sha, comments = _small_table(path, 5, "preferences", "query_id jg jsg doc_id rel_level")
+        recs = [(f[0], f[1], f[2], f[3], _number(path, n, f[4], "rel_level")) for n, f in rows]
+    elif kind == "qrels_prefs":
+        rows, sha, comments = _small_table(path, 4, "qrels read as preferences", "query_id jg doc_id relevance")
+        recs = [(f[0], f[1], "0", f[2], _number(path, n, f[3], "relevance")) for n, f in rows]
+    else:
+        raise ValueError(kind)
+    _no_repeats(path, rows, [(r[0], r[1], r[2], r[3]) for r in recs], "query, jg, jsg, document")
+    frame = pd.DataFrame(recs, columns=[QUERY_ID, "jg", "jsg", DOC_ID, "rel_level"])
+    return Prefs(frame=frame.astype({"rel_level": "float64"}), path=path, sha256=sha, kind=kind,
+                 comment_lines=comments)
+
+
+def read_qrels_jg(path: str | os.PathLike):
+    """Qrels per judgment group (``qid jg docno relevance``, trec_eval's ``get_qrels_jg.c``): integer labels."""
+    from .records import JudgmentGroups
+
+    path = str(path)
+    rows, sha, comments = _small_table(path, 4, "judgment-group qrels", "query_id jg doc_id relevance")
+    recs = []
+    for n, f in rows:
+        if not re.fullmatch(r"[+-]?\d+", f[3]):
+            raise InputFormatError(path, n, f"relevance {f[3]!r} is not an integer")
+        recs.append((f[0], f[1], f[2], int(f[3])))
+    _no_repeats(path, rows, [(r[0], r[1], r[2]) for r in recs], "query, jg, document")
+    frame = pd.DataFrame(recs, columns=[QUERY_ID, "jg", DOC_ID, RELEVANCE]).astype({RELEVANCE: "int64"})
+    return JudgmentGroups(frame=frame, path=path, sha256=sha, comment_lines=comments)
+
+
+def read_zscores(path: str | os.PathLike) -> dict[tuple[str, str], tuple[float, float]]:
+    """trec_eval's ``-Z`` file: ``qid measure mean stddev`` per line -> {(qid, measure): (mean, stddev)}."""
+    path = str(path)
+    rows, _, _ = _small_table(path, 4, "z-score means", "query_id measure mean stddev")
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for n, f in rows:
+        key = (f[0], f[1])
+        if key in out:
+            raise InputFormatError(path, n, f"query {f[0]!r} measure {f[1]!r} appears twice")
+        std = _number(path, n, f[3], "stddev")
+        if std < 0:
+            raise InputFormatError(path, n, f"stddev {f[3]!r} is negative")
+        out[key] = (_number(path, n, f[2], "mean"), std)
+    return out
 
 
 # ------------------------------------------------------------------- topics
