@@ -65,3 +65,34 @@ def pytrec_inputs(qrels_frame, run_frame):
     for q, d, s in run_frame.itertuples(index=False):
         run.setdefault(q, {})[d] = float(s)
     return qrels, run
+
+
+def native_trec_eval() -> str | None:
+    """The trec_eval 9.0.4 binary inside Pyserini's jar (what `java -cp JAR trec_eval` runs), extracted once.
+
+    None where the jar has no binary for this machine (only linux-amd64 is used here).
+    """
+    import platform
+    import zipfile
+
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    target = Path(os.environ.get("TMPDIR", "/tmp")) / f"twostage-trec_eval-904-{os.getuid()}" / "trec_eval"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(fatjar()) as jar:
+            data = jar.read("trec_eval/trec_eval-linux-amd64")
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.chmod(0o755)
+        tmp.replace(target)
+    return str(target)
+
+
+def native_trec_eval_output(args: list[str], cwd: str | None = None) -> tuple[int, str]:
+    """(exit status, stdout) of the native 9.0.4 binary."""
+    binary = native_trec_eval()
+    if binary is None:
+        raise RuntimeError("no native trec_eval for this machine")
+    proc = subprocess.run([binary, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return proc.returncode, proc.stdout

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from oracles import pytrec_inputs
@@ -81,3 +81,32 @@ def test_file_order_and_rank_column_do_not_matter(data, rnd):
     a = evaluate(qrels_from_rows(qrels_rows), run_from_rows(run_rows), m).aggregate
     b = evaluate(qrels_from_rows(qrels_rows), run_from_rows(shuffled), m).aggregate
     assert a == b
+
+
+#: every measure pytrec_eval (trec_eval 9.0.8's C code) offers, except the non-numeric runid/relstring
+PYTREC_ALL = ["11pt_avg", "G", "P", "Rndcg", "Rprec", "Rprec_mult", "binG", "bpref", "gm_bpref", "gm_map", "infAP",
+              "iprec_at_recall", "map", "map_cut", "ndcg", "ndcg_cut", "ndcg_rel", "num_nonrel_judged_ret", "num_rel",
+              "num_rel_ret", "num_ret", "recall", "recip_rank", "relative_P", "set_F", "set_P", "set_map",
+              "set_recall", "set_relative_P", "success", "utility"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(collections(), st.sampled_from([1, 2, 3]), st.booleans())
+def test_every_pytrec_eval_measure_per_query(data, level, judged_only):
+    """All of pytrec_eval's measures at their default parameters, per query, with ties and graded labels."""
+    qrels_rows, run_rows = data
+    qrels, run = qrels_from_rows(qrels_rows), run_from_rows(run_rows)
+    ours = evaluate(qrels, run, parse_measures(PYTREC_ALL),
+                    EvalSettings(relevance_level=level, score_precision="float64", judged_only=judged_only))
+    q, r = pytrec_inputs(qrels.frame, run.frame)
+    oracle = pytrec_eval.RelevanceEvaluator(q, set(PYTREC_ALL), relevance_level=level,
+                                            judged_docs_only_flag=judged_only).evaluate(r)
+    wide = ours.wide()
+    assert set(wide.index) == set(oracle)
+    assume(oracle)  # no query in both: checked above, nothing more to compare
+    names = set(next(iter(oracle.values())))
+    assert names <= set(wide.columns), names - set(wide.columns)
+    for qid in wide.index:
+        for name in names:
+            want, got = oracle[qid][name], wide.at[qid, name]
+            assert got == pytest.approx(want, abs=1e-12, nan_ok=True), (qid, name, got, want)

@@ -9,7 +9,7 @@ import click
 
 from .catalog import relevance_map, resolve_qrels
 from .cli_options import evaluation_options, pop_settings, settings_from
-from .evaluate import EvalResult, evaluate
+from .evaluate import EvalResult, check_measures, evaluate
 from .measures import DEFAULT_MEASURES, EvalSettings, Measure, parse_measures
 from .records import Qrels
 from .trec_format import format_value, provenance_lines, render_csv, render_json, render_text
@@ -95,6 +95,7 @@ def eval_command(measure_texts, per_query, no_summary, rel_format, results_forma
     s = pop_settings(options)
     settings = settings_from(s)
     measures = measures_from(measure_texts, settings.trec_eval)
+    check_measures(measures, settings, rel_format)  # before reading anything
     judgments = load_judgments(qrels, rel_format, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
     r = read_run(run, dedupe=s.get("dedupe", "error"))
     for what, n in (("run", r.duplicates_dropped), ("qrels", getattr(judgments, "duplicates_dropped", 0))):

@@ -19,6 +19,7 @@ trec_eval prints and is its identity everywhere (tables, JSON, provenance).
 from __future__ import annotations
 
 import enum
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -84,7 +85,7 @@ class Family:
 
     @property
     def doc(self) -> str:
-        return (self.compute.__doc__ or "").strip()
+        return inspect.cleandoc(self.compute.__doc__ or "")
 
     @property
     def order(self) -> int:

@@ -93,7 +93,7 @@ def num_rel(r: Ranked, ms, ctx) -> Values:
 
     trec_eval 9 quirk, reproduced under ``--trec-eval 9``: with ``-c`` the
     summary counts every qrels label > 0 of every query, whatever ``-l`` says
-    (per-query values follow ``-l``)."""
+    (per-query values follow ``-l``) (``m_num_rel.c``, ``trec_eval.c``)."""
     return {ms[0]: r.num_rel.astype(np.float64)}
 
 
@@ -508,7 +508,8 @@ def ndcg_cut(r: Ranked, ms, ctx) -> Values:
     DCG@k sums over retrieved documents at ranks <= k with gain > 0; IDCG@k
     over the first k of the ideal ranking (every judged document with gain
     > 0, by decreasing gain, retrieved or not). When IDCG@k = 0 the value is
-    DCG@k (0). ``-l`` does not apply (``m_ndcg_cut.c``)."""
+    DCG@k (0). ``-l`` does not apply. Järvelin & Kekäläinen, ACM TOIS 20(4),
+    2002 (``m_ndcg_cut.c``)."""
     table = GainTable(gain=ctx.gain, trec_sort=ctx.gain.kind == "linear")
     ctx.gain.check_covers(r.rel_levels.nonzero()[1], "qrels")
     g = table.of_labels(r.code)
