@@ -51,7 +51,7 @@ def parse_output(text: str) -> dict[tuple[str, str], str]:
         if not line.strip() or line.startswith("#"):
             continue
         name, qid, value = line.split("\t")
-        if name.strip() == "runid":
+        if name.strip() in ("runid", "relstring"):
             continue
         out[(name.strip(), qid)] = value
     return out

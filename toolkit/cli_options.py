@@ -13,7 +13,7 @@ from __future__ import annotations
 import click
 
 from .errors import TwostageError
-from .measures import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, Discount, EvalSettings, Gain, default_precision
+from .measures import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, EvalSettings, build_settings
 from .ranking import SCORE_PRECISIONS
 
 #: Option name -> (click decorator factory). Order is the order in --help.
@@ -87,22 +87,8 @@ def settings_from(options: dict, **fixed) -> EvalSettings:
     """EvalSettings from a command's option values (the keys of ``evaluation_options``); ``fixed`` overrides."""
     values = {k: options.get(k) for k in SETTINGS_KEYS if k in options}
     values.update(fixed)
-    version = int(values.get("trec_eval") or DEFAULT_TREC_EVAL)
     try:
-        gain = values.get("gain") or "linear"
-        discount = values.get("discount") or "log2"
-        return EvalSettings(
-            relevance_level=int(values.get("level", 1) if values.get("level") is not None else 1),
-            gain=gain if isinstance(gain, Gain) else Gain.parse(gain),
-            discount=discount if isinstance(discount, Discount) else Discount.parse(discount),
-            judged_only=bool(values.get("judged_only")),
-            max_docs=values.get("max_docs"),
-            complete=bool(values.get("complete")),
-            score_precision=values.get("score_precision") or default_precision(version),
-            judged_compat=values.get("judged_compat") or "twostage",
-            trec_eval=version,
-            num_docs=int(values.get("num_docs") or 0),
-        )
+        return build_settings(values)
     except TwostageError as exc:
         raise click.BadParameter(str(exc)) from None
 

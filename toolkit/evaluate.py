@@ -314,7 +314,7 @@ def settings_provenance(settings: EvalSettings) -> dict:
             else "twostage: top k in trec_eval order, label >= 0, / min(k, retrieved), mean over queries"
         ),
         "max_docs_per_query": settings.max_docs,
-        "query_set": "all judged queries (-c)" if settings.complete else "queries in both run and judgments",
+        "query_set": "all qrels queries (-c)" if settings.complete else "queries in both run and qrels",
         "score_precision": settings.score_precision,
     }
 
@@ -327,7 +327,7 @@ def build_provenance(judgments, run: Run, measures, settings: EvalSettings, *, n
     rmap = getattr(judgments, "relevance_map", None)
     return {
         "implementation": f"twostage {__version__}",
-        "semantics": f"trec_eval {settings.trec_eval} (ties: score desc, docid desc)",
+        "semantics": f"trec_eval {'9.x' if settings.trec_eval == 9 else '10'} (ties: score desc, docid desc)",
         "trec_eval": s["trec_eval"],
         "measures": [m.name for m in measures],
         "cutoffs": sorted({m.cutoff for m in measures if m.cutoff is not None}),

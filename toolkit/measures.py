@@ -299,10 +299,32 @@ class EvalSettings:
         return d
 
 
+def build_settings(values: dict) -> EvalSettings:
+    """EvalSettings from option or spec values by name (complete, level, max_docs, judged_only, num_docs,
+    trec_eval, score_precision, gain, discount, judged_compat); missing ones take their defaults."""
+    version = int(values.get("trec_eval") or DEFAULT_TREC_EVAL)
+    gain = values.get("gain") or "linear"
+    discount = values.get("discount") or "log2"
+    level = values.get("level")
+    return EvalSettings(
+        relevance_level=1 if level is None else int(level),
+        gain=gain if isinstance(gain, Gain) else Gain.parse(str(gain)),
+        discount=discount if isinstance(discount, Discount) else Discount.parse(str(discount)),
+        judged_only=bool(values.get("judged_only")),
+        max_docs=values.get("max_docs"),
+        complete=bool(values.get("complete")),
+        score_precision=values.get("score_precision") or default_precision(version),
+        judged_compat=values.get("judged_compat") or "twostage",
+        trec_eval=version,
+        num_docs=int(values.get("num_docs") or 0),
+    )
+
+
 def default_precision(version: int) -> str:
     """The score precision of a trec_eval generation: 9.x stores scores as float, 10 as double."""
     return "float32" if version == 9 else "float64"
 
 
 __all__ = ["Measure", "EvalSettings", "Gain", "Discount", "parse_measure", "parse_measures", "NICKNAMES",
-           "DEFAULT_MEASURES", "TREC_EVAL_VERSIONS", "DEFAULT_TREC_EVAL", "known_families", "default_precision"]
+           "DEFAULT_MEASURES", "TREC_EVAL_VERSIONS", "DEFAULT_TREC_EVAL", "known_families", "default_precision",
+           "build_settings"]

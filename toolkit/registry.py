@@ -158,6 +158,16 @@ class Measure:
         return self.family
 
     @property
+    def arg(self) -> str:
+        """This measure in trec_eval's ``-m`` syntax (``P.10``, ``iprec_at_recall.0.2``, ``ndcg.1=3``)."""
+        kind = self.spec.params
+        if kind is Params.LONG_CUTOFFS:
+            return f"{self.family}.{self.cutoff}"
+        if kind is Params.DOUBLE_CUTOFFS:
+            return f"{self.family}.{self.cutoff!r}"
+        return f"{self.family}.{self.printable}" if self.printable is not None else self.family
+
+    @property
     def summed(self) -> bool:
         """True for counts (num_ret, ...), which the ``all`` line sums rather than averages."""
         return self.spec.aggregate == "sum"

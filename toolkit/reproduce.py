@@ -16,6 +16,13 @@ A spec (YAML) declares one published table:
     columns:                              # measures, with every evaluator setting that changes a number
       - {id: nDCG@10, measure: ndcg_cut.10, complete: true, relevance_level: 1, gain: linear, discount: log2}
       - {id: R@100, measure: recall.100, complete: true, relevance_level: 2}
+      - {id: AP@100, measure: AP@100, trec_eval: 10}   # any name `twostage eval -m` takes
+
+Column settings are the evaluation options of ``twostage eval`` under the
+same names (``cli_options.SPEC_KEYS``): ``complete`` (-c),
+``relevance_level`` (-l), ``max_docs`` (-M), ``judged_only`` (-J),
+``num_docs`` (-N), ``trec_eval`` (9 or 10, default 9), ``score_precision``
+(default: that generation's), ``gain``, ``discount``, ``judged_compat``.
     rows:                                 # systems: a run file, or the commands that write "{run}"
       - id: dl19-bm25
         label: DL19 BM25
@@ -64,7 +71,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, TwostageError
-from .measures import Discount, EvalSettings, Gain, Measure, parse_measure
+from .measures import TREC_EVAL_VERSIONS, EvalSettings, Measure, build_settings, parse_measure
 
 if TYPE_CHECKING:
     from .catalog import QrelsSource
@@ -82,7 +89,8 @@ _EXPECT = re.compile(r"\s*(==|>=|<=|>|<)\s*(\S+)\s*")
 _SPEC_KEYS = {"name", "title", "description", "source", "paths", "tolerance", "decimals", "published_with", "setup",
               "columns", "rows"}
 _COLUMN_KEYS = {"id", "measure", "complete", "relevance_level", "gain", "discount", "max_docs", "judged_only",
-                "score_precision", "tolerance", "decimals", "source", "published_with"}
+                "score_precision", "trec_eval", "judged_compat", "num_docs", "tolerance", "decimals", "source",
+                "published_with"}
 _ROW_KEYS = {"id", "label", "qrels", "run", "commands", "requires", "cells", "source", "tolerance", "published_with"}
 _CELL_KEYS = {"published", "source", "tolerance", "decimals", "expect", "published_with"}
 _STEP_KEYS = {"run", "creates"}
@@ -115,8 +123,8 @@ class Column:
         s = self.settings
         args = (["-c"] if s.complete else []) + (["-l", str(s.relevance_level)] if s.relevance_level != 1 else [])
         args += (["-M", str(s.max_docs)] if s.max_docs else []) + (["-J"] if s.judged_only else [])
-        cut = f".{self.measure.cutoff}" if self.measure.cutoff is not None else ""
-        return args + ["-m", self.measure.family + cut]
+        args += ["-N", str(s.num_docs)] if s.num_docs else []
+        return args + ["-m", self.measure.arg]
 
     def describe(self) -> str:
         s = self.settings
@@ -328,31 +336,40 @@ def _published_with(w: _Where, value, where: str) -> dict:
 def _column(w: _Where, c: dict, cw: str, cid: str, tolerance: float, decimals: int, source: str,
             published_with: dict) -> Column:
     mtext = w.text(c["measure"], f"{cw}.measure")
+    version = w.integer(c.get("trec_eval", 9), f"{cw}.trec_eval", minimum=9)
+    if version not in TREC_EVAL_VERSIONS:
+        raise w.fail(f"{cw}.trec_eval", f"expected one of {', '.join(map(str, TREC_EVAL_VERSIONS))}, got {version}")
     try:
-        measures = parse_measure(mtext)
+        measures = parse_measure(mtext, version)
     except TwostageError as exc:
         raise w.fail(f"{cw}.measure", str(exc)) from None
     if len(measures) != 1:
         raise w.fail(f"{cw}.measure", f"{mtext!r} names {len(measures)} measures; give exactly one, e.g. ndcg_cut.10")
-    try:
-        gain = Gain.parse(w.text(c.get("gain", "linear"), f"{cw}.gain"))
-        discount = Discount.parse(w.text(c.get("discount", "log2"), f"{cw}.discount"))
-    except TwostageError as exc:
-        raise w.fail(cw, str(exc).replace("--", "")) from None
-    precision = c.get("score_precision", "float32")
     from .ranking import SCORE_PRECISIONS
 
-    if precision not in SCORE_PRECISIONS:
+    precision = c.get("score_precision")
+    if precision is not None and precision not in SCORE_PRECISIONS:
         raise w.fail(f"{cw}.score_precision", f"expected one of {', '.join(SCORE_PRECISIONS)}, got {precision!r}")
-    settings = EvalSettings(
-        relevance_level=w.integer(c.get("relevance_level", 1), f"{cw}.relevance_level", minimum=-(2**31)),
-        gain=gain,
-        discount=discount,
-        judged_only=w.flag(c.get("judged_only", False), f"{cw}.judged_only"),
-        max_docs=w.integer(c["max_docs"], f"{cw}.max_docs", minimum=1) if c.get("max_docs") is not None else None,
-        complete=w.flag(c.get("complete", False), f"{cw}.complete"),
-        score_precision=precision,
-    )
+    compat = c.get("judged_compat", "twostage")
+    if compat not in ("twostage", "pyserini"):
+        raise w.fail(f"{cw}.judged_compat", f"expected twostage or pyserini, got {compat!r}")
+    # the same names and defaults as the command-line options (cli_options.SPEC_KEYS)
+    values = {
+        "trec_eval": version,
+        "level": w.integer(c.get("relevance_level", 1), f"{cw}.relevance_level", minimum=0),
+        "gain": w.text(c.get("gain", "linear"), f"{cw}.gain"),
+        "discount": w.text(c.get("discount", "log2"), f"{cw}.discount"),
+        "judged_only": w.flag(c.get("judged_only", False), f"{cw}.judged_only"),
+        "max_docs": w.integer(c["max_docs"], f"{cw}.max_docs", minimum=1) if c.get("max_docs") is not None else None,
+        "complete": w.flag(c.get("complete", False), f"{cw}.complete"),
+        "score_precision": precision,
+        "judged_compat": compat,
+        "num_docs": w.integer(c.get("num_docs", 0), f"{cw}.num_docs", minimum=0),
+    }
+    try:
+        settings = build_settings(values)
+    except TwostageError as exc:
+        raise w.fail(cw, str(exc).replace("--", "")) from None
     return Column(
         id=cid, measure=measures[0], settings=settings,
         tolerance=w.number(c.get("tolerance", tolerance), f"{cw}.tolerance", minimum=0),
