@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
-"""Benchmark: twostage eval vs pytrec_eval vs Pyserini's trec_eval on an MS MARCO-dev-sized run.
+"""Benchmark: twostage eval vs native trec_eval vs pytrec_eval on an MS MARCO-dev-sized run.
 
 Makes the input with ../shared/bench/make_big_run.py (6,980 queries x 1,000 documents,
-~270 MB), then runs each evaluator end to end in its own process (parsing included) for
-ndcg_cut.10 and recall.100, and prints wall time, peak memory (max RSS of the process
-and its children) and the values each printed. Not a test: figures, not assertions.
+~270 MB), then runs each evaluator end to end in its own process (parsing included) and
+prints wall time, peak memory (max RSS of the process and its children) and whether the
+values agree. Not a test: figures, not assertions.
 
     .venv/bin/python scripts/bench_eval.py [--queries 6980] [--depth 1000] [--work DIR] [--shuffled]
+    .venv/bin/python scripts/bench_eval.py --all-trec [--trec-eval-10 PATH]
 
---shuffled also times twostage and pytrec_eval on a copy of the run with its lines in
-random order (the worst case for twostage's sort, which exploits score-ordered queries).
+Default: ndcg_cut.10 and recall.100 with twostage, pytrec_eval and
+``python -m pyserini.eval.trec_eval``. --shuffled also times twostage and pytrec_eval
+on a copy of the run with its lines in random order.
+
+--all-trec: ``-m all_trec`` with twostage (--trec-eval 9 and 10), the native trec_eval
+9.0.4 binary inside Pyserini's jar (run directly, no JVM), a native trec_eval 10 given
+with --trec-eval-10 (its source is not reachable offline here, so none is built), and
+pytrec_eval on the 31 measures it offers; twostage's 9 output is compared with 9.0.4's
+byte for byte (every summary line), its 10 output with trec_eval 10's when given, and
+pytrec_eval's means with twostage's to 4 decimals.
 """
 
 from __future__ import annotations
@@ -32,6 +41,26 @@ with open(sys.argv[2]) as f: run = pytrec_eval.parse_run(f)
 res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100"}).evaluate(run)
 for m in ("recall_100", "ndcg_cut_10"):
     print(f"{m:<22}\tall\t{sum(v[m] for v in res.values()) / len(res):.4f}")
+"""
+
+PYTREC_ALL = r"""
+import math, sys, pytrec_eval
+measures = {"11pt_avg", "G", "P", "Rndcg", "Rprec", "Rprec_mult", "binG", "bpref", "gm_bpref", "gm_map", "infAP",
+            "iprec_at_recall", "map", "map_cut", "ndcg", "ndcg_cut", "ndcg_rel", "num_nonrel_judged_ret", "num_rel",
+            "num_rel_ret", "num_ret", "recall", "recip_rank", "relative_P", "set_F", "set_P", "set_map",
+            "set_recall", "set_relative_P", "success", "utility"}
+with open(sys.argv[1]) as f: qrels = pytrec_eval.parse_qrel(f)
+with open(sys.argv[2]) as f: run = pytrec_eval.parse_run(f)
+res = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+names = sorted(next(iter(res.values())))
+for m in names:
+    vals = [v[m] for v in res.values()]
+    if m.startswith("num_"):
+        print(f"{m:<22}\tall\t{int(sum(vals))}")
+    elif m.startswith("gm_"):
+        print(f"{m:<22}\tall\t{math.exp(sum(vals) / len(vals)):.4f}")
+    else:
+        print(f"{m:<22}\tall\t{sum(vals) / len(vals):.4f}")
 """
 
 SHUFFLE = r"""
@@ -68,6 +97,8 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=1000)
     ap.add_argument("--work", default=None, help="folder for the generated files (default: a temp dir)")
     ap.add_argument("--shuffled", action="store_true", help="also time a line-shuffled copy of the run")
+    ap.add_argument("--all-trec", action="store_true", help="-m all_trec against native trec_eval and pytrec_eval")
+    ap.add_argument("--trec-eval-10", default=None, help="a native trec_eval 10 binary to compare with")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="twostage-bench-"))
     run, qrels = work / "run.txt", work / "qrels.txt"
@@ -80,6 +111,9 @@ def main() -> None:
 
     py = sys.executable
     twostage = str(Path(py).with_name("twostage"))
+    if args.all_trec:
+        all_trec(work, run, qrels, size_mib, twostage, args)
+        return
     tools = {
         "twostage eval": ([twostage, "eval", "--no-provenance", "-m", "ndcg_cut.10", "-m", "recall.100",
                            str(qrels), str(run)], None),
@@ -110,6 +144,43 @@ def compare(tools: dict, size_mib: float) -> None:
         if name != "twostage eval":
             same = "identical values" if vals == ours[2] else f"VALUES DIFFER: {vals} vs {ours[2]}"
             print(f"speed-up vs {name}: {wall / ours[0]:.2f}x; {same}")
+
+
+def all_trec(work: Path, run: Path, qrels: Path, size_mib: float, twostage: str, args) -> None:
+    from oracles import native_trec_eval
+
+    files = [str(qrels), str(run)]
+    tools = {
+        "twostage eval --trec-eval 9": [twostage, "eval", "--no-provenance", "-m", "all_trec", *files],
+        "twostage eval --trec-eval 10": [twostage, "eval", "--no-provenance", "--trec-eval", "10", "-m", "all_trec",
+                                         *files],
+    }
+    native9 = native_trec_eval()
+    if native9:
+        tools["trec_eval 9.0.4 (native, Pyserini's jar)"] = [native9, "-m", "all_trec", *files]
+    if args.trec_eval_10:
+        tools["trec_eval 10 (native)"] = [args.trec_eval_10, "-m", "all_trec", *files]
+    tools["pytrec_eval (31 measures)"] = [sys.executable, "-c", PYTREC_ALL, *files]
+    print(f"input: {run} ({size_mib:.0f} MiB, {args.queries} queries x {args.depth}); cores: {os.cpu_count()}; "
+          "-m all_trec, end to end")
+    out = {}
+    for name, cmd in tools.items():
+        wall, rss, text = run_measured(cmd)
+        out[name] = (wall, text)
+        print(f"{name:<42} wall {wall:7.2f} s   peak RSS {rss:7.0f} MiB ({rss / size_mib:.2f}x run)   "
+              f"{len(values(text))} summary values", flush=True)
+    if not args.trec_eval_10:
+        print("trec_eval 10 (native): not run (no binary; its source cannot be fetched offline; pass --trec-eval-10)")
+    t9, t10 = out["twostage eval --trec-eval 9"], out["twostage eval --trec-eval 10"]
+    for name, ours in (("trec_eval 9.0.4 (native, Pyserini's jar)", t9), ("trec_eval 10 (native)", t10)):
+        if name in out:
+            same = "byte-identical output" if out[name][1] == ours[1] else "OUTPUT DIFFERS"
+            print(f"twostage vs {name}: {out[name][0] / ours[0]:.2f}x faster; {same}")
+    py_vals, ours9 = values(out["pytrec_eval (31 measures)"][1]), values(t9[1])
+    differ = {k: (v, ours9.get(k)) for k, v in py_vals.items() if ours9.get(k) != v}
+    print(f"twostage vs pytrec_eval: {out['pytrec_eval (31 measures)'][0] / t9[0]:.2f}x faster; "
+          + ("identical values on its " + str(len(py_vals)) + " summary values" if not differ
+             else f"VALUES DIFFER: {differ}"))
 
 
 if __name__ == "__main__":

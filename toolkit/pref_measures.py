@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputFormatError
-from .registry import Measure, Params, family
+from .registry import Params, family
 from .trec_measures import LONG_DEFAULTS, Context, _ap, _rprec_mult, precision
 
 

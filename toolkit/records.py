@@ -52,8 +52,22 @@ class Run:
         return len(self.frame)
 
 
+class _Labelled:
+    """Query ids and label counts of a judgments table with query_id and relevance columns."""
+
+    frame: pd.DataFrame
+
+    @property
+    def query_ids(self) -> list[str]:
+        return sorted(self.frame[QUERY_ID].unique().tolist())
+
+    def label_counts(self) -> dict[int, int]:
+        counts = self.frame[RELEVANCE].value_counts().sort_index()
+        return {int(k): int(v) for k, v in counts.items()}
+
+
 @dataclass(frozen=True)
-class Qrels:
+class Qrels(_Labelled):
     """Relevance judgments: one row per judged (query, document).
 
     ``relevance`` is an int64 label after any relevance map was applied.
@@ -69,14 +83,6 @@ class Qrels:
     relevance_map_name: str = ""
     duplicates_dropped: int = 0
     comment_lines: int = 0
-
-    @property
-    def query_ids(self) -> list[str]:
-        return sorted(self.frame[QUERY_ID].unique().tolist())
-
-    def label_counts(self) -> dict[int, int]:
-        counts = self.frame[RELEVANCE].value_counts().sort_index()
-        return {int(k): int(v) for k, v in counts.items()}
 
 
 @dataclass(frozen=True)
@@ -99,21 +105,13 @@ class Prefs:
 
 
 @dataclass(frozen=True)
-class JudgmentGroups:
+class JudgmentGroups(_Labelled):
     """Qrels per judgment group (``-R qrels_jg``): query_id, jg, doc_id, relevance (int64)."""
 
     frame: pd.DataFrame
     path: str = "<memory>"
     sha256: str = ""
     comment_lines: int = 0
-
-    @property
-    def query_ids(self) -> list[str]:
-        return sorted(self.frame[QUERY_ID].unique().tolist())
-
-    def label_counts(self) -> dict[int, int]:
-        counts = self.frame[RELEVANCE].value_counts().sort_index()
-        return {int(k): int(v) for k, v in counts.items()}
 
 
 class Topic(NamedTuple):

@@ -25,7 +25,6 @@ discount, ``-N``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -777,13 +776,13 @@ def relstring(r: Ranked, ms, ctx) -> Values:
         n = int(m.param_values()[0])
         ln = np.minimum(n, r.num_ret)
         strings = []
-        for s0, l in zip(start.tolist(), ln.tolist()):
-            strings.append("".join(_REL_CHAR(c) for c in codes[s0 : s0 + l].tolist()))
+        for s0, length in zip(start.tolist(), ln.tolist()):
+            strings.append("".join(_rel_char(c) for c in codes[s0 : s0 + length].tolist()))
         out[m] = np.array(strings, dtype=object)
     return out
 
 
-def _REL_CHAR(c: int) -> str:
+def _rel_char(c: int) -> str:
     if c > 9:
         return ">"
     if c >= 0:
