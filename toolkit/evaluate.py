@@ -153,9 +153,13 @@ def evaluate(judgments, run: Run, measures, settings: EvalSettings | None = None
 
 
 def _with_placeholders(run: Run, missing: np.ndarray) -> Run:
-    extra = pd.DataFrame({QUERY_ID: missing.astype(str), DOC_ID: PLACEHOLDER_DOC, SCORE: 1.0})
-    frame = pd.concat([run.frame[[QUERY_ID, DOC_ID, SCORE]].astype({QUERY_ID: str, DOC_ID: str}), extra],
-                      ignore_index=True)
+    f = run.frame
+    extra = pd.DataFrame({
+        QUERY_ID: pd.array(missing.astype(str).tolist(), dtype=f[QUERY_ID].dtype),
+        DOC_ID: pd.array([PLACEHOLDER_DOC] * len(missing), dtype=f[DOC_ID].dtype),
+        SCORE: np.ones(len(missing)),
+    })
+    frame = pd.concat([f[[QUERY_ID, DOC_ID, SCORE]], extra], ignore_index=True)
     return Run(frame=frame, path=run.path, tag=run.tag, sha256=run.sha256, last_tag=run.last_tag)
 
 
