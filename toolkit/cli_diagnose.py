@@ -44,7 +44,7 @@ def diagnose_command(qrels, first_path, reranked_path, out, topics, candidates_p
     from .catalog import resolve_qrels
     from .diagnose import (Thresholds, diagnose, load_type_rules, read_query_types, sources_from_meta,
                            texts_from_sources)
-    from .report import write_diagnosis_report
+    from .report.diagnosis import write_diagnosis_report
     from .rerank import read_meta
     from .catalog import resolve_topics
     from .trec_io import read_run
