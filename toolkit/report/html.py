@@ -117,5 +117,7 @@ def figure_data_uri(fig) -> str:
 
 
 def script_json(obj: object) -> str:
-    """JSON safe inside an inline ``<script>``: no '</' can close the element early."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).replace("</", "<\\/")
+    """JSON safe inside an inline ``<script>``: every '<' escaped, so no '</script>' or '<!--' in a text can end
+    or disturb the element (JSON.parse reads \\u003c back as '<')."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
+    return text.replace("<", "\\u003c")
