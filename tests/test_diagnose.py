@@ -365,3 +365,131 @@ def test_condensed_ndcg_beside_plain_on_dl19_ada2(msmarco):
     assert f"{rows['ndcg_cut_10']['reranked']:.4f}" == "0.7035"
     assert f"{rows['ndcg_cut_10_condensed']['reranked']:.4f}" == "0.7374"
     assert (diag.per_query["reranked_ndcg_cut_10_condensed"] >= diag.per_query["reranked_ndcg_cut_10"] - 1e-12).all()
+
+
+# ------------------------------------------------------------ several systems
+def _external_run(path, reranked):
+    """A reranked run as another tool writes it: no sidecar, scores 1/rank, its own tag, tabs and odd spacing."""
+    rows = sorted(reranked.frame.itertuples(index=False), key=lambda r: (r.query_id, -r.score, r.doc_id))
+    lines, rank, last = [], 0, None
+    for r in rows:
+        rank = rank + 1 if r.query_id == last else 1
+        last = r.query_id
+        lines.append(f"{r.query_id}\tQ0  {r.doc_id} {rank}\t{1 / rank!r}   llm-listwise\n")
+    path.write_text("".join(lines))
+
+
+def test_cli_two_rerankers_one_external(tmp_path, cli):
+    """A twostage run and an outside (listwise) run over one first stage: decomposition, curves, the tests
+    against the first stage (equal to `twostage compare`'s) and between them, disagreements."""
+    qp = _write_tiny(tmp_path)
+    qrels, first, reranked, _, _ = tiny()
+    # the outside reranker: the first stage's order, but the best candidate first for q2 and q3
+    rows = [tuple(r) for r in first.frame.itertuples(index=False)]
+    boost = {("q2", "r1"), ("q3", "s1"), ("q3", "s2")}
+    ext = run_from_rows([(q, d, s + (100 if (q, d) in boost else 0)) for q, d, s in rows])
+    _external_run(tmp_path / "llm.txt", ext)
+    out = tmp_path / "o"
+    res = cli("diagnose", "--qrels", qp, "--first-stage", f"bm25={tmp_path / 'first.trec'}", "--reranked",
+              f"dense={tmp_path / 'rr.trec'}", "--reranked", f"llm={tmp_path / 'llm.txt'}", "--listwise", "llm",
+              "--out", out, "--permutations", "500")
+    assert res.exit_code == 0, res.output
+    s = json.loads((out / "summary.json").read_text())
+    runs = {r["name"]: r for r in s["reranked_runs"]}
+    assert [r["name"] for r in s["systems"]] == ["bm25", "dense", "llm"]
+    assert runs["llm"]["listwise"] and not runs["llm"]["depth_curve_exact"] and runs["dense"]["depth_curve_exact"]
+    assert any("llm is listwise" in n for n in s["notes"])
+    assert runs["llm"]["decomposition"]["ceiling"] == runs["dense"]["decomposition"]["ceiling"]  # same candidates
+    pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str})
+    assert len(pq) == 14 and list(pq["system"].unique()) == ["dense", "llm"]
+    llm = pq[pq["system"] == "llm"].set_index("query_id")
+    assert llm.loc["q3", "reranked_ndcg_cut_10"] == 1.0 and llm.loc["q3", "diagnosis"] == "ok"
+    assert llm.loc["q2", "diagnosis"] == "candidates-missed"  # its best: r1 first, still below 0.6
+    pairs = pd.read_csv(out / "pairs.csv", dtype={"query_id": str})
+    assert pairs.groupby("family").size().to_dict() == {"against the first stage": 14, "between reranked runs": 7}
+    # against the first stage: the same numbers as `twostage compare bm25 dense llm`
+    cmp = cli("compare", "--qrels", qp, "-c", tmp_path / "first.trec", tmp_path / "rr.trec", tmp_path / "llm.txt",
+              "-m", "ndcg_cut.10", "--permutations", "500", "--format", "json")
+    doc = json.loads(cmp.stdout)["results"]["ndcg_cut_10"]
+    against = {c["run"]: c for c in s["comparisons"] if c["family"] == "against the first stage"}
+    for name, path in (("dense", tmp_path / "rr.trec"), ("llm", tmp_path / "llm.txt")):
+        for key in ("mean", "delta", "p_ttest", "p_permutation", "p_adjusted", "wins", "ties", "losses"):
+            assert against[name][key] == pytest.approx(doc[str(path)][key], rel=1e-12), (name, key)
+    between = [c for c in s["comparisons"] if c["family"] == "between reranked runs"]
+    assert len(between) == 1 and (between[0]["baseline"], between[0]["run"]) == ("dense", "llm")
+    assert between[0]["p_adjusted"] == between[0]["p_permutation"]  # one pair: nothing to correct
+    d = s["disagreements"][0]
+    assert (d["system_a"], d["system_b"]) == ("dense", "llm")
+    dense = pq[pq["system"] == "dense"].set_index("query_id")["reranked_ndcg_cut_10"]
+    shown = [(q["query_id"], q["delta"]) for q in d["queries"]]
+    assert len(shown) == 5 and all(delta == pytest.approx(llm.loc[q, "reranked_ndcg_cut_10"] - dense[q])
+                                   for q, delta in shown)
+    assert [abs(x) for _, x in shown] == sorted((abs(x) for _, x in shown), reverse=True)
+    # q4: t1 first (llm, 1.0) against t1 tenth (dense); q1: a, b ninth and tenth (llm) against first (dense)
+    assert [q for q, _ in shown[:3]] == ["q4", "q1", "q3"]
+    html = (out / "index.html").read_text()
+    assert "Where the reranked runs disagree most" in html and "Between reranked runs" in html
+
+
+def test_several_first_stages_pairing(tmp_path):
+    """Each reranked run is paired with the first stage whose candidates hold its documents (or as told)."""
+    qrels, first, reranked, _, _ = tiny()
+    other = run_from_rows([(q, d + "-x", s) for q, d, s in first.frame.itertuples(index=False)])
+    d = diagnose(qrels, {"a": first, "b": other}, {"rr": reranked}, worst_n=0)
+    assert d.primary.first_stage == "a" and any("taken as a reranking of a (100.0%" in n for n in d.notes)
+    assert [c["family"] for c in d.comparisons] == ["against the first stage", "between first stages"]
+    from toolkit.diagnose import Reranked
+
+    forced = diagnose(qrels, {"a": first, "b": other}, [Reranked("rr", reranked, "b", 10)], worst_n=0)
+    assert forced.primary.first_stage == "b" and not forced.reorder_check["only_reorders"]
+    with pytest.raises(ConfigError, match="no first stage named 'c'"):
+        diagnose(qrels, {"a": first}, [Reranked("rr", reranked, "c", 10)])
+    with pytest.raises(ConfigError, match="every run needs its own name; repeated: a"):
+        diagnose(qrels, {"a": first}, {"a": reranked})
+
+
+def test_cli_measure_depth_and_name_errors(tmp_path, cli):
+    qp = _write_tiny(tmp_path)
+    base = ["diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec"]
+    res = cli(*base, "--out", tmp_path / "p", "-m", "P.5", "--depth", "5", "--curve-depths", "2,3")
+    assert res.exit_code == 0, res.output
+    s = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert s["decomposition"]["measure"] == "P_5" and s["decomposition"]["depth"] == 5
+    assert [p["depth"] for p in s["depth_curve"]] == [2, 3, 5]
+    pq = pd.read_csv(tmp_path / "p" / "per_query.csv", dtype={"query_id": str}).set_index("query_id")
+    # q2 at level 2: 4 relevant, the top-5 candidates hold r1 only: ceiling P@5 = 1/5, ideal 4/5
+    assert (pq.loc["q2", "ceiling_P_5"], pq.loc["q2", "ideal_P_5"]) == pytest.approx((0.2, 0.8))
+    for args, message in ((["-m", "judged.10"], "has no ceiling"), (["--listwise", "nope"], "no reranked run named"),
+                          (["--pair", "rr=nope"], "no run named"), (["--curve-depths", "a,b"], "expected depths")):
+        res = cli(*base, "--out", tmp_path / "x", *args)
+        assert res.exit_code == 2 and message in res.output, res.output
+    same = cli("diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked",
+               tmp_path / "first.trec", "--out", tmp_path / "same")
+    assert same.exit_code == 0  # the same file twice: the reranked one is named 'first (reranked)'
+    assert json.loads((tmp_path / "same" / "summary.json").read_text())["decomposition"]["system"] == \
+        "first (reranked)"
+
+
+def test_cli_reads_depth_and_listwise_from_the_sidecar(tmp_path, cli):
+    qp = _write_tiny(tmp_path)
+    from toolkit.trec_io import write_json
+
+    write_json(str(tmp_path / "rr.trec") + ".meta.json", {"depth": 8, "listwise": True,
+                                                          "reranker": {"model": "some-llm", "kind": "listwise"}})
+    res = cli("diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec",
+              "--out", tmp_path / "o")
+    assert res.exit_code == 0, res.output
+    run = json.loads((tmp_path / "o" / "summary.json").read_text())["reranked_runs"][0]
+    assert (run["depth"], run["depth_from"], run["listwise"]) == (8, "the run's sidecar", True)
+
+
+def test_diagnosis_modules_import_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, toolkit.cli, toolkit.cli_diagnose, toolkit.diagnose, toolkit.decompose, toolkit.agreement, "
+            "toolkit.query_views, toolkit.report.diagnosis, toolkit.report.comparison, toolkit.report.reproduction; "
+            "bad = [m for m in ('torch', 'sentence_transformers', 'matplotlib', 'pyserini', 'jnius', 'faiss', 'scipy', "
+            "'selenium') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -169,3 +169,47 @@ def test_agreement_and_significance(report, independent):
     assert (c["wins"], c["ties"], c["losses"]) == (int((b > a).sum()), int((b == a).sum()), int((b < a).sum()))
     mean_rbo = np.mean([rbo(bm25[q], minilm[q], 0.9) for q in sorted(grades)])
     assert c["rbo"] == pytest.approx(mean_rbo, abs=1e-12)
+
+
+def test_two_rerankers_one_made_outside_twostage(msmarco, dl19_minilm, independent, tmp_path):
+    """MiniLM beside a reranked run written by another tool (no sidecar, scores 1/rank): the BM25 top 100 in
+    TAS-B's order, marked listwise. Both share the ceiling; each decomposition, the tests against BM25 (equal
+    to `twostage compare`'s) and the test between them (t-test equal to scipy's) hold."""
+    from click.testing import CliRunner
+    from scipy import stats
+
+    from toolkit.cli import main
+
+    grades, bm25, minilm = independent
+    tasb = read_ranked(msmarco / "runs" / "run.dl19.tasb.top100.txt")
+    ext = {}
+    with open(tmp_path / "ext.txt", "w") as fh:
+        for q in sorted(bm25):
+            pos = {d: i for i, d in enumerate(tasb.get(q, []))}
+            ext[q] = sorted(bm25[q][:100], key=lambda d: (pos.get(d, 10**6), bm25[q].index(d)))
+            fh.writelines(f"{q} Q0 {d} {i + 1} {1 / (i + 1)!r} other-tool\n" for i, d in enumerate(ext[q]))
+    out = tmp_path / "two"
+    first = msmarco / "runs" / "run.dl19.bm25.top100.txt"
+    res = CliRunner().invoke(main, [
+        "diagnose", "--qrels", str(msmarco / "qrels.dl19-passage.txt"), "--first-stage", f"bm25={first}",
+        "--reranked", f"minilm={dl19_minilm}", "--reranked", f"ext={tmp_path / 'ext.txt'}", "--listwise", "ext",
+        "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    s = json.loads((out / "summary.json").read_text())
+    runs = {r["name"]: r for r in s["reranked_runs"]}
+    assert runs["ext"]["reorder_check"]["only_reorders"] and runs["ext"]["depth"] == 100
+    assert runs["ext"]["listwise"] and not runs["ext"]["depth_curve_exact"]
+    assert runs["ext"]["decomposition"]["ceiling"] == runs["minilm"]["decomposition"]["ceiling"]
+    b = np.array([ndcg(minilm[q], grades[q]) for q in sorted(grades)])
+    e = np.array([ndcg(ext[q], grades[q]) for q in sorted(grades)])
+    assert runs["ext"]["decomposition"]["reranked"] == pytest.approx(e.mean(), abs=1e-12)
+    between = next(c for c in s["comparisons"] if c["family"] == "between reranked runs")
+    assert (between["baseline"], between["run"]) == ("minilm", "ext")
+    assert between["p_ttest"] == pytest.approx(stats.ttest_rel(e, b).pvalue, rel=1e-9)
+    cmp = CliRunner().invoke(main, ["compare", "--qrels", str(msmarco / "qrels.dl19-passage.txt"), "-c", str(first),
+                                    str(dl19_minilm), str(tmp_path / "ext.txt"), "--format", "json"])
+    doc = json.loads(cmp.stdout)["results"]["ndcg_cut_10"]
+    for c in (x for x in s["comparisons"] if x["family"] == "against the first stage"):
+        path = str(dl19_minilm) if c["run"] == "minilm" else str(tmp_path / "ext.txt")
+        assert (c["p_permutation"], c["p_adjusted"]) == (doc[path]["p_permutation"], doc[path]["p_adjusted"])
+    assert len(s["disagreements"][0]["queries"]) == 5

@@ -337,10 +337,9 @@ def _pipeline_table(r: Reranked, dec: Decomposition, check: dict, agree: pd.Data
 
 
 def _pair_table(a: str, b: str, family: str, values: Mapping[str, pd.DataFrame], lists, qids: Sequence[str],
-                measure: str, agree: pd.DataFrame | None = None) -> pd.DataFrame:
+                measure: str) -> pd.DataFrame:
     """Per query: the measure of systems ``a`` and ``b``, b - a, and their RBO and Kendall's tau."""
-    if agree is None:
-        agree = agreement(lists[a], lists[b], qids)
+    agree = agreement(lists[a], lists[b], qids)
     va = values[a]["headline"].to_numpy()
     vb = values[b]["headline"].to_numpy()
     return pd.DataFrame({"family": family, "system_a": a, "system_b": b, QUERY_ID: list(qids),
@@ -554,76 +553,120 @@ def diagnose(
                     ("missed-shown", missed_shown), ("explore depth", explore_depth)):
         if n < 0:
             raise ConfigError(f"{what} must be >= 0")
-    measure = parse_headline_measure(measure)
     s = _Settings.from_base(settings, recall_level, complete)
-    precision = s.binary.score_precision
     firsts = _named(first, "first stage")
-    inputs, notes = _reranked_inputs(reranked, firsts, depth, listwise, precision)
-    runs = {**firsts, **{r.name: r.run for r in inputs}}
-    cutoffs = _recall_cutoffs(firsts, inputs)
-    evaluated = {n: _evaluate_run(qrels, run, measure, cutoffs[n], s) for n, run in runs.items()}
-    qids = _query_set(evaluated, complete)
-    values = {n: v.values.reindex(qids, fill_value=0.0) for n, v in evaluated.items()}
-    lists = {n: ranked_lists(run, qids, precision) for n, run in runs.items()}
-
-    pipelines, tables, pair_tables = [], [], []
-    for r in inputs:
-        dec = decompose(qrels, firsts[r.first_stage], r.run, measure=measure, depth=r.depth, settings=s.binary,
-                        recall_settings=s.binary, query_ids=qids, depths=curve_depths, listwise=r.listwise,
-                        first_values=values[r.first_stage]["headline"], reranked_values=values[r.name]["headline"])
-        check = check_reordering(firsts[r.first_stage], r.run, r.depth, score_precision=precision)
-        agree = agreement(lists[r.first_stage], lists[r.name], qids)
-        counts = relevant_counts(qrels, firsts[r.first_stage], r.run, r.depth, recall_level, qids, precision)
-        extra = [c for c in cutoffs[r.first_stage] if c > r.depth]
-        table = _pipeline_table(r, dec, check, agree, values[r.first_stage], values[r.name], counts, measure,
-                                [f"recall_{c}" for c in extra], t)
-        tables.append(table)
-        pair_tables.append(_pair_table(r.first_stage, r.name, FAMILIES[0], values, lists, qids,
-                                       measure, agree))
-        pipelines.append(Pipeline(r.name, r.first_stage, r.depth, r.depth_from, r.listwise, r.run.path, dec, check,
-                                  {lab: int((table["diagnosis"] == lab).sum()) for lab in LABELS}))
-    for family, names in ((FAMILIES[1], [r.name for r in inputs]), (FAMILIES[2], list(firsts))):
-        pair_tables += [_pair_table(a, b, family, values, lists, qids, measure)
-                        for a, b in itertools.combinations(names, 2)]
-    pairs = pd.concat(pair_tables, ignore_index=True)
-
-    queries = dict(queries or {})
+    inputs, notes = _reranked_inputs(reranked, firsts, depth, listwise, s.binary.score_precision)
+    ev = _evaluate_all(qrels, firsts, inputs, parse_headline_measure(measure), s, complete)
+    done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t) for r in inputs]
+    pipelines = [p for p, _ in done]
     rules = tuple(type_rules) if type_rules is not None else DEFAULT_TYPE_RULES
-    per_query = _with_query_columns(pd.concat(tables, ignore_index=True), queries, query_types, rules)
-    primary = pipelines[0]
-    primary_rows = per_query[per_query["system"] == primary.name]
-    comparisons = _significance(pairs, measure, permutations, seed, correction)
-    qrels_grades = grades(qrels, qids)
-    worst = worst_queries(_view_rows(primary_rows, measure, primary.depth), lists, primary.first_stage,
-                          primary.name, qrels_grades, depth=primary.depth, n=worst_n, missed_shown=missed_shown)
-    order = [*firsts, *(r.name for r in inputs)]
-    views = side_by_side(qids, lists, order, qrels_grades, explore_depth)
-    missed = {q: best_missed(q, qrels_grades, {d for top in views[q]["top"].values() for d, _ in top},
-                             lists[primary.first_stage][q], primary.depth, missed_shown) for q in qids}
-    add_snippets(views, worst, missed, queries, texts, snippet_chars)
-    for q in qids:
-        views[q]["terms"] = query_terms(queries.get(q))
-
-    notes += _notes(qrels, firsts, inputs, pipelines, evaluated, qids, complete, t, per_query, query_types)
+    queries = dict(queries or {})
+    per_query = _with_query_columns(pd.concat([table for _, table in done], ignore_index=True), queries,
+                                    query_types, rules)
+    pairs = _pairs(ev, inputs)
+    comparisons = _significance(pairs, ev.measure, permutations, seed, correction)
+    worst, views, missed = _query_views(ev, per_query, pipelines[0], queries, texts, worst_n, missed_shown,
+                                        explore_depth, snippet_chars)
+    notes += _notes(qrels, firsts, inputs, pipelines, ev.evaluated, ev.qids, complete, t, per_query, query_types)
     return Diagnosis(
-        name=name, measure=measure, first_stages={n: r.path for n, r in firsts.items()},
+        name=name, measure=ev.measure, first_stages={n: r.path for n, r in firsts.items()},
         pipelines=tuple(pipelines), per_query=per_query, pairs=pairs,
-        systems=_systems(firsts, pipelines, values, comparisons, pairs, cutoffs, measure),
-        headline=_headline(values, primary, cutoffs, measure, recall_level, len(qids)),
+        systems=_systems(firsts, pipelines, ev.values, comparisons, ev.cutoffs, ev.measure),
+        headline=_headline(ev.values, pipelines[0], ev.cutoffs, ev.measure, recall_level, len(ev.qids)),
         comparisons=comparisons,
         disagreements=[{"system_a": a, "system_b": b, "queries": disagreements(g, disagree_n)}
                        for (a, b), g in pairs[pairs["family"] == FAMILIES[1]].groupby(["system_a", "system_b"],
                                                                                        sort=False)],
-        types=type_summary(per_query, primary.name, measure, [r.name for r in inputs]),
+        types=type_summary(per_query, pipelines[0].name, ev.measure, [r.name for r in inputs]),
         worst=worst,
-        most_changed={p.name: most_changed(_view_rows(per_query[per_query["system"] == p.name], measure, p.depth),
-                                           most_changed_n) for p in pipelines},
+        most_changed={p.name: most_changed(_view_rows(per_query[per_query["system"] == p.name], ev.measure,
+                                                      p.depth), most_changed_n) for p in pipelines},
         views=views, missed=missed, thresholds=t,
-        settings=_settings_record(s, measure, inputs, recall_level, complete, curve_depths, query_types, queries,
+        settings=_settings_record(ev.measure, inputs, recall_level, complete, curve_depths, query_types, queries,
                                   rules, permutations, seed, correction, explore_depth, sources),
-        provenance={n: v.provenance for n, v in evaluated.items()},
+        provenance={n: v.provenance for n, v in ev.evaluated.items()},
         notes=tuple(dict.fromkeys(notes)),
     )
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    """What every step reads: the runs, their per-query values over the one query set, their ranked lists."""
+
+    qrels: Qrels
+    measure: str
+    settings: _Settings
+    firsts: dict[str, Run]
+    runs: dict[str, Run]
+    cutoffs: dict[str, list[int]]
+    evaluated: dict[str, _RunValues]
+    qids: list[str]
+    values: dict[str, pd.DataFrame]
+    lists: dict[str, dict[str, list[str]]]
+
+    @property
+    def precision(self) -> str:
+        return self.settings.binary.score_precision
+
+
+def _evaluate_all(qrels: Qrels, firsts: dict[str, Run], inputs: Sequence[Reranked], measure: str, s: _Settings,
+                  complete: bool) -> _Evaluated:
+    """Step 1: evaluate every run once, fix the query set, rank every run's lists."""
+    runs = {**firsts, **{r.name: r.run for r in inputs}}
+    cutoffs = _recall_cutoffs(firsts, inputs)
+    evaluated = {n: _evaluate_run(qrels, run, measure, cutoffs[n], s) for n, run in runs.items()}
+    qids = _query_set(evaluated, complete)
+    precision = s.binary.score_precision
+    return _Evaluated(qrels=qrels, measure=measure, settings=s, firsts=firsts, runs=runs, cutoffs=cutoffs,
+                      evaluated=evaluated, qids=qids,
+                      values={n: v.values.reindex(qids, fill_value=0.0) for n, v in evaluated.items()},
+                      lists={n: ranked_lists(run, qids, precision) for n, run in runs.items()})
+
+
+def _diagnose_reranked(ev: _Evaluated, r: Reranked, curve_depths, recall_level: int, t: Thresholds
+                       ) -> tuple[Pipeline, pd.DataFrame]:
+    """Step 2, per reranked run: decomposition and depth curve, reorder check, agreement with its first stage,
+    relevant-document counts, and its per-query rows with labels."""
+    first = ev.firsts[r.first_stage]
+    dec = decompose(ev.qrels, first, r.run, measure=ev.measure, depth=r.depth, settings=ev.settings.binary,
+                    recall_settings=ev.settings.binary, query_ids=ev.qids, depths=curve_depths, listwise=r.listwise,
+                    first_values=ev.values[r.first_stage]["headline"], reranked_values=ev.values[r.name]["headline"])
+    check = check_reordering(first, r.run, r.depth, score_precision=ev.precision)
+    agree = agreement(ev.lists[r.first_stage], ev.lists[r.name], ev.qids)
+    counts = relevant_counts(ev.qrels, first, r.run, r.depth, recall_level, ev.qids, ev.precision)
+    deeper = [f"recall_{c}" for c in ev.cutoffs[r.first_stage] if c > r.depth]
+    table = _pipeline_table(r, dec, check, agree, ev.values[r.first_stage], ev.values[r.name], counts, ev.measure,
+                            deeper, t)
+    pipeline = Pipeline(r.name, r.first_stage, r.depth, r.depth_from, r.listwise, r.run.path, dec, check,
+                        {lab: int((table["diagnosis"] == lab).sum()) for lab in LABELS})
+    return pipeline, table
+
+
+def _pairs(ev: _Evaluated, inputs: Sequence[Reranked]) -> pd.DataFrame:
+    """Step 3: every compared pair's per-query values and agreement (each reranked run against its first stage,
+    every two reranked runs, every two first stages)."""
+    named = [(FAMILIES[0], r.first_stage, r.name) for r in inputs]
+    for family, names in ((FAMILIES[1], [r.name for r in inputs]), (FAMILIES[2], list(ev.firsts))):
+        named += [(family, a, b) for a, b in itertools.combinations(names, 2)]
+    return pd.concat([_pair_table(a, b, family, ev.values, ev.lists, ev.qids, ev.measure) for family, a, b in named],
+                     ignore_index=True)
+
+
+def _query_views(ev: _Evaluated, per_query: pd.DataFrame, primary: Pipeline, queries: Mapping[str, str],
+                 texts: TextLookup | None, worst_n: int, missed_shown: int, explore_depth: int, snippet_chars: int):
+    """Step 4: the worst queries of the primary run, every system's top k per query, the best documents none
+    of them shows, query-biased snippets and query terms."""
+    qrels_grades = grades(ev.qrels, ev.qids)
+    rows = _view_rows(per_query[per_query["system"] == primary.name], ev.measure, primary.depth)
+    worst = worst_queries(rows, ev.lists, primary.first_stage, primary.name, qrels_grades, depth=primary.depth,
+                          n=worst_n, missed_shown=missed_shown)
+    views = side_by_side(ev.qids, ev.lists, list(ev.runs), qrels_grades, explore_depth)
+    missed = {q: best_missed(q, qrels_grades, {d for top in views[q]["top"].values() for d, _ in top},
+                             ev.lists[primary.first_stage][q], primary.depth, missed_shown) for q in ev.qids}
+    add_snippets(views, worst, missed, queries, texts, snippet_chars)
+    for q in ev.qids:
+        views[q]["terms"] = query_terms(queries.get(q))
+    return worst, views, missed
 
 
 def _recall_cutoffs(firsts: Mapping[str, Run], inputs: Sequence[Reranked]) -> dict[str, list[int]]:
@@ -676,8 +719,8 @@ def _headline(values: Mapping[str, pd.DataFrame], p: Pipeline, cutoffs, measure:
     return rows
 
 
-def _systems(firsts, pipelines: Sequence[Pipeline], values, comparisons: list[dict], pairs: pd.DataFrame,
-             cutoffs, measure: str) -> list[dict]:
+def _systems(firsts, pipelines: Sequence[Pipeline], values, comparisons: list[dict], cutoffs, measure: str
+             ) -> list[dict]:
     """One record per run: its means, and for a reranked run its decomposition and its test against the
     first stage."""
     against = {c["run"]: c for c in comparisons if c["family"] == FAMILIES[0]}
@@ -772,7 +815,7 @@ def _notes(qrels: Qrels, firsts, inputs: Sequence[Reranked], pipelines: Sequence
     return notes
 
 
-def _settings_record(s: _Settings, measure: str, inputs: Sequence[Reranked], recall_level: int, complete: bool,
+def _settings_record(measure: str, inputs: Sequence[Reranked], recall_level: int, complete: bool,
                      curve_depths, file_types, queries, rules, permutations, seed, correction, explore_depth,
                      sources) -> dict:
     primary = inputs[0]
