@@ -67,12 +67,16 @@ def test_rbo_by_hand():
         rbo(["a"], ["a"], p=1.0)
 
 
+def random_pairs(seed: int, n: int, shortest: int):
+    """``n`` pairs of rankings drawn from a shared pool of documents, of any lengths from ``shortest`` up."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        pool = [f"d{i}" for i in range(rng.randint(max(shortest, 1), 40))]
+        yield rng, rng.sample(pool, rng.randint(shortest, len(pool))), rng.sample(pool, rng.randint(shortest, len(pool)))
+
+
 def test_rbo_matches_the_definition_on_random_lists():
-    rng = random.Random(7)
-    for _ in range(400):
-        pool = [f"d{i}" for i in range(rng.randint(1, 40))]
-        a = rng.sample(pool, rng.randint(0, len(pool)))
-        b = rng.sample(pool, rng.randint(0, len(pool)))
+    for rng, a, b in random_pairs(7, 400, shortest=0):
         p = rng.choice([0.5, 0.8, 0.9, 0.98])
         assert rbo(a, b, p) == pytest.approx(rbo_ext_definition(a, b, p), abs=1e-12)
         assert rbo(a, b, p) == pytest.approx(rbo(b, a, p), abs=1e-12)  # symmetric
@@ -90,11 +94,7 @@ def test_kendall_tau_by_hand():
 
 
 def test_kendall_tau_matches_the_definition_on_random_lists():
-    rng = random.Random(11)
-    for _ in range(300):
-        pool = [f"d{i}" for i in range(rng.randint(2, 30))]
-        a = rng.sample(pool, rng.randint(1, len(pool)))
-        b = rng.sample(pool, rng.randint(1, len(pool)))
+    for rng, a, b in random_pairs(11, 300, shortest=1):
         k = rng.choice([3, 5, 10])
         got, want = kendall_tau_top(a, b, k), tau_b_definition(a, b, k)
         assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, abs=1e-12)

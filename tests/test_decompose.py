@@ -124,3 +124,21 @@ def test_one_score_precision_at_the_depth_cut():
     ceiling = {p: diagnose(qrels, first, by64, settings=EvalSettings(score_precision=p), depth=2, worst_n=0)
                .summary()["decomposition"]["ceiling"] for p in ("float32", "float64")}
     assert ceiling["float64"] == pytest.approx(1.0) and ceiling["float32"] < 1.0
+
+
+def test_query_the_reranked_run_lacks():
+    """A query only the first stage has: the reranked run scores 0 there (-c), and so does every point of its
+    depth curve (the last point stays the reranked run's value); its ceiling still counts its candidates."""
+    qrels, first, reranked = example()
+    qrels = qrels_from_rows([tuple(r) for r in qrels.frame.itertuples(index=False)] + [("p", "G", 1)])
+    first = run_from_rows([tuple(r) for r in first.frame.itertuples(index=False)] + [("p", "G", 1.0)])
+    s = EvalSettings(complete=True)
+    d = decompose(qrels, first, reranked, measure="ndcg_cut_3", depth=5, settings=s, recall_settings=s,
+                  query_ids=["p", "q"], depths=(2,))
+    p = d.per_query.set_index("query_id").loc["p"]
+    assert (p["first_stage"], p["ceiling"], p["reranked"]) == (1.0, 1.0, 0.0)
+    assert p["lost_in_candidates"] == 0 and p["lost_in_reranking"] == 1
+    assert d.curve["reranked"].iloc[-1] == pytest.approx(d.per_query["reranked"].mean())
+    idcg = 3 + 2 / _log2(2) + 2 / _log2(3)
+    assert d.curve["reranked"].iloc[0] == pytest.approx((1 / _log2(3)) / idcg / 2)  # q: C third; p: 0
+    assert d.uncovered == 0 and d.curve_exact

@@ -157,8 +157,9 @@ def diagnose_command(qrels, first_paths, reranked_paths, out, measure, depth, cu
     for n, path in reranked_named.items():
         run = read_run(path, dedupe=dedupe)
         meta = metas[n] = read_meta(path) or {}
+        from_sidecar = meta.get("depth") if meta.get("reranker") else None  # a `twostage rerank` sidecar
         d, d_from = (depth, "--depth") if depth else (
-            (int(meta["depth"]), "the run's sidecar") if meta.get("depth") else
+            (int(from_sidecar), "the run's sidecar") if from_sidecar else
             (longest_list(run), "the reranked run's longest list"))
         first = pairs.get(n) or by_sha.get((meta.get("first_stage") or {}).get("sha256"), "")
         if not first and len(firsts) == 1:

@@ -80,11 +80,13 @@ def _gains(labels: np.ndarray, settings: EvalSettings) -> np.ndarray:
 
 
 def candidate_table(qrels: Qrels, first: Run, reranked: Run, depth: int, settings: EvalSettings) -> pd.DataFrame:
-    """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain."""
+    """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain,
+    and ``reranked_query`` (R has the query at all)."""
     cands = top_k(first.frame, depth, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     cands = cands.rename(columns={"rank": "first_rank"})
     rr = order_run(reranked.frame, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     table = cands.merge(rr.rename(columns={"rank": "reranked_rank"}), on=[QUERY_ID, DOC_ID], how="left")
+    table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
     labels = table.merge(qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], on=[QUERY_ID, DOC_ID], how="left")[RELEVANCE]
     table["gain"] = _gains(labels.to_numpy(dtype=np.float64), settings)
     return table
@@ -94,9 +96,12 @@ def reordered_run(cands: pd.DataFrame, k: int, order: str) -> Run:
     """The candidate lists with only each query's top ``k`` (first-stage ranks) reordered.
 
     ``order`` is ``"reranked"`` (the reranked run's order; top-k candidates it lacks follow in first-stage
-    order) or ``"best"`` (gain descending). Ranks k+1.. keep first-stage order. Scores are -position, so the
-    run's trec_eval order is exactly this order whatever the score precision.
+    order; a query it lacks altogether is left out, so it scores what the reranked run scores there) or
+    ``"best"`` (gain descending). Ranks k+1.. keep first-stage order. Scores are -position, so the run's
+    trec_eval order is exactly this order whatever the score precision.
     """
+    if order == "reranked":
+        cands = cands[cands["reranked_query"].to_numpy()]
     first = cands["first_rank"].to_numpy(dtype=np.int64)
     top = first <= k
     if order == "reranked":
@@ -134,8 +139,8 @@ class Decomposition:
     """The loss decomposition of one reranked run over its first stage, per query and as a depth curve.
 
     ``per_query``: query_id plus ``LOSS_COLUMNS``; ``curve``: depth, reranked, ceiling, recall (means over the
-    same queries). ``uncovered`` counts candidates the reranked run does not hold, ``introduced`` the reranked
-    documents that are not candidates.
+    same queries). ``uncovered`` counts candidates of the evaluated queries the reranked run does not hold (in
+    queries it has), ``introduced`` the reranked documents that are not candidates.
     """
 
     measure: str
@@ -209,7 +214,9 @@ def decompose(
     per_query["lost_in_candidates"] = per_query["ideal"] - per_query["ceiling"]
     per_query["lost_in_reranking"] = per_query["ceiling"] - per_query["reranked"]
     in_cands = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]])
-    introduced = int((~pd.MultiIndex.from_frame(reranked.frame[[QUERY_ID, DOC_ID]]).isin(in_cands)).sum())
+    evaluated = reranked.frame[reranked.frame[QUERY_ID].isin(set(qids))]
+    introduced = int((~pd.MultiIndex.from_frame(evaluated[[QUERY_ID, DOC_ID]]).isin(in_cands)).sum())
     return Decomposition(measure=measure, depth=depth, per_query=per_query, curve=pd.DataFrame(curve),
-                         listwise=listwise, uncovered=int(cands["reranked_rank"].isna().sum()),
+                         listwise=listwise, uncovered=int((cands["reranked_rank"].isna() & cands["reranked_query"]
+                                                           & cands[QUERY_ID].isin(set(qids))).sum()),
                          introduced=introduced)

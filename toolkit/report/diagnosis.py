@@ -86,14 +86,15 @@ def plot_depth_curve(diag: Diagnosis):
     seen_first = set()
     for i, p in enumerate(diag.pipelines):
         c = p.decomposition.curve
-        colour = SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)]
         approx = "" if p.decomposition.curve_exact else " (approx.)"
-        ax.plot(c["depth"], c["reranked"], marker="o", color=colour, label=f"{p.name}: reranked top k{approx}")
-        ax.plot(c["depth"], c["ceiling"], marker="^", ls="--", color=colour, alpha=0.8,
-                label=f"{p.name}: ceiling at k")
-        if p.first_stage not in seen_first:
+        ax.plot(c["depth"], c["reranked"], marker="o", color=SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)],
+                label=f"{p.name}: reranked top k{approx}")
+        if p.first_stage not in seen_first:  # the ceiling and recall belong to the first stage's candidates
             seen_first.add(p.first_stage)
-            ax.plot(c["depth"], c["recall"], marker="s", ls=":", color="#57606a",
+            shade = "#222" if len(seen_first) == 1 else "#8c959f"
+            ax.plot(c["depth"], c["ceiling"], marker="^", ls="--", color=shade,
+                    label=f"ceiling at k: best order of {p.first_stage}'s top k")
+            ax.plot(c["depth"], c["recall"], marker="s", ls=":", color=shade,
                     label=f"{p.first_stage}: R@k (-l {diag.settings['recall_level']})")
     ax.set_xscale("log")
     depths = sorted({int(k) for p in diag.pipelines for k in p.decomposition.curve["depth"]})
@@ -252,9 +253,16 @@ def diagnosis_takeaways(diag: Diagnosis) -> list[str]:
     if len(curve) > 1:
         approx = "" if p.decomposition.curve_exact else " (approximately: see the notes)"
         steps = ", ".join(f"top {int(r.depth)}: {r.reranked:.4f}" for r in curve.itertuples(index=False))
-        out.append(f"Reranking only the top k{approx}: {steps}; the smallest depth within 0.01 of reranking all "
-                   f"{depth} is {enough_depth(curve)}. The ceiling rises from {float(curve['ceiling'].iloc[0]):.4f} "
-                   f"at {int(curve['depth'].iloc[0])} to {m['ceiling']:.4f} at {depth}.")
+        best = curve.loc[curve["reranked"].idxmax()]
+        last = float(curve["reranked"].iloc[-1])
+        if int(best["depth"]) < depth and float(best["reranked"]) > last + 0.005:
+            advice = (f"reranking deeper than {int(best['depth'])} hurts: the top {int(best['depth'])} give "
+                      f"{float(best['reranked']):.4f}, all {depth} {last:.4f}")
+        else:
+            advice = f"the smallest depth within 0.01 of reranking all {depth} is {enough_depth(curve)}"
+        out.append(f"Reranking only the top k{approx}: {steps}; {advice}. The ceiling rises from "
+                   f"{float(curve['ceiling'].iloc[0]):.4f} at {int(curve['depth'].iloc[0])} to {m['ceiling']:.4f} "
+                   f"at {depth}.")
     head = {r["key"]: r for r in diag.headline}
     r1 = head[f"recall_{depth}"]["first_stage"]
     out.append(f"R@{depth} is {r1:.4f}: on average {1 - r1:.1%} of a query's relevant documents (level "

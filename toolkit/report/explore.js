@@ -218,5 +218,7 @@
   render();
   window.addEventListener("hashchange", fromHash);
   fromHash();
+  // the plots above decode after this script runs and push the panel down: scroll to it again once loaded
+  window.addEventListener("load", () => { if (location.hash.startsWith("#q=")) detail.scrollIntoView(); });
   document.getElementById("explore").classList.add("ready");
 })();
