@@ -60,7 +60,9 @@ def dl19_minilm(msmarco: Path, request) -> Path:
     key = hashlib.sha256()
     for part in (cands.read_bytes(), Path(toolkit.rerank.__file__).read_bytes(), __version__.encode()):
         key.update(hashlib.sha256(part).digest())
-    folder = Path(request.config.cache.mkdir(f"dl19-minilm-{key.hexdigest()[:16]}"))
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider: rerank for this session
+    folder = (Path(cache.mkdir(f"dl19-minilm-{key.hexdigest()[:16]}")) if cache is not None
+              else request.getfixturevalue("tmp_path_factory").mktemp("dl19-minilm"))
     run = folder / "dl19.bm25.minilm.trec"
     if not (run.exists() and Path(str(run) + ".meta.json").exists()):
         res = CliRunner().invoke(main, ["rerank", "--candidates", str(cands), "--model", "all-MiniLM-L6-v2",

@@ -359,24 +359,23 @@ def _significance(pairs: pd.DataFrame, measure: str, permutations: int, seed: in
     runs (and between first stages) every pair is tested with its own ``default_rng(seed)`` and the family is
     all pairs.
     """
-    def tidy(frame: pd.DataFrame, with_baseline: bool) -> pd.DataFrame:
-        parts = [frame[[QUERY_ID, f"{measure}_b"]].set_axis([QUERY_ID, "value"], axis=1).assign(run=frame["system_b"])]
-        if with_baseline:
-            base = frame.drop_duplicates(QUERY_ID)
-            parts.insert(0, base[[QUERY_ID, f"{measure}_a"]].set_axis([QUERY_ID, "value"], axis=1)
-                         .assign(run=base["system_a"]))
+    def tidy(frame: pd.DataFrame) -> pd.DataFrame:
+        """The tidy table compare_table reads: the baseline (system_a) once, then every system_b."""
+        base = frame.drop_duplicates(QUERY_ID)
+        parts = [base[[QUERY_ID, f"{measure}_a"]].set_axis([QUERY_ID, "value"], axis=1).assign(run=base["system_a"]),
+                 frame[[QUERY_ID, f"{measure}_b"]].set_axis([QUERY_ID, "value"], axis=1).assign(run=frame["system_b"])]
         return pd.concat(parts, ignore_index=True).assign(measure=measure)[["run", QUERY_ID, "measure", "value"]]
 
     out: list[dict] = []
     against = pairs[pairs["family"] == FAMILIES[0]]
     for first, group in against.groupby("system_a", sort=False):
-        for c in compare_table(tidy(group, True), first, permutations=permutations, seed=seed,
+        for c in compare_table(tidy(group), first, permutations=permutations, seed=seed,
                                correction=correction):
             out.append({"family": FAMILIES[0], **c.as_dict()})
     for family in FAMILIES[1:]:
         rows = []
         for (a, b), group in pairs[pairs["family"] == family].groupby(["system_a", "system_b"], sort=False):
-            c = compare_table(tidy(group, True), a, permutations=permutations, seed=seed, correction="none")[0]
+            c = compare_table(tidy(group), a, permutations=permutations, seed=seed, correction="none")[0]
             rows.append({"family": family, **c.as_dict()})
         for row, p in zip(rows, adjust([r["p_permutation"] for r in rows], correction) if rows else []):
             row["p_adjusted"] = float(p)

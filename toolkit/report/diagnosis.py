@@ -297,8 +297,9 @@ def decomposition_table(diag: Diagnosis) -> Table:
         lost = m["ideal"] - m["reranked"]
         rows.append([p.name, p.first_stage, p.depth, m["first_stage"], m["ceiling"], m["reranked"], m["ideal"],
                      m["lost_in_candidates"], m["lost_in_reranking"], _share(m["lost_in_reranking"], lost)])
-    return Table(["reranked run", "first stage", "depth N", "first stage", "ceiling (best order of top N)",
-                  "reranked", "ideal", "lost in candidates", "lost in reranking", "share lost in reranking"],
+    label = diag.measure_label
+    return Table(["reranked run", "first stage", "depth N", f"first stage {label}", "ceiling (best order of top N)",
+                  f"reranked {label}", "ideal", "lost in candidates", "lost in reranking", "share lost in reranking"],
                  rows, numeric=set(range(2, 10)), table_id="decomposition")
 
 
@@ -306,14 +307,14 @@ def depth_curve_table(diag: Diagnosis) -> Table:
     depths = sorted({int(k) for p in diag.pipelines for k in p.decomposition.curve["depth"]})
     headers, cols = ["depth k"], []
     for p in diag.pipelines:
+        headers.append(f"{p.name}: reranked top k")
+        cols.append(p.decomposition.curve.set_index("depth")["reranked"])
+    # the ceiling and R@k belong to a first stage's candidates (the deepest curve of its reranked runs)
+    for f in dict.fromkeys(p.first_stage for p in diag.pipelines):
+        p = max((x for x in diag.pipelines if x.first_stage == f), key=lambda x: x.depth)
         c = p.decomposition.curve.set_index("depth")
-        headers += [f"{p.name}: reranked top k", f"{p.name}: ceiling at k"]
-        cols += [c["reranked"], c["ceiling"]]
-    firsts = list(dict.fromkeys(p.first_stage for p in diag.pipelines))
-    for f in firsts:
-        p = next(x for x in diag.pipelines if x.first_stage == f)
-        headers.append(f"{f}: R@k (-l {diag.settings['recall_level']})")
-        cols.append(p.decomposition.curve.set_index("depth")["recall"])
+        headers += [f"{f}: ceiling at k", f"{f}: R@k (-l {diag.settings['recall_level']})"]
+        cols += [c["ceiling"], c["recall"]]
     rows = [[k, *(float(c[k]) if k in c.index else None for c in cols)] for k in depths]
     return Table(headers, rows, numeric=set(range(len(headers))), table_id="depth-curve")
 
