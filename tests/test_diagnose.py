@@ -1,4 +1,5 @@
-"""Two-stage diagnosis: labels, query types, the reorder check, worst queries, report files, CLI.
+"""Two-stage diagnosis: labels from the loss decomposition, query types, the reorder check, worst queries,
+report files, CLI.
 
 A tiny inline collection has one query per label, with values computed by
 hand; real-data checks use the DL19 BM25 run and reorderings of it (no model).
@@ -13,18 +14,8 @@ import math
 import pandas as pd
 import pytest
 
-from toolkit.diagnose import (
-    DEFAULT_TYPE_RULES,
-    LABELS,
-    Thresholds,
-    TypeRule,
-    check_reordering,
-    classify_query,
-    diagnose,
-    label_query,
-    load_type_rules,
-    read_query_types,
-)
+from toolkit.diagnose import LABELS, Thresholds, check_reordering, diagnose, label_query
+from toolkit.query_types import DEFAULT_TYPE_RULES, TypeRule, classify_query, load_type_rules, read_query_types
 from toolkit.errors import ConfigError, InputFormatError
 from toolkit.records import qrels_from_rows, run_from_rows
 
@@ -37,9 +28,10 @@ def _ranked(qid, docs):
 
 
 def tiny():
-    """q1 ok, q2 candidates-missed, q3 reranker-misordered, q4 unjudged-top, q5 no-relevant, q6 in no run."""
+    """q1 ok, q2 candidates-missed, q3 reranker-misordered, q4 unjudged-top, q5 ok (grade 1 only), q6 in no run
+    (candidates-missed), q7 no-relevant (only label-0 judgments)."""
     qrels = []
-    for q in ("q1", "q2", "q3", "q4", "q5", "q6"):
+    for q in ("q1", "q2", "q3", "q4", "q5", "q6", "q7"):
         qrels += [(q, n, 0) for n in N]
     qrels += [("q1", "a", 3), ("q1", "b", 2)]
     qrels += [("q2", f"r{i}", 2) for i in range(1, 5)]
@@ -48,12 +40,13 @@ def tiny():
     qrels += [("q5", "g1", 1)]
     qrels += [("q6", "z1", 2)]
     first = (_ranked("q1", N[:8] + ["a", "b"]) + _ranked("q2", ["r1"] + N[:9]) + _ranked("q3", ["s1", "s2"] + N[:8])
-             + _ranked("q4", ["t1"] + U[:9]) + _ranked("q5", ["g1"] + N[:9]))
+             + _ranked("q4", ["t1"] + U[:9]) + _ranked("q5", ["g1"] + N[:9]) + _ranked("q7", N[:10]))
     reranked = (_ranked("q1", ["a", "b"] + N[:8]) + _ranked("q2", N[:9] + ["r1"]) + _ranked("q3", N[:8] + ["s1", "s2"])
-                + _ranked("q4", U[:9] + ["t1"]) + _ranked("q5", ["g1"] + N[:9]))
+                + _ranked("q4", U[:9] + ["t1"]) + _ranked("q5", ["g1"] + N[:9]) + _ranked("q7", N[9::-1]))
     texts = {"a": "apple pie recipe", "r1": "first relevant", "n0": "filler zero"}
     queries = {"q1": "how to bake apple pie", "q2": "what causes rust", "q3": "who is robert gray",
-               "q4": "401k limits", "q5": "cheap flights", "q6": "what is a good question to ask at night"}
+               "q4": "401k limits", "q5": "cheap flights", "q6": "what is a good question to ask at night",
+               "q7": "cheap hotels"}
     return qrels_from_rows(qrels), run_from_rows(first, tag="first"), run_from_rows(reranked, tag="rr"), texts, queries
 
 
@@ -66,31 +59,46 @@ def test_tiny_labels_and_values():
     before = (qrels.frame.copy(), first.frame.copy(), reranked.frame.copy())
     d = diagnose(qrels, first, reranked, queries=queries, texts=lambda ids: {i: texts[i] for i in ids if i in texts})
     t = d.per_query.set_index("query_id")
-    assert list(t.index) == ["q1", "q2", "q3", "q4", "q5", "q6"]  # -c: every qrels query, one row each
+    assert list(t.index) == ["q1", "q2", "q3", "q4", "q5", "q6", "q7"]  # -c: every qrels query, one row each
+    assert d.primary.depth == 10 and d.primary.depth_from == "the reranked run's longest list"
     assert t["diagnosis"].to_dict() == {"q1": "ok", "q2": "candidates-missed", "q3": "reranker-misordered",
-                                        "q4": "unjudged-top", "q5": "no-relevant", "q6": "candidates-missed"}
-    # q2: r1 at rank 10 of 4 relevant (all grade 2)
+                                        "q4": "unjudged-top", "q5": "ok", "q6": "candidates-missed",
+                                        "q7": "no-relevant"}
+    # q2: r1 at rank 10 of 4 relevant (all grade 2); the best order of its candidates puts r1 first
     idcg = sum(2 / _log2(r) for r in range(1, 5))
-    assert t.loc["q2", "reranked_ndcg_10"] == pytest.approx((2 / _log2(10)) / idcg)
-    assert t.loc["q2", "first_ndcg_10"] == pytest.approx(2 / idcg)
-    assert t.loc["q2", "first_recall_100"] == 0.25
+    assert t.loc["q2", "reranked_ndcg_cut_10"] == pytest.approx((2 / _log2(10)) / idcg)
+    assert t.loc["q2", "first_ndcg_cut_10"] == pytest.approx(2 / idcg)
+    assert t.loc["q2", "ceiling_ndcg_cut_10"] == pytest.approx(2 / idcg) and t.loc["q2", "ideal_ndcg_cut_10"] == 1
+    assert t.loc["q2", "lost_in_candidates"] == pytest.approx(1 - 2 / idcg)
+    assert t.loc["q2", "lost_in_reranking"] == pytest.approx(2 / idcg - (2 / _log2(10)) / idcg)
+    assert t.loc["q2", "first_recall_10"] == 0.25
     assert (t.loc["q2", "num_rel"], t.loc["q2", "rel_in_candidates"], t.loc["q2", "rel_missing_from_candidates"]) == (4, 1, 3)
-    # q3: s1, s2 at ranks 9 and 10
-    assert t.loc["q3", "reranked_ndcg_10"] == pytest.approx((2 / _log2(9) + 2 / _log2(10)) / (2 + 2 / _log2(2)))
-    assert t.loc["q3", "first_recall_100"] == 1.0 and t.loc["q3", "rel_in_top_10"] == 2
+    # q3: s1, s2 at ranks 9 and 10; both are candidates, so the ceiling is 1 and all the loss is the reranker's
+    assert t.loc["q3", "reranked_ndcg_cut_10"] == pytest.approx((2 / _log2(9) + 2 / _log2(10)) / (2 + 2 / _log2(2)))
+    assert t.loc["q3", "ceiling_ndcg_cut_10"] == 1 and t.loc["q3", "lost_in_candidates"] == 0
+    assert t.loc["q3", "first_recall_10"] == 1.0 and t.loc["q3", "rel_in_top_10"] == 2
     # q4: 9 unjudged of 10
     assert t.loc["q4", "reranked_judged_10"] == pytest.approx(0.1) and t.loc["q4", "unjudged_in_top_10"] == 9
-    # q5: grade 1 only: relevant for nDCG (level 1) but not for recall (level 2)
-    assert t.loc["q5", "num_rel"] == 0 and t.loc["q5", "reranked_ndcg_10"] == 1.0
-    # q6: in no run, scores 0 under -c
-    assert t.loc["q6", ["first_ndcg_10", "reranked_ndcg_10", "first_recall_100"]].tolist() == [0, 0, 0]
-    assert d.label_counts == {"ok": 1, "reranker-misordered": 1, "candidates-missed": 2, "unjudged-top": 1,
+    # q5: grade 1 only: relevant for nDCG (all grades) but not for recall (level 2)
+    assert t.loc["q5", "num_rel"] == 0 and t.loc["q5", "reranked_ndcg_cut_10"] == 1.0
+    # q6: in no run, scores 0 under -c; its ceiling is 0 too: all of it is lost in the candidates
+    assert t.loc["q6", ["first_ndcg_cut_10", "reranked_ndcg_cut_10", "first_recall_10"]].tolist() == [0, 0, 0]
+    assert t.loc["q6", ["ceiling_ndcg_cut_10", "lost_in_candidates", "lost_in_reranking"]].tolist() == [0, 1, 0]
+    # q7: nothing to find
+    assert t.loc["q7", ["ideal_ndcg_cut_10", "ceiling_ndcg_cut_10", "lost_in_candidates"]].tolist() == [0, 0, 0]
+    assert d.label_counts == {"ok": 2, "reranker-misordered": 1, "candidates-missed": 2, "unjudged-top": 1,
                               "no-relevant": 1}
+    losses = t["lost_in_candidates"] + t["lost_in_reranking"]
+    assert (losses - (t["ideal_ndcg_cut_10"] - t["reranked_ndcg_cut_10"])).abs().max() < 1e-15
+    means = d.summary()["decomposition"]
+    assert means["ceiling"] == pytest.approx(t["ceiling_ndcg_cut_10"].mean())
+    assert means["lost_in_candidates"] + means["lost_in_reranking"] == pytest.approx(means["ideal"] - means["reranked"],
+                                                                                     abs=1e-15)
     head = {r["key"]: r for r in d.headline}
-    assert head["num_q"]["first_stage"] == 6
-    assert head["ndcg_cut_10"]["reranked"] == pytest.approx(t["reranked_ndcg_10"].mean())
-    assert head["recall_100"]["first_stage"] == pytest.approx(t["first_recall_100"].mean())
-    assert "recall_1000" not in head  # the first stage is not deeper than 100
+    assert head["num_q"]["first_stage"] == 7
+    assert head["ndcg_cut_10"]["reranked"] == pytest.approx(t["reranked_ndcg_cut_10"].mean())
+    assert head["recall_10"]["first_stage"] == pytest.approx(t["first_recall_10"].mean())
+    assert "recall_1000" not in head  # the first stage is not deeper than the rerank depth
     assert d.reorder_check["only_reorders"]
     # inputs untouched
     assert before[0].equals(qrels.frame) and before[1].equals(first.frame) and before[2].equals(reranked.frame)
@@ -102,11 +110,13 @@ def test_tiny_types_worst_and_summary():
                  worst_n=3, missed_shown=2)
     t = d.per_query.set_index("query_id")
     assert t["query_type"].to_dict() == {"q1": "procedure", "q2": "symptoms/causes", "q3": "long-form question",
-                                         "q4": "identifier-like", "q5": "other", "q6": "long-form question"}
+                                         "q4": "identifier-like", "q5": "other", "q6": "long-form question",
+                                         "q7": "other"}
     types = d.types.set_index("query_type")
     assert types.loc["long-form question", "queries"] == 2
-    assert types.loc["long-form question", "mean_recall_100"] == pytest.approx(0.5)
-    assert [w["query_id"] for w in d.worst] == ["q6", "q2", "q4"]  # lowest nDCG@10, ties by query id
+    assert types.loc["long-form question", "mean_ceiling"] == pytest.approx(0.5)  # q3 1, q6 0
+    # lowest nDCG@10, ties by query id; q7 (no-relevant: nothing to find) is not listed
+    assert [w["query_id"] for w in d.worst] == ["q6", "q2", "q4"]
     q2 = next(w for w in d.worst if w["query_id"] == "q2")
     assert [i["doc_id"] for i in q2["top_10"]] == N[:9] + ["r1"]
     assert q2["top_10"][0]["grade"] == 0 and q2["top_10"][0]["snippet"] == "filler zero"
@@ -116,9 +126,12 @@ def test_tiny_types_worst_and_summary():
     assert all(m["where"] == "not in the candidates" and m["snippet"] is None for m in q2["best_missed"])
     q4 = next(w for w in d.worst if w["query_id"] == "q4")
     assert q4["top_10"][0]["grade"] is None  # shown as "unjudged"
-    summary = json.loads(json.dumps(d.summary(), default=str))
-    assert summary["labels"]["ok"] == 1 and summary["thresholds"]["ok_ndcg"] == 0.6
+    summary = json.loads(json.dumps(d.summary(), allow_nan=False))
+    assert summary["labels"]["ok"] == 2 and summary["thresholds"]["ok"] == 0.6
     assert set(summary["label_meaning"]) == set(LABELS)
+    assert set(summary["decomposition"]) == {"system", "first_stage_run", "measure", "depth", "first_stage", "ceiling",
+                                             "reranked", "ideal", "lost_in_candidates", "lost_in_reranking"}
+    assert [p["depth"] for p in summary["depth_curve"]] == [10] and summary["depth_curve_exact"]
 
 
 def test_reorder_check_flags_introduced_documents():
@@ -136,21 +149,23 @@ def test_reorder_check_flags_introduced_documents():
     assert check_reordering(first, reranked, depth=5)["introduced_per_query"]["q1"] == 5
 
 
-@pytest.mark.parametrize("num_rel, ndcg, unjudged, recall, expected", [
-    (0, 1.0, 0, 0.0, "no-relevant"),
-    (3, 0.6, 10, 0.0, "ok"),          # ok wins over everything but no-relevant
-    (3, 0.59, 4, 1.0, "unjudged-top"),
-    (3, 0.59, 3, 1.0, "reranker-misordered"),  # exactly 30% unjudged is still judged enough
-    (3, 0.1, 0, 0.49, "candidates-missed"),
-    (3, 0.1, 0, 0.5, "reranker-misordered"),
+@pytest.mark.parametrize("ideal, reranked, ceiling, unjudged, expected", [
+    (0, 0.0, 0.0, 0, "no-relevant"),
+    (1, 0.6, 0.6, 10, "ok"),                   # ok wins over everything but no-relevant
+    (1, 0.59, 1.0, 4, "unjudged-top"),
+    (1, 0.59, 1.0, 3, "reranker-misordered"),  # exactly 30% unjudged is still judged enough
+    (1, 0.1, 0.59, 0, "candidates-missed"),     # even the best order of the candidates is not ok
+    (1, 0.1, 0.6, 0, "reranker-misordered"),   # a better order of the candidates would be ok
+    (0.5, 0.3, 0.5, 0, "ok"),                  # relative to the ideal (P@k of a query with few relevant)
+    (0.5, 0.2, 0.29, 0, "candidates-missed"),
 ])
-def test_label_rules(num_rel, ndcg, unjudged, recall, expected):
-    assert label_query(num_rel, ndcg, unjudged, recall, Thresholds()) == expected
+def test_label_rules(ideal, reranked, ceiling, unjudged, expected):
+    assert label_query(ideal, reranked, ceiling, unjudged, Thresholds()) == expected
 
 
 def test_thresholds_validated():
-    with pytest.raises(ConfigError, match="ok_ndcg"):
-        Thresholds(ok_ndcg=1.5)
+    with pytest.raises(ConfigError, match="threshold ok must be within"):
+        Thresholds(ok=1.5)
 
 
 @pytest.mark.parametrize("query, expected", [
@@ -204,7 +219,8 @@ def test_query_types_file(tmp_path):
     qrels, first, reranked, _, queries = tiny()
     d = diagnose(qrels, first, reranked, queries=queries, query_types=read_query_types(p))
     assert d.per_query.set_index("query_id")["query_type"].to_dict() == {
-        "q1": "cooking", "q2": "science", "q3": "unlisted", "q4": "unlisted", "q5": "unlisted", "q6": "unlisted"}
+        "q1": "cooking", "q2": "science", "q3": "unlisted", "q4": "unlisted", "q5": "unlisted", "q6": "unlisted",
+        "q7": "unlisted"}
     assert any("not in the query-types file" in n for n in d.notes)
     p.write_text("q1\tcooking\nq1\tagain\n")
     with pytest.raises(InputFormatError, match="types.tsv:2: query 'q1' is typed twice"):
@@ -229,19 +245,23 @@ def test_cli_diagnose_writes_report(tmp_path, cli):
     res = cli("diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec",
               "--topics", tmp_path / "topics.tsv", "--out", out, "--worst", "2")
     assert res.exit_code == 0, res.output
-    assert {p.name for p in out.iterdir()} >= {"index.html", "report.md", "per_query.csv", "summary.json", "plots"}
+    assert {p.name for p in out.iterdir()} >= {"index.html", "report.md", "per_query.csv", "pairs.csv", "summary.json",
+                                               "plots"}
     with open(out / "per_query.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 6 and [r["diagnosis"] for r in rows][:3] == ["ok", "candidates-missed", "reranker-misordered"]
+    assert len(rows) == 7 and [r["diagnosis"] for r in rows][:3] == ["ok", "candidates-missed", "reranker-misordered"]
+    assert {r["system"] for r in rows} == {"rr"} and {r["first_stage_run"] for r in rows} == {"first"}
+    assert {"ceiling_ndcg_cut_10", "lost_in_candidates", "lost_in_reranking", "rbo", "kendall_tau_10"} <= set(rows[0])
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["queries"] == 6 and len(summary["worst_queries"]) == 2
+    assert summary["queries"] == 7 and len(summary["worst_queries"]) == 2
     html = (out / "index.html").read_text()
-    assert html.count("data:image/png;base64,") == 4 and "<link" not in html and "src=\"http" not in html
+    assert html.count("data:image/png;base64,") == 6 and "<link" not in html and "src=\"http" not in html
     assert "Reorder check passed" in html and "how to bake apple pie" in html
     md = (out / "report.md").read_text()
-    assert "| nDCG@10 |" in md and "## Worst 2 queries" in md
+    assert "| nDCG@10 |" in md and "## Worst 2 queries (rr)" in md and "## Where the loss is: nDCG@10" in md
     assert sorted(p.name for p in (out / "plots").iterdir()) == [
-        "judged_hist.png", "query_types.png", "recall_vs_ndcg.png", "stage_ndcg.png"]
+        "ceiling_vs_reranked.png", "decomposition.png", "depth_curve.png", "judged_hist.png", "query_types.png",
+        "stage_scatter.png"]
 
 
 def test_cli_diagnose_options_and_errors(tmp_path, cli):
@@ -250,7 +270,7 @@ def test_cli_diagnose_options_and_errors(tmp_path, cli):
     res = cli(*base, "--out", tmp_path / "o", "--ok-ndcg", "0.0", "--no-complete")
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(open(tmp_path / "o" / "per_query.csv")))
-    assert len(rows) == 5  # q6 is in no run and --no-complete leaves it out
+    assert len(rows) == 6  # q6 is in no run and --no-complete leaves it out
     assert {r["diagnosis"] for r in rows} == {"ok", "no-relevant"}
     assert {r["query_type"] for r in rows} == {"unknown"}  # no query texts given
     res = cli(*base, "--out", tmp_path / "o2", "--ok-ndcg", "2")
@@ -324,7 +344,7 @@ def test_cli_recall_level_follows_the_qrels(tmp_path, cli):
     (tmp_path / "first.trec").write_text("1 Q0 D3 1 3 f\n1 Q0 D1 2 2 f\n1 Q0 X 3 1 f\n")
     (tmp_path / "rr.trec").write_text("1 Q0 D1 1 3 r\n1 Q0 D3 2 2 r\n1 Q0 X 3 1 r\n")
     res = cli("diagnose", "--qrels", tmp_path / "qrels.txt", "--first-stage", tmp_path / "first.trec",
-              "--reranked", tmp_path / "rr.trec", "--out", tmp_path / "o")
+              "--reranked", tmp_path / "rr.trec", "--out", tmp_path / "o", "--depth", "100")
     assert res.exit_code == 0, res.output
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["settings"]["recall_level"] == 1
@@ -344,4 +364,132 @@ def test_condensed_ndcg_beside_plain_on_dl19_ada2(msmarco):
     rows = {r["key"]: r for r in diag.headline}
     assert f"{rows['ndcg_cut_10']['reranked']:.4f}" == "0.7035"
     assert f"{rows['ndcg_cut_10_condensed']['reranked']:.4f}" == "0.7374"
-    assert (diag.per_query["reranked_ndcg_10_condensed"] >= diag.per_query["reranked_ndcg_10"] - 1e-12).all()
+    assert (diag.per_query["reranked_ndcg_cut_10_condensed"] >= diag.per_query["reranked_ndcg_cut_10"] - 1e-12).all()
+
+
+# ------------------------------------------------------------ several systems
+def _external_run(path, reranked):
+    """A reranked run as another tool writes it: no sidecar, scores 1/rank, its own tag, tabs and odd spacing."""
+    rows = sorted(reranked.frame.itertuples(index=False), key=lambda r: (r.query_id, -r.score, r.doc_id))
+    lines, rank, last = [], 0, None
+    for r in rows:
+        rank = rank + 1 if r.query_id == last else 1
+        last = r.query_id
+        lines.append(f"{r.query_id}\tQ0  {r.doc_id} {rank}\t{1 / rank!r}   llm-listwise\n")
+    path.write_text("".join(lines))
+
+
+def test_cli_two_rerankers_one_external(tmp_path, cli):
+    """A twostage run and an outside (listwise) run over one first stage: decomposition, curves, the tests
+    against the first stage (equal to `twostage compare`'s) and between them, disagreements."""
+    qp = _write_tiny(tmp_path)
+    qrels, first, reranked, _, _ = tiny()
+    # the outside reranker: the first stage's order, but the best candidate first for q2 and q3
+    rows = [tuple(r) for r in first.frame.itertuples(index=False)]
+    boost = {("q2", "r1"), ("q3", "s1"), ("q3", "s2")}
+    ext = run_from_rows([(q, d, s + (100 if (q, d) in boost else 0)) for q, d, s in rows])
+    _external_run(tmp_path / "llm.txt", ext)
+    out = tmp_path / "o"
+    res = cli("diagnose", "--qrels", qp, "--first-stage", f"bm25={tmp_path / 'first.trec'}", "--reranked",
+              f"dense={tmp_path / 'rr.trec'}", "--reranked", f"llm={tmp_path / 'llm.txt'}", "--listwise", "llm",
+              "--out", out, "--permutations", "500")
+    assert res.exit_code == 0, res.output
+    s = json.loads((out / "summary.json").read_text())
+    runs = {r["name"]: r for r in s["reranked_runs"]}
+    assert [r["name"] for r in s["systems"]] == ["bm25", "dense", "llm"]
+    assert runs["llm"]["listwise"] and not runs["llm"]["depth_curve_exact"] and runs["dense"]["depth_curve_exact"]
+    assert any("llm is listwise" in n for n in s["notes"])
+    assert runs["llm"]["decomposition"]["ceiling"] == runs["dense"]["decomposition"]["ceiling"]  # same candidates
+    pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str})
+    assert len(pq) == 14 and list(pq["system"].unique()) == ["dense", "llm"]
+    llm = pq[pq["system"] == "llm"].set_index("query_id")
+    assert llm.loc["q3", "reranked_ndcg_cut_10"] == 1.0 and llm.loc["q3", "diagnosis"] == "ok"
+    assert llm.loc["q2", "diagnosis"] == "candidates-missed"  # its best: r1 first, still below 0.6
+    pairs = pd.read_csv(out / "pairs.csv", dtype={"query_id": str})
+    assert pairs.groupby("family").size().to_dict() == {"against the first stage": 14, "between reranked runs": 7}
+    # against the first stage: the same numbers as `twostage compare bm25 dense llm`
+    cmp = cli("compare", "--qrels", qp, "-c", tmp_path / "first.trec", tmp_path / "rr.trec", tmp_path / "llm.txt",
+              "-m", "ndcg_cut.10", "--permutations", "500", "--format", "json")
+    doc = json.loads(cmp.stdout)["results"]["ndcg_cut_10"]
+    against = {c["run"]: c for c in s["comparisons"] if c["family"] == "against the first stage"}
+    for name, path in (("dense", tmp_path / "rr.trec"), ("llm", tmp_path / "llm.txt")):
+        for key in ("mean", "delta", "p_ttest", "p_permutation", "p_adjusted", "wins", "ties", "losses"):
+            assert against[name][key] == pytest.approx(doc[str(path)][key], rel=1e-12), (name, key)
+    between = [c for c in s["comparisons"] if c["family"] == "between reranked runs"]
+    assert len(between) == 1 and (between[0]["baseline"], between[0]["run"]) == ("dense", "llm")
+    assert between[0]["p_adjusted"] == between[0]["p_permutation"]  # one pair: nothing to correct
+    d = s["disagreements"][0]
+    assert (d["system_a"], d["system_b"]) == ("dense", "llm")
+    dense = pq[pq["system"] == "dense"].set_index("query_id")["reranked_ndcg_cut_10"]
+    shown = [(q["query_id"], q["delta"]) for q in d["queries"]]
+    assert len(shown) == 5 and all(delta == pytest.approx(llm.loc[q, "reranked_ndcg_cut_10"] - dense[q])
+                                   for q, delta in shown)
+    assert [abs(x) for _, x in shown] == sorted((abs(x) for _, x in shown), reverse=True)
+    # q4: t1 first (llm, 1.0) against t1 tenth (dense); q1: a, b ninth and tenth (llm) against first (dense)
+    assert [q for q, _ in shown[:3]] == ["q4", "q1", "q3"]
+    html = (out / "index.html").read_text()
+    assert "Where the reranked runs disagree most" in html and "Between reranked runs" in html
+
+
+def test_several_first_stages_pairing(tmp_path):
+    """Each reranked run is paired with the first stage whose candidates hold its documents (or as told)."""
+    qrels, first, reranked, _, _ = tiny()
+    other = run_from_rows([(q, d + "-x", s) for q, d, s in first.frame.itertuples(index=False)])
+    d = diagnose(qrels, {"a": first, "b": other}, {"rr": reranked}, worst_n=0)
+    assert d.primary.first_stage == "a" and any("taken as a reranking of a (100.0%" in n for n in d.notes)
+    assert [c["family"] for c in d.comparisons] == ["against the first stage", "between first stages"]
+    from toolkit.diagnose import Reranked
+
+    forced = diagnose(qrels, {"a": first, "b": other}, [Reranked("rr", reranked, "b", 10)], worst_n=0)
+    assert forced.primary.first_stage == "b" and not forced.reorder_check["only_reorders"]
+    with pytest.raises(ConfigError, match="no first stage named 'c'"):
+        diagnose(qrels, {"a": first}, [Reranked("rr", reranked, "c", 10)])
+    with pytest.raises(ConfigError, match="every run needs its own name; repeated: a"):
+        diagnose(qrels, {"a": first}, {"a": reranked})
+
+
+def test_cli_measure_depth_and_name_errors(tmp_path, cli):
+    qp = _write_tiny(tmp_path)
+    base = ["diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec"]
+    res = cli(*base, "--out", tmp_path / "p", "-m", "P.5", "--depth", "5", "--curve-depths", "2,3")
+    assert res.exit_code == 0, res.output
+    s = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert s["decomposition"]["measure"] == "P_5" and s["decomposition"]["depth"] == 5
+    assert [p["depth"] for p in s["depth_curve"]] == [2, 3, 5]
+    pq = pd.read_csv(tmp_path / "p" / "per_query.csv", dtype={"query_id": str}).set_index("query_id")
+    # q2 at level 2: 4 relevant, the top-5 candidates hold r1 only: ceiling P@5 = 1/5, ideal 4/5
+    assert (pq.loc["q2", "ceiling_P_5"], pq.loc["q2", "ideal_P_5"]) == pytest.approx((0.2, 0.8))
+    for args, message in ((["-m", "judged.10"], "has no ceiling"), (["--listwise", "nope"], "no reranked run named"),
+                          (["--pair", "rr=nope"], "no run named"), (["--curve-depths", "a,b"], "expected depths")):
+        res = cli(*base, "--out", tmp_path / "x", *args)
+        assert res.exit_code == 2 and message in res.output, res.output
+    same = cli("diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked",
+               tmp_path / "first.trec", "--out", tmp_path / "same")
+    assert same.exit_code == 0  # the same file twice: the reranked one is named 'first (reranked)'
+    assert json.loads((tmp_path / "same" / "summary.json").read_text())["decomposition"]["system"] == \
+        "first (reranked)"
+
+
+def test_cli_reads_depth_and_listwise_from_the_sidecar(tmp_path, cli):
+    qp = _write_tiny(tmp_path)
+    from toolkit.trec_io import write_json
+
+    write_json(str(tmp_path / "rr.trec") + ".meta.json", {"depth": 8, "listwise": True,
+                                                          "reranker": {"model": "some-llm", "kind": "listwise"}})
+    res = cli("diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec",
+              "--out", tmp_path / "o")
+    assert res.exit_code == 0, res.output
+    run = json.loads((tmp_path / "o" / "summary.json").read_text())["reranked_runs"][0]
+    assert (run["depth"], run["depth_from"], run["listwise"]) == (8, "the run's sidecar", True)
+
+
+def test_diagnosis_modules_import_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, toolkit.cli, toolkit.cli_diagnose, toolkit.diagnose, toolkit.decompose, toolkit.agreement, "
+            "toolkit.query_views, toolkit.report.diagnosis, toolkit.report.comparison, toolkit.report.reproduction; "
+            "bad = [m for m in ('torch', 'sentence_transformers', 'matplotlib', 'pyserini', 'jnius', 'faiss', 'scipy', "
+            "'selenium') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

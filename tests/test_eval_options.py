@@ -161,6 +161,11 @@ def test_one_declaration_of_settings_everywhere(cli, files, tmp_path):
         res = cli(*cmd, "--trec-eval", "10", "--score-precision", "float64", "--relevance-map", "-1:0,0:0,1:1,2:2",
                   "-c", "-l", "2", "-M", "3", "-J", "-N", "10", "--dedupe", "first")
         assert res.exit_code == 0, res.output
+    res = cli("diagnose", "--qrels", q, "--first-stage", r, "--reranked", r2, "--out", tmp_path / "diag",
+              "--trec-eval", "10", "--score-precision", "float64", "-M", "3", "--gain", "exp", "-m", "AP@100")
+    assert res.exit_code == 0, res.output
+    prov = json.loads((tmp_path / "diag" / "summary.json").read_text())
+    assert "trec_eval 10" in json.dumps(prov) and "map_cut_100" in json.dumps(prov)
     res = cli("compare", "--qrels", q, r, r2, "--trec-eval", "10", "--format", "json", "-m", "nDCG@10")
     prov = json.loads(res.stdout)["provenance"][str(r)]
     assert prov["trec_eval"] == 10 and prov["score_precision"] == "float64"

@@ -44,7 +44,7 @@ def main(verbose: bool) -> None:
 def _register() -> None:
     import importlib
 
-    for module in ("cli_eval", "cli_retrieval", "cli_rerank", "cli_reproduce"):
+    for module in ("cli_eval", "cli_retrieval", "cli_rerank", "cli_diagnose", "cli_reproduce"):
         try:
             mod = importlib.import_module(f".{module}", __package__)
         except ModuleNotFoundError as exc:

@@ -1,0 +1,123 @@
+"""Shared building blocks of every report: self-contained HTML (inline CSS, images as data URIs), Markdown tables,
+number formatting and matplotlib figures as PNG bytes.
+
+matplotlib is imported only inside ``pyplot`` and ``figure_png``, so importing a report module stays light.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.45}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.25rem;border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}th,td{border:1px solid #ddd;padding:.25rem .55rem;text-align:left;vertical-align:top}
+th{background:#f4f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.muted{color:#666;font-size:.85rem}.ok{color:#1a7f37}.bad{color:#b42318}.warn{color:#9a6700}
+img.plot{max-width:100%;border:1px solid #eee;margin:.5rem 0}
+details{margin:.4rem 0}code,pre{background:#f6f8fa;padding:.1rem .3rem;border-radius:3px;font-size:.85rem}
+pre{padding:.6rem;overflow-x:auto}
+"""
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def html_table(headers: list[str], rows: list[list[object]], numeric: set[int] | None = None,
+               table_id: str | None = None) -> str:
+    """A plain HTML table; cells are escaped; columns in ``numeric`` are right-aligned."""
+    numeric = numeric or set()
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td class=\"num\">{esc(c)}</td>" if i in numeric else f"<td>{esc(c)}</td>"
+                         for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    ident = f" id=\"{esc(table_id)}\"" if table_id else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def provenance_html(prov: dict) -> str:
+    return "<details><summary>Provenance (how every number was computed)</summary><pre>" + esc(
+        json.dumps(prov, indent=2, default=str)
+    ) + "</pre></details>"
+
+
+def html_page(title: str, body: str, extra_css: str = "", script: str = "") -> str:
+    """One self-contained page: inline CSS and (optionally) an inline script; nothing is fetched."""
+    tail = f"<script>{script}</script>" if script else ""
+    return (
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{esc(title)}</title><style>{CSS}{extra_css}</style></head><body>{body}{tail}</body></html>\n"
+    )
+
+
+def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(str(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def fmt(value, digits: int = 4) -> str:
+    """A table cell: '–' for missing, integers as such, other numbers with ``digits`` decimals."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) > 1):
+        return str(int(value))
+    return f"{float(value):.{digits}f}"
+
+
+def signed(value, digits: int = 4) -> str:
+    """A difference with its sign; never '-0.0000'."""
+    if value is None or value != value:
+        return ""
+    text = f"{float(value):+.{digits}f}"
+    return "+" + text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
+def p_value(p: float | None) -> str:
+    """A p-value: 4 decimals, or scientific notation below 0.001."""
+    if p is None or p != p:
+        return "–"
+    return f"{p:.4f}" if p >= 0.001 else f"{p:.1e}"
+
+
+# ------------------------------------------------------------------ figures
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def figure_png(fig) -> bytes:
+    """A matplotlib figure as PNG bytes (closed afterwards)."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def png_data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def figure_data_uri(fig) -> str:
+    """A matplotlib figure as a PNG data URI (the page then opens from disk with no other files)."""
+    return png_data_uri(figure_png(fig))
+
+
+def script_json(obj: object) -> str:
+    """JSON safe inside an inline ``<script>``: every '<' escaped, so no '</script>' or '<!--' in a text can end
+    or disturb the element (JSON.parse reads \\u003c back as '<')."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
+    return text.replace("<", "\\u003c")
