@@ -300,7 +300,7 @@ def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):
       twostage fuse --method rrf bm25.trec dense.trec --out fused.trec
       twostage fuse --method interpolation --alpha 0.3 --normalize minmax bm25.trec dense.trec --out mix.trec
     """
-    from .retrieve import SearchResult, interpolate, rrf
+    from .retrieve import SearchResult, candidate_selection, interpolate, rrf
     from .trec_io import read_run
 
     started = time.perf_counter()
@@ -311,6 +311,7 @@ def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):
     else:
         fused = interpolate(loaded, alpha, depth, hits, normalize)
         params = {"method": "interpolation", "alpha": alpha, "normalize": normalize, "depth": depth}
+    params["candidate_selection"] = candidate_selection()
     qids = sorted(set().union(*(set(r.frame["query_id"]) for r in loaded)))
     result = SearchResult(fused, (), params, time.perf_counter() - started, len(qids))
     extra = {"inputs": [{"path": r.path, "sha256": r.sha256} for r in loaded]}

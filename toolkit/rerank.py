@@ -40,6 +40,7 @@ from . import __version__
 from .errors import ConfigError, InputFormatError
 from .ranking import top_k
 from .records import DOC_ID, QUERY_ID, Run, Topic, Topics, run_from_rows
+from .retrieve import CANDIDATE_PRECISION, candidate_selection
 from .trec_io import read_bytes, sha256_bytes, sha256_file
 
 log = logging.getLogger(__name__)
@@ -437,7 +438,9 @@ def rerank_run(
         frame = frame[frame[QUERY_ID].isin({str(q) for q in query_ids})]
         if frame.empty:
             raise ConfigError("none of the selected query ids is in the first-stage run")
-    cands = top_k(frame, depth, score_precision="float64")
+    # The top-N in the evaluator's and the diagnosis' order (float32 scores, doc id desc on ties), so the
+    # reorder check never calls a candidate chosen at a float32 tie on the cut "introduced".
+    cands = top_k(frame, depth, score_precision=CANDIDATE_PRECISION)
     qids = sorted(cands[QUERY_ID].unique().tolist())
     no_text = [q for q in qids if not queries.get(q)]
     if no_text:
@@ -509,6 +512,7 @@ def rerank_run(
         "twostage": __version__,
         "reranker": reranker.describe(),
         "depth": depth,
+        "candidate_selection": candidate_selection(),
         "missing_text": missing_text,
         "queries": len(qids),
         "pairs_scored": len(cands) - len(missing),

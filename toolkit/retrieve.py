@@ -20,12 +20,20 @@ import numpy as np
 import pandas as pd
 
 from .errors import ConfigError
-from .ranking import top_k
+from .ranking import DEFAULT_SCORE_PRECISION, top_k
 from .records import DOC_ID, QUERY_ID, SCORE, Run, Topics
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HITS = 1000
+#: Fusion ranks its inputs and cuts its output in the order the evaluator and the diagnosis use
+#: (trec_eval 9.x: float32 scores), so a float32 tie at a depth cut is broken the same way everywhere.
+CANDIDATE_PRECISION = DEFAULT_SCORE_PRECISION
+
+
+def candidate_selection() -> dict:
+    """How top-N candidates are chosen by fusion and reranking (recorded in their sidecars)."""
+    return {"order": "trec_eval: score desc, doc id desc", "score_precision": CANDIDATE_PRECISION}
 
 
 @dataclass(frozen=True)
@@ -266,7 +274,7 @@ def rrf(runs: list[Run], k: float = 60.0, depth: int = DEFAULT_HITS, hits: int =
         raise ConfigError(f"RRF k must be > 0, not {k}")
     parts = []
     for r in runs:
-        ranked = top_k(r.frame, depth, score_precision="float64")
+        ranked = top_k(r.frame, depth, score_precision=CANDIDATE_PRECISION)
         parts.append(pd.DataFrame({QUERY_ID: ranked[QUERY_ID], DOC_ID: ranked[DOC_ID],
                                    SCORE: 1.0 / (k + ranked["rank"].to_numpy(dtype=np.float64))}))
     return _sum_and_cut(parts, hits, "rrf")
@@ -286,7 +294,7 @@ def interpolate(runs: list[Run], alpha: float = 0.5, depth: int = DEFAULT_HITS, 
         raise ConfigError(f"--normalize must be none or minmax, not {normalize!r}")
     parts = []
     for weight, r in zip((alpha, 1.0 - alpha), runs):
-        ranked = top_k(r.frame, depth, score_precision="float64")
+        ranked = top_k(r.frame, depth, score_precision=CANDIDATE_PRECISION)
         s = ranked[SCORE].to_numpy(dtype=np.float64)
         if normalize == "minmax":
             g = ranked.groupby(QUERY_ID, sort=False)[SCORE]
@@ -300,7 +308,7 @@ def interpolate(runs: list[Run], alpha: float = 0.5, depth: int = DEFAULT_HITS, 
 def _sum_and_cut(parts: list[pd.DataFrame], hits: int, tag: str) -> Run:
     validate_hits(hits)
     merged = pd.concat(parts, ignore_index=True).groupby([QUERY_ID, DOC_ID], sort=False, as_index=False)[SCORE].sum()
-    top = top_k(merged, hits, score_precision="float64")[[QUERY_ID, DOC_ID, SCORE]]
+    top = top_k(merged, hits, score_precision=CANDIDATE_PRECISION)[[QUERY_ID, DOC_ID, SCORE]]
     return Run(frame=top.reset_index(drop=True), tag=tag)
 
 
