@@ -30,7 +30,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -329,6 +329,16 @@ class RerankerSpec:
             raise ConfigError(f"--backend {self.backend} runs fp32 (onnx) or int8 (onnx-int8) weights, not fp16")
         return RerankerSpec(self.model, kind, self.device, self.batch_size, self.max_length, self.backend,
                             self.precision)
+
+    def describe(self) -> dict:
+        """The sidecar's reranker settings before any model is loaded (Ray workers load it)."""
+        path = resolve_model(self.model)
+        max_length = self.max_length
+        if max_length is None and self.kind != "cross-encoder":
+            max_length = _json(Path(path) / "sentence_bert_config.json").get("max_seq_length")
+        return {"kind": self.kind, "model": self.model, "model_path": path, "device": self.device,
+                "batch_size": self.batch_size, "max_length": max_length, "backend": self.backend,
+                "precision": self.precision, "built_by": "each Ray worker"}
 
     def build(self) -> Reranker:
         spec = self.resolved()
@@ -775,8 +785,7 @@ def rerank_run(
     if built is None and sharding is None:
         built = spec.build()
     kind = built.kind if built is not None else spec.kind
-    desc = built.describe() if built is not None else {**asdict(spec), "model_path": resolve_model(spec.model),
-                                                       "built_by": "each Ray worker"}
+    desc = built.describe() if built is not None else spec.describe()
     docs_by_query = {q: g[DOC_ID].tolist() for q, g in cands.groupby(QUERY_ID, sort=True)}
     have_by_query = {q: [d for d in docs if d in found] for q, docs in docs_by_query.items()}
     identity = {
