@@ -184,3 +184,28 @@ def test_sharded_bi_encoder_and_the_embedding_cache(tmp_path):
     assert warm_sharded.embedded == [] and pairs(third) == pytest.approx(pairs(plain), abs=1e-6)
     # another namespace (another model) shares nothing
     assert len(EmbeddingCache(tmp_path / "cache", {"model": "other"})) == 0
+
+
+def test_doctor_reports_ray_and_the_cluster_auto_would_join(cli, monkeypatch, tmp_path):
+    import socket
+
+    monkeypatch.setenv("TWOSTAGE_DATA", str(tmp_path))
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no `ray start` marker there
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    res = cli("doctor", "--no-jvm")
+    assert "ray          2.60.0" in res.stdout
+    assert "--ray auto: none (no RAY_ADDRESS" in res.stdout and "--ray alone starts a private local Ray" in res.stdout
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+        res = cli("doctor", "--no-jvm")
+    assert f"--ray auto joins 127.0.0.1:{port} (reachable; from RAY_ADDRESS)" in res.stdout
+
+
+@pytest.mark.parametrize("args", [["--workers", "2"], ["--shard-size", "10"], ["--gpus-per-worker", "1"]])
+def test_ray_options_without_ray_are_usage_errors(cli, tmp_path, args):
+    (tmp_path / "c.json").write_text("[]")
+    res = cli("rerank", "--candidates", tmp_path / "c.json", "--model", "m", "--out", tmp_path / "o.trec", *args)
+    assert res.exit_code == 2 and "only apply with --ray" in res.output

@@ -87,6 +87,8 @@ def rerank(candidates, run_path, topics, corpus, index_path, model, kind, depth,
         raise click.UsageError("give exactly one of --candidates or --run")
     if corpus and index_path:
         raise click.UsageError("give at most one of --corpus or --index")
+    sharding = sharding_from_options(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries,
+                                     out, force)
     cand = read_candidates(candidates) if candidates else None
     first = cand.run if cand else read_run(run_path)
     queries = dict(cand.topics.as_dict()) if cand else {}
@@ -102,8 +104,6 @@ def rerank(candidates, run_path, topics, corpus, index_path, model, kind, depth,
         texts = cand.text_source()
     else:
         raise click.UsageError("--run needs a text source: --corpus JSONL or --index LUCENE_INDEX")
-    sharding = sharding_from_options(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries,
-                                     out, force)
     spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).resolved()
     reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
     cache = None

@@ -152,6 +152,7 @@ def doctor(data_dir, no_jvm):
     except ConfigError as exc:
         problems.append(str(exc))
         lines.append(f"java         NOT FOUND: {exc}")
+    lines += _ray_lines()
     folder = catalog.data_dir(data_dir)
     lines.append(f"data folder  {folder or 'none (set TWOSTAGE_DATA or --data-dir)'}")
     lines.append(f"cache        {catalog.cache_dir()}")
@@ -169,6 +170,22 @@ def doctor(data_dir, no_jvm):
     click.echo("\n".join(lines))
     if problems:
         raise ConfigError("; ".join(problems))
+
+
+def _ray_lines() -> list[str]:
+    """Ray's version and the cluster ``--ray auto`` would join (read from the environment: Ray is not imported)."""
+    from .distributed import current_cluster, ray_version, reachable
+
+    version = ray_version()
+    if version is None:
+        return ["ray          not installed (pip install -e '.[ray]' for --ray)"]
+    address, source = current_cluster()
+    if address is None:
+        cluster = f"--ray auto: {source}; --ray alone starts a private local Ray"
+    else:
+        state = "reachable" if reachable(address) else "NOT reachable"
+        cluster = f"--ray auto joins {address} ({state}; from {source})"
+    return [f"ray          {version}", f"ray cluster  {cluster}"]
 
 
 # ------------------------------------------------------------------- index
