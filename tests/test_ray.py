@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from ray_cluster import RayCluster
+from test_rerank import CANDIDATES, tiny_cross_encoder  # noqa: F401 (a fixture)
 from toolkit.ranking import order_run
 from toolkit.trec_io import read_run
 
@@ -183,3 +184,27 @@ def test_dense_encode_and_search_on_ray(cluster, shared_data, tmp_path, cli, mon
     assert res.exit_code == 0, res.output
     assert_same_run(got, want)
     assert json.loads(Path(str(got) + ".meta.json").read_text())["parameters"]["execution"]["shards"] == 3
+
+
+def _ray_daemons() -> set[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return {int(line.split(None, 1)[0]) for line in out.splitlines()
+            if any(name in line for name in ("gcs_server", "raylet", "default_worker.py"))}
+
+
+def test_private_local_ray_cross_encoder(tiny_cross_encoder, tmp_path, cli):
+    """--ray alone: twostage starts a private local Ray, runs the cross-encoder pairs there, stops it."""
+    cands = tmp_path / "cands.json"
+    cands.write_text(json.dumps(CANDIDATES))
+    base = ["rerank", "--candidates", cands, "--model", tiny_cross_encoder, "--device", "cpu", "--batch-size", "2",
+            "--no-progress"]
+    assert cli(*base, "--out", tmp_path / "one.trec").exit_code == 0
+    before = _ray_daemons()
+    res = cli(*base, "--out", tmp_path / "ray.trec", "--ray", "--workers", "1", "--shard-size", "1")
+    assert res.exit_code == 0, res.output
+    assert_same_run(tmp_path / "ray.trec", tmp_path / "one.trec")
+    m = manifest(tmp_path / "ray.trec")
+    assert m["job"] == "rerank-pairs" and len(m["shards"]) == 2
+    meta = json.loads((tmp_path / "ray.trec.meta.json").read_text())
+    assert meta["execution"]["address"] == "local"
+    assert wait_for(lambda: _ray_daemons() <= before, 30), "the private Ray was not stopped"

@@ -50,6 +50,19 @@ def sharding_from_options(ray_address, workers, gpus_per_worker, cpus_per_worker
     return Sharding(RayExecutor(options), shards_dir(out), shard_size, force)
 
 
+def worker_device(device: str, precision: str, gpus_per_worker: float | None) -> tuple[str, str]:
+    """(device, precision) on Ray workers: cuda when they hold a GPU (``auto``), fp16 there (``auto``).
+
+    Resolved on the driver, so the sidecar and the manifest state what the workers run."""
+    from .rerank import resolve_precision
+
+    gpu = bool(gpus_per_worker)
+    dev = ("cuda" if gpu else "cpu") if device == "auto" else device
+    if dev.startswith("cuda") and not gpu:
+        raise click.UsageError("--device cuda with --ray needs --gpus-per-worker (Ray hides GPUs from workers without)")
+    return dev, resolve_precision(precision, dev)
+
+
 def echo_job(sharding, stats: dict) -> None:
     """One line on stderr: shards resumed and computed, and where the manifest is."""
     if sharding is None or "shards" not in stats:

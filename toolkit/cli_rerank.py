@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .cli_ray import echo_job, ray_options, sharding_from_options
+from .cli_ray import echo_job, ray_options, sharding_from_options, worker_device
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,8 @@ def rerank(candidates, run_path, topics, corpus, index_path, model, kind, depth,
         texts = cand.text_source()
     else:
         raise click.UsageError("--run needs a text source: --corpus JSONL or --index LUCENE_INDEX")
+    if sharding is not None and backend == "torch":
+        device, precision = worker_device(device, precision, gpus_per_worker)
     spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).resolved()
     reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
     cache = None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from .cli_ray import echo_job, ray_options, sharding_from_options
+from .cli_ray import echo_job, ray_options, sharding_from_options, worker_device
 from .errors import ConfigError
 
 _DATA_DIR = click.option("--data-dir", type=click.Path(file_okay=False), default=None, envvar="TWOSTAGE_DATA",
@@ -112,13 +112,8 @@ def _worker_settings(settings, device: str, precision: str, gpus_per_worker: flo
     """Encoder settings for Ray workers: their device (cuda when they hold a GPU) and precision."""
     from dataclasses import replace
 
-    from .rerank import resolve_precision
-
-    gpu = bool(gpus_per_worker)
-    dev = ("cuda" if gpu else "cpu") if device == "auto" else device
-    if dev.startswith("cuda") and not gpu:
-        raise click.UsageError("--device cuda with --ray needs --gpus-per-worker (Ray hides GPUs from workers without)")
-    return replace(settings, device=dev, precision=resolve_precision(precision, dev))
+    dev, prec = worker_device(device, precision, gpus_per_worker)
+    return replace(settings, device=dev, precision=prec)
 
 
 def _ray_shutdown(sharding) -> None:
