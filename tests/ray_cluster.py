@@ -37,8 +37,10 @@ class RayCluster:
         self.address = f"127.0.0.1:{self.port}"
         self.cpus = cpus_per_node
         self.procs: list[subprocess.Popen] = []
+        # RAY_AUTH_MODE explicit: otherwise a token that any earlier local ray.init() left in ~/.ray/auth_token
+        # switches `ray start` to token auth while clients connect without one
         self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                    "RAY_USAGE_STATS_ENABLED": "0"}
+                    "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
 
     def _start(self, args: list[str], name: str, worker_ports: tuple[int, int]) -> None:
         ports = [x for flag in NODE_PORT_FLAGS for x in (flag, str(free_port()))]

@@ -37,8 +37,21 @@ TWOSTAGE = str(Path(sys.executable).with_name("twostage"))
 DL19_QUERIES = "1037798,104861,1063750"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_tokens():
+    """Every Ray of these tests (the cluster, the drivers, --ray's private one) runs without token auth, the
+    same way, and writes no ~/.ray/auth_token (a new local ray.init() would, by Ray's default)."""
+    old = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    yield
+    if old is None:
+        os.environ.pop("RAY_AUTH_MODE")
+    else:
+        os.environ["RAY_AUTH_MODE"] = old
+
+
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(_no_ray_tokens):
     c = RayCluster().start()
     try:
         yield c
