@@ -103,6 +103,10 @@ def import_ray():
 
 def connect(options: RayOptions):
     """Join (or start) the Ray cluster of ``options``; returns the ``ray`` module."""
+    # Ray's C++ failure-signal handler would replace the JVM's SIGSEGV handler in a driver that has started
+    # Java (Lucene texts, Pyserini): the JVM raises SIGSEGV on purpose (null checks, safepoints) and would
+    # then crash. The driver keeps its handlers; workers are separate processes and unaffected.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     ray = import_ray()
     if ray.is_initialized():
         return ray
