@@ -10,7 +10,7 @@ import click
 from .catalog import relevance_map, resolve_qrels
 from .cli_options import evaluation_options, pop_settings, settings_from
 from .evaluate import EvalResult, check_measures, evaluate
-from .measures import DEFAULT_MEASURES, EvalSettings, Measure, parse_measures
+from .measures import DEFAULT_MEASURES, Measure, parse_measures
 from .records import Qrels
 from .trec_format import format_value, provenance_lines, render_csv, render_json, render_text
 from .trec_io import atomic_write, read_prefs, read_qrels_jg, read_run, read_zscores, write_json
@@ -41,17 +41,6 @@ def load_judgments(spec: str, rel_format: str, rel_map: str | None, dedupe: str,
 def measures_from(texts, version: int, default=DEFAULT_MEASURES) -> list[Measure]:
     """Parse -m values; a bad name or parameter is an input error (exit 1, 'Error: ...'), not a usage error."""
     return parse_measures(list(texts) or list(default), version)
-
-
-# kept for callers of the earlier interface
-settings_options = evaluation_options()
-
-
-def make_settings(complete=False, level=1, max_docs=None, judged_only=False, gain="linear", discount="log2",
-                  score_precision=None, judged_compat="twostage", trec_eval=None, num_docs=0) -> EvalSettings:
-    return settings_from(dict(complete=complete, level=level, max_docs=max_docs, judged_only=judged_only, gain=gain,
-                              discount=discount, score_precision=score_precision, judged_compat=judged_compat,
-                              trec_eval=trec_eval, num_docs=num_docs))
 
 
 @click.command("eval")
@@ -192,5 +181,5 @@ def gain_sensitivity_command(cutoff, fmt, qrels, runs, **options):
 
 COMMANDS.append(gain_sensitivity_command)
 
-__all__ = ["eval_command", "load_qrels", "load_judgments", "make_settings", "settings_options", "format_value",
+__all__ = ["eval_command", "load_qrels", "load_judgments", "format_value",
            "render_text", "render_json", "render_csv", "provenance_lines", "EvalResult"]

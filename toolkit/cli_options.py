@@ -3,9 +3,9 @@
 ``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
 options (trec_eval's flags plus twostage's nDCG choices) through
 ``evaluation_options``, and turn them into an ``EvalSettings`` with
-``settings_from``; reproduction specs name the same settings as YAML keys
-(``SPEC_KEYS``). Measure names are parsed by ``measures.parse_measures``
-everywhere.
+``settings_from``; reproduction specs name the same settings as YAML keys and
+build them with the same ``measures.build_settings``. Measure names are
+parsed by ``measures.parse_measures`` everywhere.
 """
 
 from __future__ import annotations
@@ -67,12 +67,6 @@ _OPTIONS = {
 
 SETTINGS_KEYS = ("complete", "level", "max_docs", "judged_only", "num_docs", "trec_eval", "score_precision", "gain",
                  "discount", "judged_compat")
-#: The reproduction spec keys (YAML) for the same settings.
-SPEC_KEYS = {"complete": "complete", "level": "relevance_level", "max_docs": "max_docs", "judged_only": "judged_only",
-             "trec_eval": "trec_eval", "score_precision": "score_precision", "gain": "gain", "discount": "discount",
-             "judged_compat": "judged_compat", "num_docs": "num_docs"}
-
-
 def evaluation_options(f=None, *, exclude: tuple[str, ...] = ()):
     """Decorator adding every evaluation option (``exclude`` names those a command fixes itself)."""
     def decorate(fn):

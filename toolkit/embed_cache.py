@@ -35,17 +35,12 @@ def text_key(text: str) -> bytes:
 @lru_cache(maxsize=16)
 def model_fingerprint(model_path: str) -> str:
     """sha256 over a local model folder's files (relative name and bytes); a hub name stands for itself."""
+    from .trec_io import folder_sha256
+
     folder = Path(model_path)
     if not folder.is_dir():
         return "name:" + model_path
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith("."):
-            h.update(str(p.relative_to(folder)).encode() + b"\0")
-            with open(p, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-    return h.hexdigest()
+    return folder_sha256(folder, skip=lambda p: "__pycache__" in p.parts or p.name.startswith("."))
 
 
 def default_folder() -> Path:

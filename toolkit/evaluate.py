@@ -31,8 +31,8 @@ from . import __version__
 from .errors import UnknownMeasureError
 from .measures import EvalSettings, Measure
 from .pref_measures import JgInput, build_prefs_input
-from .ranked import build_ranked, c_log
-from .ranking import trec_order, within_group_rank
+from .ranked import build_ranked
+from .ranking import group_starts, trec_order, within_group_rank
 from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
 from .trec_measures import MIN_GEO_MEAN, Context
 
@@ -185,19 +185,9 @@ def _compute(judgments, rel_format, run, measures, settings, ctx, qids, q_qidx) 
     else:
         data = build_prefs_input(judgments.frame, qids, _retrieved_lists(run, qids, settings), judgments.path)
     values: dict = {}
-    for fam, ms in by_family.items():
-        spec = ms[0].spec
-        if spec.rel_format == "any":
-            values.update(_any_format(fam, ms, qids))
-        else:
-            values.update(spec.compute(data, ms, ctx))
+    for ms in by_family.values():
+        values.update(ms[0].spec.compute(data, ms, ctx))
     return values
-
-
-def _any_format(fam: str, ms, qids) -> dict:
-    if fam == "num_q":
-        return {ms[0]: np.ones(len(qids))}
-    return {}  # runid: the run's tag, printed by the formatter
 
 
 def _jg_input(jg: JudgmentGroups, run: Run, settings: EvalSettings, qids: np.ndarray) -> JgInput:
@@ -230,11 +220,8 @@ def _retrieved_lists(run: Run, qids: np.ndarray, settings: EvalSettings) -> dict
     if settings.max_docs is not None:
         keep = rank <= settings.max_docs
         q_sorted, docs = q_sorted[keep], docs[keep]
-    out: dict[str, list[str]] = {}
-    bounds = np.flatnonzero(np.concatenate(([True], q_sorted[1:] != q_sorted[:-1], [True]))) if len(q_sorted) else []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        out[uniq[q_sorted[a]]] = docs[a:b].tolist()
-    return out
+    bounds = np.append(np.flatnonzero(group_starts(q_sorted)), len(q_sorted)) if len(q_sorted) else []
+    return {uniq[q_sorted[a]]: docs[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])}
 
 
 def _zscore(v: np.ndarray, qids: np.ndarray, name: str, table: dict) -> np.ndarray:
@@ -389,4 +376,4 @@ def provenance_differences(a: dict, b: dict, fields=COMPARABLE_FIELDS) -> dict[s
 
 
 __all__ = ["EvalResult", "evaluate", "settings_provenance", "build_provenance", "provenance_differences",
-           "COMPARABLE_FIELDS", "check_measures", "judgment_format", "c_log"]
+           "COMPARABLE_FIELDS", "check_measures", "judgment_format"]

@@ -94,15 +94,6 @@ class Gain:
         if missing:
             raise UnknownMeasureError(f"gain map {self.label} does not cover label(s) {missing} found in the {where}")
 
-    def apply(self, labels: np.ndarray, where: str = "qrels") -> np.ndarray:
-        """Gains of ``labels`` (float64); negative (unjudged) labels give 0."""
-        labels = np.asarray(labels, dtype=np.int64)
-        self.check_covers(labels, where)
-        top = int(labels.max()) if len(labels) else 0
-        table = np.array([self.value(i) if self.kind != "map" or i in dict(self.table) else 0.0
-                          for i in range(max(top, 0) + 1)])
-        return np.where(labels >= 0, table[np.clip(labels, 0, None)], 0.0)
-
 
 # ----------------------------------------------------------------- discounts
 @dataclass(frozen=True)

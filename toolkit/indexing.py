@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .corpus import Corpus
+from . import trec_io
 from .errors import ConfigError, TwostageError
 
 log = logging.getLogger(__name__)
@@ -65,15 +66,7 @@ def _key(inputs: list[dict], settings: dict) -> str:
 
 def folder_sha256(folder: Path) -> str:
     """sha256 over the index files (name, then bytes), excluding our own metadata and locks."""
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if not p.is_file() or p.name in (META, "write.lock"):
-            continue
-        h.update(str(p.relative_to(folder)).encode() + b"\0")
-        with open(p, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    return trec_io.folder_sha256(folder, skip=lambda p: p.name in (META, "write.lock"))
 
 
 def index_checksum(index: str | os.PathLike) -> str:

@@ -36,7 +36,7 @@ import pandas as pd
 
 from .errors import InputFormatError
 from .registry import Params, family
-from .trec_measures import LONG_DEFAULTS, Context, _ap, _rprec_mult, precision
+from .trec_measures import LONG_DEFAULTS, _ap, _rprec_mult, precision
 
 
 def _div(a: float, b: float) -> float:
@@ -450,7 +450,7 @@ def Rprec_mult_avgjg(ji: JgInput, ms, ctx) -> dict:
     """Rprec_mult against each judgment group's judgments, averaged over the query's JGs (``m_Rprec_mult_avgjg.c``)."""
     out = {}
     for m in ms:
-        out[m] = ji.average(lambda r, m=m: _rprec_mult(r, [m], ctx, r.rel)[m])
+        out[m] = ji.average(lambda r, m=m: _rprec_mult(r, [m], ctx)[m])
     return out
 
 
@@ -459,5 +459,3 @@ def build_prefs_input(prefs_frame: pd.DataFrame, qids: np.ndarray, retrieved: di
     by_q = {q: g for q, g in prefs_frame.groupby("query_id", sort=False)}
     return PrefsInput(qids=qids, queries=[query_prefs(q, by_q[q], retrieved.get(q, []), path) for q in qids.tolist()])
 
-
-__all__ = ["PrefsInput", "JgInput", "build_prefs_input", "query_prefs", "Context"]

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .columns import arrow_of
-from .ranking import trec_order, within_group_rank
+from .ranking import group_starts, trec_order, within_group_rank
 from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 #: Relevance code of a retrieved document absent from the qrels (trec_eval's RELVALUE_NONPOOL).
@@ -105,11 +105,7 @@ class Ranked:
     @property
     def starts(self) -> np.ndarray:
         """Index of each non-empty query's first kept row (rows are grouped by query)."""
-        def calc():
-            if not len(self.q):
-                return np.zeros(0, dtype=np.int64)
-            return np.flatnonzero(np.concatenate(([True], self.q[1:] != self.q[:-1])))
-        return self._memo("starts", calc)
+        return self._memo("starts", lambda: np.flatnonzero(group_starts(self.q)))
 
     def rel_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(row indices of relevant kept rows, their 1-based count within the query)."""
@@ -231,7 +227,7 @@ def segment_cumsum(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     out = np.empty(n, dtype=np.float64)
     if not n:
         return out
-    starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
+    starts = np.flatnonzero(group_starts(groups))
     lengths = np.diff(np.append(starts, n))
     by_len = np.argsort(-lengths, kind="stable")
     starts, lengths = starts[by_len], lengths[by_len]

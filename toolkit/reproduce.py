@@ -19,7 +19,7 @@ A spec (YAML) declares one published table:
       - {id: AP@100, measure: AP@100, trec_eval: 10}   # any name `twostage eval -m` takes
 
 Column settings are the evaluation options of ``twostage eval`` under the
-same names (``cli_options.SPEC_KEYS``): ``complete`` (-c),
+names, built by the same ``measures.build_settings``: ``complete`` (-c),
 ``relevance_level`` (-l), ``max_docs`` (-M), ``judged_only`` (-J),
 ``num_docs`` (-N), ``trec_eval`` (9 or 10, default 9), ``score_precision``
 (default: that generation's), ``gain``, ``discount``, ``judged_compat``.
@@ -353,7 +353,7 @@ def _column(w: _Where, c: dict, cw: str, cid: str, tolerance: float, decimals: i
     compat = c.get("judged_compat", "twostage")
     if compat not in ("twostage", "pyserini"):
         raise w.fail(f"{cw}.judged_compat", f"expected twostage or pyserini, got {compat!r}")
-    # the same names and defaults as the command-line options (cli_options.SPEC_KEYS)
+    # the settings of the command-line options, by their option names (measures.build_settings)
     values = {
         "trec_eval": version,
         "level": w.integer(c.get("relevance_level", 1), f"{cw}.relevance_level", minimum=0),

@@ -70,6 +70,23 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def folder_sha256(folder: str | os.PathLike, skip=lambda path: False) -> str:
+    """sha256 over a folder's files in name order: each relative name, a NUL, then its bytes.
+
+    ``skip(path)`` leaves a file out (metadata, locks, caches).
+    """
+    root = Path(folder)
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or skip(p):
+            continue
+        h.update(str(p.relative_to(root)).encode() + b"\0")
+        with open(p, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
 def _scan(path: str) -> tuple[str, bool, bool]:
     """One streaming pass: (sha256, file needs normalising (whitespace, BOM, CRLF, comment lines), file has content)."""
     h = hashlib.sha256()

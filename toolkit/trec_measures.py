@@ -210,10 +210,11 @@ def Rprec_mult(r: Ranked, ms, ctx) -> Values:
 
     When c > N the missing documents count as non-relevant (relevant
     retrieved / c); c = 0 gives 0 (``m_Rprec_mult.c``)."""
-    return _rprec_mult(r, ms, ctx, r.rel)
+    return _rprec_mult(r, ms, ctx)
 
 
-def _rprec_mult(r: Ranked, ms, ctx, rel: np.ndarray) -> Values:
+def _rprec_mult(r: Ranked, ms, ctx) -> Values:
+    rel = r.rel
     pcts = np.array([_param(ctx, m.cutoff) for m in ms])
     cuts = _rprec_cutoffs(pcts, r.num_rel, ctx)
     N = r.num_ret
