@@ -103,8 +103,19 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="twostage-bench-"))
     run, qrels = work / "run.txt", work / "qrels.txt"
     if not run.exists():
-        subprocess.run([sys.executable, str(MAKER), "--queries", str(args.queries), "--depth", str(args.depth),
-                        "--out-dir", str(work)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(MAKER),
+                "--queries",
+                str(args.queries),
+                "--depth",
+                str(args.depth),
+                "--out-dir",
+                str(work),
+            ],
+            check=True,
+        )
     size_mib = run.stat().st_size / 2**20
     sys.path.insert(0, str(REPO / "tests"))
     from oracles import java_env
@@ -115,11 +126,15 @@ def main() -> None:
         all_trec(work, run, qrels, size_mib, twostage, args)
         return
     tools = {
-        "twostage eval": ([twostage, "eval", "--no-provenance", "-m", "ndcg_cut.10", "-m", "recall.100",
-                           str(qrels), str(run)], None),
+        "twostage eval": (
+            [twostage, "eval", "--no-provenance", "-m", "ndcg_cut.10", "-m", "recall.100", str(qrels), str(run)],
+            None,
+        ),
         "pytrec_eval (parse_run + C trec_eval)": ([py, "-c", PYTREC, str(qrels), str(run)], None),
-        "pyserini.eval.trec_eval (9.0.4 binary)": ([py, "-m", "pyserini.eval.trec_eval", "-m", "ndcg_cut.10", "-m",
-                                                    "recall.100", str(qrels), str(run)], java_env()),
+        "pyserini.eval.trec_eval (9.0.4 binary)": (
+            [py, "-m", "pyserini.eval.trec_eval", "-m", "ndcg_cut.10", "-m", "recall.100", str(qrels), str(run)],
+            java_env(),
+        ),
     }
     print(f"input: {run} ({size_mib:.0f} MiB, {args.queries} queries x {args.depth}); cores: {os.cpu_count()}")
     compare(tools, size_mib)
@@ -128,8 +143,13 @@ def main() -> None:
         if not shuffled.exists():  # in a child: a forked evaluator would inherit this process's peak RSS
             subprocess.run([sys.executable, "-c", SHUFFLE, str(run), str(shuffled)], check=True)
         print(f"input: {shuffled} (the same lines in random order)")
-        compare({name: ([str(shuffled) if a == str(run) else a for a in cmd], env)
-                 for name, (cmd, env) in list(tools.items())[:2]}, size_mib)
+        compare(
+            {
+                name: ([str(shuffled) if a == str(run) else a for a in cmd], env)
+                for name, (cmd, env) in list(tools.items())[:2]
+            },
+            size_mib,
+        )
 
 
 def compare(tools: dict, size_mib: float) -> None:
@@ -137,8 +157,11 @@ def compare(tools: dict, size_mib: float) -> None:
     for name, (cmd, env) in tools.items():
         wall, rss, out = run_measured(cmd, env)
         results[name] = (wall, rss, values(out))
-        print(f"{name:<42} wall {wall:7.2f} s   peak RSS {rss:7.0f} MiB ({rss / size_mib:.2f}x run)   "
-              + "  ".join(f"{k}={v}" for k, v in sorted(values(out).items())), flush=True)
+        print(
+            f"{name:<42} wall {wall:7.2f} s   peak RSS {rss:7.0f} MiB ({rss / size_mib:.2f}x run)   "
+            + "  ".join(f"{k}={v}" for k, v in sorted(values(out).items())),
+            flush=True,
+        )
     ours = results["twostage eval"]
     for name, (wall, _, vals) in results.items():
         if name != "twostage eval":
@@ -152,8 +175,16 @@ def all_trec(work: Path, run: Path, qrels: Path, size_mib: float, twostage: str,
     files = [str(qrels), str(run)]
     tools = {
         "twostage eval --trec-eval 9": [twostage, "eval", "--no-provenance", "-m", "all_trec", *files],
-        "twostage eval --trec-eval 10": [twostage, "eval", "--no-provenance", "--trec-eval", "10", "-m", "all_trec",
-                                         *files],
+        "twostage eval --trec-eval 10": [
+            twostage,
+            "eval",
+            "--no-provenance",
+            "--trec-eval",
+            "10",
+            "-m",
+            "all_trec",
+            *files,
+        ],
     }
     native9 = native_trec_eval()
     if native9:
@@ -161,16 +192,21 @@ def all_trec(work: Path, run: Path, qrels: Path, size_mib: float, twostage: str,
     if args.trec_eval_10:
         tools["trec_eval 10 (native)"] = [args.trec_eval_10, "-m", "all_trec", *files]
     tools["pytrec_eval (31 measures)"] = [sys.executable, "-c", PYTREC_ALL, *files]
-    print(f"input: {run} ({size_mib:.0f} MiB, {args.queries} queries x {args.depth}); cores: {os.cpu_count()}; "
-          "-m all_trec, end to end")
+    print(
+        f"input: {run} ({size_mib:.0f} MiB, {args.queries} queries x {args.depth}); cores: {os.cpu_count()}; "
+        "-m all_trec, end to end"
+    )
     out = {}
     for name, cmd in tools.items():
         # best of two: the first call also pays for a cold page cache and cold imports
         (wall, rss, text), (wall2, _, _) = run_measured(cmd), run_measured(cmd)
         wall = min(wall, wall2)
         out[name] = (wall, text)
-        print(f"{name:<42} wall {wall:7.2f} s   peak RSS {rss:7.0f} MiB ({rss / size_mib:.2f}x run)   "
-              f"{len(values(text))} summary values", flush=True)
+        print(
+            f"{name:<42} wall {wall:7.2f} s   peak RSS {rss:7.0f} MiB ({rss / size_mib:.2f}x run)   "
+            f"{len(values(text))} summary values",
+            flush=True,
+        )
     if not args.trec_eval_10:
         print("trec_eval 10 (native): not run (no binary; its source cannot be fetched offline; pass --trec-eval-10)")
     t9, t10 = out["twostage eval --trec-eval 9"], out["twostage eval --trec-eval 10"]
@@ -180,9 +216,14 @@ def all_trec(work: Path, run: Path, qrels: Path, size_mib: float, twostage: str,
             print(f"twostage vs {name}: {out[name][0] / ours[0]:.2f}x faster; {same}")
     py_vals, ours9 = values(out["pytrec_eval (31 measures)"][1]), values(t9[1])
     differ = {k: (v, ours9.get(k)) for k, v in py_vals.items() if ours9.get(k) != v}
-    print(f"twostage vs pytrec_eval: {out['pytrec_eval (31 measures)'][0] / t9[0]:.2f}x faster; "
-          + ("identical values on its " + str(len(py_vals)) + " summary values" if not differ
-             else f"VALUES DIFFER: {differ}"))
+    print(
+        f"twostage vs pytrec_eval: {out['pytrec_eval (31 measures)'][0] / t9[0]:.2f}x faster; "
+        + (
+            "identical values on its " + str(len(py_vals)) + " summary values"
+            if not differ
+            else f"VALUES DIFFER: {differ}"
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 """Toolkit overhead against calling Pyserini directly, on the same inputs, in one run.
 
 1. BM25 batch retrieval on CACM (64 topics, 1,000 hits, k1=0.9 b=0.4):
-   ``toolkit.retrieve.LuceneRetriever.search`` (-> toolkit Run, empty queries listed)
+   ``toolkit.retrieval.lucene.LuceneRetriever.search`` (-> toolkit Run, empty queries listed)
    vs ``LuceneSearcher.batch_search`` plus reading (docid, score) out of the hits.
 2. Dense encoding throughput with all-MiniLM-L6-v2 (mean pooling, L2 norm, max
    length 256, batch 32) on the first N CACM documents:
-   ``toolkit.indexing.Encoder.encode_docs`` vs Pyserini's ``AutoDocumentEncoder.encode``
+   ``toolkit.retrieval.indexing.Encoder.encode_docs`` vs Pyserini's ``AutoDocumentEncoder.encode``
    called directly (as Pyserini calls it: with autograd on) and under
    ``torch.inference_mode`` (the same computation as the toolkit's).
 
@@ -51,9 +51,9 @@ def main() -> int:
 
     from toolkit.catalog import resolve_topics
     from toolkit.corpus import iter_corpus_texts, resolve_corpus
-    from toolkit.indexing import Encoder, EncoderSettings, resolve_encoder
     from toolkit.jvm import import_pyserini
-    from toolkit.retrieve import LuceneRetriever
+    from toolkit.retrieval.indexing import Encoder, EncoderSettings, resolve_encoder
+    from toolkit.retrieval.lucene import LuceneRetriever
 
     topics = resolve_topics("cacm", args.data_dir)
     qids = [t.query_id for t in topics.topics]
@@ -111,11 +111,11 @@ def main() -> int:
 
     def enc_toolkit():
         for i in range(0, len(docs), bs):
-            enc.encode_docs(docs[i:i + bs])
+            enc.encode_docs(docs[i : i + bs])
 
     def enc_direct():
         for i in range(0, len(docs), bs):
-            pys.encode(docs[i:i + bs], max_length=256)
+            pys.encode(docs[i : i + bs], max_length=256)
 
     def enc_direct_inference():
         with torch.inference_mode():
@@ -130,8 +130,10 @@ def main() -> int:
             times.append(best(fn, 1))
     et, ed, edi = min(e_t), min(e_d), min(e_di)
     n = len(docs)
-    print(f"Dense encoding, all-MiniLM-L6-v2, {n} CACM documents, batch {bs}, max length 256, "
-          f"{torch.get_num_threads()} torch threads")
+    print(
+        f"Dense encoding, all-MiniLM-L6-v2, {n} CACM documents, batch {bs}, max length 256, "
+        f"{torch.get_num_threads()} torch threads"
+    )
     print(f"  pyserini direct (autograd on, as Pyserini runs it) : {ed:7.3f} s  ({n / ed:7.1f} docs/s)")
     print(f"  pyserini direct (inference_mode)                   : {edi:7.3f} s  ({n / edi:7.1f} docs/s)")
     print(f"  toolkit                                            : {et:7.3f} s  ({n / et:7.1f} docs/s)")

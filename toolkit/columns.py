@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
@@ -90,5 +91,5 @@ def row_hashes(query: pa.ChunkedArray, doc: pa.ChunkedArray) -> np.ndarray:
 def _aligned_chunks(col: pa.ChunkedArray, other: pa.ChunkedArray) -> Iterator[pa.Array]:
     """``col``'s rows in chunks whose boundaries are the union of both columns' chunk boundaries."""
     bounds = np.union1d(np.cumsum([0] + [len(c) for c in col.chunks]), np.cumsum([0] + [len(c) for c in other.chunks]))
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         yield col.slice(int(lo), int(hi - lo)).combine_chunks()

@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError, InputFormatError
-from .trec_io import iter_json_lines
+from toolkit.errors import ConfigError, InputFormatError
+from toolkit.trec_io import iter_json_lines
 
 _ID_KEYS = ("id", "_id", "docid", "doc_id")
 _OTHER_TEXT_KEYS = ("content", "body", "passage")
@@ -50,13 +50,13 @@ class Corpus:
 
 
 def _cache_folder(kind: str, key: str) -> Path:
-    from .catalog import cache_dir
+    from toolkit.catalog import cache_dir
 
     return cache_dir() / "derived" / f"{kind}-{key[:16]}"
 
 
 def _inputs_key(paths: list[Path]) -> str:
-    from .trec_io import sha256_file
+    from toolkit.trec_io import sha256_file
 
     h = hashlib.sha256()
     for p in paths:
@@ -102,7 +102,7 @@ def iter_jsonl_docs(paths: list[Path]) -> Iterator[tuple[str, str]]:
 
 def normalise_jsonl(name: str, paths: list[Path]) -> Path:
     """Write ``{"id", "contents"}`` lines for Anserini's JsonCollection (once per input checksum)."""
-    from .trec_io import atomic_write
+    from toolkit.trec_io import atomic_write
 
     out = _cache_folder(f"jsonl-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}", _inputs_key(paths))
     target = out / "docs.jsonl"
@@ -117,7 +117,7 @@ def normalise_jsonl(name: str, paths: list[Path]) -> Path:
 
 def beir_qrels_to_trec(tsv: Path) -> Path:
     """BEIR ``qrels/test.tsv`` (query-id, corpus-id, score; header) -> TREC qrels in the cache."""
-    from .trec_io import atomic_write
+    from toolkit.trec_io import atomic_write
 
     out = _cache_folder("beir-qrels", _inputs_key([tsv])) / "qrels.txt"
     if out.exists():
@@ -139,28 +139,32 @@ def resolve_corpus(
     spec: str, collection_class: str | None = None, data: str | os.PathLike | None = None, download: bool = False
 ) -> Corpus:
     """A named collection, a JSONL file/folder, a BEIR folder, or a folder for an Anserini class."""
-    from . import catalog
+    from toolkit import catalog
 
     if catalog.is_collection_name(spec) and not Path(spec).exists():
         coll = catalog.get_collection(spec)
         if coll.corpus == "html-tar":
             folder = catalog.cacm_html_folder(data, download)
             tar = catalog.collection_file(coll.name, "corpus", data)
-            return Corpus(coll.name, folder, "HtmlCollection", inputs=(tar,), topics=coll.name, qrels=coll.name,
-                          format="html")
+            return Corpus(
+                coll.name, folder, "HtmlCollection", inputs=(tar,), topics=coll.name, qrels=coll.name, format="html"
+            )
         if coll.corpus == "smart":
             conv = catalog.convert_cranfield(data, download)
             src = catalog.collection_file(coll.name, "corpus", data)
-            return Corpus(coll.name, conv.corpus_dir, inputs=(src,), topics=coll.name, qrels=coll.name,
-                          notes=conv.notes)
+            return Corpus(
+                coll.name, conv.corpus_dir, inputs=(src,), topics=coll.name, qrels=coll.name, notes=conv.notes
+            )
         raise ConfigError(
             f"collection {coll.name!r} has no corpus in the data folder (only topics and qrels); "
             "index the MS MARCO passage corpus as a JSONL file, or use a Pyserini prebuilt index when online"
         )
     path = Path(spec)
     if not path.exists():
-        raise ConfigError(f"corpus {spec!r} is neither an existing file/folder nor a collection "
-                          f"({', '.join(catalog.collection_names())})")
+        raise ConfigError(
+            f"corpus {spec!r} is neither an existing file/folder nor a collection "
+            f"({', '.join(catalog.collection_names())})"
+        )
     name = path.stem if path.is_file() else path.name
     if collection_class and collection_class != "JsonCollection":
         if not path.is_dir():
@@ -226,5 +230,7 @@ def count_docs(corpus: Corpus) -> int | None:
     if corpus.format == "html":
         return sum(1 for p in corpus.input_dir.iterdir() if p.suffix.lower() in (".html", ".htm"))
     if corpus.format == "jsonl":
-        return sum(sum(1 for line in open(p, encoding="utf-8") if line.strip()) for p in corpus.input_dir.glob("*.jsonl"))
+        return sum(
+            sum(1 for line in open(p, encoding="utf-8") if line.strip()) for p in corpus.input_dir.glob("*.jsonl")
+        )
     return None

@@ -41,6 +41,5 @@ class ProvenanceMismatchError(TwostageError):
         self.fields = fields
         parts = "; ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in sorted(fields.items()))
         super().__init__(
-            "refusing to compare results computed under different settings "
-            f"({parts}); pass --force to compare anyway"
+            f"refusing to compare results computed under different settings ({parts}); pass --force to compare anyway"
         )

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError
+from toolkit.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def pyserini_jar() -> Path:
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError("Pyserini is not installed (pip install pyserini==1.6.0)")
-    folders.append(Path(list(spec.submodule_search_locations)[0]) / "resources" / "jars")
+    folders.append(Path(next(iter(spec.submodule_search_locations))) / "resources" / "jars")
     for folder in folders:
         jars = sorted(folder.glob("anserini-*-fatjar.jar"), key=lambda p: p.stat().st_mtime)
         if jars:

@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import arrow_of, take
-from .records import DOC_ID, QUERY_ID, SCORE
+from toolkit.columns import arrow_of, take
+from toolkit.records import DOC_ID, QUERY_ID, SCORE
 
 ScorePrecision = Literal["float32", "float64"]
 SCORE_PRECISIONS: tuple[str, ...] = ("float32", "float64")
@@ -48,8 +48,9 @@ def _query_codes(query_key) -> np.ndarray:
     return pc.index_in(keys, value_set=uniques).to_numpy(zero_copy_only=False)
 
 
-def trec_order(query_key, scores: np.ndarray, doc_ids, score_precision: ScorePrecision,
-               ties: str = "docid_desc") -> np.ndarray:
+def trec_order(
+    query_key, scores: np.ndarray, doc_ids, score_precision: ScorePrecision, ties: str = "docid_desc"
+) -> np.ndarray:
     """Positions in (query key asc, score desc, doc id desc) order: trec_eval's ``comp_sim_docno``.
 
     ``ties="docid_asc"`` breaks score ties by document id ascending instead:
@@ -143,3 +144,13 @@ def top_k(frame: pd.DataFrame, k: int, score_precision: ScorePrecision = DEFAULT
     """The first ``k`` documents of every query in trec_eval order."""
     ordered = order_run(frame, score_precision)
     return ordered[ordered["rank"] <= k].reset_index(drop=True)
+
+
+#: Fusion ranks its inputs and cuts its output in the order the evaluator and the diagnosis use
+#: (trec_eval 9.x: float32 scores), so a float32 tie at a depth cut is broken the same way everywhere.
+CANDIDATE_PRECISION = DEFAULT_SCORE_PRECISION
+
+
+def candidate_selection() -> dict:
+    """How top-N candidates are chosen by fusion and reranking (recorded in their sidecars)."""
+    return {"order": "trec_eval: score desc, doc id desc", "score_precision": CANDIDATE_PRECISION}

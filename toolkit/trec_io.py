@@ -30,9 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .columns import arrow_of, row_hashes, take
-from .errors import InputFormatError
-from .records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics
+from toolkit.columns import arrow_of, row_hashes, take
+from toolkit.errors import InputFormatError
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics
 
 DedupePolicy = Literal["error", "first"]
 
@@ -141,8 +141,11 @@ def _normalise(data: bytes, path: str) -> tuple[bytes, int]:
     if data.startswith(b"#") or b"\n#" in data:
         data, comments = _COMMENT.subn(b"", data)
     if not data or data.isspace():
-        raise InputFormatError(path, None, "empty file: no lines to read" if not comments
-                               else f"no lines to read besides {comments} comment line(s)")
+        raise InputFormatError(
+            path,
+            None,
+            "empty file: no lines to read" if not comments else f"no lines to read besides {comments} comment line(s)",
+        )
     return data, comments
 
 
@@ -323,7 +326,8 @@ def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error") -> Run:
     nan = np.isnan(score)
     if nan.any():
         raise InputFormatError(
-            path, _line_of_row(path, int(np.flatnonzero(nan)[0])),
+            path,
+            _line_of_row(path, int(np.flatnonzero(nan)[0])),
             "score is NaN; trec_eval's sort breaks on NaN, so it is refused",
         )
     table, dropped = _dedupe(table, path, dedupe, "run")
@@ -331,8 +335,16 @@ def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error") -> Run:
     del table
     pa.default_memory_pool().release_unused()
     first, last = _edge_tags(path)
-    return Run(frame=frame, path=path, tag=first, sha256=sha, duplicates_dropped=dropped, last_tag=last,
-               comment_lines=comments, trailing_text_lines=trailing)
+    return Run(
+        frame=frame,
+        path=path,
+        tag=first,
+        sha256=sha,
+        duplicates_dropped=dropped,
+        last_tag=last,
+        comment_lines=comments,
+        trailing_text_lines=trailing,
+    )
 
 
 def _read_stdin_run(dedupe: DedupePolicy) -> Run:
@@ -388,8 +400,10 @@ def _edge_tags(path: str) -> tuple[str, str]:
                     if last:
                         break
                 end = start
+
     def tag(fields):
         return fields[5] if fields and len(fields) >= 6 else ""
+
     return tag(first), tag(last)
 
 
@@ -502,8 +516,7 @@ def _no_repeats(path: str, rows, keys, what: str) -> None:
     seen: dict[tuple, int] = {}
     for (number, _), key in zip(rows, keys):
         if key in seen:
-            raise InputFormatError(path, number, f"repeats line {seen[key]} ({what} {key!r}); "
-                                                 "each may appear once")
+            raise InputFormatError(path, number, f"repeats line {seen[key]} ({what} {key!r}); each may appear once")
         seen[key] = number
 
 
@@ -513,7 +526,7 @@ def read_prefs(path: str | os.PathLike, kind: str = "prefs"):
     qrels_prefs (trec_eval's ``get_qrels_prefs.c``): the iteration column is
     the judgment group, the sub-group is '0', the label is the rel_level.
     """
-    from .records import Prefs
+    from toolkit.records import Prefs
 
     path = str(path)
     if kind == "prefs":
@@ -526,13 +539,12 @@ def read_prefs(path: str | os.PathLike, kind: str = "prefs"):
         raise ValueError(kind)
     _no_repeats(path, rows, [(r[0], r[1], r[2], r[3]) for r in recs], "query, jg, jsg, document")
     frame = pd.DataFrame(recs, columns=[QUERY_ID, "jg", "jsg", DOC_ID, "rel_level"])
-    return Prefs(frame=frame.astype({"rel_level": "float64"}), path=path, sha256=sha, kind=kind,
-                 comment_lines=comments)
+    return Prefs(frame=frame.astype({"rel_level": "float64"}), path=path, sha256=sha, kind=kind, comment_lines=comments)
 
 
 def read_qrels_jg(path: str | os.PathLike):
     """Qrels per judgment group (``qid jg docno relevance``, trec_eval's ``get_qrels_jg.c``): integer labels."""
-    from .records import JudgmentGroups
+    from toolkit.records import JudgmentGroups
 
     path = str(path)
     rows, sha, comments = _small_table(path, 4, "judgment-group qrels", "query_id jg doc_id relevance")
@@ -679,7 +691,7 @@ def write_run(run: Run, path: str | os.PathLike, tag: str | None = None, depth: 
     (arrow's float-to-string cast: ``38.661416``, ``1`` for 1.0, ``1e-7``), so
     writing manufactures no ties. Lines are built by arrow a block at a time.
     """
-    from .ranking import ranked_positions
+    from toolkit.ranking import ranked_positions
 
     order, rank = ranked_positions(run.frame, "float64")
     if depth is not None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .eval_tables import SIGNIFICANCE_HEADERS, significance_rows
-from .html import esc, figure_data_uri, html_page, html_table, p_value, provenance_html, pyplot
+from toolkit.report.eval_tables import SIGNIFICANCE_HEADERS, significance_rows
+from toolkit.report.html import esc, figure_data_uri, html_page, html_table, p_value, provenance_html, pyplot
 
 
 def run_labels(runs: list[str], width: int = 40) -> dict[str, str]:
@@ -18,51 +18,62 @@ def run_labels(runs: list[str], width: int = 40) -> dict[str, str]:
     names = {r: Path(r).name for r in runs}
     if len(set(names.values())) < len(runs):
         names = {r: r for r in runs}
-    return {r: n if len(n) <= width else "..." + n[-(width - 3):] for r, n in names.items()}
+    return {r: n if len(n) <= width else "..." + n[-(width - 3) :] for r, n in names.items()}
 
 
 def compare_text(doc: dict) -> str:
     t = doc["tests"]
-    lines = [f"# baseline: {doc['baseline']}",
-             f"# tests: paired t-test; randomization test, {t['permutations']} permutations, seed {t['seed']}; "
-             f"correction: {t['correction']} (on p_perm, per measure)"]
+    lines = [
+        f"# baseline: {doc['baseline']}",
+        f"# tests: paired t-test; randomization test, {t['permutations']} permutations, seed {t['seed']}; "
+        f"correction: {t['correction']} (on p_perm, per measure)",
+    ]
     if doc["forced"]:
-        lines.append("# FORCED despite: " + "; ".join(f"{k}: {a} vs {b}" for k, (a, b) in
-                                                       doc["provenance_differences"].items()))
+        lines.append(
+            "# FORCED despite: " + "; ".join(f"{k}: {a} vs {b}" for k, (a, b) in doc["provenance_differences"].items())
+        )
     names = run_labels(doc["runs"])
     header = f"{'measure':<14} {'run':<40} {'mean':>7} {'delta':>8} {'p_ttest':>8} {'p_perm':>8} {'p_adj':>8}  W/T/L"
     lines.append(header)
     for measure, per_run in doc["results"].items():
-        lines.append(f"{measure:<14} {names[doc['baseline']]:<40} {doc['baseline_mean'][measure]:>7.4f} "
-                     f"{'(base)':>8}")
+        lines.append(f"{measure:<14} {names[doc['baseline']]:<40} {doc['baseline_mean'][measure]:>7.4f} {'(base)':>8}")
         for run, r in per_run.items():
-            lines.append(f"{measure:<14} {names[run]:<40} {r['mean']:>7.4f} {r['delta']:>+8.4f} "
-                         f"{p_value(r['p_ttest']):>8} {p_value(r['p_permutation']):>8} {p_value(r['p_adjusted']):>8}  "
-                         f"{r['wins']}/{r['ties']}/{r['losses']}")
+            lines.append(
+                f"{measure:<14} {names[run]:<40} {r['mean']:>7.4f} {r['delta']:>+8.4f} "
+                f"{p_value(r['p_ttest']):>8} {p_value(r['p_permutation']):>8} {p_value(r['p_adjusted']):>8}  "
+                f"{r['wins']}/{r['ties']}/{r['losses']}"
+            )
     return "\n".join(lines) + "\n"
 
 
 def write_compare_report(out: Path, doc: dict, table, baseline: str, measures: list[str]) -> None:
     """``OUT/compare.json`` and ``OUT/compare.html`` (one table and one difference plot per measure)."""
-    from ..trec_io import atomic_write, write_json
+    from toolkit.trec_io import atomic_write, write_json
 
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "compare.json", doc)
     t = doc["tests"]
-    body = [f"<h1>Comparison against {esc(doc['baseline'])}</h1>",
-            f"<p class=\"muted\">Paired t-test (two-sided); paired randomization test with {t['permutations']} "
-            f"permutations, seed {t['seed']}; {esc(t['correction'])} correction of the randomization p-values per "
-            "measure. W/T/L: queries where the run is better than / equal to / worse than the baseline.</p>"]
+    body = [
+        f"<h1>Comparison against {esc(doc['baseline'])}</h1>",
+        f'<p class="muted">Paired t-test (two-sided); paired randomization test with {t["permutations"]} '
+        f"permutations, seed {t['seed']}; {esc(t['correction'])} correction of the randomization p-values per "
+        "measure. W/T/L: queries where the run is better than / equal to / worse than the baseline.</p>",
+    ]
     if doc["forced"]:
-        body.append("<p class=\"bad\">Forced despite provenance differences: " + esc(
-            "; ".join(f"{k}: {a} vs {b}" for k, (a, b) in doc["provenance_differences"].items())) + "</p>")
+        body.append(
+            '<p class="bad">Forced despite provenance differences: '
+            + esc("; ".join(f"{k}: {a} vs {b}" for k, (a, b) in doc["provenance_differences"].items()))
+            + "</p>"
+        )
     for measure in measures:
         rows = [[baseline, f"{doc['baseline_mean'][measure]:.4f}", "", "", "", "", ""]]
         rows += significance_rows(doc["results"][measure])
         body.append(f"<h2>{esc(measure)}</h2>")
         body.append(html_table(["run", *SIGNIFICANCE_HEADERS], rows, numeric={1, 2, 3, 4, 5}))
-        body.append(f"<img class=\"plot\" alt=\"per-query differences, {esc(measure)}\" "
-                    f"src=\"{figure_data_uri(difference_plot(table, baseline, measure))}\">")
+        body.append(
+            f'<img class="plot" alt="per-query differences, {esc(measure)}" '
+            f'src="{figure_data_uri(difference_plot(table, baseline, measure))}">'
+        )
     for run, prov in doc["provenance"].items():
         body.append(f"<h2>Provenance: {esc(run)}</h2>" + provenance_html(prov))
     with atomic_write(out / "compare.html") as fh:
@@ -84,8 +95,11 @@ def difference_plot(table, baseline: str, measure: str):
         ax.axhline(0, color="#444", linewidth=0.8)
         ax.set_xlim(-1, max(len(d), 1))
         ax.set_ylabel(f"Δ {measure}")
-        ax.set_title(f"{Path(run).name} − {Path(baseline).name}: per query, sorted "
-                     f"({int((d > 0).sum())} up, {int((d == 0).sum())} tied, {int((d < 0).sum())} down)", fontsize=9)
+        ax.set_title(
+            f"{Path(run).name} − {Path(baseline).name}: per query, sorted "
+            f"({int((d > 0).sum())} up, {int((d == 0).sum())} tied, {int((d < 0).sum())} down)",
+            fontsize=9,
+        )
         ax.set_xticks([])
     fig.tight_layout()
     return fig

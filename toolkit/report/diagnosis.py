@@ -18,10 +18,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..diagnose import FAMILIES, LABEL_MEANING, LABELS, Diagnosis, json_ready
-from .eval_tables import Table, significance_cells, wtl
-from .html import esc, figure_png, fmt, html_page, markdown_table, p_value, png_data_uri, provenance_html, pyplot
-from .html import script_json, signed
+from toolkit.diagnosis.diagnose import FAMILIES, LABEL_MEANING, LABELS, Diagnosis, json_ready
+from toolkit.report.eval_tables import Table, significance_cells, wtl
+from toolkit.report.html import (
+    esc,
+    figure_png,
+    fmt,
+    html_page,
+    markdown_table,
+    p_value,
+    png_data_uri,
+    provenance_html,
+    pyplot,
+    script_json,
+    signed,
+)
 
 #: Colours of the diagnosis labels in every plot and table.
 LABEL_COLOURS = {
@@ -59,19 +70,31 @@ def plot_decomposition(diag: Diagnosis):
         m = p.decomposition.means()
         y = len(pipes) - 1 - i
         ax.barh(y, m["reranked"], color="#0969da", label="reranked" if i == 0 else None)
-        ax.barh(y, m["lost_in_reranking"], left=m["reranked"], color="#d4a72c",
-                label="lost in reranking (ceiling − reranked)" if i == 0 else None)
-        ax.barh(y, m["lost_in_candidates"], left=m["ceiling"], color="#b42318",
-                label="lost in candidates (ideal − ceiling)" if i == 0 else None)
-        ax.plot([m["first_stage"]] * 2, [y - 0.4, y + 0.4], color="#222", lw=2,
-                label="first stage" if i == 0 else None)
-        for x, v in ((m["reranked"] / 2, m["reranked"]), (m["reranked"] + m["lost_in_reranking"] / 2,
-                                                         m["lost_in_reranking"]),
-                     (m["ceiling"] + m["lost_in_candidates"] / 2, m["lost_in_candidates"])):
+        ax.barh(
+            y,
+            m["lost_in_reranking"],
+            left=m["reranked"],
+            color="#d4a72c",
+            label="lost in reranking (ceiling − reranked)" if i == 0 else None,
+        )
+        ax.barh(
+            y,
+            m["lost_in_candidates"],
+            left=m["ceiling"],
+            color="#b42318",
+            label="lost in candidates (ideal − ceiling)" if i == 0 else None,
+        )
+        ax.plot([m["first_stage"]] * 2, [y - 0.4, y + 0.4], color="#222", lw=2, label="first stage" if i == 0 else None)
+        for x, v in (
+            (m["reranked"] / 2, m["reranked"]),
+            (m["reranked"] + m["lost_in_reranking"] / 2, m["lost_in_reranking"]),
+            (m["ceiling"] + m["lost_in_candidates"] / 2, m["lost_in_candidates"]),
+        ):
             if v > 0.04:
                 ax.text(x, y, f"{v:.3f}", ha="center", va="center", color="white", fontsize=8)
-    ax.set_yticks(range(len(pipes)), [f"{p.name}\n(top {p.depth} of {p.first_stage})" for p in reversed(pipes)],
-                  fontsize=8)
+    ax.set_yticks(
+        range(len(pipes)), [f"{p.name}\n(top {p.depth} of {p.first_stage})" for p in reversed(pipes)], fontsize=8
+    )
     ax.set_xlim(0, max(1.0, max(p.decomposition.means()["ideal"] for p in pipes)))
     ax.set_xlabel(f"mean {diag.measure_label}")
     ax.set_title(f"Where {diag.measure_label} is lost")
@@ -87,15 +110,32 @@ def plot_depth_curve(diag: Diagnosis):
     for i, p in enumerate(diag.pipelines):
         c = p.decomposition.curve
         approx = "" if p.decomposition.curve_exact else " (approx.)"
-        ax.plot(c["depth"], c["reranked"], marker="o", color=SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)],
-                label=f"{p.name}: reranked top k{approx}")
+        ax.plot(
+            c["depth"],
+            c["reranked"],
+            marker="o",
+            color=SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)],
+            label=f"{p.name}: reranked top k{approx}",
+        )
         if p.first_stage not in seen_first:  # the ceiling and recall belong to the first stage's candidates
             seen_first.add(p.first_stage)
             shade = "#222" if len(seen_first) == 1 else "#8c959f"
-            ax.plot(c["depth"], c["ceiling"], marker="^", ls="--", color=shade,
-                    label=f"ceiling at k: best order of {p.first_stage}'s top k")
-            ax.plot(c["depth"], c["recall"], marker="s", ls=":", color=shade,
-                    label=f"{p.first_stage}: R@k (-l {diag.settings['recall_level']})")
+            ax.plot(
+                c["depth"],
+                c["ceiling"],
+                marker="^",
+                ls="--",
+                color=shade,
+                label=f"ceiling at k: best order of {p.first_stage}'s top k",
+            )
+            ax.plot(
+                c["depth"],
+                c["recall"],
+                marker="s",
+                ls=":",
+                color=shade,
+                label=f"{p.first_stage}: R@k (-l {diag.settings['recall_level']})",
+            )
     ax.set_xscale("log")
     depths = sorted({int(k) for p in diag.pipelines for k in p.decomposition.curve["depth"]})
     ax.set_xticks(depths, [str(k) for k in depths])
@@ -118,8 +158,16 @@ def plot_ceiling_vs_reranked(diag: Diagnosis):
     for label, colour in LABEL_COLOURS.items():
         g = t[t["diagnosis"] == label]
         if len(g):
-            ax.scatter(g[f"ceiling_{m}"], g[f"reranked_{m}"], s=28, alpha=0.85, color=colour,
-                       label=f"{label} ({len(g)})", edgecolors="white", linewidths=0.5)
+            ax.scatter(
+                g[f"ceiling_{m}"],
+                g[f"reranked_{m}"],
+                s=28,
+                alpha=0.85,
+                color=colour,
+                label=f"{label} ({len(g)})",
+                edgecolors="white",
+                linewidths=0.5,
+            )
     ax.axvline(diag.thresholds.ok, color="#b42318", lw=0.8, ls=":")
     ax.set_xlim(-0.03, 1.03)
     ax.set_ylim(-0.03, 1.03)
@@ -143,8 +191,16 @@ def plot_stage_scatter(diag: Diagnosis):
         for label, colour in LABEL_COLOURS.items():
             g = t[t["diagnosis"] == label]
             if len(g):
-                ax.scatter(g[f"first_{m}"], g[f"reranked_{m}"], s=24, color=colour, alpha=0.85, label=label,
-                           edgecolors="white", linewidths=0.5)
+                ax.scatter(
+                    g[f"first_{m}"],
+                    g[f"reranked_{m}"],
+                    s=24,
+                    color=colour,
+                    alpha=0.85,
+                    label=label,
+                    edgecolors="white",
+                    linewidths=0.5,
+                )
         d = t[f"delta_{m}"]
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
@@ -163,11 +219,14 @@ def plot_type_boxes(diag: Diagnosis):
     table, m = diag.rows(), diag.measure
     types = sorted(table["query_type"].unique().tolist())
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * len(types) + 2.2), sharey=True)
-    for ax, col, title in ((axes[0], f"reranked_{m}", f"reranked {diag.measure_label}"),
-                           (axes[1], f"ceiling_{m}", f"ceiling (top {diag.primary.depth})")):
+    for ax, col, title in (
+        (axes[0], f"reranked_{m}", f"reranked {diag.measure_label}"),
+        (axes[1], f"ceiling_{m}", f"ceiling (top {diag.primary.depth})"),
+    ):
         data = [table.loc[table["query_type"] == t, col].to_numpy() for t in types]
-        ax.boxplot(data, orientation="horizontal", tick_labels=[f"{t} ({len(d)})" for t, d in zip(types, data)],
-                   widths=0.6)
+        ax.boxplot(
+            data, orientation="horizontal", tick_labels=[f"{t} ({len(d)})" for t, d in zip(types, data)], widths=0.6
+        )
         for i, d in enumerate(data, start=1):
             ax.scatter(d, [i] * len(d), s=10, alpha=0.5, color="#0969da", zorder=3)
         ax.set_xlim(-0.03, 1.03)
@@ -185,8 +244,12 @@ def plot_judged_hist(diag: Diagnosis):
     bins = np.linspace(0, 1, 12) - 0.05
     bins[-1] = 1.05
     series, names = _judged_by_system(diag)
-    ax.hist(series, bins=bins, label=names, color=[SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)] if i else "#8c959f"
-                                                    for i in range(len(names))])
+    ax.hist(
+        series,
+        bins=bins,
+        label=names,
+        color=[SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)] if i else "#8c959f" for i in range(len(names))],
+    )
     ax.set_xlabel("judged@10 (share of the top 10 with a qrels label)")
     ax.set_ylabel("queries")
     ax.set_title("Judged coverage of the top 10")
@@ -212,12 +275,19 @@ def diagnosis_plots(diag: Diagnosis) -> dict[str, tuple[str, bytes]]:
     """name -> (caption, PNG) for every plot of the report."""
     label = diag.measure_label
     return {
-        "decomposition": (f"Mean {label}: reranked, lost in reranking, lost in candidates (the bar ends at the "
-                          "ideal); the black tick is the first stage", figure_png(plot_decomposition(diag))),
-        "depth_curve": (f"{label} when only the first stage's top k are reranked, the ceiling at k, and R@k",
-                        figure_png(plot_depth_curve(diag))),
-        "ceiling_vs_reranked": (f"Per query: candidate ceiling vs reranked {label}, coloured by diagnosis",
-                                figure_png(plot_ceiling_vs_reranked(diag))),
+        "decomposition": (
+            f"Mean {label}: reranked, lost in reranking, lost in candidates (the bar ends at the "
+            "ideal); the black tick is the first stage",
+            figure_png(plot_decomposition(diag)),
+        ),
+        "depth_curve": (
+            f"{label} when only the first stage's top k are reranked, the ceiling at k, and R@k",
+            figure_png(plot_depth_curve(diag)),
+        ),
+        "ceiling_vs_reranked": (
+            f"Per query: candidate ceiling vs reranked {label}, coloured by diagnosis",
+            figure_png(plot_ceiling_vs_reranked(diag)),
+        ),
         "stage_scatter": (f"Per query: first stage vs reranked {label}", figure_png(plot_stage_scatter(diag))),
         "query_types": (f"Reranked {label} and ceiling per query type", figure_png(plot_type_boxes(diag))),
         "judged_hist": ("judged@10 of every run", figure_png(plot_judged_hist(diag))),
@@ -242,13 +312,15 @@ def diagnosis_takeaways(diag: Diagnosis) -> list[str]:
     m = p.decomposition.means()
     label, depth = diag.measure_label, p.depth
     lost = m["ideal"] - m["reranked"]
-    out = [f"{label} went from {m['first_stage']:.4f} ({p.first_stage}) to {m['reranked']:.4f} ({p.name}); the best "
-           f"order of the top {depth} candidates would give {m['ceiling']:.4f} (the ceiling), the best ranking of "
-           f"the judged documents {m['ideal']:.4f}.",
-           f"Of the {lost:.4f} lost to the ideal, {m['lost_in_candidates']:.4f} ({_share(m['lost_in_candidates'], lost)}) "
-           f"is lost in the candidates (no reranker of them can win it back) and {m['lost_in_reranking']:.4f} "
-           f"({_share(m['lost_in_reranking'], lost)}) in the reranking (a better order of the same candidates "
-           "would win it)."]
+    out = [
+        f"{label} went from {m['first_stage']:.4f} ({p.first_stage}) to {m['reranked']:.4f} ({p.name}); the best "
+        f"order of the top {depth} candidates would give {m['ceiling']:.4f} (the ceiling), the best ranking of "
+        f"the judged documents {m['ideal']:.4f}.",
+        f"Of the {lost:.4f} lost to the ideal, {m['lost_in_candidates']:.4f} ({_share(m['lost_in_candidates'], lost)}) "
+        f"is lost in the candidates (no reranker of them can win it back) and {m['lost_in_reranking']:.4f} "
+        f"({_share(m['lost_in_reranking'], lost)}) in the reranking (a better order of the same candidates "
+        "would win it).",
+    ]
     curve = p.decomposition.curve
     if len(curve) > 1:
         approx = "" if p.decomposition.curve_exact else " (approximately: see the notes)"
@@ -256,38 +328,55 @@ def diagnosis_takeaways(diag: Diagnosis) -> list[str]:
         best = curve.loc[curve["reranked"].idxmax()]
         last = float(curve["reranked"].iloc[-1])
         if int(best["depth"]) < depth and float(best["reranked"]) > last + 0.005:
-            advice = (f"reranking deeper than {int(best['depth'])} hurts: the top {int(best['depth'])} give "
-                      f"{float(best['reranked']):.4f}, all {depth} {last:.4f}")
+            advice = (
+                f"reranking deeper than {int(best['depth'])} hurts: the top {int(best['depth'])} give "
+                f"{float(best['reranked']):.4f}, all {depth} {last:.4f}"
+            )
         else:
             advice = f"the smallest depth within 0.01 of reranking all {depth} is {enough_depth(curve)}"
-        out.append(f"Reranking only the top k{approx}: {steps}; {advice}. The ceiling rises from "
-                   f"{float(curve['ceiling'].iloc[0]):.4f} at {int(curve['depth'].iloc[0])} to {m['ceiling']:.4f} "
-                   f"at {depth}.")
+        out.append(
+            f"Reranking only the top k{approx}: {steps}; {advice}. The ceiling rises from "
+            f"{float(curve['ceiling'].iloc[0]):.4f} at {int(curve['depth'].iloc[0])} to {m['ceiling']:.4f} "
+            f"at {depth}."
+        )
     head = {r["key"]: r for r in diag.headline}
     r1 = head[f"recall_{depth}"]["first_stage"]
-    out.append(f"R@{depth} is {r1:.4f}: on average {1 - r1:.1%} of a query's relevant documents (level "
-               f"{diag.settings['recall_level']}) are not among the candidates, yet R@{depth} is not the ceiling of "
-               f"{label}: the candidates hold enough to reach {m['ceiling']:.4f}, because the top ranks need only "
-               "a few of the relevant documents.")
+    out.append(
+        f"R@{depth} is {r1:.4f}: on average {1 - r1:.1%} of a query's relevant documents (level "
+        f"{diag.settings['recall_level']}) are not among the candidates, yet R@{depth} is not the ceiling of "
+        f"{label}: the candidates hold enough to reach {m['ceiling']:.4f}, because the top ranks need only "
+        "a few of the relevant documents."
+    )
     j1, j2 = head["judged_10"]["first_stage"], head["judged_10"]["reranked"]
     if j2 < j1:
-        out.append(f"judged@10 fell from {j1:.4f} to {j2:.4f}: the reranked top 10 holds more unjudged documents, "
-                   f"which count as non-relevant, so its {label} is a lower bound.")
+        out.append(
+            f"judged@10 fell from {j1:.4f} to {j2:.4f}: the reranked top 10 holds more unjudged documents, "
+            f"which count as non-relevant, so its {label} is a lower bound."
+        )
     c = diag.label_counts
-    out.append(f"Of {len(diag.rows())} queries ({p.name}): " + ", ".join(f"{c[k]} {k}" for k in LABELS if c.get(k))
-               + ".")
+    out.append(
+        f"Of {len(diag.rows())} queries ({p.name}): " + ", ".join(f"{c[k]} {k}" for k in LABELS if c.get(k)) + "."
+    )
     best = max(diag.pipelines, key=lambda x: x.decomposition.means()["reranked"])
     if len(diag.pipelines) > 1:
-        out.append(f"Best reranked run by mean {label}: {best.name} ({best.decomposition.means()['reranked']:.4f}); "
-                   "the significance of each difference is in the tables below.")
+        out.append(
+            f"Best reranked run by mean {label}: {best.name} ({best.decomposition.means()['reranked']:.4f}); "
+            "the significance of each difference is in the tables below."
+        )
     return out
 
 
 # ------------------------------------------------------------------ tables
 def headline_rows(diag: Diagnosis) -> list[list[object]]:
-    return [[r["measure"], fmt(r["first_stage"]), fmt(r["reranked"]),
-             "" if r["key"] == "num_q" else signed(None if r["reranked"] is None else r["reranked"] - r["first_stage"])]
-            for r in diag.headline]
+    return [
+        [
+            r["measure"],
+            fmt(r["first_stage"]),
+            fmt(r["reranked"]),
+            "" if r["key"] == "num_q" else signed(None if r["reranked"] is None else r["reranked"] - r["first_stage"]),
+        ]
+        for r in diag.headline
+    ]
 
 
 def decomposition_table(diag: Diagnosis) -> Table:
@@ -295,12 +384,38 @@ def decomposition_table(diag: Diagnosis) -> Table:
     for p in diag.pipelines:
         m = p.decomposition.means()
         lost = m["ideal"] - m["reranked"]
-        rows.append([p.name, p.first_stage, p.depth, m["first_stage"], m["ceiling"], m["reranked"], m["ideal"],
-                     m["lost_in_candidates"], m["lost_in_reranking"], _share(m["lost_in_reranking"], lost)])
+        rows.append(
+            [
+                p.name,
+                p.first_stage,
+                p.depth,
+                m["first_stage"],
+                m["ceiling"],
+                m["reranked"],
+                m["ideal"],
+                m["lost_in_candidates"],
+                m["lost_in_reranking"],
+                _share(m["lost_in_reranking"], lost),
+            ]
+        )
     label = diag.measure_label
-    return Table(["reranked run", "first stage", "depth N", f"first stage {label}", "ceiling (best order of top N)",
-                  f"reranked {label}", "ideal", "lost in candidates", "lost in reranking", "share lost in reranking"],
-                 rows, numeric=set(range(2, 10)), table_id="decomposition")
+    return Table(
+        [
+            "reranked run",
+            "first stage",
+            "depth N",
+            f"first stage {label}",
+            "ceiling (best order of top N)",
+            f"reranked {label}",
+            "ideal",
+            "lost in candidates",
+            "lost in reranking",
+            "share lost in reranking",
+        ],
+        rows,
+        numeric=set(range(2, 10)),
+        table_id="decomposition",
+    )
 
 
 def depth_curve_table(diag: Diagnosis) -> Table:
@@ -325,26 +440,90 @@ def systems_table(diag: Diagnosis) -> Table:
     for s in diag.systems:
         mean = s["means"][diag.measure]
         if s["role"] == "first stage":
-            rows.append([s["name"], "first stage", mean, None, None, None, "", "", "", "", "", None, None,
-                         s["means"]["judged_10"]])
+            rows.append(
+                [
+                    s["name"],
+                    "first stage",
+                    mean,
+                    None,
+                    None,
+                    None,
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    None,
+                    None,
+                    s["means"]["judged_10"],
+                ]
+            )
             continue
         d, a = s["decomposition"], s["against_first_stage"]
-        rows.append([s["name"], f"top {s['depth']} of {s['first_stage']}" + (" (listwise)" if s["listwise"] else ""),
-                     mean, d["ceiling"], d["lost_in_candidates"], d["lost_in_reranking"], signed(a.get("delta")),
-                     p_value(a.get("p_ttest")), p_value(a.get("p_permutation")), p_value(a.get("p_adjusted")),
-                     wtl(a) if "wins" in a else "", a.get("rbo"), a.get("kendall_tau_10"), s["means"]["judged_10"]])
-    return Table(["system", "reranks", label, "ceiling", "lost in candidates", "lost in reranking",
-                  "Δ vs first stage", "p (t-test)", "p (randomization)", "p adjusted", "W/T/L",
-                  "RBO vs first stage", "τ@10 vs first stage", "judged@10"], rows,
-                 numeric={2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13}, table_id="systems")
+        rows.append(
+            [
+                s["name"],
+                f"top {s['depth']} of {s['first_stage']}" + (" (listwise)" if s["listwise"] else ""),
+                mean,
+                d["ceiling"],
+                d["lost_in_candidates"],
+                d["lost_in_reranking"],
+                signed(a.get("delta")),
+                p_value(a.get("p_ttest")),
+                p_value(a.get("p_permutation")),
+                p_value(a.get("p_adjusted")),
+                wtl(a) if "wins" in a else "",
+                a.get("rbo"),
+                a.get("kendall_tau_10"),
+                s["means"]["judged_10"],
+            ]
+        )
+    return Table(
+        [
+            "system",
+            "reranks",
+            label,
+            "ceiling",
+            "lost in candidates",
+            "lost in reranking",
+            "Δ vs first stage",
+            "p (t-test)",
+            "p (randomization)",
+            "p adjusted",
+            "W/T/L",
+            "RBO vs first stage",
+            "τ@10 vs first stage",
+            "judged@10",
+        ],
+        rows,
+        numeric={2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13},
+        table_id="systems",
+    )
 
 
 def pairwise_table(diag: Diagnosis, family: str) -> Table:
-    rows = [[c["baseline"], c["run"], *significance_cells(c), c["rbo"], c["kendall_tau_10"]]
-            for c in diag.comparisons if c["family"] == family]
-    return Table(["A", "B", "mean B", "Δ (B − A)", "p (t-test)", "p (randomization)", "p adjusted",
-                  "W/T/L (B vs A)", "RBO", "τ@10"], rows, numeric={2, 3, 4, 5, 6, 8, 9},
-                 table_id="pairs-" + family.replace(" ", "-"))
+    rows = [
+        [c["baseline"], c["run"], *significance_cells(c), c["rbo"], c["kendall_tau_10"]]
+        for c in diag.comparisons
+        if c["family"] == family
+    ]
+    return Table(
+        [
+            "A",
+            "B",
+            "mean B",
+            "Δ (B − A)",
+            "p (t-test)",
+            "p (randomization)",
+            "p adjusted",
+            "W/T/L (B vs A)",
+            "RBO",
+            "τ@10",
+        ],
+        rows,
+        numeric={2, 3, 4, 5, 6, 8, 9},
+        table_id="pairs-" + family.replace(" ", "-"),
+    )
 
 
 def disagreement_tables(diag: Diagnosis) -> list[tuple[str, Table]]:
@@ -353,8 +532,18 @@ def disagreement_tables(diag: Diagnosis) -> list[tuple[str, Table]]:
     text = dict(zip(diag.rows()["query_id"], diag.rows()["query"]))
     for d in diag.disagreements:
         a, b = d["system_a"], d["system_b"]
-        rows = [[q["query_id"], text.get(q["query_id"], ""), q[f"{m}_a"], q[f"{m}_b"], signed(q["delta"]), q["rbo"],
-                 q["kendall_tau_10"]] for q in d["queries"]]
+        rows = [
+            [
+                q["query_id"],
+                text.get(q["query_id"], ""),
+                q[f"{m}_a"],
+                q[f"{m}_b"],
+                signed(q["delta"]),
+                q["rbo"],
+                q["kendall_tau_10"],
+            ]
+            for q in d["queries"]
+        ]
         out.append((f"{a} vs {b}", Table(["query", "text", a, b, "Δ", "RBO", "τ@10"], rows, numeric={2, 3, 4, 5, 6})))
     return out
 
@@ -362,10 +551,29 @@ def disagreement_tables(diag: Diagnosis) -> list[tuple[str, Table]]:
 def most_changed_tables(diag: Diagnosis) -> list[tuple[str, Table]]:
     out = []
     for p in diag.pipelines:
-        rows = [[q["query_id"], q["query"], q["diagnosis"], q["rbo"], q["kendall_tau_10"], q["first_stage"],
-                 q["reranked"], signed(q["reranked"] - q["first_stage"])] for q in diag.most_changed[p.name]]
-        out.append((p.name, Table(["query", "text", "diagnosis", "RBO", "τ@10", p.first_stage, p.name, "Δ"], rows,
-                                  numeric={3, 4, 5, 6, 7})))
+        rows = [
+            [
+                q["query_id"],
+                q["query"],
+                q["diagnosis"],
+                q["rbo"],
+                q["kendall_tau_10"],
+                q["first_stage"],
+                q["reranked"],
+                signed(q["reranked"] - q["first_stage"]),
+            ]
+            for q in diag.most_changed[p.name]
+        ]
+        out.append(
+            (
+                p.name,
+                Table(
+                    ["query", "text", "diagnosis", "RBO", "τ@10", p.first_stage, p.name, "Δ"],
+                    rows,
+                    numeric={3, 4, 5, 6, 7},
+                ),
+            )
+        )
     return out
 
 
@@ -381,12 +589,33 @@ def types_table(diag: Diagnosis) -> Table | None:
     if not len(tt):
         return None
     names = [p.name for p in diag.pipelines]
-    headers = ["type", "queries", f"mean {diag.measure_label}", "median", f"mean {diag.primary.first_stage}",
-               "mean ceiling", "lost in candidates", "lost in reranking",
-               *(f"mean {n}" for n in names[1:]), *LABELS]
-    rows = [[r["query_type"], r["queries"], r["mean"], r["median"], r["mean_first_stage"], r["mean_ceiling"],
-             r["mean_lost_in_candidates"], r["mean_lost_in_reranking"], *(r[f"mean:{n}"] for n in names[1:]),
-             *(r[lab] for lab in LABELS)] for r in tt.to_dict(orient="records")]
+    headers = [
+        "type",
+        "queries",
+        f"mean {diag.measure_label}",
+        "median",
+        f"mean {diag.primary.first_stage}",
+        "mean ceiling",
+        "lost in candidates",
+        "lost in reranking",
+        *(f"mean {n}" for n in names[1:]),
+        *LABELS,
+    ]
+    rows = [
+        [
+            r["query_type"],
+            r["queries"],
+            r["mean"],
+            r["median"],
+            r["mean_first_stage"],
+            r["mean_ceiling"],
+            r["mean_lost_in_candidates"],
+            r["mean_lost_in_reranking"],
+            *(r[f"mean:{n}"] for n in names[1:]),
+            *(r[lab] for lab in LABELS),
+        ]
+        for r in tt.to_dict(orient="records")
+    ]
     return Table(headers, rows, numeric=set(range(1, len(headers))), table_id="types")
 
 
@@ -396,14 +625,24 @@ def _reorder_text(diag: Diagnosis) -> list[tuple[str, str]]:
     for p in diag.pipelines:
         chk = p.reorder_check
         if chk["only_reorders"]:
-            out.append(("ok", f"Reorder check passed for {p.name}: every document is among {p.first_stage}'s top-"
-                              f"{p.depth} candidates of its query ({chk['candidates_kept']} of "
-                              f"{chk['candidates_total']} candidates kept)."))
+            out.append(
+                (
+                    "ok",
+                    f"Reorder check passed for {p.name}: every document is among {p.first_stage}'s top-"
+                    f"{p.depth} candidates of its query ({chk['candidates_kept']} of "
+                    f"{chk['candidates_total']} candidates kept).",
+                )
+            )
         else:
             ex = ", ".join(f"{e['query_id']}:{e['doc_id']}" for e in chk["examples"][:5])
-            out.append(("bad", f"Reorder check FAILED for {p.name}: it introduced {chk['introduced_documents']} "
-                               f"documents in {chk['queries_with_introduced_documents']} queries that "
-                               f"{p.first_stage}'s top-{p.depth} does not hold (e.g. {ex})."))
+            out.append(
+                (
+                    "bad",
+                    f"Reorder check FAILED for {p.name}: it introduced {chk['introduced_documents']} "
+                    f"documents in {chk['queries_with_introduced_documents']} queries that "
+                    f"{p.first_stage}'s top-{p.depth} does not hold (e.g. {ex}).",
+                )
+            )
     return out
 
 
@@ -414,23 +653,31 @@ def explore_data(diag: Diagnosis) -> dict:
     firsts = list(diag.first_stages)
     pipes = diag.pipelines
     many = len(pipes) > 1
-    columns = [{"key": "query_id", "label": "query", "kind": "text"},
-               {"key": "query", "label": "text", "kind": "text"},
-               {"key": "query_type", "label": "type", "kind": "cat"}]
-    columns += [{"key": f"label:{p.name}", "label": f"label · {p.name}" if many else "label", "kind": "cat"}
-                for p in pipes]
-    columns += [{"key": f"m:{s}", "label": f"{label} · {s}", "kind": "num"} for s in [*firsts, *(p.name for p in pipes)]]
+    columns = [
+        {"key": "query_id", "label": "query", "kind": "text"},
+        {"key": "query", "label": "text", "kind": "text"},
+        {"key": "query_type", "label": "type", "kind": "cat"},
+    ]
+    columns += [
+        {"key": f"label:{p.name}", "label": f"label · {p.name}" if many else "label", "kind": "cat"} for p in pipes
+    ]
+    columns += [
+        {"key": f"m:{s}", "label": f"{label} · {s}", "kind": "num"} for s in [*firsts, *(p.name for p in pipes)]
+    ]
     for p in pipes:
         suffix = f" · {p.name}" if many else ""
-        columns += [{"key": f"ceiling:{p.name}", "label": f"ceiling{suffix}", "kind": "num"},
-                    {"key": f"lost_c:{p.name}", "label": f"lost in candidates{suffix}", "kind": "num"},
-                    {"key": f"lost_r:{p.name}", "label": f"lost in reranking{suffix}", "kind": "num"}]
-    columns += [{"key": f"judged:{s}", "label": f"judged@10 · {s}", "kind": "num"}
-                for s in [*firsts, *(p.name for p in pipes)]]
-    columns += [{"key": f"rbo:{p.name}", "label": f"RBO{' · ' + p.name if many else ''}", "kind": "num"}
-                for p in pipes]
-    columns += [{"key": f"tau:{p.name}", "label": f"τ@10{' · ' + p.name if many else ''}", "kind": "num"}
-                for p in pipes]
+        columns += [
+            {"key": f"ceiling:{p.name}", "label": f"ceiling{suffix}", "kind": "num"},
+            {"key": f"lost_c:{p.name}", "label": f"lost in candidates{suffix}", "kind": "num"},
+            {"key": f"lost_r:{p.name}", "label": f"lost in reranking{suffix}", "kind": "num"},
+        ]
+    columns += [
+        {"key": f"judged:{s}", "label": f"judged@10 · {s}", "kind": "num"} for s in [*firsts, *(p.name for p in pipes)]
+    ]
+    columns += [{"key": f"rbo:{p.name}", "label": f"RBO{' · ' + p.name if many else ''}", "kind": "num"} for p in pipes]
+    columns += [
+        {"key": f"tau:{p.name}", "label": f"τ@10{' · ' + p.name if many else ''}", "kind": "num"} for p in pipes
+    ]
     rows: dict[str, dict] = {}
     detail: dict[str, list[dict]] = {}
     for p in pipes:
@@ -449,49 +696,80 @@ def explore_data(diag: Diagnosis) -> dict:
             row[f"tau:{p.name}"] = r["kendall_tau_10"]
             lines = detail.setdefault(q, [])
             if not any(x["system"] == p.first_stage for x in lines):
-                lines.append({"system": p.first_stage, "role": "first stage", "value": r[f"first_{m}"],
-                              "judged": r["first_judged_10"]})
-            lines.append({"system": p.name, "role": f"reranked top {p.depth}", "value": r[f"reranked_{m}"],
-                          "ceiling": r[f"ceiling_{m}"], "lost_c": r["lost_in_candidates"],
-                          "lost_r": r["lost_in_reranking"], "label": r["diagnosis"], "rbo": r["rbo"],
-                          "tau": r["kendall_tau_10"], "judged": r["reranked_judged_10"]})
+                lines.append(
+                    {
+                        "system": p.first_stage,
+                        "role": "first stage",
+                        "value": r[f"first_{m}"],
+                        "judged": r["first_judged_10"],
+                    }
+                )
+            lines.append(
+                {
+                    "system": p.name,
+                    "role": f"reranked top {p.depth}",
+                    "value": r[f"reranked_{m}"],
+                    "ceiling": r[f"ceiling_{m}"],
+                    "lost_c": r["lost_in_candidates"],
+                    "lost_r": r["lost_in_reranking"],
+                    "label": r["diagnosis"],
+                    "rbo": r["rbo"],
+                    "tau": r["kendall_tau_10"],
+                    "judged": r["reranked_judged_10"],
+                }
+            )
     for lines in detail.values():  # first stages first, as in the side-by-side lists
         lines.sort(key=lambda x: x["role"] != "first stage")
-    detail_columns = [{"key": "system", "label": "system", "kind": "text"},
-                      {"key": "role", "label": "role", "kind": "text"},
-                      {"key": "value", "label": label, "kind": "num"},
-                      {"key": "ceiling", "label": "ceiling", "kind": "num"},
-                      {"key": "lost_c", "label": "lost in candidates", "kind": "num"},
-                      {"key": "lost_r", "label": "lost in reranking", "kind": "num"},
-                      {"key": "label", "label": "label", "kind": "text"},
-                      {"key": "rbo", "label": "RBO vs first stage", "kind": "num"},
-                      {"key": "tau", "label": "τ@10 vs first stage", "kind": "num"},
-                      {"key": "judged", "label": "judged@10", "kind": "num"}]
+    detail_columns = [
+        {"key": "system", "label": "system", "kind": "text"},
+        {"key": "role", "label": "role", "kind": "text"},
+        {"key": "value", "label": label, "kind": "num"},
+        {"key": "ceiling", "label": "ceiling", "kind": "num"},
+        {"key": "lost_c", "label": "lost in candidates", "kind": "num"},
+        {"key": "lost_r", "label": "lost in reranking", "kind": "num"},
+        {"key": "label", "label": "label", "kind": "text"},
+        {"key": "rbo", "label": "RBO vs first stage", "kind": "num"},
+        {"key": "tau", "label": "τ@10 vs first stage", "kind": "num"},
+        {"key": "judged", "label": "judged@10", "kind": "num"},
+    ]
     systems = [{"name": f, "role": "first stage"} for f in firsts]
     systems += [{"name": p.name, "role": "reranked", "first_stage": p.first_stage, "depth": p.depth} for p in pipes]
-    return json_ready({"measure": m, "measure_label": label, "k": diag.settings["explore_depth"],
-                       "systems": systems, "primary": diag.primary.name, "primary_first": diag.primary.first_stage,
-                       "columns": columns, "rows": list(rows.values()), "detail_columns": detail_columns,
-                       "detail_rows": detail, "views": diag.views, "missed": diag.missed})
+    return json_ready(
+        {
+            "measure": m,
+            "measure_label": label,
+            "k": diag.settings["explore_depth"],
+            "systems": systems,
+            "primary": diag.primary.name,
+            "primary_first": diag.primary.first_stage,
+            "columns": columns,
+            "rows": list(rows.values()),
+            "detail_columns": detail_columns,
+            "detail_rows": detail,
+            "views": diag.views,
+            "missed": diag.missed,
+        }
+    )
 
 
 def _explore_html(diag: Diagnosis) -> str:
     data = explore_data(diag)
-    static = Table([c["label"] for c in data["columns"]],
-                   [[r.get(c["key"]) for c in data["columns"]] for r in data["rows"]])
+    static = Table(
+        [c["label"] for c in data["columns"]], [[r.get(c["key"]) for c in data["columns"]] for r in data["rows"]]
+    )
     return (
-        "<h2 id=\"explore-heading\">Explore the queries</h2><div id=\"explore\">"
-        "<p class=\"muted needs-script\">Click a column to sort (again to reverse); filter with the boxes under the "
+        '<h2 id="explore-heading">Explore the queries</h2><div id="explore">'
+        '<p class="muted needs-script">Click a column to sort (again to reverse); filter with the boxes under the '
         "headers (a label or type, text contained, or numbers: <code>&lt;0.5</code>, <code>&gt;=0.2</code>, "
         "<code>0.2..0.6</code>). Click a query for every system's top "
         f"{data['k']} side by side; each query has its own link (<code>#q=ID</code>). "
-        "<span id=\"explore-count\"></span></p>"
-        "<div class=\"explore-wrap needs-script\"><table id=\"explore-table\"><thead></thead><tbody></tbody></table>"
-        "</div><div id=\"query-detail\" class=\"needs-script\"><p class=\"muted\">No query chosen: click one in the "
+        '<span id="explore-count"></span></p>'
+        '<div class="explore-wrap needs-script"><table id="explore-table"><thead></thead><tbody></tbody></table>'
+        '</div><div id="query-detail" class="needs-script"><p class="muted">No query chosen: click one in the '
         "table.</p></div>"
-        f"<noscript><p class=\"muted\">Scripts are off: the table below does not sort or filter.</p>{static.html()}"
+        f'<noscript><p class="muted">Scripts are off: the table below does not sort or filter.</p>{static.html()}'
         "</noscript></div>"
-        f"<script type=\"application/json\" id=\"explore-data\">{script_json(data)}</script>"
+        f'<script type="application/json" id="explore-data">{script_json(data)}</script>'
     )
 
 
@@ -501,8 +779,10 @@ def _explore_script() -> str:
 
 # ------------------------------------------------------------------ pages
 def _figure(name: str, caption: str, png: bytes) -> str:
-    return (f"<figure><img class=\"plot\" id=\"plot-{esc(name)}\" alt=\"{esc(caption)}\" src=\"{png_data_uri(png)}\">"
-            f"<figcaption class=\"muted\">{esc(caption)}</figcaption></figure>")
+    return (
+        f'<figure><img class="plot" id="plot-{esc(name)}" alt="{esc(caption)}" src="{png_data_uri(png)}">'
+        f'<figcaption class="muted">{esc(caption)}</figcaption></figure>'
+    )
 
 
 def _top_cell(item: dict) -> tuple[str, str]:
@@ -515,103 +795,140 @@ def _worst_html(diag: Diagnosis) -> str:
     parts = [f"<h2>Worst {len(diag.worst)} queries ({esc(diag.primary.name)}, lowest {esc(label)})</h2>"]
     for w in diag.worst:
         parts.append(
-            f"<h3><a href=\"#q={esc(w['query_id'])}\">{esc(w['query_id'])}</a>: {esc(w['query'] or '(no query text)')}"
-            f"</h3><p class=\"muted\">type {esc(w['query_type'])} · diagnosis <b>{esc(w['diagnosis'])}</b> · "
+            f'<h3><a href="#q={esc(w["query_id"])}">{esc(w["query_id"])}</a>: {esc(w["query"] or "(no query text)")}'
+            f'</h3><p class="muted">type {esc(w["query_type"])} · diagnosis <b>{esc(w["diagnosis"])}</b> · '
             f"reranked {w['reranked']:.4f} (first stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}: lost "
             f"{w['lost_in_candidates']:.4f} in candidates, {w['lost_in_reranking']:.4f} in reranking) · first-stage "
-            f"R@{depth} {w['first_recall']:.4f} · judged@10 {w['reranked_judged_10']:.2f}</p>")
+            f"R@{depth} {w['first_recall']:.4f} · judged@10 {w['reranked_judged_10']:.2f}</p>"
+        )
         left = "".join(
-            f"<tr><td class=\"num\">{i['rank']}</td><td>{esc(i['doc_id'])}</td>"
-            f"<td class=\"{_top_cell(i)[1]}\">{esc(_top_cell(i)[0])}</td><td>{esc(i.get('snippet') or '')}</td></tr>"
-            for i in w["top_10"])
+            f'<tr><td class="num">{i["rank"]}</td><td>{esc(i["doc_id"])}</td>'
+            f'<td class="{_top_cell(i)[1]}">{esc(_top_cell(i)[0])}</td><td>{esc(i.get("snippet") or "")}</td></tr>'
+            for i in w["top_10"]
+        )
         right = "".join(
-            f"<tr><td>{esc(i['doc_id'])}</td><td class=\"num\">{i['grade']}</td><td>{esc(i['where'])}</td>"
-            f"<td>{esc(i.get('snippet') or '')}</td></tr>" for i in w["best_missed"]) or (
-            "<tr><td colspan=\"4\" class=\"muted\">no relevant judged document outside the top 10</td></tr>")
+            f'<tr><td>{esc(i["doc_id"])}</td><td class="num">{i["grade"]}</td><td>{esc(i["where"])}</td>'
+            f"<td>{esc(i.get('snippet') or '')}</td></tr>"
+            for i in w["best_missed"]
+        ) or ('<tr><td colspan="4" class="muted">no relevant judged document outside the top 10</td></tr>')
         parts.append(
-            "<div class=\"pair\"><div><b>Reranked top 10</b><table><thead><tr><th>#</th><th>doc</th><th>grade</th>"
+            '<div class="pair"><div><b>Reranked top 10</b><table><thead><tr><th>#</th><th>doc</th><th>grade</th>'
             f"<th>text</th></tr></thead><tbody>{left}</tbody></table></div><div><b>Best judged documents it missed</b>"
             "<table><thead><tr><th>doc</th><th>grade</th><th>where</th><th>text</th></tr></thead>"
-            f"<tbody>{right}</tbody></table></div></div>")
+            f"<tbody>{right}</tbody></table></div></div>"
+        )
     return "".join(parts)
 
 
 def diagnosis_html(diag: Diagnosis, plots: dict[str, tuple[str, bytes]]) -> str:
     s = diag.settings
     label, p = diag.measure_label, diag.primary
-    parts = [f"<h1>Two-stage diagnosis: {esc(diag.name)}</h1>",
-             "<p class=\"muted\">" + "<br>".join(f"{esc(k)}: <code>{esc(v)}</code>"
-                                                 for k, v in s.get("sources", {}).items() if v) + "</p>"]
-    parts += [f"<p class=\"warn\">Note: {esc(n)}</p>" for n in diag.notes]
+    parts = [
+        f"<h1>Two-stage diagnosis: {esc(diag.name)}</h1>",
+        '<p class="muted">'
+        + "<br>".join(f"{esc(k)}: <code>{esc(v)}</code>" for k, v in s.get("sources", {}).items() if v)
+        + "</p>",
+    ]
+    parts += [f'<p class="warn">Note: {esc(n)}</p>' for n in diag.notes]
     parts.append("<h2>Headline</h2>")
     rows = "".join(
-        f"<tr><td>{esc(r['measure'])}</td><td class=\"num\" id=\"h-{esc(r['key'])}-first\">{fmt(r['first_stage'])}</td>"
-        f"<td class=\"num\" id=\"h-{esc(r['key'])}-reranked\">{fmt(r['reranked'])}</td><td class=\"num\">{cells[3]}</td>"
-        "</tr>" for r, cells in zip(diag.headline, headline_rows(diag)))
-    parts.append(f"<table id=\"headline\"><thead><tr><th>measure</th><th>first stage ({esc(p.first_stage)})</th>"
-                 f"<th>reranked ({esc(p.name)})</th><th>Δ</th></tr></thead><tbody>{rows}</tbody></table>")
-    parts.append(f"<p class=\"muted\">nDCG@10 and judged@10 at relevance level 1 (nDCG: linear gains of all grades "
-                 f"unless --gain says otherwise); R@N at relevance level {s['recall_level']} (trec_eval -l "
-                 f"{s['recall_level']}); query set: {esc(s['query_set'])}. Full provenance at the end.</p>")
-    parts.append("<ul id=\"takeaways\">" + "".join(f"<li>{esc(t)}</li>" for t in diagnosis_takeaways(diag)) + "</ul>")
+        f'<tr><td>{esc(r["measure"])}</td><td class="num" id="h-{esc(r["key"])}-first">{fmt(r["first_stage"])}</td>'
+        f'<td class="num" id="h-{esc(r["key"])}-reranked">{fmt(r["reranked"])}</td><td class="num">{cells[3]}</td>'
+        "</tr>"
+        for r, cells in zip(diag.headline, headline_rows(diag))
+    )
+    parts.append(
+        f'<table id="headline"><thead><tr><th>measure</th><th>first stage ({esc(p.first_stage)})</th>'
+        f"<th>reranked ({esc(p.name)})</th><th>Δ</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+    parts.append(
+        f'<p class="muted">nDCG@10 and judged@10 at relevance level 1 (nDCG: linear gains of all grades '
+        f"unless --gain says otherwise); R@N at relevance level {s['recall_level']} (trec_eval -l "
+        f"{s['recall_level']}); query set: {esc(s['query_set'])}. Full provenance at the end.</p>"
+    )
+    parts.append('<ul id="takeaways">' + "".join(f"<li>{esc(t)}</li>" for t in diagnosis_takeaways(diag)) + "</ul>")
     parts.append(f"<h2>Where the loss is: {esc(label)}</h2>" + decomposition_table(diag).html())
-    parts.append(f"<p class=\"muted\">ideal: {esc(label)} of the best ranking of every judged document (1 for nDCG "
-                 "when the query has a relevant document). ceiling: of the best order of the first stage's top N "
-                 "(judged grades, unjudged as 0). lost in candidates = ideal − ceiling; lost in reranking = ceiling − "
-                 "reranked; they add up to ideal − reranked, per query and in the mean.</p>")
+    parts.append(
+        f'<p class="muted">ideal: {esc(label)} of the best ranking of every judged document (1 for nDCG '
+        "when the query has a relevant document). ceiling: of the best order of the first stage's top N "
+        "(judged grades, unjudged as 0). lost in candidates = ideal − ceiling; lost in reranking = ceiling − "
+        "reranked; they add up to ideal − reranked, per query and in the mean.</p>"
+    )
     parts.append(_figure("decomposition", *plots["decomposition"]))
     parts.append("<h2>How deep to rerank</h2>" + depth_curve_table(diag).html())
     exact = all(x.decomposition.curve_exact for x in diag.pipelines)
-    parts.append("<p class=\"muted\">Reranked top k: the first stage's top k in the reranked run's order, the rest "
-                 "below in first-stage order (from the two runs alone; no model is run again). " +
-                 ("Exact for pointwise rerankers (each candidate scored on its own)." if exact else
-                  "An approximation for a listwise reranker or a run that does not hold exactly the candidates "
-                  "(see the notes).") + " Ceiling at k: the top k in the best order.</p>")
+    parts.append(
+        "<p class=\"muted\">Reranked top k: the first stage's top k in the reranked run's order, the rest "
+        "below in first-stage order (from the two runs alone; no model is run again). "
+        + (
+            "Exact for pointwise rerankers (each candidate scored on its own)."
+            if exact
+            else "An approximation for a listwise reranker or a run that does not hold exactly the candidates "
+            "(see the notes)."
+        )
+        + " Ceiling at k: the top k in the best order.</p>"
+    )
     parts.append(_figure("depth_curve", *plots["depth_curve"]))
     parts.append("<h2>Systems</h2>" + systems_table(diag).html())
     t = s["significance"]
-    parts.append(f"<p class=\"muted\">{esc(label)} means over {len(diag.rows())} queries. Against the first stage: "
-                 f"paired t-test and paired randomization test ({t['permutations']} sign flips, seed {t['seed']}), "
-                 f"{esc(t['correction'])} correction over the reranked runs of the same first stage (as "
-                 "<code>twostage compare FIRST R1 R2 ...</code>). W/T/L: queries better / equal / worse than the "
-                 "first stage. RBO: rank-biased overlap (p = 0.9, extrapolated; Webber, Moffat &amp; Zobel 2010); "
-                 "τ@10: Kendall's tau-b over the two top-10 lists (Fagin, Kumar &amp; Sivakumar 2003).</p>")
+    parts.append(
+        f'<p class="muted">{esc(label)} means over {len(diag.rows())} queries. Against the first stage: '
+        f"paired t-test and paired randomization test ({t['permutations']} sign flips, seed {t['seed']}), "
+        f"{esc(t['correction'])} correction over the reranked runs of the same first stage (as "
+        "<code>twostage compare FIRST R1 R2 ...</code>). W/T/L: queries better / equal / worse than the "
+        "first stage. RBO: rank-biased overlap (p = 0.9, extrapolated; Webber, Moffat &amp; Zobel 2010); "
+        "τ@10: Kendall's tau-b over the two top-10 lists (Fagin, Kumar &amp; Sivakumar 2003).</p>"
+    )
     for family in FAMILIES[1:]:
         if any(c["family"] == family for c in diag.comparisons):
             parts.append(f"<h3>{esc(family[0].upper() + family[1:])}</h3>" + pairwise_table(diag, family).html())
-            parts.append(f"<p class=\"muted\">Each pair tested as above; {esc(t['correction'])} correction over all "
-                         "pairs.</p>")
+            parts.append(
+                f'<p class="muted">Each pair tested as above; {esc(t["correction"])} correction over all pairs.</p>'
+            )
     if diag.disagreements:
         parts.append("<h2>Where the reranked runs disagree most</h2>")
         for title, table in disagreement_tables(diag):
             parts.append(f"<h3>{esc(title)}</h3>" + table.html())
     parts.append("<h2>Diagnosis labels</h2>" + labels_table(diag).html())
-    parts.append("<p class=\"muted\">Decided in the order no-relevant, ok, unjudged-top, candidates-missed, "
-                 "reranker-misordered, from each query's decomposition. Thresholds are options of "
-                 "<code>twostage diagnose</code>.</p>")
+    parts.append(
+        '<p class="muted">Decided in the order no-relevant, ok, unjudged-top, candidates-missed, '
+        "reranker-misordered, from each query's decomposition. Thresholds are options of "
+        "<code>twostage diagnose</code>.</p>"
+    )
     for cls, text in _reorder_text(diag):
-        parts.append(f"<p class=\"{cls}\" id=\"reorder-check-{esc(cls)}\">{esc(text)}</p>")
+        parts.append(f'<p class="{cls}" id="reorder-check-{esc(cls)}">{esc(text)}</p>')
     parts.append(_explore_html(diag))
     parts.append("<h2>Most changed queries (lowest RBO with the first stage)</h2>")
     for name, table in most_changed_tables(diag):
         parts.append(f"<h3>{esc(name)}</h3>" + table.html())
     parts.append(_worst_html(diag))
     parts.append("<h2>Query types</h2>")
-    parts.append(f"<p class=\"muted\">Source: {esc(s['query_types'])}." + (
-        " Rules (first match on the lower-cased query wins; no match is 'other'): " + "; ".join(
-            f"<b>{esc(r['type'])}</b> <code>{esc(r['pattern'])}</code>" for r in s["type_rules"])
-        if s.get("type_rules") else "") + "</p>")
+    parts.append(
+        f'<p class="muted">Source: {esc(s["query_types"])}.'
+        + (
+            " Rules (first match on the lower-cased query wins; no match is 'other'): "
+            + "; ".join(f"<b>{esc(r['type'])}</b> <code>{esc(r['pattern'])}</code>" for r in s["type_rules"])
+            if s.get("type_rules")
+            else ""
+        )
+        + "</p>"
+    )
     tt = types_table(diag)
     if tt is not None:
         parts.append(tt.html())
     parts.append("<h2>Plots</h2>")
-    parts += [_figure(name, caption, png) for name, (caption, png) in plots.items()
-              if name not in ("decomposition", "depth_curve")]
+    parts += [
+        _figure(name, caption, png)
+        for name, (caption, png) in plots.items()
+        if name not in ("decomposition", "depth_curve")
+    ]
     parts.append("<h2>Provenance</h2>")
-    parts.append(provenance_html({"settings": diag.settings, "thresholds": diag.thresholds.describe(label),
-                                  "evaluation": diag.provenance}))
-    return html_page(f"Two-stage diagnosis: {diag.name}", "".join(parts), extra_css=EXTRA_CSS,
-                     script=_explore_script())
+    parts.append(
+        provenance_html(
+            {"settings": diag.settings, "thresholds": diag.thresholds.describe(label), "evaluation": diag.provenance}
+        )
+    )
+    return html_page(f"Two-stage diagnosis: {diag.name}", "".join(parts), extra_css=EXTRA_CSS, script=_explore_script())
 
 
 def diagnosis_markdown(diag: Diagnosis, plot_files: dict[str, str]) -> str:
@@ -622,10 +939,13 @@ def diagnosis_markdown(diag: Diagnosis, plot_files: dict[str, str]) -> str:
     out.append("")
     out += [f"> Note: {n}\n" for n in diag.notes]
     out.append("## Headline\n")
-    out.append(markdown_table(["measure", f"first stage ({p.first_stage})", f"reranked ({p.name})", "Δ"],
-                              headline_rows(diag)))
-    out.append(f"nDCG@10 and judged@10 at relevance level 1; R@N at level {s['recall_level']} "
-               f"(trec_eval -l {s['recall_level']}); query set: {s['query_set']}.\n")
+    out.append(
+        markdown_table(["measure", f"first stage ({p.first_stage})", f"reranked ({p.name})", "Δ"], headline_rows(diag))
+    )
+    out.append(
+        f"nDCG@10 and judged@10 at relevance level 1; R@N at level {s['recall_level']} "
+        f"(trec_eval -l {s['recall_level']}); query set: {s['query_set']}.\n"
+    )
     out += [f"- {t}" for t in diagnosis_takeaways(diag)]
     out.append(f"\n## Where the loss is: {label}\n")
     out.append(decomposition_table(diag).markdown())
@@ -652,15 +972,25 @@ def diagnosis_markdown(diag: Diagnosis, plot_files: dict[str, str]) -> str:
     out.append(f"## Worst {len(diag.worst)} queries ({p.name})\n")
     for w in diag.worst:
         out.append(f"### {w['query_id']}: {w['query'] or '(no query text)'}\n")
-        out.append(f"type {w['query_type']}, diagnosis **{w['diagnosis']}**, reranked {w['reranked']:.4f} (first "
-                   f"stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}), first-stage R@{p.depth} "
-                   f"{w['first_recall']:.4f}\n")
-        out.append(markdown_table(["#", "doc", "grade", "text"], [
-            [i["rank"], i["doc_id"], _top_cell(i)[0], (i.get("snippet") or "")[:120]] for i in w["top_10"]]))
+        out.append(
+            f"type {w['query_type']}, diagnosis **{w['diagnosis']}**, reranked {w['reranked']:.4f} (first "
+            f"stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}), first-stage R@{p.depth} "
+            f"{w['first_recall']:.4f}\n"
+        )
+        out.append(
+            markdown_table(
+                ["#", "doc", "grade", "text"],
+                [[i["rank"], i["doc_id"], _top_cell(i)[0], (i.get("snippet") or "")[:120]] for i in w["top_10"]],
+            )
+        )
         if w["best_missed"]:
             out.append("Best judged documents it missed:\n")
-            out.append(markdown_table(["doc", "grade", "where", "text"], [
-                [i["doc_id"], i["grade"], i["where"], (i.get("snippet") or "")[:120]] for i in w["best_missed"]]))
+            out.append(
+                markdown_table(
+                    ["doc", "grade", "where", "text"],
+                    [[i["doc_id"], i["grade"], i["where"], (i.get("snippet") or "")[:120]] for i in w["best_missed"]],
+                )
+            )
     out.append("## Query types\n")
     tt = types_table(diag)
     if tt is not None:
@@ -668,14 +998,21 @@ def diagnosis_markdown(diag: Diagnosis, plot_files: dict[str, str]) -> str:
     out.append("## Plots\n")
     out += [f"![{name}]({path})\n" for name, path in plot_files.items() if name not in ("decomposition", "depth_curve")]
     out.append("## Provenance\n")
-    out.append("```json\n" + json.dumps({"settings": diag.settings, "thresholds": diag.thresholds.describe(label),
-                                         "evaluation": diag.provenance}, indent=2, default=str) + "\n```\n")
+    out.append(
+        "```json\n"
+        + json.dumps(
+            {"settings": diag.settings, "thresholds": diag.thresholds.describe(label), "evaluation": diag.provenance},
+            indent=2,
+            default=str,
+        )
+        + "\n```\n"
+    )
     return "\n".join(out) + "\n"
 
 
 def write_diagnosis_report(diag: Diagnosis, out_dir) -> dict[str, str]:
     """Write index.html, report.md (+ plots/*.png), per_query.csv, pairs.csv and summary.json (atomically)."""
-    from ..trec_io import atomic_write, write_json
+    from toolkit.trec_io import atomic_write, write_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

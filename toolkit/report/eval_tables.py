@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .html import esc, fmt, html_table, markdown_table, p_value
+from toolkit.report.html import esc, fmt, html_table, markdown_table, p_value
 
 SIGNIFICANCE_HEADERS = ["mean", "delta", "p (t-test)", "p (randomization)", "p adjusted", "W/T/L"]
 
@@ -19,8 +19,14 @@ def wtl(r: Mapping) -> str:
 
 def significance_cells(r: Mapping) -> list[str]:
     """mean, delta, the three p-values and W/T/L of one comparison, formatted."""
-    return [f"{r['mean']:.4f}", f"{r['delta']:+.4f}", p_value(r["p_ttest"]), p_value(r["p_permutation"]),
-            p_value(r["p_adjusted"]), wtl(r)]
+    return [
+        f"{r['mean']:.4f}",
+        f"{r['delta']:+.4f}",
+        p_value(r["p_ttest"]),
+        p_value(r["p_permutation"]),
+        p_value(r["p_adjusted"]),
+        wtl(r),
+    ]
 
 
 def significance_rows(results: Mapping[str, Mapping]) -> list[list[str]]:
@@ -34,13 +40,24 @@ class Table:
     Floats are formatted with ``fmt`` (4 decimals); ``numeric`` columns are right-aligned in HTML.
     """
 
-    def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: set[int] | None = None,
-                 table_id: str | None = None):
+    def __init__(
+        self,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[object]],
+        numeric: set[int] | None = None,
+        table_id: str | None = None,
+    ):
         self.headers = list(headers)
         self.rows = [[fmt(v) if isinstance(v, float) or v is None else v for v in r] for r in rows]
-        self.numeric = numeric if numeric is not None else {
-            i for i in range(len(self.headers)) if rows and all(
-                isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
+        self.numeric = (
+            numeric
+            if numeric is not None
+            else {
+                i
+                for i in range(len(self.headers))
+                if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
+            }
+        )
         self.table_id = table_id
 
     def html(self) -> str:
@@ -51,4 +68,4 @@ class Table:
 
 
 def caption(text: str) -> str:
-    return f"<p class=\"muted\">{esc(text)}</p>"
+    return f'<p class="muted">{esc(text)}</p>'

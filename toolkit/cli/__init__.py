@@ -1,0 +1,58 @@
+"""The ``twostage`` command: a thin click layer over the library.
+
+Exit status: 0 success, 1 bad input or data (``Error: ...`` on stderr), 2
+usage errors (click's). Results go to stdout, logs and progress to stderr.
+Each command group lives in a module of this package; none imports heavy dependencies
+at module level, so ``twostage --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from toolkit import __version__
+from toolkit.errors import TwostageError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except TwostageError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except BrokenPipeError:  # e.g. `twostage eval ... | head`
+            sys.stderr.close()
+            sys.exit(0)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="twostage")
+@click.option("-v", "--verbose", is_flag=True, help="Log debug messages to stderr.")
+def main(verbose: bool) -> None:
+    """Two-stage retrieval evaluation with trec_eval-exact measures.
+
+    First stage (BM25, RM3, QL, dense) through Pyserini, a reranker on top, and
+    an evaluator that prints what NIST trec_eval prints, plus judged coverage
+    and a diagnosis of where quality is lost.
+    """
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
+
+
+def _register() -> None:
+    import importlib
+
+    for module in ("eval", "retrieval", "rerank", "diagnose", "reproduce"):
+        try:
+            mod = importlib.import_module(f"{__name__}.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{module}":
+                continue
+            raise
+        for command in getattr(mod, "COMMANDS", ()):
+            main.add_command(command)
+
+
+_register()

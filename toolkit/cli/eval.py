@@ -1,0 +1,250 @@
+"""``twostage eval`` (trec_eval's command line), ``twostage measures`` and ``twostage gain-sensitivity``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from toolkit.catalog import relevance_map, resolve_qrels
+from toolkit.cli.options import evaluation_options, pop_settings, settings_from
+from toolkit.evaluation.evaluate import EvalResult, check_measures, evaluate
+from toolkit.evaluation.trec_format import format_value, provenance_lines, render_csv, render_json, render_text
+from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measures
+from toolkit.records import Qrels
+from toolkit.trec_io import atomic_write, read_prefs, read_qrels_jg, read_run, read_zscores, write_json
+
+REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
+
+
+def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None) -> Qrels:
+    """Qrels from a path or a collection name, with the collection's or the user's relevance map."""
+    source = resolve_qrels(spec, data_dir)
+    for note in source.notes:  # e.g. how a named collection's qrels were converted
+        click.echo(f"twostage: {note}", err=True)
+    mapping, name = relevance_map(rel_map) if rel_map else ({}, "")
+    return source.read(dedupe, mapping, name)
+
+
+def load_judgments(spec: str, rel_format: str, rel_map: str | None, dedupe: str, data_dir: str | None):
+    """The judgments as ``-R`` says: qrels (a file or a collection name), prefs, qrels_prefs or qrels_jg."""
+    if rel_format == "qrels":
+        return load_qrels(spec, rel_map, dedupe, data_dir)
+    if rel_map:
+        raise click.UsageError("--relevance-map applies to -R qrels only")
+    if rel_format == "qrels_jg":
+        return read_qrels_jg(spec)
+    return read_prefs(spec, rel_format)
+
+
+def measures_from(texts, version: int, default=DEFAULT_MEASURES) -> list[Measure]:
+    """Parse -m values; a bad name or parameter is an input error (exit 1, 'Error: ...'), not a usage error."""
+    return parse_measures(list(texts) or list(default), version)
+
+
+@click.command("eval")
+@click.option(
+    "-m",
+    "measure_texts",
+    multiple=True,
+    metavar="MEASURE[.PARAMS]",
+    help="Measure, nickname or alias, repeatable, trec_eval syntax: P.5,10  ndcg_cut.10  "
+    "iprec_at_recall..1,.2  ndcg.1=3,2=9  utility.2,-1,0,0  all_trec  official  nDCG@10. "
+    "Default: official. `twostage measures` lists them.",
+)
+@click.option("-q", "per_query", is_flag=True, help="Print per-query lines before the 'all' lines.")
+@click.option("-n", "no_summary", is_flag=True, help="No 'all' lines (trec_eval -n).")
+@click.option(
+    "-R",
+    "rel_format",
+    type=click.Choice(REL_FORMATS),
+    default="qrels",
+    show_default=True,
+    help="Format of QRELS: qrels, prefs (qid jg jsg docno rel_level), qrels_prefs (qrels read as "
+    "preferences), qrels_jg (iteration column = judgment group).",
+)
+@click.option("-T", "results_format", type=click.Choice(["trec_results"]), default="trec_results", hidden=True)
+@click.option(
+    "-Z",
+    "zscore_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Print z-scores from FILE's per-query means and standard deviations (qid measure mean stddev).",
+)
+@evaluation_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "csv"]),
+    default="text",
+    show_default=True,
+    help="text = trec_eval's layout (4 decimals); json/csv = full precision.",
+)
+@click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the result to this file (atomically) and its provenance to OUT.provenance.json.",
+)
+@click.argument("qrels")
+@click.argument("run", type=click.Path(dir_okay=False, allow_dash=True))
+def eval_command(
+    measure_texts,
+    per_query,
+    no_summary,
+    rel_format,
+    results_format,
+    zscore_file,
+    fmt,
+    no_provenance,
+    out,
+    qrels,
+    run,
+    **options,
+):
+    """Evaluate RUN against QRELS exactly as trec_eval does ('-' reads RUN from stdin).
+
+    QRELS is a file or a collection name (cacm, dl19-passage, ...). Every
+    trec_eval measure, option and output line; lines come in trec_eval's
+    measure order. Ranking is score descending, ties by document id
+    descending; the rank column is ignored. --trec-eval 9 (default, what
+    Pyserini bundles) or 10 picks the semantics where the two differ.
+
+    \b
+    Examples:
+      twostage eval -m ndcg_cut.10 -m recall.100 -l 2 -c qrels.txt run.txt
+      twostage eval -m all_trec -q --trec-eval 10 --no-provenance qrels.txt run.txt
+      twostage eval -m nDCG@10 -m AP@100 -m R@100 -c -l 2 qrels.txt run.txt
+      twostage eval -m ndcg_cut.10 --gain exp --format json qrels.txt run.txt
+    """
+    s = pop_settings(options)
+    settings = settings_from(s)
+    measures = measures_from(measure_texts, settings.trec_eval)
+    check_measures(measures, settings, rel_format)  # before reading anything
+    judgments = load_judgments(qrels, rel_format, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
+    r = read_run(run, dedupe=s.get("dedupe", "error"))
+    for what, n in (("run", r.duplicates_dropped), ("qrels", getattr(judgments, "duplicates_dropped", 0))):
+        if n:
+            click.echo(f"twostage: --dedupe first dropped {n} duplicate line(s) from the {what}", err=True)
+    zscores = read_zscores(zscore_file) if zscore_file else None
+    result = evaluate(judgments, r, measures, settings, zscores=zscores)
+    for note in result.notes:
+        click.echo(f"twostage: {note}", err=True)
+    if fmt == "json":
+        text = render_json(result, per_query)
+    elif fmt == "csv":
+        text = render_csv(result, per_query, provenance=not no_provenance and out is None)
+    else:
+        text = render_text(result, per_query, provenance=not no_provenance, summary=not no_summary)
+    if out:
+        with atomic_write(out) as fh:
+            fh.write(text)
+        write_json(out + ".provenance.json", result.provenance)
+        click.echo(f"twostage: wrote {out} and {out}.provenance.json", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command("measures")
+@click.option(
+    "--trec-eval",
+    "trec_eval",
+    type=click.Choice(["9", "10"]),
+    default=None,
+    help="Only the measures this trec_eval generation has.",
+)
+@click.argument("names", nargs=-1)
+def measures_command(trec_eval, names):
+    """List every measure family (parameters, defaults, how 'all' combines), or define NAMES exactly.
+
+    NAMES may be families, nicknames or aliases (ndcg_cut, all_trec, nDCG@10).
+    """
+    from toolkit.measures.names import NICKNAMES, parse_measures
+    from toolkit.measures.registry import families_in_order
+
+    version = int(trec_eval) if trec_eval else 10
+    if not names:
+        for f in families_in_order():
+            if trec_eval and f.since > version:
+                continue
+            origin = "twostage" if f.since == 0 else f"trec_eval {f.since}+"
+            defaults = ",".join(f"{d:g}" if isinstance(d, float) else str(d) for d in f.defaults)
+            click.echo(
+                f"{f.name:<24} {f.params.value:<15} {defaults or '-':<34} {f.aggregate:<5} "
+                f"{'-l' if f.binary else '  '} -R {f.rel_format:<8} {origin}"
+            )
+        click.echo("nicknames: " + "; ".join(f"{k} = {' '.join(v)}" for k, v in NICKNAMES.items()))
+        return
+    seen = set()
+    for text in names:
+        for m in parse_measures([text], version):
+            if m.family in seen:
+                continue
+            seen.add(m.family)
+            spec = m.spec
+            click.echo(
+                f"{spec.name}  ({spec.params.value}; all = {spec.aggregate}; relevance level "
+                f"{'applies' if spec.binary else 'does not apply'}; -R {spec.rel_format})"
+            )
+            click.echo("    " + spec.doc.replace("\n", "\n    ") + "\n")
+
+
+COMMANDS = [eval_command, measures_command]
+
+
+@click.command("gain-sensitivity")
+@click.option("-k", "cutoff", type=click.IntRange(min=1), default=10, show_default=True, help="nDCG cutoff.")
+@evaluation_options(exclude=("gain", "discount", "judged_compat"))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.argument("qrels")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def gain_sensitivity_command(cutoff, fmt, qrels, runs, **options):
+    """nDCG@k of each RUN under linear, exponential and Järvelin-Kekäläinen gains/discount.
+
+    Flags every variant under which the systems' order differs from trec_eval's
+    linear gain with log2 discount, so a reader knows whether "system A beats
+    B" depends on which nDCG was used.
+    """
+    from toolkit.evaluation.sensitivity import gain_sensitivity
+
+    s = pop_settings(options)
+    q = load_qrels(qrels, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
+    names = [Path(r).name for r in runs] if len({Path(r).name for r in runs}) == len(runs) else [str(r) for r in runs]
+    loaded = {name: read_run(path) for name, path in zip(names, runs)}
+    result = gain_sensitivity(q, loaded, cutoff, settings_from(s))
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "cutoff": cutoff,
+                    "ndcg": result.table.to_dict(orient="index"),
+                    "skipped": result.skipped,
+                    "order_changes": result.swaps,
+                },
+                indent=2,
+            )
+        )
+        return
+    click.echo(f"# nDCG@{cutoff} under each gain/discount (mean over queries; -c: {bool(s.get('complete'))})")
+    click.echo(result.table.to_string(float_format=lambda v: f"{v:.4f}"))
+    for label, why in result.skipped.items():
+        click.echo(f"# skipped {label}: {why}")
+    if len(names) > 1:
+        click.echo("# system order: " + ("; ".join(result.swaps) if result.swaps else "the same under every variant"))
+
+
+COMMANDS.append(gain_sensitivity_command)
+
+__all__ = [
+    "EvalResult",
+    "eval_command",
+    "format_value",
+    "load_judgments",
+    "load_qrels",
+    "provenance_lines",
+    "render_csv",
+    "render_json",
+    "render_text",
+]

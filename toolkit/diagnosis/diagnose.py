@@ -1,0 +1,1190 @@
+"""Two-stage diagnosis: how much quality the candidates lose and how much the reranking loses, per query and
+overall; how deep to rerank; which reranker is better, where, and on which queries rerankers disagree.
+
+Inputs: qrels, one or more first-stage runs and one or more reranked runs, each the reordering of one first
+stage's top N candidates (N, the rerank depth, per reranked run). Every number comes from
+``evaluate.evaluate`` (trec_eval semantics) under one set of evaluation settings (gain, discount, ``-M``,
+``-J``, score precision), and every mean is over one query set: every qrels query (``-c``; a query missing
+from a run scores 0), or with ``complete=False`` the qrels queries that every run holds.
+
+- The headline measure M (nDCG@10 by default; any ranking measure on request) of every run, its loss
+  decomposition (ideal, candidate ceiling, ``lost_in_candidates``, ``lost_in_reranking``) and rerank-depth
+  curve (``decompose.py``). Binary measures (P, recall, MAP) use ``recall_level``.
+- nDCG@10, nDCG'@10 (the same on the condensed list, ``-J``: the gap is what unjudged documents cost) and
+  judged@10 of every run at relevance level 1 (nDCG uses all grades as gains); R@N of every run and R@1000
+  of a first stage deeper than N at ``recall_level`` (2 for graded qrels: the TREC DL convention).
+- Rank-biased overlap (p = 0.9) and Kendall's tau on the top 10 between each reranked run and its first
+  stage and between every two reranked runs (``agreement.py``).
+- Paired significance of M (``significance.py``): every reranked run against its first stage (for each first
+  stage the family ``twostage compare FIRST R1 R2 ...`` corrects over, so the p-values equal its), and
+  between every two reranked runs (one family over all pairs; likewise between first stages).
+- Candidates are the first stage's top N in trec_eval order at the settings' score precision
+  (``ranking.top_k``), the same selection ``rerank`` and ``fuse`` make.
+
+Labels, per query and reranked run, from its decomposition, decided in this order (``Thresholds``):
+
+1. ``no-relevant``: ideal = 0: the qrels hold nothing the measure rewards;
+2. ``ok``: reranked >= ok x ideal (ideal is 1 for nDCG);
+3. ``unjudged-top``: more than ``max_unjudged`` of the reranked top 10 positions hold unjudged documents
+   (too much of the top is unjudged to tell; positions a short list leaves empty do not count);
+4. ``candidates-missed``: ceiling < ok x ideal: not even the best order of these candidates would be ok, so
+   the candidates are what holds the query back;
+5. ``reranker-misordered``: otherwise: a better order of the same candidates would be ok.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from toolkit import __version__
+from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
+from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, TypeRule, assign_types
+from toolkit.diagnosis.query_views import (
+    add_snippets,
+    best_missed,
+    disagreements,
+    grades,
+    most_changed,
+    query_terms,
+    side_by_side,
+    worst_queries,
+)
+from toolkit.errors import ConfigError
+from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, agreement, ranked_lists
+from toolkit.evaluation.evaluate import evaluate
+from toolkit.evaluation.significance import adjust, compare_table
+from toolkit.measures.names import EvalSettings, parse_measures
+from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
+
+LABELS = ("ok", "reranker-misordered", "candidates-missed", "unjudged-top", "no-relevant")
+LABEL_MEANING = {
+    "ok": "the reranked run is good enough (at or above the ok threshold)",
+    "reranker-misordered": "a better order of the same candidates would be ok: the reranking lost it",
+    "candidates-missed": "not even the best order of the first stage's candidates would be ok: the candidates "
+    "hold it back",
+    "unjudged-top": "too much of the reranked top 10 is unjudged to tell",
+    "no-relevant": "the qrels hold nothing the measure rewards for this query",
+}
+TOP = 10
+TextLookup = Callable[[Iterable[str]], dict[str, str]]
+
+
+def measure_label(name: str) -> str:
+    """A short display name of a trec_eval measure name: ndcg_cut_10 -> nDCG@10, P_10 -> P@10, map -> MAP."""
+    m = re.fullmatch(r"([A-Za-z_]+?)_(\d+)", name)
+    family, cutoff = (m.group(1), m.group(2)) if m else (name, None)
+    short = {
+        "ndcg_cut": "nDCG",
+        "ndcg": "nDCG",
+        "P": "P",
+        "recall": "R",
+        "map": "MAP",
+        "map_cut": "MAP",
+        "recip_rank": "RR",
+        "success": "Success",
+        "Rprec": "R-prec",
+    }.get(family, family)
+    return f"{short}@{cutoff}" if cutoff else short
+
+
+# ------------------------------------------------------------- thresholds
+@dataclass(frozen=True)
+class Thresholds:
+    """Cut points of the diagnosis labels (see the module docstring for the order)."""
+
+    ok: float = 0.6
+    max_unjudged: float = 0.3
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"threshold {name} must be within [0, 1], not {value}")
+
+    def describe(self, measure: str = "nDCG@10") -> dict[str, str]:
+        ok = f"{self.ok:g} x ideal"
+        return {
+            "ok": f"reranked {measure} >= {ok}",
+            "reranker-misordered": f"not ok, judged enough, and ceiling >= {ok} (a better order of the same "
+            "candidates would be ok)",
+            "candidates-missed": f"not ok, judged enough, and ceiling < {ok} (no order of the candidates is ok)",
+            "unjudged-top": f"not ok and more than {self.max_unjudged:g} of the reranked top 10 unjudged",
+            "no-relevant": f"ideal {measure} = 0 (nothing in the qrels that the measure rewards)",
+        }
+
+
+def label_query(ideal: float, reranked: float, ceiling: float, unjudged: int, t: Thresholds) -> str:
+    """The label of one query (order: no-relevant, ok, unjudged-top, candidates-missed, reranker-misordered).
+
+    ``unjudged`` is the number of unjudged documents in the reranked top 10.
+    """
+    eps = 1e-12  # values computed in another order must not flip a label at the threshold
+    if ideal <= 0:
+        return "no-relevant"
+    if reranked >= t.ok * ideal - eps:
+        return "ok"
+    if unjudged / TOP > t.max_unjudged + eps:
+        return "unjudged-top"
+    if ceiling < t.ok * ideal - eps:
+        return "candidates-missed"
+    return "reranker-misordered"
+
+
+# ------------------------------------------------------------- the inputs
+@dataclass(frozen=True)
+class Reranked:
+    """A reranked run, the first stage whose top ``depth`` candidates it reorders, and whether it is listwise.
+
+    ``depth_from`` says where the depth came from (given, the run's sidecar, or the run's longest list).
+    """
+
+    name: str
+    run: Run
+    first_stage: str
+    depth: int
+    listwise: bool = False
+    depth_from: str = "given"
+
+
+def longest_list(run: Run) -> int:
+    return int(run.frame.groupby(QUERY_ID).size().max()) if len(run.frame) else 0
+
+
+def pair_first_stage(
+    run: Run, first_stages: Mapping[str, Run], depth: int, score_precision: str = DEFAULT_SCORE_PRECISION
+) -> tuple[str, float]:
+    """The first stage whose top ``depth`` holds the largest share of ``run``'s (query, document) pairs
+    (the first named on a tie), and that share."""
+    key = pd.MultiIndex.from_frame(run.frame[[QUERY_ID, DOC_ID]])
+    best, share = next(iter(first_stages)), -1.0
+    for name, first in first_stages.items():
+        cands = top_k(first.frame, depth, score_precision)
+        s = float(key.isin(pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]])).mean()) if len(key) else 0.0
+        if s > share:
+            best, share = name, s
+    return best, share
+
+
+def _named(runs: Run | Mapping[str, Run], default: str) -> dict[str, Run]:
+    return {default: runs} if isinstance(runs, Run) else dict(runs)
+
+
+def _reranked_inputs(
+    reranked, first_stages: Mapping[str, Run], depth: int | None, listwise: Collection[str], score_precision: str
+) -> tuple[list[Reranked], list[str]]:
+    """``Reranked`` inputs (first stage paired, depth set) and notes on how they were paired."""
+    if isinstance(reranked, (Run, Mapping)):
+        items = []
+        for name, run in _named(reranked, "reranked").items():
+            d, d_from = (depth, "given") if depth else (longest_list(run), "the reranked run's longest list")
+            items.append(Reranked(name, run, "", d, name in listwise, d_from))
+    else:
+        items = list(reranked)
+    if not items:
+        raise ConfigError("give at least one reranked run")
+    notes, out = [], []
+    for r in items:
+        if r.depth < 1:
+            raise ConfigError(f"{r.name}: rerank depth must be >= 1")
+        first = r.first_stage
+        if not first:
+            if len(first_stages) == 1:
+                first = next(iter(first_stages))
+            else:
+                first, share = pair_first_stage(r.run, first_stages, r.depth, score_precision)
+                notes.append(
+                    f"{r.name} is taken as a reranking of {first} ({share:.1%} of its documents are in "
+                    f"{first}'s top {r.depth}, the most of any first stage)"
+                )
+        elif first not in first_stages:
+            raise ConfigError(f"{r.name}: no first stage named {first!r} (first stages: {', '.join(first_stages)})")
+        out.append(dataclasses.replace(r, first_stage=first, listwise=r.listwise or r.name in listwise))
+    names = [*first_stages, *(r.name for r in out)]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"every run needs its own name; repeated: {', '.join(repeated)}")
+    return out, notes
+
+
+# ------------------------------------------------------------ evaluation
+@dataclass(frozen=True)
+class _Settings:
+    """The evaluation settings of each group of measures, all from one base."""
+
+    graded: EvalSettings  # nDCG@10, judged@10: relevance level 1
+    condensed: EvalSettings  # nDCG'@10: judged documents only
+    binary: EvalSettings  # the headline measure, recall: recall_level
+
+    @classmethod
+    def from_base(cls, base: EvalSettings | None, recall_level: int, complete: bool) -> _Settings:
+        base = dataclasses.replace(base or EvalSettings(), complete=complete)
+        graded = dataclasses.replace(base, relevance_level=1)
+        return cls(
+            graded=graded,
+            condensed=dataclasses.replace(graded, judged_only=True),
+            binary=dataclasses.replace(base, relevance_level=recall_level),
+        )
+
+
+@dataclass(frozen=True)
+class _RunValues:
+    """Per-query values of one run (columns: headline, ndcg_cut_10, ndcg_cut_10_condensed, judged_10,
+    recall_<k>), its provenance per settings group and its evaluation notes."""
+
+    values: pd.DataFrame
+    provenance: dict
+    notes: tuple[str, ...]
+
+
+def _evaluate_run(qrels: Qrels, run: Run, measure: str, recall_cutoffs: Iterable[int], s: _Settings) -> _RunValues:
+    cuts = ",".join(str(c) for c in sorted(set(recall_cutoffs)))
+    graded = evaluate(qrels, run, parse_measures(["ndcg_cut.10", "judged.10"]), s.graded)
+    condensed = evaluate(qrels, run, parse_measures(["ndcg_cut.10"]), s.condensed)
+    binary = evaluate(qrels, run, parse_measures([f"recall.{cuts}", measure], s.binary.trec_eval), s.binary)
+    values = pd.concat(
+        [
+            graded.wide(),
+            condensed.wide().add_suffix("_condensed"),
+            binary.wide()[[c for c in binary.wide().columns if c.startswith("recall_")]],
+        ],
+        axis=1,
+    )
+    values["headline"] = binary.wide()[measure]
+    values.index = values.index.astype(str)
+    notes = tuple(dict.fromkeys(graded.notes + binary.notes))
+    return _RunValues(
+        values, {"graded": graded.provenance, "condensed": condensed.provenance, "binary": binary.provenance}, notes
+    )
+
+
+def _query_set(evaluated: Mapping[str, _RunValues], complete: bool) -> list[str]:
+    """Every evaluated query (-c: the evaluator gives every qrels query), else the queries every run has."""
+    sets = [set(v.values.index) for v in evaluated.values()]
+    return sorted(set.union(*sets) if complete else set.intersection(*sets))
+
+
+# ------------------------------------------------------------ per query
+def check_reordering(
+    first: Run,
+    reranked: Run,
+    depth: int | None = None,
+    examples: int = 10,
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+) -> dict:
+    """Does ``reranked`` only reorder ``first``'s candidates? Flags documents the reranker introduced.
+
+    A document counts as introduced when it is in the reranked list of a query
+    but not among that query's first-stage candidates (the top ``depth`` in
+    trec_eval order at ``score_precision`` when ``depth`` is given, else the
+    whole first-stage list).
+    """
+    cands = top_k(first.frame, depth, score_precision) if depth else first.frame
+    key_c = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]])
+    rr = reranked.frame[[QUERY_ID, DOC_ID]]
+    introduced_mask = ~pd.MultiIndex.from_frame(rr).isin(key_c)
+    intro = rr.loc[introduced_mask]
+    per_query = intro.groupby(QUERY_ID).size()
+    first_q = set(first.frame[QUERY_ID].unique().tolist())
+    rer_q = set(reranked.frame[QUERY_ID].unique().tolist())
+    kept = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]]).isin(pd.MultiIndex.from_frame(rr))
+    cand_in_rer = cands[QUERY_ID].isin(rer_q)
+    return {
+        "only_reorders": bool(len(intro) == 0),
+        "candidate_depth": depth,
+        "introduced_documents": len(intro),
+        "queries_with_introduced_documents": len(per_query),
+        "introduced_per_query": {str(k): int(v) for k, v in per_query.items()},
+        "examples": [{"query_id": str(q), "doc_id": str(d)} for q, d in intro.head(examples).itertuples(index=False)],
+        "queries_only_in_reranked": sorted(rer_q - first_q),
+        "queries_only_in_first_stage": sorted(first_q - rer_q),
+        "candidates_kept": int(kept[cand_in_rer.to_numpy()].sum()),
+        "candidates_total": int(cand_in_rer.sum()),
+    }
+
+
+def relevant_counts(
+    qrels: Qrels,
+    first: Run,
+    reranked: Run,
+    depth: int,
+    level: int,
+    query_ids: Sequence[str],
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+) -> pd.DataFrame:
+    """Per query: relevant documents (label >= ``level``), how many are among the candidates and in the
+    reranked top 10, and how many of the reranked top 10 are unjudged."""
+    qf = qrels.frame
+    rel = qf.loc[qf[RELEVANCE] >= level, [QUERY_ID, DOC_ID]]
+    rel_key = pd.MultiIndex.from_frame(rel)
+
+    def count(frame: pd.DataFrame) -> pd.Series:
+        return rel.loc[rel_key.isin(pd.MultiIndex.from_frame(frame[[QUERY_ID, DOC_ID]]))].groupby(QUERY_ID).size()
+
+    top = top_k(reranked.frame, TOP, score_precision)
+    judged = pd.MultiIndex.from_frame(qf.loc[qf[RELEVANCE] >= 0, [QUERY_ID, DOC_ID]])
+    unjudged = top.loc[~pd.MultiIndex.from_frame(top[[QUERY_ID, DOC_ID]]).isin(judged)].groupby(QUERY_ID).size()
+    out = (
+        pd.DataFrame(
+            {
+                "num_rel": rel.groupby(QUERY_ID).size(),
+                "rel_in_candidates": count(top_k(first.frame, depth, score_precision)),
+                "rel_in_top_10": count(top),
+                "unjudged_in_top_10": unjudged,
+            }
+        )
+        .reindex(list(query_ids))
+        .fillna(0)
+        .astype(int)
+    )
+    out.insert(2, "rel_missing_from_candidates", out["num_rel"] - out["rel_in_candidates"])
+    return out
+
+
+def _pipeline_table(
+    r: Reranked,
+    dec: Decomposition,
+    check: dict,
+    agree: pd.DataFrame,
+    first: pd.DataFrame,
+    reranked: pd.DataFrame,
+    counts: pd.DataFrame,
+    measure: str,
+    first_extra: Sequence[str],
+    t: Thresholds,
+) -> pd.DataFrame:
+    """One reranked run's rows of the per-query table (one row per query), labels included."""
+    d = dec.per_query.set_index(QUERY_ID)
+    qids = list(d.index)
+    cols: dict[str, object] = {
+        "system": r.name,
+        "first_stage_run": r.first_stage,
+        QUERY_ID: qids,
+        f"first_{measure}": d["first_stage"].to_numpy(),
+        f"reranked_{measure}": d["reranked"].to_numpy(),
+        f"delta_{measure}": (d["reranked"] - d["first_stage"]).to_numpy(),
+        f"ideal_{measure}": d["ideal"].to_numpy(),
+        f"ceiling_{measure}": d["ceiling"].to_numpy(),
+        "lost_in_candidates": d["lost_in_candidates"].to_numpy(),
+        "lost_in_reranking": d["lost_in_reranking"].to_numpy(),
+    }
+    context = ["ndcg_cut_10", "ndcg_cut_10_condensed", "judged_10"]
+    if measure == "ndcg_cut_10":
+        context = context[1:]
+    for c in context:
+        cols[f"first_{c}"] = first.loc[qids, c].to_numpy()
+        cols[f"reranked_{c}"] = reranked.loc[qids, c].to_numpy()
+    rk = f"recall_{r.depth}"
+    cols[f"first_{rk}"] = first.loc[qids, rk].to_numpy()
+    for c in first_extra:
+        cols[f"first_{c}"] = first.loc[qids, c].to_numpy()
+    cols[f"reranked_{rk}"] = reranked.loc[qids, rk].to_numpy()
+    table = pd.DataFrame(cols)
+    for c in counts.columns:
+        table[c] = counts.loc[qids, c].to_numpy()
+    table["introduced_docs"] = [check["introduced_per_query"].get(q, 0) for q in qids]
+    a = agree.set_index(QUERY_ID)
+    table["rbo"] = a.loc[qids, "rbo"].to_numpy()
+    table[f"kendall_tau_{TAU_DEPTH}"] = a.loc[qids, f"kendall_tau_{TAU_DEPTH}"].to_numpy()
+    table.insert(
+        3,
+        "diagnosis",
+        [
+            label_query(i, v, c, u, t)
+            for i, v, c, u in zip(d["ideal"], d["reranked"], d["ceiling"], table["unjudged_in_top_10"])
+        ],
+    )
+    return table
+
+
+def _pair_table(
+    a: str, b: str, family: str, values: Mapping[str, pd.DataFrame], lists, qids: Sequence[str], measure: str
+) -> pd.DataFrame:
+    """Per query: the measure of systems ``a`` and ``b``, b - a, and their RBO and Kendall's tau."""
+    agree = agreement(lists[a], lists[b], qids)
+    va = values[a]["headline"].to_numpy()
+    vb = values[b]["headline"].to_numpy()
+    return pd.DataFrame(
+        {
+            "family": family,
+            "system_a": a,
+            "system_b": b,
+            QUERY_ID: list(qids),
+            f"{measure}_a": va,
+            f"{measure}_b": vb,
+            "delta": vb - va,
+            "rbo": agree["rbo"].to_numpy(),
+            f"kendall_tau_{TAU_DEPTH}": agree[f"kendall_tau_{TAU_DEPTH}"].to_numpy(),
+        }
+    )
+
+
+FAMILIES = ("against the first stage", "between reranked runs", "between first stages")
+
+
+def _significance(pairs: pd.DataFrame, measure: str, permutations: int, seed: int, correction: str) -> list[dict]:
+    """Paired tests of every pair in ``pairs``, corrected per family.
+
+    Against the first stage, each first stage's reranked runs form one family, as in ``twostage compare FIRST
+    R1 R2 ...`` (the same generator consumed in the same order, so the p-values equal its). Between reranked
+    runs (and between first stages) every pair is tested with its own ``default_rng(seed)`` and the family is
+    all pairs.
+    """
+
+    def tidy(frame: pd.DataFrame) -> pd.DataFrame:
+        """The tidy table compare_table reads: the baseline (system_a) once, then every system_b."""
+        base = frame.drop_duplicates(QUERY_ID)
+        parts = [
+            base[[QUERY_ID, f"{measure}_a"]].set_axis([QUERY_ID, "value"], axis=1).assign(run=base["system_a"]),
+            frame[[QUERY_ID, f"{measure}_b"]].set_axis([QUERY_ID, "value"], axis=1).assign(run=frame["system_b"]),
+        ]
+        return pd.concat(parts, ignore_index=True).assign(measure=measure)[["run", QUERY_ID, "measure", "value"]]
+
+    out: list[dict] = []
+    against = pairs[pairs["family"] == FAMILIES[0]]
+    for first, group in against.groupby("system_a", sort=False):
+        for c in compare_table(tidy(group), first, permutations=permutations, seed=seed, correction=correction):
+            out.append({"family": FAMILIES[0], **c.as_dict()})
+    for family in FAMILIES[1:]:
+        rows = []
+        for (a, _b), group in pairs[pairs["family"] == family].groupby(["system_a", "system_b"], sort=False):
+            c = compare_table(tidy(group), a, permutations=permutations, seed=seed, correction="none")[0]
+            rows.append({"family": family, **c.as_dict()})
+        for row, p in zip(rows, adjust([r["p_permutation"] for r in rows], correction) if rows else []):
+            row["p_adjusted"] = float(p)
+        out += rows
+    agree = pairs.groupby(["system_a", "system_b"], sort=False)[["rbo", f"kendall_tau_{TAU_DEPTH}"]].mean()
+    for row in out:
+        m = agree.loc[(row["baseline"], row["run"])]
+        row["rbo"], row[f"kendall_tau_{TAU_DEPTH}"] = float(m["rbo"]), float(m[f"kendall_tau_{TAU_DEPTH}"])
+    return out
+
+
+# -------------------------------------------------------------- diagnosis
+@dataclass(frozen=True)
+class Pipeline:
+    """One reranked run's results: its decomposition, reorder check and label counts."""
+
+    name: str
+    first_stage: str
+    depth: int
+    depth_from: str
+    listwise: bool
+    run_path: str
+    decomposition: Decomposition
+    reorder_check: dict
+    label_counts: dict[str, int]
+
+    def decomposition_summary(self) -> dict:
+        return {"system": self.name, "first_stage_run": self.first_stage, **self.decomposition.means()}
+
+    def describe(self) -> dict:
+        d = self.decomposition
+        return {
+            "name": self.name,
+            "first_stage": self.first_stage,
+            "run": self.run_path,
+            "depth": self.depth,
+            "depth_from": self.depth_from,
+            "listwise": self.listwise,
+            "decomposition": self.decomposition_summary(),
+            "depth_curve": d.curve_records(),
+            "depth_curve_exact": d.curve_exact,
+            "labels": self.label_counts,
+            "reorder_check": self.reorder_check,
+        }
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Everything a report shows.
+
+    ``per_query`` has one row per reranked run and query (columns ``system``, ``first_stage``, ``query_id``,
+    ...); ``pairs`` one row per compared pair of runs and query; ``pipelines[0]`` is the primary reranked run
+    the headline, worst queries and query types describe.
+    """
+
+    name: str
+    measure: str
+    first_stages: dict[str, str]  # name -> run path
+    pipelines: tuple[Pipeline, ...]
+    per_query: pd.DataFrame
+    pairs: pd.DataFrame
+    systems: list[dict]
+    headline: list[dict]
+    comparisons: list[dict]
+    disagreements: list[dict]
+    types: pd.DataFrame
+    worst: list[dict]
+    most_changed: dict[str, list[dict]]
+    views: dict[str, dict]
+    missed: dict[str, list[dict]]
+    thresholds: Thresholds
+    settings: dict
+    provenance: dict
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def primary(self) -> Pipeline:
+        return self.pipelines[0]
+
+    @property
+    def label_counts(self) -> dict[str, int]:
+        return self.primary.label_counts
+
+    @property
+    def reorder_check(self) -> dict:
+        return self.primary.reorder_check
+
+    @property
+    def measure_label(self) -> str:
+        return measure_label(self.measure)
+
+    def rows(self, system: str | None = None) -> pd.DataFrame:
+        """The per-query rows of one reranked run (default: the primary)."""
+        return self.per_query[self.per_query["system"] == (system or self.primary.name)]
+
+    def summary(self) -> dict:
+        """The JSON-ready summary (summary.json)."""
+        p = self.primary
+        return json_ready(
+            {
+                "name": self.name,
+                "twostage": __version__,
+                "measure": self.measure,
+                "headline": self.headline,
+                "decomposition": p.decomposition_summary(),
+                "depth_curve": p.decomposition.curve_records(),
+                "depth_curve_exact": p.decomposition.curve_exact,
+                "systems": self.systems,
+                "reranked_runs": [x.describe() for x in self.pipelines],
+                "comparisons": self.comparisons,
+                "disagreements": self.disagreements,
+                "queries": int(self.rows().shape[0]),
+                "labels": self.label_counts,
+                "label_meaning": {k: LABEL_MEANING[k] for k in LABELS},
+                "thresholds": asdict(self.thresholds),
+                "threshold_rules": self.thresholds.describe(self.measure_label),
+                "settings": self.settings,
+                "query_types": _records(self.types),
+                "reorder_check": self.reorder_check,
+                "worst_queries": self.worst,
+                "most_changed": self.most_changed,
+                "notes": list(self.notes),
+                "provenance": self.provenance,
+            }
+        )
+
+
+def json_ready(obj):
+    """``obj`` with numpy scalars as Python numbers and NaN as None (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {k: json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    return None if isinstance(obj, float) and obj != obj else obj
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return [
+        {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
+        for row in frame.to_dict(orient="records")
+    ]
+
+
+def diagnose(
+    qrels: Qrels,
+    first: Run | Mapping[str, Run],
+    reranked: Run | Mapping[str, Run] | Sequence[Reranked],
+    *,
+    name: str = "diagnosis",
+    measure: str = "ndcg_cut.10",
+    settings: EvalSettings | None = None,
+    depth: int | None = None,
+    curve_depths: Iterable[int] = DEFAULT_CURVE_DEPTHS,
+    listwise: Collection[str] = (),
+    recall_level: int = 2,
+    complete: bool = True,
+    queries: Mapping[str, str] | None = None,
+    texts: TextLookup | None = None,
+    query_types: Mapping[str, str] | None = None,
+    type_rules: Iterable[TypeRule] | None = None,
+    thresholds: Thresholds | None = None,
+    worst_n: int = 10,
+    most_changed_n: int = 10,
+    disagree_n: int = 5,
+    missed_shown: int = 5,
+    explore_depth: int = 10,
+    snippet_chars: int = 220,
+    permutations: int = 10_000,
+    seed: int = 42,
+    correction: str = "holm",
+    sources: dict | None = None,
+) -> Diagnosis:
+    """Diagnose one or more reranked runs over their first stages; pure (inputs are not modified).
+
+    ``first`` is a run or name -> run; ``reranked`` a run, name -> run (rerank depth ``depth``, else each
+    run's longest list; paired with the only first stage, or with the first stage whose candidates hold most
+    of its documents), or ``Reranked`` values that say all of it. ``listwise`` names the reranked runs whose
+    depth curve is an approximation. ``settings`` are the base evaluation settings (gain, discount, -M, -J,
+    score precision); the relevance levels and ``complete`` are set here. ``queries`` gives query texts (query
+    types, snippets' highlighted terms), ``texts`` document texts (snippets); ``query_types`` (qid -> type)
+    wins over ``type_rules`` (default ``DEFAULT_TYPE_RULES``).
+    """
+    t = thresholds or Thresholds()
+    for what, n in (
+        ("worst-N", worst_n),
+        ("most-changed-N", most_changed_n),
+        ("disagreements-N", disagree_n),
+        ("missed-shown", missed_shown),
+        ("explore depth", explore_depth),
+    ):
+        if n < 0:
+            raise ConfigError(f"{what} must be >= 0")
+    s = _Settings.from_base(settings, recall_level, complete)
+    firsts = _named(first, "first stage")
+    inputs, notes = _reranked_inputs(reranked, firsts, depth, listwise, s.binary.score_precision)
+    ev = _evaluate_all(qrels, firsts, inputs, parse_headline_measure(measure), s, complete)
+    done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t) for r in inputs]
+    pipelines = [p for p, _ in done]
+    rules = tuple(type_rules) if type_rules is not None else DEFAULT_TYPE_RULES
+    queries = dict(queries or {})
+    per_query = _with_query_columns(
+        pd.concat([table for _, table in done], ignore_index=True), queries, query_types, rules
+    )
+    pairs = _pairs(ev, inputs)
+    comparisons = _significance(pairs, ev.measure, permutations, seed, correction)
+    worst, views, missed = _query_views(
+        ev, per_query, pipelines[0], queries, texts, worst_n, missed_shown, explore_depth, snippet_chars
+    )
+    notes += _notes(qrels, firsts, inputs, pipelines, ev.evaluated, ev.qids, complete, t, per_query, query_types)
+    return Diagnosis(
+        name=name,
+        measure=ev.measure,
+        first_stages={n: r.path for n, r in firsts.items()},
+        pipelines=tuple(pipelines),
+        per_query=per_query,
+        pairs=pairs,
+        systems=_systems(firsts, pipelines, ev.values, comparisons, ev.cutoffs, ev.measure),
+        headline=_headline(ev.values, pipelines[0], ev.cutoffs, ev.measure, recall_level, len(ev.qids)),
+        comparisons=comparisons,
+        disagreements=[
+            {"system_a": a, "system_b": b, "queries": disagreements(g, disagree_n)}
+            for (a, b), g in pairs[pairs["family"] == FAMILIES[1]].groupby(["system_a", "system_b"], sort=False)
+        ],
+        types=type_summary(per_query, pipelines[0].name, ev.measure, [r.name for r in inputs]),
+        worst=worst,
+        most_changed={
+            p.name: most_changed(
+                _view_rows(per_query[per_query["system"] == p.name], ev.measure, p.depth), most_changed_n
+            )
+            for p in pipelines
+        },
+        views=views,
+        missed=missed,
+        thresholds=t,
+        settings=_settings_record(
+            ev.measure,
+            inputs,
+            recall_level,
+            complete,
+            curve_depths,
+            query_types,
+            queries,
+            rules,
+            permutations,
+            seed,
+            correction,
+            explore_depth,
+            sources,
+        ),
+        provenance={n: v.provenance for n, v in ev.evaluated.items()},
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    """What every step reads: the runs, their per-query values over the one query set, their ranked lists."""
+
+    qrels: Qrels
+    measure: str
+    settings: _Settings
+    firsts: dict[str, Run]
+    runs: dict[str, Run]
+    cutoffs: dict[str, list[int]]
+    evaluated: dict[str, _RunValues]
+    qids: list[str]
+    values: dict[str, pd.DataFrame]
+    lists: dict[str, dict[str, list[str]]]
+
+    @property
+    def precision(self) -> str:
+        return self.settings.binary.score_precision
+
+
+def _evaluate_all(
+    qrels: Qrels, firsts: dict[str, Run], inputs: Sequence[Reranked], measure: str, s: _Settings, complete: bool
+) -> _Evaluated:
+    """Step 1: evaluate every run once, fix the query set, rank every run's lists."""
+    runs = {**firsts, **{r.name: r.run for r in inputs}}
+    cutoffs = _recall_cutoffs(firsts, inputs)
+    evaluated = {n: _evaluate_run(qrels, run, measure, cutoffs[n], s) for n, run in runs.items()}
+    qids = _query_set(evaluated, complete)
+    precision = s.binary.score_precision
+    return _Evaluated(
+        qrels=qrels,
+        measure=measure,
+        settings=s,
+        firsts=firsts,
+        runs=runs,
+        cutoffs=cutoffs,
+        evaluated=evaluated,
+        qids=qids,
+        values={n: v.values.reindex(qids, fill_value=0.0) for n, v in evaluated.items()},
+        lists={n: ranked_lists(run, qids, precision) for n, run in runs.items()},
+    )
+
+
+def _diagnose_reranked(
+    ev: _Evaluated, r: Reranked, curve_depths, recall_level: int, t: Thresholds
+) -> tuple[Pipeline, pd.DataFrame]:
+    """Step 2, per reranked run: decomposition and depth curve, reorder check, agreement with its first stage,
+    relevant-document counts, and its per-query rows with labels."""
+    first = ev.firsts[r.first_stage]
+    dec = decompose(
+        ev.qrels,
+        first,
+        r.run,
+        measure=ev.measure,
+        depth=r.depth,
+        settings=ev.settings.binary,
+        recall_settings=ev.settings.binary,
+        query_ids=ev.qids,
+        depths=curve_depths,
+        listwise=r.listwise,
+        first_values=ev.values[r.first_stage]["headline"],
+        reranked_values=ev.values[r.name]["headline"],
+    )
+    check = check_reordering(first, r.run, r.depth, score_precision=ev.precision)
+    agree = agreement(ev.lists[r.first_stage], ev.lists[r.name], ev.qids)
+    counts = relevant_counts(ev.qrels, first, r.run, r.depth, recall_level, ev.qids, ev.precision)
+    deeper = [f"recall_{c}" for c in ev.cutoffs[r.first_stage] if c > r.depth]
+    table = _pipeline_table(
+        r, dec, check, agree, ev.values[r.first_stage], ev.values[r.name], counts, ev.measure, deeper, t
+    )
+    pipeline = Pipeline(
+        r.name,
+        r.first_stage,
+        r.depth,
+        r.depth_from,
+        r.listwise,
+        r.run.path,
+        dec,
+        check,
+        {lab: int((table["diagnosis"] == lab).sum()) for lab in LABELS},
+    )
+    return pipeline, table
+
+
+def _pairs(ev: _Evaluated, inputs: Sequence[Reranked]) -> pd.DataFrame:
+    """Step 3: every compared pair's per-query values and agreement (each reranked run against its first stage,
+    every two reranked runs, every two first stages)."""
+    named = [(FAMILIES[0], r.first_stage, r.name) for r in inputs]
+    for family, names in ((FAMILIES[1], [r.name for r in inputs]), (FAMILIES[2], list(ev.firsts))):
+        named += [(family, a, b) for a, b in itertools.combinations(names, 2)]
+    return pd.concat(
+        [_pair_table(a, b, family, ev.values, ev.lists, ev.qids, ev.measure) for family, a, b in named],
+        ignore_index=True,
+    )
+
+
+def _query_views(
+    ev: _Evaluated,
+    per_query: pd.DataFrame,
+    primary: Pipeline,
+    queries: Mapping[str, str],
+    texts: TextLookup | None,
+    worst_n: int,
+    missed_shown: int,
+    explore_depth: int,
+    snippet_chars: int,
+):
+    """Step 4: the worst queries of the primary run, every system's top k per query, the best documents none
+    of them shows, query-biased snippets and query terms."""
+    qrels_grades = grades(ev.qrels, ev.qids)
+    rows = _view_rows(per_query[per_query["system"] == primary.name], ev.measure, primary.depth)
+    worst = worst_queries(
+        rows,
+        ev.lists,
+        primary.first_stage,
+        primary.name,
+        qrels_grades,
+        depth=primary.depth,
+        n=worst_n,
+        missed_shown=missed_shown,
+    )
+    views = side_by_side(ev.qids, ev.lists, list(ev.runs), qrels_grades, explore_depth)
+    missed = {
+        q: best_missed(
+            q,
+            qrels_grades,
+            {d for top in views[q]["top"].values() for d, _ in top},
+            ev.lists[primary.first_stage][q],
+            primary.depth,
+            missed_shown,
+        )
+        for q in ev.qids
+    }
+    add_snippets(views, worst, missed, queries, texts, snippet_chars)
+    for q in ev.qids:
+        views[q]["terms"] = query_terms(queries.get(q))
+    return worst, views, missed
+
+
+def _recall_cutoffs(firsts: Mapping[str, Run], inputs: Sequence[Reranked]) -> dict[str, list[int]]:
+    """R@N for every rerank depth N a run takes part in; R@1000 too for a first stage deeper than them."""
+    out: dict[str, set[int]] = {n: set() for n in firsts}
+    for r in inputs:
+        out[r.first_stage].add(r.depth)
+        out[r.name] = {r.depth}
+    for n, run in firsts.items():
+        if not out[n]:
+            out[n] = {100}
+        if longest_list(run) > max(out[n]):
+            out[n].add(1000)
+    return {n: sorted(c) for n, c in out.items()}
+
+
+def _with_query_columns(
+    table: pd.DataFrame, queries: Mapping[str, str], file_types: Mapping[str, str] | None, rules: tuple[TypeRule, ...]
+) -> pd.DataFrame:
+    qids = table[QUERY_ID].tolist()
+    types = dict(zip(qids, assign_types(list(dict.fromkeys(qids)), dict(queries), dict(file_types or {}), rules)))
+    table.insert(3, "query", [queries.get(q, "") for q in qids])
+    table.insert(4, "query_type", [types[q] for q in qids])
+    return table
+
+
+def _view_rows(rows: pd.DataFrame, measure: str, depth: int) -> pd.DataFrame:
+    """One reranked run's rows under the generic names the query views read."""
+    return rows.rename(
+        columns={
+            f"first_{measure}": "first_stage",
+            f"reranked_{measure}": "reranked",
+            f"ceiling_{measure}": "ceiling",
+            f"first_recall_{depth}": "first_recall",
+        }
+    )
+
+
+def _headline(values: Mapping[str, pd.DataFrame], p: Pipeline, cutoffs, measure: str, level: int, n: int) -> list[dict]:
+    """The primary reranked run against its first stage: recall, the measure, nDCG@10, nDCG'@10, judged@10."""
+    first, rr = values[p.first_stage], values[p.name]
+
+    def row(label: str, key: str, column: str, reranked: bool = True) -> dict:
+        return {
+            "measure": label,
+            "key": key,
+            "first_stage": float(first[column].mean()) if n else 0.0,
+            "reranked": (float(rr[column].mean()) if n else 0.0) if reranked else None,
+        }
+
+    rows = [row(f"R@{p.depth} (-l {level})", f"recall_{p.depth}", f"recall_{p.depth}")]
+    rows += [
+        row(f"R@{c} (-l {level})", f"recall_{c}", f"recall_{c}", reranked=False)
+        for c in cutoffs[p.first_stage]
+        if c > p.depth
+    ]
+    if measure != "ndcg_cut_10":
+        rows.append(row(measure_label(measure), measure, "headline"))
+    rows += [
+        row("nDCG@10", "ndcg_cut_10", "ndcg_cut_10"),
+        row("nDCG'@10 (-J, condensed)", "ndcg_cut_10_condensed", "ndcg_cut_10_condensed"),
+        row("judged@10", "judged_10", "judged_10"),
+        {"measure": "queries", "key": "num_q", "first_stage": n, "reranked": n},
+    ]
+    return rows
+
+
+def _systems(
+    firsts, pipelines: Sequence[Pipeline], values, comparisons: list[dict], cutoffs, measure: str
+) -> list[dict]:
+    """One record per run: its means, and for a reranked run its decomposition and its test against the
+    first stage."""
+    against = {c["run"]: c for c in comparisons if c["family"] == FAMILIES[0]}
+    out = []
+    for n, run in firsts.items():
+        v = values[n]
+        out.append(
+            {
+                "name": n,
+                "role": "first stage",
+                "run": run.path,
+                "means": {measure: float(v["headline"].mean()), **_context_means(v, cutoffs[n])},
+            }
+        )
+    for p in pipelines:
+        v = values[p.name]
+        c = against.get(p.name, {})
+        keep = (
+            "delta",
+            "p_ttest",
+            "p_permutation",
+            "p_adjusted",
+            "wins",
+            "ties",
+            "losses",
+            "rbo",
+            f"kendall_tau_{TAU_DEPTH}",
+        )
+        out.append(
+            {
+                "name": p.name,
+                "role": "reranked",
+                "run": p.run_path,
+                "first_stage": p.first_stage,
+                "depth": p.depth,
+                "listwise": p.listwise,
+                "means": {measure: float(v["headline"].mean()), **_context_means(v, cutoffs[p.name])},
+                "decomposition": p.decomposition_summary(),
+                "against_first_stage": {k: c[k] for k in keep if k in c},
+            }
+        )
+    return out
+
+
+def _context_means(v: pd.DataFrame, cutoffs: Iterable[int]) -> dict[str, float]:
+    cols = ["ndcg_cut_10", "ndcg_cut_10_condensed", "judged_10", *(f"recall_{c}" for c in cutoffs)]
+    return {c: float(v[c].mean()) if len(v) else 0.0 for c in cols}
+
+
+def type_summary(per_query: pd.DataFrame, primary: str, measure: str, reranked: Sequence[str]) -> pd.DataFrame:
+    """Per query type: count; the primary run's mean/median measure, mean first stage, ceiling and losses,
+    label counts; and the mean measure of every reranked run."""
+    rows_all = per_query
+    rows = per_query[per_query["system"] == primary]
+    out = []
+    for qtype, g in rows.groupby("query_type", sort=True):
+        row = {
+            "query_type": qtype,
+            "queries": len(g),
+            "mean": float(g[f"reranked_{measure}"].mean()),
+            "median": float(g[f"reranked_{measure}"].median()),
+            "mean_first_stage": float(g[f"first_{measure}"].mean()),
+            "mean_ceiling": float(g[f"ceiling_{measure}"].mean()),
+            "mean_lost_in_candidates": float(g["lost_in_candidates"].mean()),
+            "mean_lost_in_reranking": float(g["lost_in_reranking"].mean()),
+        }
+        for name in reranked:
+            mine = rows_all[(rows_all["system"] == name) & (rows_all["query_type"] == qtype)]
+            row[f"mean:{name}"] = float(mine[f"reranked_{measure}"].mean())
+        for lab in LABELS:
+            row[lab] = int((g["diagnosis"] == lab).sum())
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _notes(
+    qrels: Qrels,
+    firsts,
+    inputs: Sequence[Reranked],
+    pipelines: Sequence[Pipeline],
+    evaluated,
+    qids,
+    complete: bool,
+    t: Thresholds,
+    per_query: pd.DataFrame,
+    file_types,
+) -> list[str]:
+    notes = []
+    for p in pipelines:
+        chk, dec = p.reorder_check, p.decomposition
+        if not chk["only_reorders"]:
+            notes.append(
+                f"{p.name} introduced {chk['introduced_documents']} documents that are not among "
+                f"{p.first_stage}'s top-{p.depth} candidates (in {chk['queries_with_introduced_documents']} "
+                "queries): it is not a pure reranking of these candidates, so the ceiling does not bound "
+                "it and its lost_in_reranking can be negative"
+            )
+        if dec.uncovered:
+            notes.append(
+                f"{p.name} lacks {dec.uncovered} of {p.first_stage}'s top-{p.depth} candidates; the depth "
+                "curve places a top-k candidate it lacks after the ones it ranked, in first-stage order"
+            )
+        if p.listwise:
+            notes.append(
+                f"{p.name} is listwise: its depth curve (the top k reordered by its order of all "
+                f"{p.depth}) approximates what reranking only the top k would give"
+            )
+    for name, v in evaluated.items():
+        notes += [f"{name}: {n}" for n in v.notes]
+    if not complete:
+        dropped = set.union(*(set(v.values.index) for v in evaluated.values())) - set(qids)
+        if dropped:
+            notes.append(
+                f"{len(dropped)} queries are not in every run and are left out of every number "
+                "(--no-complete: the queries every run holds)"
+            )
+    qf = qrels.frame
+    if len(qf) and int((qf[RELEVANCE] == 0).sum()) == 0 and t.max_unjudged < 1:
+        notes.append(
+            "the qrels list no non-relevant documents (label 0), only relevant ones: 'unjudged' then means "
+            "'not judged relevant', judged@10 is a precision, and the unjudged-top label says little; "
+            "pass --max-unjudged 1 to turn it off"
+        )
+    qset = set(qids)
+    if complete:
+        for name, run in {**firsts, **{r.name: r.run for r in inputs}}.items():
+            absent = sorted(qset - set(run.frame[QUERY_ID].unique().tolist()))
+            if absent:
+                notes.append(
+                    f"{len(absent)} judged queries are missing from {name} and score 0 (-c), e.g. {absent[:5]}"
+                )
+    for r in inputs:
+        longest = longest_list(firsts[r.first_stage])
+        if longest < r.depth:
+            notes.append(
+                f"{r.first_stage} retrieved at most {longest} documents per query, fewer than "
+                f"{r.name}'s rerank depth {r.depth}"
+            )
+    types = per_query.drop_duplicates(QUERY_ID)["query_type"]
+    if file_types and (types == "unlisted").any():
+        notes.append(f"{int((types == 'unlisted').sum())} queries are not in the query-types file (type 'unlisted')")
+    return notes
+
+
+def _settings_record(
+    measure: str,
+    inputs: Sequence[Reranked],
+    recall_level: int,
+    complete: bool,
+    curve_depths,
+    file_types,
+    queries,
+    rules,
+    permutations,
+    seed,
+    correction,
+    explore_depth,
+    sources,
+) -> dict:
+    primary = inputs[0]
+    label = measure_label(measure)
+    return {
+        "measure": measure,
+        "measure_label": label,
+        "candidate_depth": primary.depth,
+        "rerank_depths": {r.name: {"depth": r.depth, "from": r.depth_from} for r in inputs},
+        "curve_depths": sorted({int(k) for k in curve_depths}),
+        "recall_level": recall_level,
+        "graded_level": 1,
+        "complete": complete,
+        "query_types": "file" if file_types else ("rules" if queries else "none (no query texts)"),
+        "type_rules": [asdict(r) for r in rules] if not file_types else None,
+        "measures": {
+            label: f"{measure} as trec_eval computes it, at relevance level {recall_level} for binary measures",
+            "ideal": f"{label} of the best ranking of every judged document (1 for nDCG when a relevant document "
+            "exists, 0 otherwise)",
+            "ceiling": f"{label} of the best order of the first stage's top-N candidates (judged grades, unjudged "
+            "as 0; N the rerank depth)",
+            "lost_in_candidates": "ideal - ceiling",
+            "lost_in_reranking": "ceiling - reranked",
+            "nDCG@10": "ndcg_cut_10, trec_eval linear gains over all grades, log2 discount, relevance level 1",
+            "judged@10": "share of the top 10 (trec_eval order) with a qrels label >= 0",
+            "R@N": f"recall_N at relevance level {recall_level} (trec_eval -l {recall_level})",
+            "rbo": f"rank-biased overlap, extrapolated (RBO_ext, Webber, Moffat & Zobel 2010, eq. 32), p = {RBO_P}",
+            f"kendall_tau_{TAU_DEPTH}": f"Kendall's tau-b over the union of both top {TAU_DEPTH} lists (ranks in "
+            "the full lists; a document a list lacks ties at its bottom)",
+        },
+        "significance": {
+            "measure": measure,
+            "t_test": "paired Student t-test, two-sided",
+            "permutation": f"paired randomization test, two-sided, {permutations} random sign flips (exact when "
+            "2^n is not more), p = (1 + hits) / (1 + N)",
+            "permutations": permutations,
+            "seed": seed,
+            "correction": correction,
+            "families": {
+                FAMILIES[0]: "per first stage, its reranked runs (as twostage compare FIRST R1 R2 ...)",
+                FAMILIES[1]: "all pairs of reranked runs",
+                FAMILIES[2]: "all pairs of first stages",
+            },
+        },
+        "explore_depth": explore_depth,
+        "query_set": "every qrels query (-c)" if complete else "the qrels queries every run holds",
+        "sources": sources or {},
+    }
+
+
+# ------------------------------------------------------------ text sources
+def texts_from_sources(
+    candidates: Iterable[str | os.PathLike] = (), corpus: str | None = None, index: str | None = None
+) -> tuple[dict[str, str], Callable | None, list[dict]]:
+    """Query texts and a document-text lookup from candidates JSONs, a JSONL corpus or a Lucene index."""
+    from toolkit.texts import lucene_text_source, read_candidates, read_jsonl_corpus
+
+    queries: dict[str, str] = {}
+    lookups = []
+    described = []
+    for path in candidates:
+        c = read_candidates(path)
+        queries.update(c.topics.as_dict())
+        src = c.text_source()
+        lookups.append(src.lookup)
+        described.append(src.describe())
+    if corpus:
+        src = read_jsonl_corpus(corpus)
+        lookups.append(src.lookup)
+        described.append(src.describe())
+    if index:
+        src = lucene_text_source(index)
+        lookups.append(src.lookup)
+        described.append(src.describe())
+    if not lookups:
+        return queries, None, described
+
+    def lookup(ids: Iterable[str]) -> dict[str, str]:
+        ids = list(ids)
+        out: dict[str, str] = {}
+        for f in lookups:
+            rest = [d for d in ids if d not in out]
+            if not rest:
+                break
+            out.update(f(rest))
+        return out
+
+    return queries, lookup, described
+
+
+def sources_from_meta(meta: dict | None) -> dict:
+    """Where the reranked run's sidecar says its query and document texts came from."""
+    if not meta:
+        return {}
+
+    def existing(*paths: str | None) -> str | None:
+        return next((p for p in paths if p and Path(p).exists()), None)
+
+    texts = meta.get("texts") or {}
+    out = {}
+    path = existing(texts.get("path"), texts.get("resolved"))
+    kind = {"candidates-json": "candidates", "jsonl": "corpus", "lucene": "index"}.get(texts.get("kind", ""))
+    if path and kind:
+        out[kind] = path
+    topics = existing(meta.get("topics"), meta.get("topics_resolved"))
+    name = meta.get("topics")
+    if topics is None and isinstance(name, str) and name and "/" not in name and not name.endswith(".json"):
+        topics = name  # a collection name (cacm)
+    if topics and topics != out.get("candidates"):
+        out["topics"] = topics
+    return out

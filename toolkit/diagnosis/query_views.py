@@ -1,0 +1,248 @@
+"""Per-query views of a diagnosis: query terms, query-biased snippets, the worst queries with what they missed,
+the most changed queries, where two systems disagree most, and every system's top k side by side.
+
+Inputs are the diagnosis' long per-query table (one row per reranked run and query), ranked lists
+(``agreement.ranked_lists``: system -> query -> documents in trec_eval order) and the qrels grades. Nothing
+here evaluates; every value shown comes from those tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels
+
+#: Words that carry no topic: not highlighted, not used to place a snippet.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "did",
+        "for",
+        "from",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "than",
+        "that",
+        "the",
+        "their",
+        "there",
+        "these",
+        "this",
+        "those",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+TextLookup = Callable[[Iterable[str]], dict[str, str]]
+Lists = Mapping[str, Mapping[str, Sequence[str]]]  # system -> query -> documents in trec_eval order
+
+
+def query_terms(text: str | None) -> list[str]:
+    """The lower-cased words of a query, stopwords and one-letter words left out, in order, each once."""
+    words = re.findall(r"\w+", str(text or "").lower())
+    return list(dict.fromkeys(w for w in words if len(w) > 1 and w not in STOPWORDS))
+
+
+def snippet(text: str | None, chars: int, terms: Sequence[str] = ()) -> str | None:
+    """At most ``chars`` characters of the whitespace-normalised text, starting a little before the first
+    query term when the text is longer (so that the highlighted words are in view); '…' marks a cut."""
+    if not text:
+        return None
+    t = " ".join(str(text).split())
+    if len(t) <= chars:
+        return t
+    start = 0
+    hits = [m.start() for term in terms for m in [re.search(rf"\b{re.escape(term)}", t, flags=re.I)] if m]
+    if hits and min(hits) > chars // 2:
+        start = t.rfind(" ", 0, min(hits) - chars // 5) + 1
+    body = t[start : start + chars - 2 * bool(start)].rstrip()
+    return ("…" if start else "") + body + ("…" if start + len(body) < len(t) else "")
+
+
+Grades = Mapping[str, Mapping[str, int]]  # query -> document -> label
+
+
+def grades(qrels: Qrels, query_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+    """query -> document -> label for the given queries (labels < 0 included: 'in the pool, unjudged')."""
+    qf = qrels.frame.loc[qrels.frame[QUERY_ID].isin(set(query_ids))]
+    out: dict[str, dict[str, int]] = {}
+    for q, d, r in zip(qf[QUERY_ID], qf[DOC_ID], qf[RELEVANCE]):
+        out.setdefault(q, {})[d] = int(r)
+    return out
+
+
+def judged_grade(g: int | None) -> int | None:
+    """A grade to show: None (unjudged) for documents without a label >= 0."""
+    return g if g is not None and g >= 0 else None
+
+
+def best_missed(q: str, qrels_grades: Grades, shown: set[str], first: Sequence[str], depth: int, n: int) -> list[dict]:
+    """The ``n`` best judged relevant documents of query ``q`` not in ``shown``: grade desc, first-stage rank."""
+    first_rank = {d: i + 1 for i, d in enumerate(first)}
+    rel = [(d, g) for d, g in qrels_grades.get(q, {}).items() if g > 0 and d not in shown]
+    rel.sort(key=lambda x: (-x[1], first_rank.get(x[0], 10**9), x[0]))
+    out = []
+    for d, g in rel[:n]:
+        r = first_rank.get(d)
+        out.append({"doc_id": d, "grade": g, "first_stage_rank": r if r is not None and r <= depth else None})
+    return out
+
+
+def worst_queries(
+    rows: pd.DataFrame,
+    lists: Lists,
+    first_name: str,
+    reranked_name: str,
+    qrels_grades: Grades,
+    *,
+    depth: int,
+    n: int,
+    missed_shown: int = 5,
+) -> list[dict]:
+    """The ``n`` lowest reranked queries of one reranked run (ties by query id; queries labelled no-relevant,
+    with nothing to find, left out): its top 10 beside the best judged documents it missed, each said to be a
+    candidate (with both ranks) or not in the candidates.
+
+    ``rows`` are that run's rows of the diagnosis table (columns query_id, query, query_type, diagnosis,
+    first_stage, reranked, ceiling, lost_in_candidates, lost_in_reranking, first_recall, reranked_judged_10).
+    Snippets are added by ``add_snippets``.
+    """
+    if n == 0 or rows.empty:
+        return []
+    worst = rows[rows["diagnosis"] != "no-relevant"].sort_values(["reranked", QUERY_ID], kind="stable").head(n)
+    entries = []
+    for row in worst.to_dict(orient="records"):
+        q = row[QUERY_ID]
+        first, rr = lists[first_name].get(q, []), lists[reranked_name].get(q, [])
+        rr_rank = {d: i + 1 for i, d in enumerate(rr)}
+        g = qrels_grades.get(q, {})
+        top = [{"rank": i + 1, "doc_id": d, "grade": judged_grade(g.get(d))} for i, d in enumerate(rr[:10])]
+        missed = best_missed(q, qrels_grades, {x["doc_id"] for x in top}, first, depth, missed_shown)
+        for m in missed:
+            f = m["first_stage_rank"]
+            m["reranked_rank"] = rr_rank.get(m["doc_id"])
+            m["where"] = (
+                f"candidate (first stage #{f}, reranked #{m['reranked_rank'] or '-'})"
+                if f is not None
+                else "not in the candidates"
+            )
+        entries.append(
+            {
+                **{k: row[k] for k in ("query_id", "query", "query_type", "diagnosis")},
+                **{
+                    k: float(row[k])
+                    for k in (
+                        "first_stage",
+                        "reranked",
+                        "ceiling",
+                        "lost_in_candidates",
+                        "lost_in_reranking",
+                        "first_recall",
+                        "reranked_judged_10",
+                    )
+                },
+                "top_10": top,
+                "best_missed": missed,
+            }
+        )
+    return entries
+
+
+def most_changed(rows: pd.DataFrame, n: int) -> list[dict]:
+    """The ``n`` queries whose ranking changed most (lowest RBO with the first stage; then largest |delta|)."""
+    if n == 0 or rows.empty:
+        return []
+    ranked = rows.assign(_abs=(rows["reranked"] - rows["first_stage"]).abs())
+    ranked = ranked.sort_values(["rbo", "_abs", QUERY_ID], ascending=[True, False, True], kind="stable").head(n)
+    keep = ["query_id", "query", "diagnosis", "first_stage", "reranked", "rbo", "kendall_tau_10"]
+    return [_plain(r) for r in ranked[keep].to_dict(orient="records")]
+
+
+def disagreements(pair: pd.DataFrame, n: int) -> list[dict]:
+    """The ``n`` queries where two systems differ most on the measure (largest |delta|; then lowest RBO)."""
+    if n == 0 or pair.empty:
+        return []
+    ranked = pair.assign(_abs=pair["delta"].abs())
+    ranked = ranked.sort_values(["_abs", "rbo", QUERY_ID], ascending=[False, True, True], kind="stable").head(n)
+    return [_plain(r) for r in ranked.drop(columns="_abs").to_dict(orient="records")]
+
+
+def _plain(record: dict) -> dict:
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()}
+
+
+def side_by_side(
+    query_ids: Sequence[str], lists: Lists, systems: Sequence[str], qrels_grades: Grades, k: int
+) -> dict[str, dict]:
+    """Per query, every system's top ``k`` as [document, grade or None], and each shown document's rank in
+    every system's full list (for rank movement)."""
+    out = {}
+    for q in query_ids:
+        g = qrels_grades.get(q, {})
+        tops = {s: [[d, judged_grade(g.get(d))] for d in lists[s].get(q, [])[:k]] for s in systems}
+        shown = {d for top in tops.values() for d, _ in top}
+        ranks = {}
+        for s in systems:
+            pos = {d: i + 1 for i, d in enumerate(lists[s].get(q, []))}
+            ranks[s] = {d: pos[d] for d in shown if d in pos}
+        out[q] = {"top": tops, "ranks": ranks}
+    return out
+
+
+def add_snippets(
+    views: dict[str, dict],
+    worst: list[dict],
+    missed: dict[str, list[dict]],
+    queries: Mapping[str, str],
+    texts: TextLookup | None,
+    chars: int,
+) -> None:
+    """Fill query-biased snippets in place: ``views[q]['snippets'][doc]``, and ``snippet`` in the worst
+    queries' and missed documents' entries. One lookup for every document shown."""
+    wanted = {d for v in views.values() for top in v["top"].values() for d, _ in top}
+    wanted |= {i["doc_id"] for w in worst for i in w["top_10"] + w["best_missed"]}
+    wanted |= {m["doc_id"] for ms in missed.values() for m in ms}
+    found = texts(sorted(wanted)) if texts is not None and wanted else {}
+    for q, v in views.items():
+        terms = query_terms(queries.get(q))
+        docs = {d for top in v["top"].values() for d, _ in top} | {m["doc_id"] for m in missed.get(q, [])}
+        v["snippets"] = {d: s for d in sorted(docs) if (s := snippet(found.get(d), chars, terms))}
+    for w in worst:
+        terms = query_terms(w["query"])
+        for item in w["top_10"] + w["best_missed"]:
+            item["snippet"] = snippet(found.get(item["doc_id"]), chars, terms)

@@ -1,0 +1,460 @@
+"""(judgments, run, measures, settings) -> per-query table and summary, exactly as trec_eval computes them.
+
+This module only orchestrates: it ranks the run against the judgments once
+(``ranked.py`` for qrels; per query for preferences; per judgment group for
+``qrels_jg``), calls each requested family's compute function (declared in
+``registry.py``, defined in ``trec_measures.py`` / ``pref_measures.py``),
+applies ``-Z`` and averages as trec_eval does. Nothing here decides what a
+measure means.
+
+Query set. Queries in the run but not in the judgments are ignored. Without
+``-c`` the mean is over queries in both. With ``-c`` it is over every judged
+query: trec_eval 9 counts a missing query as 0 without printing it (and as
+log(0.00001) for gm_map/gm_bpref); trec_eval 10 evaluates it against a
+one-document placeholder ranking, prints it with ``-q``, and then zeroes
+num_ret, utility, relstring, unj* and rbp_resid, as its ``trec_eval.c``
+does. A judged query absent from the run without ``-c`` is left out of the
+mean with a note on stderr (trec_eval 10 stops with an error naming the
+wrong file there; 9.x skips it silently).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from toolkit import __version__
+from toolkit.errors import UnknownMeasureError
+from toolkit.measures.names import EvalSettings, Measure
+from toolkit.measures.prefs import JgInput, build_prefs_input
+from toolkit.measures.ranked import build_ranked
+from toolkit.measures.trec import MIN_GEO_MEAN, Context
+from toolkit.ranking import group_starts, trec_order, within_group_rank
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
+
+log = logging.getLogger(__name__)
+
+#: The document trec_eval 10 "retrieves" for a judged query missing from the run under -c.
+PLACEHOLDER_DOC = "ceci_nest_pas_un_docno"
+#: What -Z prints when the z-score file has no mean for a query and measure (trec_eval's MISSING_ZSCORE_VALUE).
+MISSING_ZSCORE = -1000000.0
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Per-query values (tidy), the ``all`` line, and how they were computed.
+
+    ``per_query`` columns: query_id, measure, value, in_run; one row per
+    evaluated query and numeric measure. gm_map and gm_bpref hold
+    log(max(v, 0.00001)) per query, the term trec_eval averages. ``strings``
+    holds relstring values ({measure name: {query: text}}); ``printed`` the
+    queries a ``-q`` listing shows, in order; ``runid`` the run's tag as
+    trec_eval prints it.
+    """
+
+    per_query: pd.DataFrame
+    aggregate: dict[str, float]
+    measures: tuple[Measure, ...]
+    settings: EvalSettings
+    provenance: dict
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    strings: dict[str, dict[str, str]] = field(default_factory=dict)
+    printed: tuple[str, ...] = ()
+    runid: str = ""
+    zscores: bool = False
+
+    def wide(self) -> pd.DataFrame:
+        """One row per query, one column per numeric measure name."""
+        table = self.per_query.pivot(index="query_id", columns="measure", values="value")
+        return table.reindex(columns=[m.name for m in self.measures if m.name in table.columns])
+
+
+def judgment_format(judgments) -> str:
+    if isinstance(judgments, Prefs):
+        return judgments.kind
+    if isinstance(judgments, JudgmentGroups):
+        return "qrels_jg"
+    return "qrels"
+
+
+def check_measures(measures, settings: EvalSettings, rel_format: str) -> None:
+    """Refuse measures this input or these settings cannot give, naming the fix."""
+    reads = "prefs" if rel_format in ("prefs", "qrels_prefs") else rel_format
+    for m in measures:
+        spec = m.spec
+        if spec.rel_format not in ("any", reads):
+            need = {
+                "qrels": "-R qrels (the default)",
+                "prefs": "-R prefs or -R qrels_prefs",
+                "qrels_jg": "-R qrels_jg",
+            }[spec.rel_format]
+            raise UnknownMeasureError(f"{m.name} needs {need}; the judgments were read as -R {rel_format}")
+        if spec.since > settings.trec_eval:
+            raise UnknownMeasureError(f"{m.name} is a trec_eval {spec.since} measure (pass --trec-eval {spec.since})")
+        if spec.gain and m.params and settings.gain.kind != "linear":
+            raise UnknownMeasureError(
+                f"{m.name}: give the gains either as {m.family}.L=G parameters or with --gain, not both"
+            )
+
+
+def evaluate(
+    judgments, run: Run, measures, settings: EvalSettings | None = None, *, zscores: dict | None = None
+) -> EvalResult:
+    """Evaluate ``run`` against ``judgments`` (Qrels, Prefs or JudgmentGroups); see each family's definition."""
+    settings = settings or EvalSettings()
+    measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
+    rel_format = judgment_format(judgments)
+    check_measures(measures, settings, rel_format)
+    q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
+    qids = np.array(uniques.tolist(), dtype=object)
+    nq = len(qids)
+    version = settings.trec_eval
+    run_queries = set(pd.unique(run.frame[QUERY_ID]).tolist())
+    in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
+    extra = len(run_queries - set(qids.tolist()))
+    placeholder = settings.complete and version == 10 and not in_run.all()
+    scored = _with_placeholders(run, qids[~in_run]) if placeholder else run
+    evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
+    ctx = Context(
+        version=version,
+        gain=settings.gain,
+        discount=settings.discount,
+        num_docs=settings.num_docs,
+        judged_compat=settings.judged_compat,
+        qrels=judgments,
+        run=run,
+    )
+    values = _compute(judgments, rel_format, scored, measures, settings, ctx, qids, q_qidx)
+    pooled = {k[1]: v for k, v in list(values.items()) if isinstance(k, tuple)}
+    values = {k: v for k, v in values.items() if not isinstance(k, tuple)}
+    if placeholder:
+        _clean_placeholders(values, ~in_run)
+    strings = {
+        m.name: dict(zip(qids[evaluated].tolist(), values[m][evaluated].tolist()))
+        for m in measures
+        if m.spec.value_type == "string" and m in values
+    }
+    numeric = [m for m in measures if m.spec.value_type != "string"]
+    if zscores is not None:
+        for m in numeric:
+            values[m] = _zscore(values[m], qids, m.name, zscores)
+    if settings.complete and version == 9:  # trec_eval 9 does not evaluate a missing query: it adds 0 to the sums
+        for m in numeric:
+            values[m] = np.where(in_run, values[m], 0.0)
+    aggregate = {
+        m.name: _aggregate(m, values[m], evaluated, in_run, settings, judgments, zscores is not None) for m in numeric
+    }
+    for m, v in pooled.items():
+        if zscores is None:
+            aggregate[m.name] = v
+    ev_q = qids[evaluated]
+    n_eval = int(evaluated.sum())
+    per_query = pd.DataFrame(
+        {
+            "query_id": np.tile(ev_q, len(numeric)).astype(str),
+            "measure": np.repeat([m.name for m in numeric], n_eval),
+            "value": np.concatenate([values[m][evaluated] for m in numeric]) if numeric else np.zeros(0),
+            "in_run": np.tile(in_run[evaluated], len(numeric)),
+        }
+    )
+    printed = tuple(qids[evaluated if version == 10 else evaluated & in_run].tolist())
+    notes = _notes(nq, in_run, extra, n_eval, settings, run, judgments)
+    provenance = build_provenance(
+        judgments, run, measures, settings, nq=nq, n_run=int(in_run.sum()) + extra, n_eval=n_eval, zscores=zscores
+    )
+    return EvalResult(
+        per_query=per_query,
+        aggregate=aggregate,
+        measures=measures,
+        settings=settings,
+        provenance=provenance,
+        notes=tuple(notes),
+        strings=strings,
+        printed=printed,
+        runid=run.runid,
+        zscores=zscores is not None,
+    )
+
+
+def _with_placeholders(run: Run, missing: np.ndarray) -> Run:
+    f = run.frame
+    extra = pd.DataFrame(
+        {
+            QUERY_ID: pd.array(missing.astype(str).tolist(), dtype=f[QUERY_ID].dtype),
+            DOC_ID: pd.array([PLACEHOLDER_DOC] * len(missing), dtype=f[DOC_ID].dtype),
+            SCORE: np.ones(len(missing)),
+        }
+    )
+    frame = pd.concat([f[[QUERY_ID, DOC_ID, SCORE]], extra], ignore_index=True)
+    return Run(frame=frame, path=run.path, tag=run.tag, sha256=run.sha256, last_tag=run.last_tag)
+
+
+def _clean_placeholders(values: dict, missing: np.ndarray) -> None:
+    """trec_eval 10 zeroes these for a placeholder query, matching the printed name exactly as its C does."""
+    for m, v in values.items():
+        name = m.name
+        if name in ("num_ret", "utility", "rbp_resid") or name.startswith("unj"):
+            values[m] = np.where(missing, 0.0, v)
+        elif name == "relstring":
+            values[m] = np.where(missing, "", v)
+
+
+def _compute(judgments, rel_format, run, measures, settings, ctx, qids, q_qidx) -> dict:
+    by_family: dict[str, list[Measure]] = {}
+    for m in measures:
+        by_family.setdefault(m.family, []).append(m)
+    if rel_format == "qrels":
+        data = build_ranked(
+            judgments,
+            run,
+            level=settings.relevance_level,
+            score_precision=settings.score_precision,
+            max_docs=settings.max_docs,
+            judged_only=settings.judged_only,
+            qids=qids,
+            q_qidx=q_qidx,
+        )
+    elif rel_format == "qrels_jg":
+        data = _jg_input(judgments, run, settings, qids)
+    else:
+        data = build_prefs_input(judgments.frame, qids, _retrieved_lists(run, qids, settings), judgments.path)
+    values: dict = {}
+    for ms in by_family.values():
+        values.update(ms[0].spec.compute(data, ms, ctx))
+    return values
+
+
+def _jg_input(jg: JudgmentGroups, run: Run, settings: EvalSettings, qids: np.ndarray) -> JgInput:
+    frame = jg.frame
+    pos = {q: i for i, q in enumerate(qids.tolist())}
+    groups = []
+    for name in sorted(frame["jg"].unique().tolist()):
+        part = frame[frame["jg"] == name]
+        qrels = Qrels(frame=part[[QUERY_ID, DOC_ID, RELEVANCE]].reset_index(drop=True), path=jg.path)
+        q_qidx = np.array([pos[q] for q in qrels.frame[QUERY_ID].tolist()], dtype=np.int64)
+        ranked = build_ranked(
+            qrels,
+            run,
+            level=settings.relevance_level,
+            score_precision=settings.score_precision,
+            max_docs=settings.max_docs,
+            judged_only=settings.judged_only,
+            qids=qids,
+            q_qidx=q_qidx,
+        )
+        has = np.zeros(len(qids), dtype=bool)
+        has[np.unique(q_qidx)] = True
+        groups.append((name, ranked, has))
+    return JgInput(qids=qids, groups=groups)
+
+
+def _retrieved_lists(run: Run, qids: np.ndarray, settings: EvalSettings) -> dict[str, list[str]]:
+    """Each judged query's documents ranked as ``form_prefs_counts.c`` does: ties by document id *ascending*."""
+    frame = run.frame
+    mask = frame[QUERY_ID].isin(set(qids.tolist())).to_numpy()
+    sub = frame[mask]
+    codes, uniq = pd.factorize(sub[QUERY_ID], sort=True)
+    order = trec_order(
+        codes.astype(np.int64),
+        sub[SCORE].to_numpy(),
+        sub[DOC_ID].to_numpy().astype(str),
+        settings.score_precision,
+        ties="docid_asc",
+    )
+    q_sorted = codes[order]
+    rank = within_group_rank(q_sorted)
+    docs = sub[DOC_ID].to_numpy()[order]
+    if settings.max_docs is not None:
+        keep = rank <= settings.max_docs
+        q_sorted, docs = q_sorted[keep], docs[keep]
+    bounds = np.append(np.flatnonzero(group_starts(q_sorted)), len(q_sorted)) if len(q_sorted) else []
+    return {uniq[q_sorted[a]]: docs[a:b].tolist() for a, b in itertools.pairwise(bounds)}
+
+
+def _zscore(v: np.ndarray, qids: np.ndarray, name: str, table: dict) -> np.ndarray:
+    """trec_eval's te_convert_to_zscore: (v - mean) / stddev from the -Z file; missing means print -1000000."""
+    out = np.empty(len(v))
+    for i, (qid, x) in enumerate(zip(qids.tolist(), v.tolist())):
+        ms = table.get((qid, name))
+        if ms is None:
+            out[i] = MISSING_ZSCORE
+        elif ms[1]:
+            out[i] = (x - ms[0]) / ms[1]
+        else:
+            out[i] = 0.0 if x == ms[0] else MISSING_ZSCORE
+    return out
+
+
+def _seq_sum(x: np.ndarray) -> float:
+    """The sum in query order, one addition at a time (trec_eval's accumulation)."""
+    return float(np.cumsum(x)[-1]) if len(x) else 0.0
+
+
+def _aggregate(
+    m: Measure,
+    v: np.ndarray,
+    evaluated: np.ndarray,
+    in_run: np.ndarray,
+    settings: EvalSettings,
+    judgments,
+    zscored: bool,
+) -> float:
+    agg = m.spec.aggregate
+    n = int(evaluated.sum())
+    if agg == "count":
+        return float(n)
+    nine_c = settings.complete and settings.trec_eval == 9
+    if agg == "sum":
+        if m.family == "num_rel" and nine_c and not zscored:
+            # trec_eval 9.x quirk, kept for identical output: with -c the num_rel summary counts every
+            # qrels label > 0, whatever -l says (per-query values do follow -l)
+            return float((judgments.frame[RELEVANCE].to_numpy() > 0).sum())
+        return _seq_sum(v[evaluated])
+    if agg == "gm":
+        if not n:
+            return 0.0
+        present = evaluated & in_run if nine_c else evaluated
+        s = _seq_sum(v[present])
+        if nine_c:
+            s += (n - int(present.sum())) * math.log(MIN_GEO_MEAN)
+        return math.exp(s / n)
+    return _seq_sum(v[evaluated]) / n if n else 0.0
+
+
+def _notes(nq, in_run, extra, n_eval, settings, run, judgments) -> list[str]:
+    notes = []
+    missing = int((~in_run).sum())
+    if missing and not settings.complete:
+        notes.append(
+            f"{missing} of {nq} qrels queries have no line in the run and were left out of the mean "
+            "(as trec_eval 9.x does; trec_eval 10 stops with an error); pass -c to count them as 0"
+        )
+    if extra:
+        notes.append(f"{extra} run queries have no judgments and were ignored")
+    if n_eval == 0:
+        notes.append("no query is both in the run and in the judgments: nothing was evaluated")
+    for what, obj in (("run", run), ("judgments", judgments)):
+        if getattr(obj, "comment_lines", 0):
+            notes.append(f"skipped {obj.comment_lines} comment line(s) ('#') in the {what}")
+    if run.trailing_text_lines:
+        notes.append(
+            f"{run.trailing_text_lines} run line(s) have text after the tag (sixth) column; "
+            "ignored, as trec_eval ignores it"
+        )
+    return notes
+
+
+# --------------------------------------------------------------- provenance
+def settings_provenance(settings: EvalSettings) -> dict:
+    """The provenance fields that follow from the settings alone (also what a reproduction declares)."""
+    return {
+        "trec_eval": settings.trec_eval,
+        "gain": settings.gain.describe(),
+        "discount": settings.discount.describe(),
+        "relevance_level": settings.relevance_level,
+        "unjudged": (
+            "removed before ranking (-J, condensed list)"
+            if settings.judged_only
+            else "kept in the ranking, counted as non-relevant"
+        ),
+        "judged_definition": (
+            "pyserini: first k file lines per query, pairs pooled over all run queries"
+            if settings.judged_compat == "pyserini"
+            else "twostage: top k in trec_eval order, label >= 0, / min(k, retrieved), mean over queries"
+        ),
+        "max_docs_per_query": settings.max_docs,
+        "query_set": "all qrels queries (-c)" if settings.complete else "queries in both run and qrels",
+        "score_precision": settings.score_precision,
+    }
+
+
+def build_provenance(
+    judgments,
+    run: Run,
+    measures,
+    settings: EvalSettings,
+    *,
+    nq: int,
+    n_run: int,
+    n_eval: int,
+    zscores: dict | None = None,
+) -> dict:
+    """Everything needed to say how a number was computed, and to refuse unlike comparisons."""
+    s = settings_provenance(settings)
+    labels = judgments.label_counts() if hasattr(judgments, "label_counts") else None
+    rmap = getattr(judgments, "relevance_map", None)
+    return {
+        "implementation": f"twostage {__version__}",
+        "semantics": f"trec_eval {'9.x' if settings.trec_eval == 9 else '10'} (ties: score desc, docid desc)",
+        "trec_eval": s["trec_eval"],
+        "measures": [m.name for m in measures],
+        "cutoffs": sorted({m.cutoff for m in measures if m.cutoff is not None}),
+        "rel_format": judgment_format(judgments),
+        "gain": s["gain"],
+        "gain_applies_to": [m.name for m in measures if m.spec.gain],
+        "discount": s["discount"],
+        "relevance_level": s["relevance_level"],
+        "relevance_level_applies_to": [m.name for m in measures if m.spec.binary],
+        "relevance_labels": labels,
+        "relevance_map": (
+            {"name": judgments.relevance_map_name or "custom", "map": {str(k): v for k, v in rmap.items()}}
+            if rmap
+            else None
+        ),
+        "unjudged": s["unjudged"],
+        "judged_definition": s["judged_definition"],
+        "max_docs_per_query": s["max_docs_per_query"],
+        "num_docs_in_collection": settings.num_docs or None,
+        "query_set": s["query_set"],
+        "queries_in_run": n_run,
+        "queries_in_qrels": nq,
+        "queries_evaluated": n_eval,
+        "score_precision": s["score_precision"],
+        "zscores": bool(zscores),
+        "duplicates_dropped": {"run": run.duplicates_dropped, "qrels": getattr(judgments, "duplicates_dropped", 0)},
+        "comment_lines": {"run": run.comment_lines, "qrels": getattr(judgments, "comment_lines", 0)},
+        "run_lines_with_text_after_tag": run.trailing_text_lines,
+        "run": {"path": run.path, "sha256": run.sha256, "tag": run.tag},
+        "qrels": {"path": judgments.path, "sha256": judgments.sha256},
+    }
+
+
+#: Provenance fields that must agree for two results to be comparable.
+COMPARABLE_FIELDS = (
+    "semantics",
+    "gain",
+    "discount",
+    "relevance_level",
+    "relevance_map",
+    "unjudged",
+    "judged_definition",
+    "max_docs_per_query",
+    "query_set",
+    "score_precision",
+)
+
+
+def provenance_differences(a: dict, b: dict, fields=COMPARABLE_FIELDS) -> dict[str, tuple]:
+    """Fields (and the qrels file) on which two provenance blocks disagree."""
+    diff = {f: (a.get(f), b.get(f)) for f in fields if a.get(f) != b.get(f)}
+    qa, qb = a.get("qrels", {}).get("sha256"), b.get("qrels", {}).get("sha256")
+    if qa != qb:
+        diff["qrels.sha256"] = (qa, qb)
+    return diff
+
+
+__all__ = [
+    "COMPARABLE_FIELDS",
+    "EvalResult",
+    "build_provenance",
+    "check_measures",
+    "evaluate",
+    "judgment_format",
+    "provenance_differences",
+    "settings_provenance",
+]

@@ -1,0 +1,280 @@
+"""Paired significance tests over per-query values, multiple-comparison corrections, win/tie/loss.
+
+Everything here is a pure function of per-query numbers: two aligned arrays
+(``a`` = baseline, ``b`` = system, one value per query, same query order) or
+the tidy per-query table (``run, query_id, measure, value``) that
+``compare_table`` takes. Nothing is modified in place; randomness only comes
+from an explicit ``numpy.random.Generator`` built from a seed the caller
+chooses, and that seed is reported back with every result.
+
+Definitions (d_i = b_i - a_i, n queries):
+
+- **paired t-test** (Student 1908): t = mean(d) / (sd(d) / sqrt(n)) with sd
+  the sample standard deviation (ddof = 1), two-sided p = 2 * P(T_{n-1} >= |t|).
+  Same as ``scipy.stats.ttest_rel(b, a)``. Edge cases, where scipy returns
+  NaN: all d_i equal to 0 gives t = 0, p = 1; all d_i equal to the same
+  non-zero value gives t = +-inf, p = 0; n < 2 gives p = 1 (nothing to test).
+- **paired randomization (permutation) test** (Fisher 1935; Smucker, Allan &
+  Carterette, CIKM 2007, for IR): under H0 the labels "baseline"/"system" are
+  exchangeable within each query, i.e. each d_i keeps or flips its sign with
+  probability 1/2. Statistic T = mean(d); two-sided p = P(|T*| >= |T|).
+  When ``permutations >= 2**n`` all 2**n sign vectors are enumerated and p is
+  exact (the observed assignment counts once among them). Otherwise
+  ``permutations`` random sign vectors are drawn from ``numpy.random.default_rng(seed)``
+  and p = (1 + #{|T*| >= |T|}) / (1 + permutations) (Phipson & Smyth 2010:
+  never 0, a valid p-value). "|T*| >= |T|" is compared with a relative
+  tolerance of 1e-9 so that floating-point noise in sums of the same values
+  in another order does not decide it (scipy does the same).
+  The exact case equals ``scipy.stats.permutation_test((b, a), statistic=mean
+  difference, permutation_type='samples', alternative='two-sided')``.
+- **Holm** (1979) step-down correction of m p-values: sort p ascending,
+  p_(1) <= ... <= p_(m); adjusted p_(j) = max_{k <= j} min(1, (m - k + 1) * p_(k)).
+  **Bonferroni**: min(1, m * p). Both control the family-wise error rate;
+  Holm is uniformly more powerful, hence the default.
+- **win / tie / loss** of the system against the baseline: d_i > eps, |d_i| <= eps,
+  d_i < -eps, with eps = 0 by default (values of the same ranking are
+  bit-identical, so exact ties are real ties).
+
+In ``compare_table`` the correction family is, per measure, the m = (number
+of runs - 1) comparisons of each run against the baseline, and it is applied
+to the permutation-test p-values (the primary test); t-test p-values are
+reported uncorrected next to them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import ConfigError
+
+CORRECTIONS = ("holm", "bonferroni", "none")
+DEFAULT_PERMUTATIONS = 10_000
+DEFAULT_SEED = 42
+_REL_TOL = 1e-9
+_CHUNK = 2_000  # sign vectors per batch: bounds memory at CHUNK x n
+
+
+def _pair(a, b) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ConfigError(f"paired test needs two 1-d arrays of the same length, got shapes {a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ConfigError("paired test: per-query values must be finite numbers")
+    return b - a
+
+
+def paired_ttest(a, b) -> tuple[float, float]:
+    """Two-sided paired t-test of ``b`` against ``a``; returns (t, p). See the module docstring."""
+    from scipy.stats import t as t_dist
+
+    d = _pair(a, b)
+    n = len(d)
+    if n < 2:
+        return 0.0, 1.0
+    mean = float(d.mean())
+    sd = float(d.std(ddof=1))
+    if sd == 0.0 or sd <= abs(mean) * 1e-14:
+        # No variance: identical differences. Zero -> no evidence; non-zero -> every query moved the same way.
+        if mean == 0.0:
+            return 0.0, 1.0
+        return math.copysign(math.inf, mean), 0.0
+    t = mean / (sd / math.sqrt(n))
+    p = float(2.0 * t_dist.sf(abs(t), df=n - 1))
+    return t, min(1.0, p)
+
+
+def permutation_test(
+    a,
+    b,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int | None = DEFAULT_SEED,
+    rng: np.random.Generator | None = None,
+) -> tuple[float, bool]:
+    """Two-sided paired randomization test of mean(b - a); returns (p, exact).
+
+    ``rng`` wins over ``seed`` when both are given; the caller then owns the
+    generator's state. ``exact`` tells whether all 2**n sign assignments were
+    enumerated (``permutations >= 2**n``) or ``permutations`` were sampled.
+    """
+    if permutations < 1:
+        raise ConfigError(f"permutations must be >= 1, got {permutations}")
+    d = _pair(a, b)
+    n = len(d)
+    if n == 0:
+        return 1.0, True
+    observed = abs(float(d.mean()))
+    # the tolerance scales with the differences, not only the statistic: a true mean of 0 is
+    # computed as rounding noise (~1e-17) that the permuted sums need not reproduce exactly
+    threshold = observed - _REL_TOL * max(observed, float(np.abs(d).mean()), 1e-300)
+    if n <= 20 and permutations >= 2**n:
+        # Exact: every sign vector once (2**20 x 20 is the largest matrix built here, in chunks).
+        hits = 0
+        total = 0
+        for chunk in _all_signs(n):
+            stats = np.abs(chunk @ d) / n
+            hits += int((stats >= threshold).sum())
+            total += len(chunk)
+        return hits / total, True
+    gen = rng if rng is not None else np.random.default_rng(seed)
+    hits = 0
+    done = 0
+    while done < permutations:
+        size = min(_CHUNK, permutations - done)
+        signs = gen.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1
+        stats = np.abs(signs @ d) / n
+        hits += int((stats >= threshold).sum())
+        done += size
+    return (1 + hits) / (1 + permutations), False
+
+
+def _all_signs(n: int):
+    """All 2**n vectors in {-1, +1}^n, in chunks (rows), as float64 matrices."""
+    per = max(1, _CHUNK * 8)
+    it = itertools.product((1.0, -1.0), repeat=n)
+    while True:
+        block = list(itertools.islice(it, per))
+        if not block:
+            return
+        yield np.array(block, dtype=np.float64)
+
+
+def adjust(pvalues, method: str = "holm") -> np.ndarray:
+    """Family-wise corrected p-values (Holm step-down, Bonferroni, or none); order preserved."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    if method not in CORRECTIONS:
+        raise ConfigError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
+    m = len(p)
+    if m == 0 or method == "none":
+        return p.copy()
+    if method == "bonferroni":
+        return np.minimum(1.0, p * m)
+    order = np.argsort(p, kind="stable")
+    scaled = np.minimum(1.0, p[order] * (m - np.arange(m)))
+    out = np.empty(m)
+    out[order] = np.maximum.accumulate(scaled)
+    return out
+
+
+def win_tie_loss(a, b, eps: float = 0.0) -> tuple[int, int, int]:
+    """Queries where ``b`` beats, ties, and loses to ``a`` (|b - a| <= eps is a tie)."""
+    d = _pair(a, b)
+    return int((d > eps).sum()), int((np.abs(d) <= eps).sum()), int((d < -eps).sum())
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One run against the baseline on one measure."""
+
+    measure: str
+    run: str
+    baseline: str
+    n_queries: int
+    mean: float
+    baseline_mean: float
+    delta: float
+    t: float
+    p_ttest: float
+    p_permutation: float
+    permutation_exact: bool
+    p_adjusted: float
+    wins: int
+    ties: int
+    losses: int
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        if math.isinf(d["t"]):  # JSON has no infinity
+            d["t"] = "inf" if d["t"] > 0 else "-inf"
+        return d
+
+
+def compare_table(
+    per_query: pd.DataFrame,
+    baseline: str,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = DEFAULT_SEED,
+    correction: str = "holm",
+) -> list[Comparison]:
+    """Compare every run of a tidy table (run, query_id, measure, value) with ``baseline``.
+
+    Per measure, runs are paired on the queries they share with the
+    baseline (callers that need identical query sets check provenance before
+    calling). One generator, ``default_rng(seed)``, is consumed in order
+    measure by measure and run by run in the table's order, so the same call
+    gives the same p-values.
+    """
+    needed = {"run", "query_id", "measure", "value"}
+    if not needed <= set(per_query.columns):
+        raise ConfigError(f"per-query table needs columns {sorted(needed)}, has {sorted(per_query.columns)}")
+    runs = list(dict.fromkeys(per_query["run"].tolist()))
+    if baseline not in runs:
+        raise ConfigError(f"baseline {baseline!r} is not among the runs ({', '.join(runs)})")
+    others = [r for r in runs if r != baseline]
+    rng = np.random.default_rng(seed)
+    out: list[Comparison] = []
+    for measure in dict.fromkeys(per_query["measure"].tolist()):
+        wide = per_query[per_query["measure"] == measure].pivot(index="query_id", columns="run", values="value")
+        rows = []
+        for run in others:
+            pair = wide[[baseline, run]].dropna()
+            a, b = pair[baseline].to_numpy(), pair[run].to_numpy()
+            t, p_t = paired_ttest(a, b)
+            p_perm, exact = permutation_test(a, b, permutations=permutations, rng=rng)
+            w, ti, lo = win_tie_loss(a, b)
+            rows.append(
+                {
+                    "measure": measure,
+                    "run": run,
+                    "baseline": baseline,
+                    "n_queries": len(a),
+                    "mean": float(b.mean()) if len(b) else 0.0,
+                    "baseline_mean": float(a.mean()) if len(a) else 0.0,
+                    "delta": float((b - a).mean()) if len(a) else 0.0,
+                    "t": float(t),
+                    "p_ttest": p_t,
+                    "p_permutation": p_perm,
+                    "permutation_exact": exact,
+                    "wins": w,
+                    "ties": ti,
+                    "losses": lo,
+                }
+            )
+        adjusted = adjust([r["p_permutation"] for r in rows], correction)
+        out += [Comparison(p_adjusted=float(pa_), **r) for r, pa_ in zip(rows, adjusted)]
+    return out
+
+
+def comparability(provenances: dict[str, dict], query_sets: dict[str, set[str]], baseline: str) -> dict[str, tuple]:
+    """Why results cannot be compared with the baseline: {field: (baseline's value, other's value)}.
+
+    Checks the provenance fields that change a number (``evaluate.COMPARABLE_FIELDS``
+    plus the qrels file) and the set of evaluated queries (a paired test needs
+    the same queries on both sides). Empty when everything agrees.
+    """
+    from toolkit.evaluation.evaluate import provenance_differences
+
+    diff: dict[str, tuple] = {}
+    base_q = query_sets[baseline]
+    for run, prov in provenances.items():
+        if run == baseline:
+            continue
+        for field, (x, y) in provenance_differences(provenances[baseline], prov).items():
+            diff[f"{field} ({baseline} vs {run})"] = (x, y)
+        q = query_sets[run]
+        if q != base_q:
+            only_base, only_run = sorted(base_q - q), sorted(q - base_q)
+
+            def show(ids: list[str]) -> str:
+                return ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
+
+            diff[f"evaluated queries ({baseline} vs {run})"] = (
+                f"{len(base_q)} queries" + (f", {len(only_base)} not in {run}: {show(only_base)}" if only_base else ""),
+                f"{len(q)} queries" + (f", {len(only_run)} not in {baseline}: {show(only_run)}" if only_run else ""),
+            )
+    return diff

@@ -1,0 +1,137 @@
+"""Evaluation results in trec_eval's output layout, and as JSON / CSV.
+
+Text is what trec_eval prints: ``name`` padded to 22, a tab, the query id or
+``all``, a tab, the value; floats as C's ``%6.4f`` (``-nan`` included),
+counts as integers, relstring quoted, runid as text; per-query lines (``-q``)
+first, query by query, then the summary (unless ``-n``); with ``-Z`` every
+numeric name gets a ``Z`` prefix and ``%6.4f``. Provenance, when wanted,
+comes first as ``#`` lines, which trec_eval parsers skip.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from toolkit.evaluation.evaluate import EvalResult
+from toolkit.measures.registry import Measure
+
+
+def c_float(value: float) -> str:
+    """C's ``%6.4f``, including glibc's ``nan``/``-nan`` (the sign of a NaN is printed)."""
+    if math.isnan(value):
+        return ("-nan" if math.copysign(1.0, value) < 0 else "nan").rjust(6)
+    return f"{value:6.4f}"
+
+
+def format_value(measure: Measure, value: float, zscored: bool = False) -> str:
+    """trec_eval's printing of one value: counts as integers (C's (long) cast), the rest ``%6.4f``."""
+    if measure.spec.value_type == "long" and not zscored:
+        return str(int(value)) if math.isfinite(value) else c_float(value)
+    return c_float(value)
+
+
+def _line(measure: Measure, qid: str, text: str, zscored: bool) -> str:
+    prefix = "Z" if zscored and measure.spec.value_type != "string" else ""
+    return f"{prefix}{measure.name:<22}\t{qid}\t{text}"
+
+
+PROVENANCE_KEYS = (
+    "implementation",
+    "semantics",
+    "rel_format",
+    "gain",
+    "discount",
+    "relevance_level",
+    "relevance_labels",
+    "relevance_map",
+    "unjudged",
+    "judged_definition",
+    "max_docs_per_query",
+    "num_docs_in_collection",
+    "query_set",
+    "queries_in_run",
+    "queries_in_qrels",
+    "queries_evaluated",
+    "score_precision",
+    "zscores",
+    "duplicates_dropped",
+    "comment_lines",
+)
+
+
+def provenance_lines(prov: dict) -> list[str]:
+    """The provenance block as '# key: value' comment lines."""
+    lines = [
+        f"# {k}: {json.dumps(prov[k]) if isinstance(prov[k], (dict, list)) else prov[k]}"
+        for k in PROVENANCE_KEYS
+        if k in prov
+    ]
+    lines.append(f"# run: {prov['run']['path']} sha256:{prov['run']['sha256'][:16]}")
+    lines.append(f"# qrels: {prov['qrels']['path']} sha256:{prov['qrels']['sha256'][:16]}")
+    return lines
+
+
+def render_text(result: EvalResult, per_query: bool, provenance: bool, summary: bool = True) -> str:
+    out = provenance_lines(result.provenance) if provenance else []
+    z = result.zscores
+    if per_query:
+        shown = [m for m in result.measures if m.spec.per_query]
+        pq = result.per_query
+        columns = {}
+        if len(pq):
+            table = pq.pivot(index="query_id", columns="measure", values="value")
+            columns = {name: dict(zip(table.index.tolist(), table[name].tolist())) for name in table.columns}
+        for qid in result.printed:
+            for m in shown:
+                if m.spec.value_type == "string":
+                    out.append(_line(m, qid, f"'{result.strings[m.name][qid]}'", False))
+                else:
+                    out.append(_line(m, qid, format_value(m, columns[m.name][qid], z), z))
+    if summary:
+        for m in result.measures:
+            if m.family == "runid":
+                out.append(f"{'runid':<22}\tall\t{result.runid}")
+            elif m.spec.value_type != "string":
+                out.append(_line(m, "all", format_value(m, result.aggregate[m.name], z), z))
+    return "\n".join(out) + "\n" if out else ""
+
+
+def _json_number(v: float):
+    return v if math.isfinite(v) else None
+
+
+def render_json(result: EvalResult, per_query: bool) -> str:
+    summary = {k: _json_number(v) for k, v in result.aggregate.items()}
+    if any(m.family == "runid" for m in result.measures):
+        summary["runid"] = result.runid
+    doc: dict = {"provenance": result.provenance, "measures": [m.name for m in result.measures], "all": summary}
+    if per_query:
+        rows: dict = {}
+        for q, g in result.per_query.groupby("query_id", sort=True):
+            rows[str(q)] = {m: _json_number(v) for m, v in zip(g["measure"], g["value"])}
+        for name, per in result.strings.items():
+            for q, text in per.items():
+                rows.setdefault(str(q), {})[name] = text
+        doc["per_query"] = rows
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def render_csv(result: EvalResult, per_query: bool, provenance: bool) -> str:
+    buf = io.StringIO()
+    if provenance:
+        buf.write("# provenance: " + json.dumps(result.provenance) + "\n")
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["query_id", "measure", "value"])
+    if per_query:
+        for row in result.per_query.sort_values(["query_id"], kind="stable").itertuples(index=False):
+            w.writerow([row.query_id, row.measure, repr(float(row.value))])
+        for name, per in result.strings.items():
+            for q, text in sorted(per.items()):
+                w.writerow([q, name, text])
+    for m in result.measures:
+        if m.name in result.aggregate:
+            w.writerow(["all", m.name, repr(float(result.aggregate[m.name]))])
+    return buf.getvalue()

@@ -1,0 +1,4 @@
+"""Sharded, resumable jobs: manifests, the in-process and Ray executors, the embedding cache.
+
+May import: the root modules.
+"""

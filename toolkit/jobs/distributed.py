@@ -1,0 +1,237 @@
+"""Running shards on Ray (``--ray [ADDRESS]``); Ray is imported only here, only when asked for.
+
+Why Ray Core actors and not Ray Data's ``map_batches``: each shard's result must come back
+to the driver, be written atomically and be recorded in the manifest before the next is
+counted as done (``toolkit.jobs.shards``), with inputs streamed from the driver only for the
+shards still to do. A pool of actors (one model load per worker) fed with at most two
+shards each does exactly that; Ray restarts a killed worker (``max_restarts``) and
+re-runs its shard (``max_task_retries``), so the job finishes without the driver doing
+anything.
+
+Addresses: ``None``/``"local"`` starts a private local Ray for this command (never joins a
+cluster that happens to run here), ``auto`` joins the cluster of ``RAY_ADDRESS`` or the
+one started on this machine with ``ray start``, ``host:port`` joins that cluster's GCS,
+``ray://host:port`` goes through the Ray Client server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import ConfigError, TwostageError
+from toolkit.jobs.shards import WorkerSpec, worker_identity
+
+log = logging.getLogger(__name__)
+
+#: Environment the workers need to behave like the driver (offline model loading, quiet tokenizers).
+FORWARDED_ENV = (
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "TOKENIZERS_PARALLELISM",
+    "HF_HOME",
+    "TWOSTAGE_CACHE",
+    "TWOSTAGE_DATA",
+)
+LOCAL = "local"
+
+
+def ray_version() -> str | None:
+    """The installed Ray version (from package metadata: Ray is not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ray")
+    except PackageNotFoundError:
+        return None
+
+
+def current_cluster() -> tuple[str | None, str]:
+    """The cluster ``--ray auto`` would join, and where that address came from (nothing imported)."""
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+    marker = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray" / "ray_current_cluster"
+    if marker.is_file():
+        address = marker.read_text().strip()
+        if address:
+            return address, f"{marker} (the last `ray start --head` on this machine)"
+    return None, "none (no RAY_ADDRESS, no `ray start` cluster on this machine)"
+
+
+def reachable(address: str, timeout: float = 1.0) -> bool:
+    """Whether something listens at a ``host:port`` / ``ray://host:port`` address."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """``--ray ADDRESS --workers N --gpus-per-worker G`` (+ CPUs per worker and retries)."""
+
+    address: str | None = LOCAL
+    workers: int = 2
+    gpus_per_worker: float = 0.0
+    cpus_per_worker: float = 1.0
+    max_retries: int = 3
+
+    def validate(self) -> None:
+        if self.workers < 1:
+            raise ConfigError(f"--workers must be >= 1, not {self.workers}")
+        if self.gpus_per_worker < 0 or self.cpus_per_worker < 0:
+            raise ConfigError("--gpus-per-worker and CPUs per worker must be >= 0")
+        if self.max_retries < 0:
+            raise ConfigError("--max-retries must be >= 0")
+
+    def describe(self) -> dict:
+        return {
+            "engine": "ray",
+            "address": self.address or LOCAL,
+            "workers": self.workers,
+            "gpus_per_worker": self.gpus_per_worker,
+            "cpus_per_worker": self.cpus_per_worker,
+            "max_retries": self.max_retries,
+            "ray": ray_version(),
+        }
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--ray needs Ray: pip install -e '.[ray]' (ray[client]==2.60.0)") from None
+    return ray
+
+
+def connect(options: RayOptions):
+    """Join (or start) the Ray cluster of ``options``; returns the ``ray`` module."""
+    # Ray's C++ failure-signal handler would replace the JVM's SIGSEGV handler in a driver that has started
+    # Java (Lucene texts, Pyserini): the JVM raises SIGSEGV on purpose (null checks, safepoints) and would
+    # then crash. The driver keeps its handlers; workers are separate processes and unaffected.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    kwargs: dict[str, Any] = {
+        "runtime_env": {"env_vars": env},
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+        "configure_logging": False,
+    }
+    address = options.address or LOCAL
+    try:
+        if address == LOCAL:
+            need_cpus = max(options.workers * options.cpus_per_worker, 1)
+            ray.init(
+                address=LOCAL, num_cpus=int(max(need_cpus, os.cpu_count() or 1)), include_dashboard=False, **kwargs
+            )
+        else:
+            ray.init(address=address, **kwargs)
+    except ConnectionError as exc:
+        raise ConfigError(f"--ray {address}: cannot connect to a Ray cluster there ({exc})") from None
+    except (ValueError, RuntimeError) as exc:
+        raise ConfigError(f"--ray {address}: {exc}") from None
+    return ray
+
+
+def shutdown() -> None:
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+class _ShardActor:
+    """A Ray actor holding one built worker (the model is loaded once per actor process)."""
+
+    def __init__(self, spec: WorkerSpec):
+        self._worker = spec.build()
+
+    def run(self, shard: int, payload: Any):
+        started = time.perf_counter()
+        arrays, stats = self._worker(payload)
+        return shard, arrays, {**stats, "worker": worker_identity(), "seconds": round(time.perf_counter() - started, 3)}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@dataclass
+class RayExecutor:
+    """A pool of ``workers`` actors; each gets at most ``in_flight`` shards at a time."""
+
+    options: RayOptions
+    in_flight: int = 2
+    description: dict = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.options.validate()
+        self.description = self.options.describe()
+
+    def map(self, spec: WorkerSpec, payloads: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, dict, dict]]:
+        ray = connect(self.options)
+        from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
+
+        o = self.options
+        actor_cls = ray.remote(
+            num_cpus=o.cpus_per_worker,
+            num_gpus=o.gpus_per_worker,
+            max_restarts=o.max_retries,
+            max_task_retries=o.max_retries,
+        )(_ShardActor)
+        actors = [actor_cls.remote(spec) for _ in range(o.workers)]
+        pending: dict[Any, tuple[int, int]] = {}  # ref -> (shard, actor)
+        load = [0] * len(actors)
+        feed = iter(payloads)
+        exhausted = False
+
+        def submit() -> None:
+            nonlocal exhausted
+            while not exhausted:
+                free = [i for i, n in enumerate(load) if n < self.in_flight]
+                if not free:
+                    return
+                try:
+                    shard, payload = next(feed)
+                except StopIteration:
+                    exhausted = True
+                    return
+                a = min(free, key=lambda i: load[i])
+                pending[actors[a].run.remote(shard, payload)] = (shard, a)
+                load[a] += 1
+
+        try:
+            submit()
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                shard, a = pending.pop(done[0])
+                load[a] -= 1
+                try:
+                    result = ray.get(done[0])
+                except RayTaskError as exc:  # the worker code raised: bad input, model error
+                    cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+                    raise TwostageError(
+                        f"shard {shard} failed on a Ray worker: {type(cause).__name__}: {cause}"
+                    ) from None
+                except (ActorDiedError, RayActorError) as exc:
+                    raise TwostageError(
+                        f"shard {shard}: its Ray worker died {o.max_retries + 1} times "
+                        f"({type(exc).__name__}); the last error: {str(exc).splitlines()[0]}"
+                    ) from None
+                submit()
+                yield result
+        finally:
+            for actor in actors:  # also ends the shards still in flight (they were not recorded)
+                ray.kill(actor)

@@ -1,0 +1,448 @@
+"""Measure names as users write them, and the settings that change a number.
+
+``parse_measures`` reads trec_eval's ``-m`` syntax (``P.5,10``,
+``iprec_at_recall..10,.20``, ``ndcg.1=3,2=9``, ``utility.2,-1,0,0``,
+``ndcg_cut.23.4``), trec_eval's printed names (``P_10``, ``ndcg_cut_10``),
+trec_eval's nicknames (``official``, ``all_trec``, ``set``, ``all_prefs``,
+``prefs``, ``qrels_jg``) and the ir_measures names that mean exactly a
+trec_eval measure (``nDCG@10``, ``AP@100``, ``R@100``, ``P@10``,
+``Judged@10``, ``Bpref``, ``Rprec``, ``infAP``, ``Success@10``); names
+ir_measures uses with another meaning are refused with the reason.
+
+As in trec_eval, a family named with parameters uses those parameters
+instead of its defaults, even when a nickname also names it
+(``-m all_trec -m relstring.20`` gives relstring_20 only). Unlike trec_eval,
+which keeps the first parameter list and silently drops later ones, twostage
+takes the union of cutoffs (``-m P.5 -m P.10``) and computes each distinct
+parameter set of the other families.
+
+What each measure *is* lives in its family's declaration (``registry.py``,
+``trec_measures.py``, ``pref_measures.py``; ``twostage measures`` prints
+them).
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+from dataclasses import asdict, dataclass, field
+
+from toolkit.errors import UnknownMeasureError
+from toolkit.measures import prefs as pref_measures  # noqa: F401  (registers every family)
+from toolkit.measures.gains import Discount, Gain
+from toolkit.measures.registry import REGISTRY, Measure, Params, families_in_order
+from toolkit.ranking import DEFAULT_SCORE_PRECISION
+
+log = logging.getLogger(__name__)
+
+TREC_EVAL_VERSIONS = (9, 10)
+DEFAULT_TREC_EVAL = 9
+
+_OFFICIAL = (
+    "runid",
+    "num_q",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "map",
+    "gm_map",
+    "Rprec",
+    "bpref",
+    "recip_rank",
+    "iprec_at_recall",
+    "P",
+)
+_ALL_TREC = _OFFICIAL + (
+    "relstring",
+    "recall",
+    "infAP",
+    "gm_bpref",
+    "utility",
+    "11pt_avg",
+    "ndcg",
+    "relative_P",
+    "Rprec_mult",
+    "success",
+    "map_cut",
+    "ndcg_cut",
+    "ndcg_rel",
+    "Rndcg",
+    "binG",
+    "G",
+    "set_P",
+    "set_recall",
+    "set_relative_P",
+    "set_map",
+    "set_F",
+    "num_nonrel_judged_ret",
+    "rbp",
+    "rbp_resid",
+    "unj",
+)
+_SET = (
+    "runid",
+    "num_q",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "utility",
+    "set_P",
+    "set_recall",
+    "set_relative_P",
+    "set_map",
+    "set_F",
+)
+_ALL_PREFS = (
+    "runid",
+    "num_q",
+    "prefs_num_prefs_poss",
+    "prefs_num_prefs_ful",
+    "prefs_num_prefs_ful_ret",
+    "prefs_simp",
+    "prefs_pair",
+    "prefs_avgjg",
+    "prefs_avgjg_Rnonrel",
+    "prefs_simp_ret",
+    "prefs_pair_ret",
+    "prefs_avgjg_ret",
+    "prefs_avgjg_Rnonrel_ret",
+    "prefs_simp_imp",
+    "prefs_pair_imp",
+    "prefs_avgjg_imp",
+)
+_PREFS = (
+    "runid",
+    "num_q",
+    "prefs_num_prefs_poss",
+    "prefs_num_prefs_ful",
+    "prefs_num_prefs_ful_ret",
+    "prefs_simp",
+    "prefs_pair",
+    "prefs_avgjg",
+)
+_QRELS_JG = ("runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
+
+#: trec_eval's nicknames (``measures.c``); a trec_eval 9 evaluation leaves out the families 9 does not have.
+NICKNAMES: dict[str, tuple[str, ...]] = {
+    "official": _OFFICIAL,
+    "set": _SET,
+    "all_trec": _ALL_TREC,
+    "all_prefs": _ALL_PREFS,
+    "prefs": _PREFS,
+    "qrels_jg": _QRELS_JG,
+}
+
+#: What ``twostage eval`` computes without -m: trec_eval's default.
+DEFAULT_MEASURES = ("official",)
+
+# ir_measures names -> the trec_eval measure they are exactly; None: refused, with the reason
+_ALIASES: dict[str, str] = {
+    "nDCG": "ndcg_cut",
+    "AP": "map_cut",
+    "R": "recall",
+    "P": "P",
+    "Judged": "judged",
+    "Success": "success",
+    "SetP": "set_P",
+    "SetR": "set_recall",
+    "SetF": "set_F",
+    "NumRet": "num_ret",
+    "NumRel": "num_rel",
+    "NumRelRet": "num_rel_ret",
+    "NumQ": "num_q",
+    "IPrec": "iprec_at_recall",
+}
+_BARE_ALIASES: dict[str, str] = {
+    "nDCG": "ndcg",
+    "AP": "map",
+    "Bpref": "bpref",
+    "Rprec": "Rprec",
+    "infAP": "infAP",
+    "RR": "recip_rank",
+    "NumRet": "num_ret",
+    "NumRel": "num_rel",
+    "NumRelRet": "num_rel_ret",
+    "NumQ": "num_q",
+    "SetP": "set_P",
+    "SetR": "set_recall",
+    "SetF": "set_F",
+    "SetAP": "set_map",
+    "GMAP": "gm_map",
+}
+_REFUSED: dict[str, str] = {
+    "RR": "trec_eval's recip_rank has no cutoff; ir_measures' RR@k stops at rank k",
+    "ERR": "ERR is not a trec_eval measure",
+    "nERR": "nERR is not a trec_eval measure",
+    "BPM": "BPM is not a trec_eval measure",
+    "alpha_nDCG": "alpha-nDCG is not a trec_eval measure",
+    "RBP": "ir_measures' RBP defaults to p=0.8 and binary gains; trec_eval's is rbp (p=0.9, graded): use rbp.p=0.8",
+    "Compat": "Compat is not a trec_eval measure",
+    "Accuracy": "Accuracy is not a trec_eval measure",
+    "INSQ": "INSQ is not a trec_eval measure",
+    "INST": "INST is not a trec_eval measure",
+}
+_ALIAS_RE = re.compile(r"(?P<name>[A-Za-z_]+)(?P<args>\([^)]*\))?(?:@(?P<cut>[^\s()]+))?")
+
+_INT = re.compile(r"[+-]?\d+(?:\.\d*)?")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def known_families(version: int | None = None) -> list[str]:
+    return [f.name for f in families_in_order() if version is None or f.since <= version]
+
+
+def parse_measure(text: str, version: int = DEFAULT_TREC_EVAL) -> list[Measure]:
+    """The measures one ``-m`` argument names (see the module docstring)."""
+    return parse_measures([text], version)
+
+
+def parse_measures(texts, version: int = DEFAULT_TREC_EVAL) -> list[Measure]:
+    """All measures of several ``-m`` arguments, deduplicated, in trec_eval's print order."""
+    if version not in TREC_EVAL_VERSIONS:
+        raise UnknownMeasureError(f"trec_eval version must be one of {TREC_EVAL_VERSIONS}, not {version!r}")
+    bare: set[str] = set()
+    explicit: dict[str, list[str]] = {}
+    for raw in texts:
+        text = str(raw).strip()
+        if not text:
+            raise UnknownMeasureError("empty measure name")
+        for fam, params in _resolve(text, version):
+            if params is None:
+                bare.add(fam)
+            else:
+                explicit.setdefault(fam, []).append(params)
+    measures: set[Measure] = set()
+    for fam in bare | set(explicit):
+        spec = REGISTRY[fam]
+        if spec.since > version:
+            raise UnknownMeasureError(
+                f"{fam} is a trec_eval {spec.since} measure; trec_eval {version} has none "
+                f"(pass --trec-eval {spec.since})"
+            )
+        if fam in explicit:
+            for params in explicit[fam]:
+                measures.update(_with_params(fam, params, version))
+        else:
+            measures.update(_defaults(fam))
+    for m in measures:
+        err = m.spec.check(m) if m.spec.check else None
+        if err:
+            raise UnknownMeasureError(err)
+    return sorted(measures, key=lambda m: m.sort_key)
+
+
+def _resolve(text: str, version: int) -> list[tuple[str, str | None]]:
+    """(family, parameter text or None for defaults) for one name."""
+    if text in NICKNAMES:
+        return [(f, None) for f in NICKNAMES[text] if REGISTRY[f].since <= version]
+    if text in REGISTRY:
+        return [(text, None)]
+    name, dot, params = text.partition(".")
+    if name in NICKNAMES and dot:
+        raise UnknownMeasureError(f"{text!r}: the nickname {name!r} takes no parameters")
+    if name in REGISTRY and dot:
+        if not params:
+            raise UnknownMeasureError(f"{text!r}: no parameters after the '.' (trec_eval: 'improper measure')")
+        if REGISTRY[name].params is Params.NONE:
+            raise UnknownMeasureError(f"{name} takes no parameters (got {params!r})")
+        return [(name, params)]
+    printed = _printed_name(text)
+    if printed:
+        try:
+            _with_params(*printed, version)
+            return [printed]
+        except UnknownMeasureError:
+            pass  # not a printed name after all (a typo such as ndcg_cutt.10)
+    alias = _alias(text)
+    if alias:
+        return [alias]
+    raise UnknownMeasureError(_unknown_message(text.partition(".")[0], version))
+
+
+def _printed_name(text: str) -> tuple[str, str] | None:
+    """A name as trec_eval prints it (P_10, iprec_at_recall_0.10, ndcg_1=3,2=9): the longest family prefix."""
+    best = None
+    for fam, spec in REGISTRY.items():
+        if spec.params is not Params.NONE and text.startswith(fam + "_") and (best is None or len(fam) > len(best)):
+            best = fam
+    if best is None:
+        return None
+    rest = text[len(best) + 1 :]
+    return (best, rest) if rest else None
+
+
+def _alias(text: str) -> tuple[str, str | None] | None:
+    m = _ALIAS_RE.fullmatch(text)
+    if not m:
+        return None
+    name, args, cut = m.group("name"), m.group("args"), m.group("cut")
+    if name not in _ALIASES and name not in _BARE_ALIASES and name not in _REFUSED:
+        return None
+    if args:
+        raise UnknownMeasureError(
+            f"{text!r}: ir_measures parameters {args} have no trec_eval equivalent in a measure name; "
+            "use -l LEVEL for rel=, --gain for gains, --judged-compat, or trec_eval's own parameters"
+        )
+    if name in _REFUSED and not (name == "RR" and cut is None):
+        raise UnknownMeasureError(f"{text!r}: {_REFUSED[name]}")
+    if cut is None:
+        fam = _BARE_ALIASES.get(name)
+        if fam is None:
+            raise UnknownMeasureError(f"{text!r}: give a cutoff, e.g. {name}@10")
+        return fam, None
+    fam = _ALIASES.get(name)
+    if fam is None:
+        raise UnknownMeasureError(f"{text!r}: {name} takes no cutoff")
+    if fam == "iprec_at_recall":
+        return fam, cut
+    if not re.fullmatch(r"\d+", cut):
+        raise UnknownMeasureError(f"{text!r}: the cutoff must be a positive integer")
+    return fam, cut
+
+
+def _unknown_message(name: str, version: int) -> str:
+    close = difflib.get_close_matches(name, list(REGISTRY) + list(NICKNAMES) + list(_ALIASES), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"unknown measure {name!r}{hint} (trec_eval {version} measures: "
+        f"{', '.join(known_families(version))}; nicknames: {', '.join(NICKNAMES)}; "
+        "`twostage measures` lists them)"
+    )
+
+
+def _defaults(fam: str) -> list[Measure]:
+    spec = REGISTRY[fam]
+    if spec.params in (Params.LONG_CUTOFFS, Params.DOUBLE_CUTOFFS):
+        return [Measure(fam, c) for c in spec.defaults]
+    return [Measure(fam)]
+
+
+def _with_params(fam: str, text: str, version: int) -> list[Measure]:
+    spec = REGISTRY[fam]
+    tokens = text.split(",")
+    if spec.params is Params.LONG_CUTOFFS:
+        cuts = []
+        for tok in tokens:
+            if not _INT.fullmatch(tok.strip()):
+                raise UnknownMeasureError(f"{fam}.{text}: cutoff {tok!r} is not an integer")
+            value = int(float(tok))
+            if "." in tok:
+                log.warning("twostage: %s.%s: cutoff %s read as %d, as trec_eval does", fam, text, tok, value)
+            if value <= 0:
+                raise UnknownMeasureError(
+                    f"{fam}.{text}: cutoff {tok!r} must be positive (trec_eval: 'Negative cutoff detected')"
+                )
+            cuts.append(value)
+        if len(set(cuts)) != len(cuts):
+            raise UnknownMeasureError(f"{fam}.{text}: duplicate cutoffs (trec_eval: 'duplicate cutoffs detected')")
+        return [Measure(fam, c) for c in cuts]
+    if spec.params is Params.DOUBLE_CUTOFFS:
+        cuts = [_float(fam, text, tok) for tok in tokens]
+        if any(c < 0 for c in cuts):
+            raise UnknownMeasureError(f"{fam}.{text}: cutoffs must be >= 0")
+        if len(set(cuts)) != len(cuts):
+            raise UnknownMeasureError(f"{fam}.{text}: duplicate cutoffs (trec_eval: 'duplicate cutoffs detected')")
+        return [Measure(fam, c) for c in cuts]
+    if spec.params is Params.DOUBLE_PARAMS:
+        return [Measure(fam, params=tuple(_float(fam, text, tok) for tok in tokens), printable=text)]
+    pairs = []
+    for tok in tokens:
+        key, eq, value = tok.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise UnknownMeasureError(
+                f"{fam}.{text}: {tok!r} is not NAME=VALUE (trec_eval: 'malformed pair parameters')"
+            )
+        key = key.strip()
+        k: int | str = int(key) if re.fullmatch(r"[+-]?\d+", key) else key
+        pairs.append((k, _float(fam, text, value)))
+    if len({k for k, _ in pairs}) != len(pairs):
+        raise UnknownMeasureError(f"{fam}.{text}: a name is given twice")
+    return [Measure(fam, params=tuple(pairs), printable=text)]
+
+
+def _float(fam: str, text: str, tok: str) -> float:
+    tok = tok.strip()
+    if not _FLOAT.fullmatch(tok):
+        raise UnknownMeasureError(f"{fam}.{text}: {tok!r} is not a number")
+    return float(tok)
+
+
+# ----------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class EvalSettings:
+    """Everything, beside the measures, that changes a number. Part of provenance.
+
+    ``trec_eval`` (9 or 10) selects the semantics wherever the two
+    generations differ; ``score_precision`` defaults to that generation's
+    (float32 for 9, float64 for 10) and may be set on its own.
+    """
+
+    relevance_level: int = 1
+    gain: Gain = field(default_factory=Gain)
+    discount: Discount = field(default_factory=Discount)
+    judged_only: bool = False
+    max_docs: int | None = None
+    complete: bool = False
+    score_precision: str = DEFAULT_SCORE_PRECISION
+    judged_compat: str = "twostage"
+    trec_eval: int = DEFAULT_TREC_EVAL
+    num_docs: int = 0  # -N: documents in the collection (utility's fourth coefficient)
+
+    def __post_init__(self) -> None:
+        if self.trec_eval not in TREC_EVAL_VERSIONS:
+            raise UnknownMeasureError(f"--trec-eval must be one of {TREC_EVAL_VERSIONS}, not {self.trec_eval!r}")
+        if self.relevance_level < 0:
+            raise UnknownMeasureError(
+                f"relevance level {self.relevance_level} must be >= 0 "
+                "(trec_eval would count unjudged documents as relevant)"
+            )
+
+    def describe(self) -> dict[str, object]:
+        d = asdict(self)
+        d["gain"] = self.gain.describe()
+        d["discount"] = self.discount.describe()
+        return d
+
+
+def build_settings(values: dict) -> EvalSettings:
+    """EvalSettings from option or spec values by name (complete, level, max_docs, judged_only, num_docs,
+    trec_eval, score_precision, gain, discount, judged_compat); missing ones take their defaults."""
+    version = int(values.get("trec_eval") or DEFAULT_TREC_EVAL)
+    gain = values.get("gain") or "linear"
+    discount = values.get("discount") or "log2"
+    level = values.get("level")
+    return EvalSettings(
+        relevance_level=1 if level is None else int(level),
+        gain=gain if isinstance(gain, Gain) else Gain.parse(str(gain)),
+        discount=discount if isinstance(discount, Discount) else Discount.parse(str(discount)),
+        judged_only=bool(values.get("judged_only")),
+        max_docs=values.get("max_docs"),
+        complete=bool(values.get("complete")),
+        score_precision=values.get("score_precision") or default_precision(version),
+        judged_compat=values.get("judged_compat") or "twostage",
+        trec_eval=version,
+        num_docs=int(values.get("num_docs") or 0),
+    )
+
+
+def default_precision(version: int) -> str:
+    """The score precision of a trec_eval generation: 9.x stores scores as float, 10 as double."""
+    return "float32" if version == 9 else "float64"
+
+
+__all__ = [
+    "DEFAULT_MEASURES",
+    "DEFAULT_TREC_EVAL",
+    "NICKNAMES",
+    "TREC_EVAL_VERSIONS",
+    "Discount",
+    "EvalSettings",
+    "Gain",
+    "Measure",
+    "build_settings",
+    "default_precision",
+    "known_families",
+    "parse_measure",
+    "parse_measures",
+]

@@ -1,0 +1,301 @@
+"""A run joined to its judgments, in trec_eval's order: what every qrels measure reads.
+
+``build_ranked`` does what trec_eval's ``form_res_rels`` does for every query
+at once: it puts each query's documents in trec_eval's order
+(``ranking.trec_order``), cuts at ``-M``, drops unjudged documents under
+``-J``, and gives each retrieved document a relevance code: its qrels label
+(>= 0), ``UNJUDGED`` (-2: in the qrels with a negative label, "pooled but not
+judged") or ``NONPOOL`` (-1: not in the qrels). Only the rows that are in
+the qrels are kept (usually about 1 % of a deep run); a retrieved document
+that is not kept is ``NONPOOL`` by construction, which every measure can
+count from ``num_ret``.
+
+The helpers at the bottom keep sums in trec_eval's order of addition
+(per query, in rank order, one addition at a time), so values agree with
+trec_eval to the last bit, not only to four decimals: ``np.bincount`` adds
+its weights in input order; ``segment_cumsum`` is a running sum per query.
+Logarithms come from the C library (``math``), as trec_eval's do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from toolkit.columns import arrow_of
+from toolkit.ranking import group_starts, trec_order, within_group_rank
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
+
+#: Relevance code of a retrieved document absent from the qrels (trec_eval's RELVALUE_NONPOOL).
+NONPOOL = -1
+#: Relevance code of a retrieved document in the qrels with a negative label (RELVALUE_UNJUDGED).
+UNJUDGED = -2
+
+
+@dataclass
+class Ranked:
+    """Per kept row (in the qrels), sorted by (query, rank): ``q``, ``rank`` (1-based), ``code``.
+
+    Per query (indexed like ``qids``, the sorted qrels query ids):
+    ``num_ret`` (after -M/-J), ``rel_levels`` (qrels documents per label
+    >= 0, whether retrieved or not), ``in_run``.
+    """
+
+    qids: np.ndarray
+    q: np.ndarray
+    rank: np.ndarray
+    code: np.ndarray
+    num_ret: np.ndarray
+    rel_levels: np.ndarray  # (nq, max_label + 1) int64
+    in_run: np.ndarray
+    level: int
+    extra_queries: int = 0
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def nq(self) -> int:
+        return len(self.qids)
+
+    # ---------------------------------------------------------- per query
+    @property
+    def num_rel(self) -> np.ndarray:
+        """Relevant documents in the qrels: labels >= the level (only labels >= 0 count)."""
+        return self._memo("num_rel", lambda: self.rel_levels[:, max(self.level, 0) :].sum(axis=1))
+
+    @property
+    def num_rel_levels(self) -> np.ndarray:
+        """1 + the highest label >= 0 judged for the query (0 when none): trec_eval's num_rel_levels."""
+
+        def calc():
+            present = self.rel_levels > 0
+            top = present.shape[1] - np.argmax(present[:, ::-1], axis=1)
+            return np.where(present.any(axis=1), top, 0)
+
+        return self._memo("num_rel_levels", calc)
+
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        """Per-query number of kept rows where ``mask`` holds."""
+        return np.bincount(self.q, weights=mask, minlength=self.nq)
+
+    def sum(self, values: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Per-query sum of ``values`` over kept rows (or over ``rows``), added in rank order."""
+        q = self.q if rows is None else self.q[rows]
+        return np.bincount(q, weights=values, minlength=self.nq)
+
+    # ------------------------------------------------------------ per row
+    @property
+    def rel(self) -> np.ndarray:
+        """Kept rows relevant at the level (trec_eval: ``rel >= relevance_level``)."""
+        return self._memo("rel", lambda: self.code >= self.level)
+
+    @property
+    def num_rel_ret(self) -> np.ndarray:
+        return self._memo("num_rel_ret", lambda: self.count(self.rel))
+
+    def running_count(self, mask: np.ndarray) -> np.ndarray:
+        """Per kept row: how many rows of its query up to and including it satisfy ``mask``."""
+        c = np.cumsum(mask, dtype=np.int64)
+        starts = self.starts
+        before = c[starts] - mask[starts]
+        return c - np.repeat(before, np.diff(np.append(starts, len(c))))
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Index of each non-empty query's first kept row (rows are grouped by query)."""
+        return self._memo("starts", lambda: np.flatnonzero(group_starts(self.q)))
+
+    def rel_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row indices of relevant kept rows, their 1-based count within the query)."""
+
+        def calc():
+            rows = np.flatnonzero(self.rel)
+            return rows, within_group_rank(self.q[rows]).astype(np.int64)
+
+        return self._memo("rel_rows", calc)
+
+    def positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every retrieved position: (start of each query in a flat array of num_ret codes, the codes).
+
+        Positions that are not kept rows are NONPOOL. Built on demand (relstring,
+        rbp_resid), about 4 bytes per retrieved document.
+        """
+
+        def calc():
+            start = np.concatenate(([0], np.cumsum(self.num_ret)[:-1])).astype(np.int64)
+            codes = np.full(int(self.num_ret.sum()), NONPOOL, dtype=np.int32)
+            codes[start[self.q] + self.rank - 1] = self.code
+            return start, codes
+
+        return self._memo("positions", calc)
+
+    def _memo(self, key, fn):
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+
+def build_ranked(
+    qrels: Qrels,
+    run: Run,
+    *,
+    level: int,
+    score_precision: str,
+    max_docs: int | None,
+    judged_only: bool,
+    qids: np.ndarray | None = None,
+    q_qidx: np.ndarray | None = None,
+) -> Ranked:
+    """Join ``run`` to ``qrels`` and rank it as trec_eval does (see the module docstring)."""
+    if q_qidx is None or qids is None:
+        q_qidx, uniques = pd.factorize(qrels.frame[QUERY_ID], sort=True)
+        qids = np.array(uniques.tolist(), dtype=object)
+    q_qidx = np.asarray(q_qidx, dtype=np.int64)
+    nq = len(qids)
+    frame = run.frame
+    queries = arrow_of(frame[QUERY_ID])
+    qidx_all = pc.index_in(queries, value_set=pa.array(qids, type=pa.string()))
+    doc = arrow_of(frame[DOC_ID])
+    score = frame[SCORE].to_numpy()
+    extra = 0
+    if qidx_all.null_count:  # run queries without judgments: trec_eval ignores them
+        keep = pc.is_valid(qidx_all)
+        extra = pc.count_distinct(queries.filter(pc.invert(keep))).as_py()
+        doc, qidx_all = doc.filter(keep), qidx_all.filter(keep)
+        score = score[keep.to_numpy(zero_copy_only=False)]
+    qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
+    del qidx_all
+    labels = qrels.frame[RELEVANCE].to_numpy()
+    code = _codes(qrels, q_qidx, labels, qidx, doc)  # in file order; permuted below
+    pa.default_memory_pool().release_unused()
+    # qids are sorted, so ordering by their index orders queries as trec_eval does
+    order = trec_order(qidx, score, doc, score_precision)
+    del doc, score
+    counts = np.bincount(qidx, minlength=nq)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    pos = np.flatnonzero(code[order] != NONPOOL)
+    rows = order[pos]
+    del order
+    q, code = qidx[rows].astype(np.int64), code[rows].astype(np.int64)
+    rank = (pos - starts[q] + 1).astype(np.int64)
+    num_ret = counts.astype(np.int64)
+    if max_docs is not None:
+        cut = rank <= max_docs
+        q, rank, code = q[cut], rank[cut], code[cut]
+        num_ret = np.minimum(num_ret, max_docs)
+    if judged_only:
+        judged = code >= 0
+        q, code = q[judged], code[judged]
+        rank = within_group_rank(q).astype(np.int64)
+        num_ret = np.bincount(q, minlength=nq).astype(np.int64)
+    return Ranked(
+        qids=qids,
+        q=q,
+        rank=rank,
+        code=code,
+        num_ret=num_ret,
+        rel_levels=_rel_levels(q_qidx, labels, nq),
+        in_run=counts > 0,
+        level=level,
+        extra_queries=extra,
+    )
+
+
+def _rel_levels(q_qidx: np.ndarray, labels: np.ndarray, nq: int) -> np.ndarray:
+    judged = labels >= 0
+    width = int(labels[judged].max()) + 1 if judged.any() else 1
+    out = np.zeros((nq, width), dtype=np.int64)
+    np.add.at(out, (q_qidx[judged], labels[judged].astype(np.int64)), 1)
+    return out
+
+
+def _codes(qrels: Qrels, q_qidx: np.ndarray, labels: np.ndarray, qidx: np.ndarray, doc_id) -> np.ndarray:
+    """Relevance code of each run row (``qidx``, ``doc_id``): its label, UNJUDGED or NONPOOL."""
+    qf = qrels.frame
+    docs = pc.unique(arrow_of(qf[DOC_ID]))
+    n_docs = np.int64(max(len(docs), 1))
+    q_d = pc.index_in(arrow_of(qf[DOC_ID]), value_set=docs)
+    qkeys = q_qidx * n_docs + q_d.to_numpy(zero_copy_only=False)
+    order = np.argsort(qkeys, kind="stable")
+    qkeys = qkeys[order]
+    qcodes = np.where(labels >= 0, labels, UNJUDGED)[order].astype(np.int32)
+    r_d = pc.index_in(doc_id, value_set=docs)
+    code = np.full(len(qidx), NONPOOL, dtype=np.int32)
+    if not len(qkeys) or r_d.null_count == len(r_d):
+        return code
+    hit = pc.is_valid(r_d).to_numpy(zero_copy_only=False)
+    rkeys = qidx[hit].astype(np.int64) * n_docs + r_d.drop_null().to_numpy(zero_copy_only=False)
+    pos = np.clip(np.searchsorted(qkeys, rkeys), 0, len(qkeys) - 1)
+    found = qkeys[pos] == rkeys
+    sub = np.full(len(rkeys), NONPOOL, dtype=np.int32)
+    sub[found] = qcodes[pos[found]]
+    code[hit] = sub
+    return code
+
+
+# ------------------------------------------------------ sums in trec_eval's order
+def segment_cumsum(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Running sum of ``values`` within each run of equal ``groups`` (rows grouped), one addition at a time.
+
+    A global cumulative sum minus each group's offset is off in the last bits;
+    this adds position by position across all groups at once, so it costs one
+    numpy step per position of the longest group.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n = len(values)
+    out = np.empty(n, dtype=np.float64)
+    if not n:
+        return out
+    starts = np.flatnonzero(group_starts(groups))
+    lengths = np.diff(np.append(starts, n))
+    by_len = np.argsort(-lengths, kind="stable")
+    starts, lengths = starts[by_len], lengths[by_len]
+    out[starts] = values[starts]
+    for t in range(1, int(lengths[0])):
+        live = starts[: np.searchsorted(-lengths, -t, side="left")]  # groups longer than t
+        out[live + t] = out[live + t - 1] + values[live + t]
+    return out
+
+
+_LOG2_TABLE: list[np.ndarray] = [np.zeros(0)]
+
+
+def log2_table(n: int) -> np.ndarray:
+    """``t[i] = log2(i)`` for 0 < i <= n from the C library (t[0] is unused)."""
+    if len(_LOG2_TABLE[0]) <= n:
+        size = max(n + 1, 2 * len(_LOG2_TABLE[0]), 1024)
+        _LOG2_TABLE[0] = np.array([-math.inf] + [math.log2(i) for i in range(1, size)])
+    return _LOG2_TABLE[0]
+
+
+def _c(fn):
+    def safe(v: float) -> float:
+        if v > 0:
+            return fn(v)
+        return -math.inf if v == 0 else math.nan  # what C's log gives where Python's raises
+
+    return safe
+
+
+_log2, _log = _c(math.log2), _c(math.log)
+
+
+def c_log2(x) -> np.ndarray:
+    """The C library's log2 of each element (numpy's own may differ in the last bit)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.fromiter(map(_log2, x.tolist()), dtype=np.float64, count=len(x))
+
+
+def c_log(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return np.fromiter(map(_log, x.tolist()), dtype=np.float64, count=len(x))
+
+
+def divide(a, b) -> np.ndarray:
+    """IEEE division as C does it (x/0 = inf, 0/0 = nan), without numpy's warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))

