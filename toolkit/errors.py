@@ -22,6 +22,10 @@ class InputFormatError(TwostageError):
         super().__init__(f"{where}: {reason}")
 
 
+class NoCommonQueriesError(TwostageError):
+    """A run and judgments with no query in common (wrong qrels for the run): nothing can be evaluated."""
+
+
 class UnknownMeasureError(TwostageError):
     """A measure name or parameter that does not exist."""
 

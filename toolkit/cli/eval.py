@@ -83,6 +83,11 @@ def measures_from(texts, version: int, default=DEFAULT_MEASURES) -> list[Measure
 )
 @click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
 @click.option(
+    "--allow-no-common",
+    is_flag=True,
+    help="Print zeros when RUN and QRELS share no query (default: an error naming both files; trec_eval 9 exits 7).",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False),
     default=None,
@@ -99,6 +104,7 @@ def eval_command(
     zscore_file,
     fmt,
     no_provenance,
+    allow_no_common,
     out,
     qrels,
     run,
@@ -120,7 +126,7 @@ def eval_command(
       twostage eval -m ndcg_cut.10 --gain exp --format json qrels.txt run.txt
     """
     s = pop_settings(options)
-    settings = settings_from(s)
+    settings = settings_from(s, allow_no_common=allow_no_common)
     measures = measures_from(measure_texts, settings.trec_eval)
     check_measures(measures, settings, rel_format)  # before reading anything
     judgments = load_judgments(qrels, rel_format, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))

@@ -59,6 +59,8 @@ PROVENANCE_KEYS = (
     "zscores",
     "duplicates_dropped",
     "comment_lines",
+    "input_warnings",
+    "no_common_queries",
 )
 
 

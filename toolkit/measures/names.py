@@ -388,6 +388,7 @@ class EvalSettings:
     judged_compat: str = "twostage"
     trec_eval: int = DEFAULT_TREC_EVAL
     num_docs: int = 0  # -N: documents in the collection (utility's fourth coefficient)
+    allow_no_common: bool = False  # print zeros for a run sharing no query with the qrels instead of an error
 
     def __post_init__(self) -> None:
         if self.trec_eval not in TREC_EVAL_VERSIONS:
@@ -423,6 +424,7 @@ def build_settings(values: dict) -> EvalSettings:
         judged_compat=values.get("judged_compat") or "twostage",
         trec_eval=version,
         num_docs=int(values.get("num_docs") or 0),
+        allow_no_common=bool(values.get("allow_no_common")),
     )
 
 
