@@ -9,9 +9,10 @@ import click
 
 from toolkit.catalog import relevance_map, resolve_qrels
 from toolkit.cli.options import evaluation_options, pop_settings, settings_from
-from toolkit.evaluation.evaluate import EvalResult, check_measures, evaluate
+from toolkit.evaluation.evaluate import EvalResult, check_measures
+from toolkit.evaluation.groups import evaluate_groups
 from toolkit.evaluation.trec_format import format_value, provenance_lines, render_csv, render_json, render_text
-from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measures
+from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measure_groups, parse_measures
 from toolkit.records import Qrels
 from toolkit.trec_io import atomic_write, read_prefs, read_qrels_jg, read_run, read_zscores, write_json
 
@@ -127,15 +128,16 @@ def eval_command(
     """
     s = pop_settings(options)
     settings = settings_from(s, allow_no_common=allow_no_common)
-    measures = measures_from(measure_texts, settings.trec_eval)
-    check_measures(measures, settings, rel_format)  # before reading anything
+    groups = parse_measure_groups(list(measure_texts) or list(DEFAULT_MEASURES), settings.trec_eval)
+    for group in groups:  # before reading anything
+        check_measures(group.measures, group.overrides.apply(settings), rel_format)
     judgments = load_judgments(qrels, rel_format, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
     r = read_run(run, dedupe=s.get("dedupe", "error"))
     for what, n in (("run", r.duplicates_dropped), ("qrels", getattr(judgments, "duplicates_dropped", 0))):
         if n:
             click.echo(f"twostage: --dedupe first dropped {n} duplicate line(s) from the {what}", err=True)
     zscores = read_zscores(zscore_file) if zscore_file else None
-    result = evaluate(judgments, r, measures, settings, zscores=zscores)
+    result = evaluate_groups(judgments, r, groups, settings, zscores=zscores)
     for note in result.notes:
         click.echo(f"twostage: {note}", err=True)
     if fmt == "json":
@@ -167,7 +169,7 @@ def measures_command(trec_eval, names):
 
     NAMES may be families, nicknames or aliases (ndcg_cut, all_trec, nDCG@10).
     """
-    from toolkit.measures.names import NICKNAMES, parse_measures
+    from toolkit.measures.names import NICKNAMES
     from toolkit.measures.registry import families_in_order
 
     version = int(trec_eval) if trec_eval else 10
@@ -185,7 +187,7 @@ def measures_command(trec_eval, names):
         return
     seen = set()
     for text in names:
-        for m in parse_measures([text], version):
+        for m in (m for g in parse_measure_groups([text], version) for m in g.measures):
             if m.family in seen:
                 continue
             seen.add(m.family)
