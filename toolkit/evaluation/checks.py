@@ -132,7 +132,7 @@ def _depth_warnings(stats: pd.DataFrame, measures, settings: EvalSettings) -> li
     depth = int(stats["n"].max())
     if settings.max_docs is not None:
         depth = min(depth, settings.max_docs)
-    beyond = [m for m in measures if _rank_cutoff(m) is not None and _rank_cutoff(m) > depth]
+    beyond = [m for m in measures if (_rank_cutoff(m) or 0) > depth]
     if not beyond:
         return []
     listed = ", ".join(m.name for m in beyond)

@@ -441,14 +441,14 @@ def _suggestions(text: str, version: int) -> list[str]:
     cut = _cutoff_text(m.group("cut")) if m and m.group("cut") else None
     args = (m.group("args") or "") if m else ""
     families = {f.lower(): f for f in known_families(version)}
-    targeted = []
+    targeted: list[str | None] = []
     meant = _MEANT.get(name.lower()) or _CANONICAL.get(name.lower())
     if meant and meant not in _REFUSED:
         targeted.append(f"{meant}{args}@{cut}" if cut else meant)
     if name.lower() in families:
         targeted.append(_with_cut(families[name.lower()], cut))
     pool = {n.lower(): n for n in [*known_families(version), *NICKNAMES, *_ALIASES]}
-    fuzzy = []
+    fuzzy: list[str | None] = []
     for close in difflib.get_close_matches(name.lower(), list(pool), n=MAX_SUGGESTIONS, cutoff=0.6):
         spelled = _with_cut(pool[close], cut)
         if spelled is None and close in _MEANT:  # ndgc@10: the measure with a cutoff, not full-depth ndcg
