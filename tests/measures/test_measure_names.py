@@ -192,7 +192,7 @@ def test_ir_measures_names_in_any_case(typed, trec):
         ("NDCG_10", "'nDCG@10' (= ndcg_cut.10)"),
         ("mrr@1k", "'RR@1000' (= trec_eval -M 1000 -m recip_rank)"),
         ("ndcg_cutt.10", "'ndcg_cut.10'"),
-        ("p.5", "'P.5'"),
+        ("p.5", "'P@5' (= P.5)"),
         ("offical", "'official'"),
     ],
 )
@@ -222,8 +222,8 @@ def test_unknown_measure_on_the_command_line_suggests_without_a_list(cli, tmp_pa
     res = cli("eval", "-m", "recall@1k", q, r)
     assert res.exit_code == 1
     assert res.stderr.strip() == (
-        "Error: 'recall@1k': the cutoff must be a positive integer; did you mean 'R@1000' (= recall.1000), "
-        "'recall.1000'? (`twostage measures` lists every measure)"
+        "Error: 'recall@1k': the cutoff must be a positive integer; did you mean 'R@1000' (= recall.1000)? "
+        "(`twostage measures` lists every measure)"
     )
 
 

@@ -56,7 +56,11 @@ def runner(spec_path: Path, tmp: Path, **kw) -> Runner:
     [
         ("name: tiny", "name: ''", "name: expected a non-empty string"),
         ("title: Tiny table\n", "title: Tiny table\ncolour: red\n", "spec.colour: unknown field"),
-        ("measure: map}", "measure: mapp}", "columns[0].measure: unknown measure 'mapp'; did you mean 'map'?"),
+        (
+            "measure: map}",
+            "measure: mapp}",
+            "columns[0].measure: unknown measure 'mapp'; did you mean 'map', 'gm_map'?",
+        ),
         ("measure: map}", "measure: ndcg_cut}", "names 9 measures; give exactly one"),
         (
             "{id: P@2, measure: P.2}",

@@ -454,12 +454,12 @@ def _suggestions(text: str, version: int) -> list[str]:
         if spelled is None and close in _MEANT:  # ndgc@10: the measure with a cutoff, not full-depth ndcg
             spelled = f"{_MEANT[close]}@{cut}"
         fuzzy.append(spelled)
-    shown: list[str] = []
+    shown: dict[str, str] = {}  # meaning -> how it is shown: two names for one measure are shown once
     for c in dict.fromkeys(c for c in (targeted or fuzzy) if c is not None):
         meaning = _meaning(c, version)
-        if meaning is not None and c != text:
-            shown.append(f"{c!r}" + (f" (= {meaning})" if meaning != c else ""))
-    return shown[:MAX_SUGGESTIONS]
+        if meaning is not None and c != text and meaning not in shown:
+            shown[meaning] = f"{c!r}" + (f" (= {meaning})" if meaning != c else "")
+    return list(shown.values())[:MAX_SUGGESTIONS]
 
 
 _TYPED = re.compile(r"(?P<name>[A-Za-z_0-9]+?)(?P<args>\([^)]*\))?(?:[@._](?P<cut>\d+[kK]?))?")
