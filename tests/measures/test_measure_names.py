@@ -315,3 +315,16 @@ def test_groups_equal_separate_trec_eval_calls_on_dl19(cli, msmarco):
         mine = {qid: v for (name, qid), v in ours.items() if name == label}
         assert rc == 0 and len(theirs) == 44 and mine == theirs, label  # 43 queries and all
     assert ours[("AP(rel=2)@1000", "all")] == "0.2476" and ours[("ndcg_cut_10", "all")] == "0.5058"
+
+
+def test_groups_say_each_input_warning_once(cli, tmp_path, caplog):
+    import json
+
+    q, r = tmp_path / "q", tmp_path / "r"
+    q.write_text(G_QRELS)
+    r.write_text(G_RUN.replace(" 4 t", " 1 t").replace(" 3 t", " 1 t").replace(" 2 t", " 1 t"))  # all scores 1
+    with caplog.at_level("WARNING"):
+        res = cli("eval", "--format", "json", "-m", "RR@2", "-m", "AP(rel=2)@1000", "-m", "P.5", q, r)
+    assert caplog.text.count("every score in") == 1
+    warnings = json.loads(res.stdout)["provenance"]["input_warnings"]
+    assert len(warnings) == 3 and warnings[0].startswith("every score in")  # ties; P_5 (plain); map_cut_1000 (rel=2)

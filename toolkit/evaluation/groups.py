@@ -10,10 +10,13 @@ user wrote it, and the provenance states every such measure's settings (``measur
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from dataclasses import replace
 
 import pandas as pd
 
+from toolkit.evaluation import checks
 from toolkit.evaluation.evaluate import EvalResult, evaluate
 from toolkit.measures.names import EvalSettings, LabelledMeasure, MeasureGroup
 
@@ -24,12 +27,18 @@ def evaluate_groups(
     """One result for every group; a single group without overrides is plain ``evaluate``."""
     if len(groups) == 1 and not groups[0].overrides:
         return evaluate(judgments, run, groups[0].measures, settings, zscores=zscores)
-    results = [(g, evaluate(judgments, run, g.measures, g.overrides.apply(settings), zscores=zscores)) for g in groups]
+    with _each_warning_once():  # every group checks the same run: say each thing once
+        results = [
+            (g, evaluate(judgments, run, g.measures, g.overrides.apply(settings), zscores=zscores)) for g in groups
+        ]
     base = next((r for g, r in results if not g.overrides), results[0][1])
     renamed = [_renamed(g, r) for g, r in results]
     measures = tuple(sorted((m for r in renamed for m in r.measures), key=_print_order))
     provenance = dict(base.provenance)
     provenance["measures"] = [m.name for m in measures]
+    warnings = list(dict.fromkeys(w for _, r in results for w in r.provenance.get("input_warnings", [])))
+    if warnings:
+        provenance["input_warnings"] = warnings
     provenance["measure_settings"] = {
         m.name: _stated(m, g.overrides.apply(settings)) for g, r in results if g.overrides for m in g.labelled()
     }
@@ -42,6 +51,25 @@ def evaluate_groups(
         strings={k: v for r in renamed for k, v in r.strings.items()},
         notes=tuple(dict.fromkeys(n for r in renamed for n in r.notes)),
     )
+
+
+@contextlib.contextmanager
+def _each_warning_once():
+    seen: set[str] = set()
+
+    def first_time(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if text in seen:
+            return False
+        seen.add(text)
+        return True
+
+    logger = logging.getLogger(checks.__name__)
+    logger.addFilter(first_time)
+    try:
+        yield
+    finally:
+        logger.removeFilter(first_time)
 
 
 def _print_order(m) -> tuple:
