@@ -6,8 +6,14 @@
 trec_eval's nicknames (``official``, ``all_trec``, ``set``, ``all_prefs``,
 ``prefs``, ``qrels_jg``) and the ir_measures names that mean exactly a
 trec_eval measure (``nDCG@10``, ``AP@100``, ``R@100``, ``P@10``,
-``Judged@10``, ``Bpref``, ``Rprec``, ``infAP``, ``Success@10``); names
-ir_measures uses with another meaning are refused with the reason.
+``Judged@10``, ``Bpref``, ``Rprec``, ``infAP``, ``Success@10``, ``RR``), in
+any case and with ir_measures' synonyms (``ndcg@10``, ``MAP@1000``, ``MRR``);
+names ir_measures uses with another meaning are refused with the reason. An
+ir_measures name may carry its own relevance level or depth
+(``AP(rel=2)@1000``, ``RR@10`` = ``-M 10 -m recip_rank``):
+``parse_measure_groups`` returns such measures in evaluation groups, one per
+distinct ``Overrides`` (``toolkit.evaluation.groups`` evaluates them). An
+unknown name gets at most five suggestions, each with what it computes.
 
 As in trec_eval, a family named with parameters uses those parameters
 instead of its defaults, even when a nickname also names it
