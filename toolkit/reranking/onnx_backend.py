@@ -29,7 +29,6 @@ from toolkit.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
 OPSET = 17
 
 
