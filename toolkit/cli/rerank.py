@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from toolkit.cli.options import DEVICE, PRECISION
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | N
 )
 @click.option(
     "--kind",
-    type=click.Choice(["auto", "bi-encoder", "cross-encoder"]),
+    type=click.Choice(RERANKER_KINDS),
     default="auto",
     show_default=True,
     help="bi-encoder: cosine of normalised embeddings; cross-encoder: CrossEncoder logit; auto: from the model's config.",
@@ -83,7 +85,7 @@ def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | N
     default=None,
     help="Truncate inputs to this many tokens (default: the model's).",
 )
-@click.option("--device", default="auto", show_default=True, help="auto (cuda when available), cpu, cuda, cuda:N, mps.")
+@DEVICE
 @click.option(
     "--query-id",
     "query_id_values",
@@ -109,19 +111,13 @@ def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | N
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option(
     "--backend",
-    type=click.Choice(["torch", "onnx", "onnx-int8"]),
-    default="torch",
+    type=click.Choice(list(BACKENDS)),
+    default=DEFAULT_BACKEND,
     show_default=True,
     help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
     "with int8 weights (fastest; changes scores, see the README).",
 )
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "fp32", "fp16"]),
-    default="auto",
-    show_default=True,
-    help="auto: fp16 on CUDA, fp32 elsewhere (stated in the sidecar).",
-)
+@PRECISION
 @click.option(
     "--embedding-cache",
     "cache_dir",

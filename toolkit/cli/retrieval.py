@@ -14,16 +14,9 @@ from pathlib import Path
 
 import click
 
+from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.errors import ConfigError
-
-_DATA_DIR = click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    envvar="TWOSTAGE_DATA",
-    help="Data folder for named collections (default: $TWOSTAGE_DATA or ../shared/data).",
-)
 
 
 def _command_line(ctx: click.Context) -> str:
@@ -148,7 +141,7 @@ def _ray_shutdown(sharding) -> None:
 
 # ------------------------------------------------------------------ doctor
 @click.command("doctor")
-@_DATA_DIR
+@DATA_DIR
 @click.option("--no-jvm", is_flag=True, help="Do not start the JVM (skips the Lucene version check).")
 def doctor(data_dir, no_jvm):
     """Print what the toolkit found: Python, Pyserini, Lucene/Anserini, Java, torch, faiss, data."""
@@ -246,16 +239,8 @@ def _ray_lines() -> list[str]:
 @click.option(
     "--limit", type=click.IntRange(min=1), default=None, help="Dense: encode only the first N documents (smoke tests)."
 )
-@click.option(
-    "--device", default="cpu", show_default=True, help="Dense: cpu, cuda, cuda:N or auto (cuda when available)."
-)
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "fp32", "fp16"]),
-    default="auto",
-    show_default=True,
-    help="Dense: auto is fp16 on CUDA, fp32 elsewhere (recorded in index.meta.json).",
-)
+@DEVICE
+@PRECISION
 @ray_options
 @click.option(
     "--force",
@@ -270,7 +255,7 @@ def _ray_lines() -> list[str]:
     help="Fetch missing collection files from their declared source.",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
-@_DATA_DIR
+@DATA_DIR
 def index(
     collection,
     out,
@@ -378,7 +363,7 @@ _RUN_OPTIONS = [
     click.option(
         "--max-queries", type=click.IntRange(min=1), default=None, help="Only the first N topics (smoke runs)."
     ),
-    _DATA_DIR,
+    DATA_DIR,
 ]
 
 
@@ -445,14 +430,8 @@ def bm25(
     "--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Query encoding batch size."
 )
 @click.option("--ef-search", type=click.IntRange(min=1), default=256, show_default=True, help="HNSW indexes: efSearch.")
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:N or auto (cuda when available).")
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "fp32", "fp16"]),
-    default="auto",
-    show_default=True,
-    help="auto is fp16 on CUDA, fp32 elsewhere.",
-)
+@DEVICE
+@PRECISION
 @ray_options
 @click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
