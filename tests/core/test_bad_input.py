@@ -167,7 +167,7 @@ def test_topics_formats(tmp_path):
     assert read_topics(write(tmp_path, "t.jsonl", '{"_id": "7", "text": "x y"}\n')).as_dict() == {"7": "x y"}
     trec = "<top>\n<num> Number: 301\n<title> foreign minorities\n<desc> Description:\nx\n</top>\n"
     assert read_topics(write(tmp_path, "t.trec", trec)).as_dict() == {"301": "foreign minorities"}
-    with pytest.raises(InputFormatError, match="line 1|:1:"):
+    with pytest.raises(InputFormatError, match=r"line 1|:1:"):
         read_topics(write(tmp_path, "bad.tsv", "no tab here\n"))
 
 

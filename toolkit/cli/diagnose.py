@@ -402,8 +402,8 @@ def _print_summary(diag) -> None:
     """The headline, the decomposition, the depth curve and the labels on stderr."""
     for r in diag.headline:
 
-        def show(v):
-            return "-" if v is None else (str(int(v)) if r["key"] == "num_q" else f"{v:.4f}")
+        def show(v, count=r["key"] == "num_q"):  # bound now: the loop moves r on
+            return "-" if v is None else (str(int(v)) if count else f"{v:.4f}")
 
         click.echo(f"{r['measure']:<26} first {show(r['first_stage']):>8}  reranked {show(r['reranked']):>8}", err=True)
     for p in diag.pipelines:

@@ -83,6 +83,14 @@ def sharding_from_options(
     return Sharding(RayExecutor(options), shards_dir(out), shard_size, force)
 
 
+def shutdown_ray(sharding) -> None:
+    """Stop what a --ray job started (a private local Ray, the driver's connection); nothing without --ray."""
+    if sharding is not None:
+        from toolkit.jobs.distributed import shutdown
+
+        shutdown()
+
+
 def worker_device(device: str, precision: str, gpus_per_worker: float | None) -> tuple[str, str]:
     """(device, precision) on Ray workers: cuda when they hold a GPU (``auto``), fp16 there (``auto``).
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION
-from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, shutdown_ray, worker_device
 from toolkit.errors import ConfigError
 
 
@@ -130,13 +130,6 @@ def _worker_settings(settings, device: str, precision: str, gpus_per_worker: flo
 
     dev, prec = worker_device(device, precision, gpus_per_worker)
     return replace(settings, device=dev, precision=prec)
-
-
-def _ray_shutdown(sharding) -> None:
-    if sharding is not None:
-        from toolkit.jobs.distributed import shutdown
-
-        shutdown()
 
 
 # ------------------------------------------------------------------ doctor
@@ -301,7 +294,7 @@ def index(
     OUT.shards/manifest.json; the index is assembled from the shard embeddings.
     """
     from toolkit.corpus import resolve_corpus
-    from toolkit.retrieval.indexing import EncoderSettings, build_dense_index, build_lucene_index
+    from toolkit.retrieval.indexing import EncoderSettings, build_lucene_index
 
     corpus = resolve_corpus(collection, collection_class, data_dir, download)
     for note in corpus.notes:
@@ -314,29 +307,10 @@ def index(
     )
     if dense:
         settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
-        # on Ray the device is the workers' (--gpus-per-worker 1: cuda), so it is resolved there
-        settings = (
-            settings.on_device(device, precision)
-            if sharding is None
-            else _worker_settings(settings, device, precision, gpus_per_worker)
+        dense_options = {"hnsw": hnsw, "hnsw_m": hnsw_m, "threads": threads, "limit": limit, "force": force}
+        info = _dense_index(
+            corpus, out, settings, device, precision, gpus_per_worker, sharding, progress, dense_options
         )
-        try:
-            info = build_dense_index(
-                corpus,
-                out,
-                settings,
-                hnsw=hnsw,
-                hnsw_m=hnsw_m,
-                threads=threads,
-                limit=limit,
-                force=force,
-                progress=progress,
-                sharding=sharding,
-            )
-        finally:
-            _ray_shutdown(sharding)
-        if not info.reused:
-            echo_job(sharding, info.meta.get("execution", {}))
     else:
         info = build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress)
     verb = "reused" if info.reused else "built"
@@ -344,6 +318,24 @@ def index(
         f"twostage: {verb} {info.kind} index {info.path} ({info.documents} documents, {info.seconds:.1f}s)", err=True
     )
     click.echo(str(info.path))
+
+
+def _dense_index(corpus, out, settings, device, precision, gpus_per_worker, sharding, progress, options: dict):
+    """Build (or reuse) a dense index; on Ray the device is the workers' (--gpus-per-worker 1: cuda)."""
+    from toolkit.retrieval.indexing import build_dense_index
+
+    settings = (
+        settings.on_device(device, precision)
+        if sharding is None
+        else _worker_settings(settings, device, precision, gpus_per_worker)
+    )
+    try:
+        info = build_dense_index(corpus, out, settings, progress=progress, sharding=sharding, **options)
+    finally:
+        shutdown_ray(sharding)
+    if not info.reused:
+        echo_job(sharding, info.meta.get("execution", {}))
+    return info
 
 
 # -------------------------------------------------------------------- bm25
@@ -488,7 +480,7 @@ def dense(
     try:
         result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
     finally:
-        _ray_shutdown(sharding)
+        shutdown_ray(sharding)
     echo_job(sharding, result.params.get("execution", {}))
     extra = _index_record(index_path) | {"topics": {"spec": topics, "path": t.path, "count": len(t)}}
     write_run_with_meta(ctx, result, out, hits, result.params | {"threads": threads}, extra, tag, started)
