@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import click
 
+from toolkit.extras import require
+
 RAY_OPTIONS = [
     click.option(
         "--ray",
@@ -73,6 +75,7 @@ def sharding_from_options(
     from toolkit.jobs.distributed import RayExecutor, RayOptions
     from toolkit.jobs.shards import Sharding, shards_dir
 
+    require("ray", "--ray")
     options = RayOptions(
         ray_address,
         workers or 2,

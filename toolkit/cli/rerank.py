@@ -9,6 +9,7 @@ import click
 
 from toolkit.cli.options import DEVICE, PRECISION
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, shutdown_ray, worker_device
+from toolkit.extras import require
 from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,7 @@ def rerank(
     from toolkit.reranking.job import rerank_run
 
     _check_sources(candidates, run_path, corpus, index_path)
+    _require_extras(backend, index_path)
     sharding = sharding_from_options(**ray, out=out, force=force)
     cand, first, queries, texts = _inputs(candidates, run_path, topics, corpus, index_path)
     if sharding is not None and backend == "torch":
@@ -205,6 +207,15 @@ def _report(result, settings: dict, sharding, cache, what: str) -> None:
         + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
         err=True,
     )
+
+
+def _require_extras(backend: str, index_path) -> None:
+    """Before reading anything: the extras this rerank needs (the model's, Lucene's for --index)."""
+    require("rerank", "twostage rerank")
+    if backend != DEFAULT_BACKEND:
+        require("onnx", f"twostage rerank --backend {backend}")
+    if index_path:
+        require("pyserini", "twostage rerank --index (texts stored in a Lucene index)")
 
 
 def _check_sources(candidates, run_path, corpus, index_path) -> None:

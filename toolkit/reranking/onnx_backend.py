@@ -136,10 +136,11 @@ class OnnxBiEncoder:
     kind: str = field(default="bi-encoder", init=False)
 
     def __post_init__(self) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise ConfigError("--backend onnx needs onnxruntime: pip install -e '.[onnx]'") from None
+        from toolkit.extras import require
+
+        require("onnx", f"--backend {self.backend}")
+        require("rerank", f"--backend {self.backend}")  # the tokenizer (transformers) and the export (torch)
+        import onnxruntime as ort
         from transformers import AutoTokenizer
 
         from toolkit.catalog import cache_dir

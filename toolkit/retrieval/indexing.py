@@ -25,6 +25,7 @@ from pathlib import Path
 from toolkit import trec_io
 from toolkit.corpus import Corpus
 from toolkit.errors import ConfigError, TwostageError
+from toolkit.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ def build_lucene_index(
     """
     from toolkit.jvm import anserini_version, find_java
 
+    require("pyserini", "Lucene indexing")
     if threads < 1:
         raise ConfigError(f"--threads must be >= 1, not {threads}")
     out = Path(out)
@@ -338,6 +340,7 @@ class Encoder:
     def __init__(self, settings: EncoderSettings, threads: int | None = None):
         settings.validate()
         self.settings = settings
+        require("pyserini", "dense encoding")
         import torch
 
         if threads:
@@ -492,6 +495,7 @@ def _faiss():
     """The faiss module, its C++ log quietened first."""
     from toolkit.jvm import quiet_faiss
 
+    require("pyserini", "dense indexing (faiss)")
     quiet_faiss()
     import faiss
 
