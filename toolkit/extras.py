@@ -21,6 +21,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "onnx": ("onnxruntime", "onnx"),
 }
 
+#: The extra each command needs beyond the core (the commands check it first; reproduction skips a row whose
+#: commands need a missing one, naming it, instead of failing).
+COMMAND_EXTRAS: dict[str, str] = {"index": "pyserini", "bm25": "pyserini", "dense": "pyserini", "rerank": "rerank"}
+
 
 def missing(extra: str) -> str | None:
     """The first module of ``extra`` that is not installed (located, not imported), or None."""
@@ -32,3 +36,8 @@ def require(extra: str, what: str) -> None:
     module = missing(extra)
     if module is not None:
         raise MissingExtraError(extra, module, what)
+
+
+def require_command(command: str) -> None:
+    """``require`` the extra of ``twostage COMMAND`` (``COMMAND_EXTRAS``)."""
+    require(COMMAND_EXTRAS[command], f"twostage {command}")

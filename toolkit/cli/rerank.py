@@ -9,7 +9,7 @@ import click
 
 from toolkit.cli.options import DEVICE, PRECISION
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, shutdown_ray, worker_device
-from toolkit.extras import require
+from toolkit.extras import require, require_command
 from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ def _report(result, settings: dict, sharding, cache, what: str) -> None:
 
 def _require_extras(backend: str, index_path) -> None:
     """Before reading anything: the extras this rerank needs (the model's, Lucene's for --index)."""
-    require("rerank", "twostage rerank")
+    require_command("rerank")
     if backend != DEFAULT_BACKEND:
         require("onnx", f"twostage rerank --backend {backend}")
     if index_path:

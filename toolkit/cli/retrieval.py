@@ -17,7 +17,7 @@ import click
 from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, shutdown_ray, worker_device
 from toolkit.errors import ConfigError
-from toolkit.extras import require
+from toolkit.extras import require_command
 
 
 def _command_line(ctx: click.Context) -> str:
@@ -297,7 +297,7 @@ def index(
     from toolkit.corpus import resolve_corpus
     from toolkit.retrieval.indexing import EncoderSettings, build_lucene_index
 
-    require("pyserini", "twostage index")
+    require_command("index")
     corpus = resolve_corpus(collection, collection_class, data_dir, download)
     for note in corpus.notes:
         click.echo(f"twostage: {note}", err=True)
@@ -408,7 +408,7 @@ def bm25(
     from toolkit.retrieval.lucene import RM3, LuceneRetriever
     from toolkit.retrieval.search import validate_hits
 
-    require("pyserini", "twostage bm25")
+    require_command("bm25")
     started = time.perf_counter()
     validate_hits(hits)
     rm3_params = RM3(fb_terms, fb_docs, original_query_weight) if rm3 else None
@@ -467,7 +467,7 @@ def dense(
     from toolkit.retrieval.dense import DenseRetriever
     from toolkit.retrieval.search import validate_hits
 
-    require("pyserini", "twostage dense")
+    require_command("dense")
     started = time.perf_counter()
     validate_hits(hits)
     sharding = sharding_from_options(

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.errors import ConfigError
+from toolkit.extras import COMMAND_EXTRAS, missing
 from toolkit.measures.names import EvalSettings
 
 if TYPE_CHECKING:
@@ -266,6 +267,10 @@ class Runner:
                 raise _Missing(
                     f"`twostage {sub}` is not available in this installation (commands here: {', '.join(sorted(have))})"
                 )
+            extra = COMMAND_EXTRAS.get(args[1])
+            module = extra and missing(extra)
+            if module:
+                raise _Missing(f"`twostage {args[1]}` needs the [{extra}] extra ({module} is not installed)")
             return [sys.executable, "-c", "from toolkit.cli import main; main(prog_name='twostage')", *args[1:]]
         return args
 

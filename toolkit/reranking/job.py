@@ -202,7 +202,7 @@ def _embed_all(
     if sharding is None:
         _embed_here(emb, ranges, worker_spec.build(), stats, progress)
     else:
-        _embed_sharded(emb, ranges, worker_spec, sharding, {**identity, "ranges": ranges}, stats, progress)
+        _embed_sharded(emb, worker_spec, sharding, {**identity, "ranges": ranges}, stats, progress)
     return emb.matrix(), stats
 
 
@@ -231,10 +231,9 @@ def _embed_here(emb: _Embeddings, ranges: list[list[int]], worker, stats: dict, 
             bar.update(len(rows))
 
 
-def _embed_sharded(
-    emb: _Embeddings, ranges: list[list[int]], worker_spec, sharding, identity: dict, stats: dict, progress: bool
-) -> None:
-    """Embed the rows the cache lacks as a resumable sharded job; each shard stores all its vectors."""
+def _embed_sharded(emb: _Embeddings, worker_spec, sharding, identity: dict, stats: dict, progress: bool) -> None:
+    """Embed the rows the cache lacks as a resumable sharded job over ``identity["ranges"]``; each shard
+    stores all its vectors."""
     from toolkit.jobs.shards import open_manifest, run_job
 
     manifest = open_manifest(sharding.folder, "rerank-embed", identity, sharding.force)
