@@ -18,8 +18,8 @@ A spec (YAML) declares one published table:
       - {id: R@100, measure: recall.100, complete: true, relevance_level: 2}
       - {id: AP@100, measure: AP@100, trec_eval: 10}   # any name `twostage eval -m` takes
 
-Column settings are the evaluation options of ``twostage eval`` under the
-names, built by the same ``measures.build_settings``: ``complete`` (-c),
+Column settings are the evaluation options of ``twostage eval`` under their
+one name (``toolkit.measures.settings``), built by the same ``measures.build_settings``: ``complete`` (-c),
 ``relevance_level`` (-l), ``max_docs`` (-M), ``judged_only`` (-J),
 ``num_docs`` (-N), ``trec_eval`` (9 or 10, default 9), ``score_precision``
 (default: that generation's), ``gain``, ``discount``, ``judged_compat``.
