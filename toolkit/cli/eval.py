@@ -148,7 +148,7 @@ def eval_command(
 
 
 @click.command("measures")
-@trec_eval_option(default=None, help="Only the measures this trec_eval generation has.")
+@trec_eval_option(default=None, meaning="Only the measures this trec_eval generation has.")
 @click.argument("names", nargs=-1)
 def measures_command(trec_eval, names):
     """List every measure family (parameters, defaults, how 'all' combines), or define NAMES exactly.

@@ -15,6 +15,8 @@ choice is added in one place.
 
 from __future__ import annotations
 
+from typing import get_args
+
 import click
 
 from toolkit.errors import TwostageError
@@ -23,6 +25,7 @@ from toolkit.measures.names import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, EvalSe
 from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
 from toolkit.models import DEFAULT_DEVICE, PRECISIONS
 from toolkit.ranking import SCORE_PRECISIONS
+from toolkit.trec_io import DedupePolicy
 
 DATA_DIR = click.option(
     "--data-dir",
@@ -51,7 +54,7 @@ PRECISION = click.option(
 )
 
 
-def trec_eval_option(default: str | None = str(DEFAULT_TREC_EVAL), help: str = ""):
+def trec_eval_option(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str = ""):
     """``--trec-eval 9|10``: the semantics of a generation (eval), or a filter (``measures``, default None)."""
     return click.option(
         "--trec-eval",
@@ -59,7 +62,7 @@ def trec_eval_option(default: str | None = str(DEFAULT_TREC_EVAL), help: str = "
         type=click.Choice([str(v) for v in TREC_EVAL_VERSIONS]),
         default=default,
         show_default=default is not None,
-        help=help
+        help=meaning
         or "Semantics of trec_eval 9 (Pyserini's bundled 9.0.4: float scores, iprec cutoffs floor(x*R+0.9)) "
         "or 10 (double scores, round(x*R), rbp/unj, -c lists missing queries).",
     )
@@ -171,7 +174,7 @@ _OPTIONS = {
     ),
     "dedupe": lambda: click.option(
         "--dedupe",
-        type=click.Choice(["error", "first"]),
+        type=click.Choice(get_args(DedupePolicy)),
         default="error",
         show_default=True,
         help="Duplicate (query, doc) lines: error (as trec_eval), or keep the first and report how many were dropped.",
