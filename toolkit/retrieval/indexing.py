@@ -160,7 +160,17 @@ def build_lucene_index(
     documents = counters["indexed"]
     _warn_not_indexed(counters, out)
     _lift_lucene_files(tmp)
-    meta = {
+    meta = _lucene_meta(corpus, key, inputs, settings, threads, counters, cmd, java)
+    meta["seconds"] = round(time.perf_counter() - started, 3)
+    _finish(tmp, out, meta)
+    return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
+
+
+def _lucene_meta(
+    corpus: Corpus, key: str, inputs: list[dict], settings: dict, threads: int, counters, cmd, java
+) -> dict:
+    """``index.meta.json`` of a Lucene index (the total ``seconds`` is added last)."""
+    return {
         "kind": "lucene",
         "key": key,
         "corpus": corpus.name,
@@ -168,16 +178,13 @@ def build_lucene_index(
         "inputs": inputs,
         "settings": settings,
         "threads": threads,
-        "documents": documents,
+        "documents": counters["indexed"],
         "anserini_counters": counters,
         "command": cmd[:1] + ["..."] + cmd[4:],
         "java": java.describe(),
         "versions": _versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(time.perf_counter() - started, 3),
     }
-    _finish(tmp, out, meta)
-    return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
 
 
 def _index_command(
