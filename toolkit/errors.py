@@ -34,6 +34,18 @@ class ConfigError(TwostageError):
     """Options that cannot be combined, or a missing resource (Java, data folder, model)."""
 
 
+class MissingExtraError(ConfigError):
+    """A command or function needs an optional part of the install (a pip extra) that is not installed."""
+
+    def __init__(self, extra: str, module: str, what: str):
+        self.extra = extra
+        self.module = module
+        super().__init__(
+            f"{what} needs the [{extra}] extra ({module} is not installed): pip install 'twostage[{extra}]' "
+            f"(from a checkout: pip install -e '.[{extra}]')"
+        )
+
+
 class ChecksumError(TwostageError):
     """A file whose checksum differs from the one declared in the catalogue."""
 

@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 import pytest
+from samples import N, tiny, write_tiny
 
 from toolkit.diagnosis.diagnose import LABELS, Thresholds, check_reordering, diagnose, label_query
 from toolkit.diagnosis.query_types import (
@@ -23,8 +24,7 @@ from toolkit.diagnosis.query_types import (
     read_query_types,
 )
 from toolkit.errors import ConfigError, InputFormatError
-from samples import N, U, tiny, write_tiny
-from toolkit.records import qrels_from_rows, run_from_rows
+from toolkit.records import run_from_rows
 
 
 def _log2(r):
@@ -254,7 +254,7 @@ def test_query_types_file(tmp_path):
     }
     assert any("not in the query-types file" in n for n in d.notes)
     p.write_text("q1\tcooking\nq1\tagain\n")
-    with pytest.raises(InputFormatError, match="types.tsv:2: query 'q1' is typed twice"):
+    with pytest.raises(InputFormatError, match=r"types\.tsv:2: query 'q1' is typed twice"):
         read_query_types(p)
 
 
@@ -312,7 +312,7 @@ def test_cli_diagnose_options_and_errors(tmp_path, cli):
     base = ["diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec"]
     res = cli(*base, "--out", tmp_path / "o", "--ok-ndcg", "0.0", "--no-complete")
     assert res.exit_code == 0, res.output
-    rows = list(csv.DictReader(open(tmp_path / "o" / "per_query.csv")))
+    rows = list(csv.DictReader((tmp_path / "o" / "per_query.csv").read_text().splitlines()))
     assert len(rows) == 6  # q6 is in no run and --no-complete leaves it out
     assert {r["diagnosis"] for r in rows} == {"ok", "no-relevant"}
     assert {r["query_type"] for r in rows} == {"unknown"}  # no query texts given

@@ -259,6 +259,16 @@ SKIP_CASES = [
 ]
 
 
+def test_row_needing_a_missing_extra_is_skipped_naming_it(tmp_path, monkeypatch):
+    import toolkit.extras
+
+    monkeypatch.setitem(toolkit.extras.EXTRAS, "pyserini", ("no_such_module_xyz",))
+    text = BASE.replace("    run: run.txt\n", "    commands: [[twostage, bm25, --index, x, --out, '{run}']]\n")
+    rep = runner(write_spec(tmp_path, text), tmp_path, run_command=lambda a, e: pytest.fail("must not run")).run()
+    assert {c.status for c in rep.cells} == {"skipped"}
+    assert rep.rows[0].reason == "`twostage bm25` needs the [pyserini] extra (no_such_module_xyz is not installed)"
+
+
 @pytest.mark.parametrize("old, new, reason", SKIP_CASES)
 def test_skipped_rows_say_why_and_never_pass(tmp_path, old, new, reason):
     rep = runner(write_spec(tmp_path, BASE.replace(old, new)), tmp_path).run()

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from toolkit.catalog import relevance_map, resolve_qrels
-from toolkit.cli.options import evaluation_options, pop_settings, settings_from
+from toolkit.cli.options import evaluation_options, pop_settings, settings_from, trec_eval_option
 from toolkit.evaluation.evaluate import EvalResult, check_measures
 from toolkit.evaluation.groups import evaluate_groups
 from toolkit.evaluation.trec_format import format_value, provenance_lines, render_csv, render_json, render_text
@@ -156,13 +156,7 @@ def eval_command(
 
 
 @click.command("measures")
-@click.option(
-    "--trec-eval",
-    "trec_eval",
-    type=click.Choice(["9", "10"]),
-    default=None,
-    help="Only the measures this trec_eval generation has.",
-)
+@trec_eval_option(default=None, meaning="Only the measures this trec_eval generation has.")
 @click.argument("names", nargs=-1)
 def measures_command(trec_eval, names):
     """List every measure family (parameters, defaults, how 'all' combines), or define NAMES exactly.

@@ -159,10 +159,11 @@ class RayOptions:
 
 
 def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--ray needs Ray: pip install -e '.[ray]' (ray[client]==2.60.0)") from None
+    from toolkit.extras import require
+
+    require("ray", "--ray")
+    import ray
+
     return ray
 
 

@@ -34,10 +34,11 @@ import logging
 import re
 from dataclasses import asdict, dataclass, field, replace
 
-from toolkit.errors import UnknownMeasureError
+from toolkit.errors import ConfigError, UnknownMeasureError
 from toolkit.measures import prefs as pref_measures  # noqa: F401  (registers every family)
 from toolkit.measures.gains import Discount, Gain
 from toolkit.measures.registry import REGISTRY, Measure, Params, families_in_order
+from toolkit.measures.settings import SETTING_NAMES
 from toolkit.ranking import DEFAULT_SCORE_PRECISION
 
 log = logging.getLogger(__name__)
@@ -602,12 +603,16 @@ class EvalSettings:
 
 
 def build_settings(values: dict) -> EvalSettings:
-    """EvalSettings from option or spec values by name (complete, level, max_docs, judged_only, num_docs,
-    trec_eval, score_precision, gain, discount, judged_compat); missing ones take their defaults."""
+    """EvalSettings from option or spec values by name (``settings.SETTING_NAMES``: complete, relevance_level,
+    max_docs, judged_only, num_docs, trec_eval, score_precision, gain, discount, judged_compat); missing or
+    None ones take their defaults, an unknown name is an error (so a misspelt setting cannot be ignored)."""
+    unknown = sorted(set(values) - set(SETTING_NAMES))
+    if unknown:
+        raise ConfigError(f"unknown evaluation setting(s) {', '.join(unknown)}; known: {', '.join(SETTING_NAMES)}")
     version = int(values.get("trec_eval") or DEFAULT_TREC_EVAL)
     gain = values.get("gain") or "linear"
     discount = values.get("discount") or "log2"
-    level = values.get("level")
+    level = values.get("relevance_level")
     return EvalSettings(
         relevance_level=1 if level is None else int(level),
         gain=gain if isinstance(gain, Gain) else Gain.parse(str(gain)),
