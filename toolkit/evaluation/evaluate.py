@@ -55,6 +55,12 @@ class EvalResult:
     holds relstring values ({measure name: {query: text}}); ``printed`` the
     queries a ``-q`` listing shows, in order; ``runid`` the run's tag as
     trec_eval prints it.
+
+    Two parameter sets can print the same name (``iprec_at_recall.0.999,1``
+    both print ``iprec_at_recall_1.00``; trec_eval prints both lines). The
+    name-keyed views (``aggregate``, ``wide()``) then hold the first;
+    ``summary`` and ``columns`` are keyed by the measure itself and hold
+    each: ``columns[m]`` is m's per-query values in ``evaluated`` order.
     """
 
     per_query: pd.DataFrame
@@ -67,10 +73,14 @@ class EvalResult:
     printed: tuple[str, ...] = ()
     runid: str = ""
     zscores: bool = False
+    summary: dict[Measure, float] = field(default_factory=dict)
+    columns: dict[Measure, np.ndarray] = field(default_factory=dict)
+    evaluated: tuple[str, ...] = ()
 
     def wide(self) -> pd.DataFrame:
-        """One row per query, one column per numeric measure name."""
-        table = self.per_query.pivot(index="query_id", columns="measure", values="value")
+        """One row per query, one column per numeric measure name (the first measure of a repeated name)."""
+        pq = self.per_query.drop_duplicates(["query_id", "measure"], keep="first")
+        table = pq.pivot(index="query_id", columns="measure", values="value")
         return table.reindex(columns=[m.name for m in self.measures if m.name in table.columns])
 
 
@@ -146,12 +156,13 @@ def evaluate(
     if settings.complete and version == 9:  # trec_eval 9 does not evaluate a missing query: it adds 0 to the sums
         for m in numeric:
             values[m] = np.where(in_run, values[m], 0.0)
-    aggregate = {
-        m.name: _aggregate(m, values[m], evaluated, in_run, settings, judgments, zscores is not None) for m in numeric
-    }
+    summary = {m: _aggregate(m, values[m], evaluated, in_run, settings, judgments) for m in numeric}
     for m, v in pooled.items():
         if zscores is None:
-            aggregate[m.name] = v
+            summary[m] = v
+    aggregate: dict[str, float] = {}
+    for m, v in summary.items():
+        aggregate.setdefault(m.name, v)
     ev_q = qids[evaluated]
     n_eval = int(evaluated.sum())
     per_query = pd.DataFrame(
@@ -178,6 +189,9 @@ def evaluate(
         printed=printed,
         runid=run.runid,
         zscores=zscores is not None,
+        summary=summary,
+        columns={m: values[m][evaluated] for m in numeric},
+        evaluated=tuple(ev_q.tolist()),
     )
 
 
@@ -195,12 +209,13 @@ def _with_placeholders(run: Run, missing: np.ndarray) -> Run:
 
 
 def _clean_placeholders(values: dict, missing: np.ndarray) -> None:
-    """trec_eval 10 zeroes these for a placeholder query, matching the printed name exactly as its C does."""
+    """What trec_eval 10 does to a placeholder query's values: each family's ``placeholder`` attribute."""
     for m, v in values.items():
-        name = m.name
-        if name in ("num_ret", "utility", "rbp_resid") or name.startswith("unj"):
+        rule = m.spec.placeholder
+        bare = m.name == m.family
+        if rule == "zero" or (rule == "zero_if_bare" and bare):
             values[m] = np.where(missing, 0.0, v)
-        elif name == "relstring":
+        elif rule == "clear_if_bare" and bare:
             values[m] = np.where(missing, "", v)
 
 
@@ -302,18 +317,16 @@ def _aggregate(
     in_run: np.ndarray,
     settings: EvalSettings,
     judgments,
-    zscored: bool,
 ) -> float:
     agg = m.spec.aggregate
     n = int(evaluated.sum())
     if agg == "count":
         return float(n)
+    if m.spec.complete_total and settings.complete:
+        # both generations' calc_avg go back to the qrels here, after -l, -M, -J and -Z were applied per query
+        return float((judgments.frame[RELEVANCE].to_numpy() > 0).sum())
     nine_c = settings.complete and settings.trec_eval == 9
     if agg == "sum":
-        if m.family == "num_rel" and nine_c and not zscored:
-            # trec_eval 9.x quirk, kept for identical output: with -c the num_rel summary counts every
-            # qrels label > 0, whatever -l says (per-query values do follow -l)
-            return float((judgments.frame[RELEVANCE].to_numpy() > 0).sum())
         return _seq_sum(v[evaluated])
     if agg == "gm":
         if not n:
