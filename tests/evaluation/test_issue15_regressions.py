@@ -41,7 +41,7 @@ def check(cli, binaries, generation: int, args: list[str], expected: str) -> Non
         assert (status, out) == (0, expected)
 
 
-TWO_LABELS = dict(qrels="1 0 a 1\n1 0 b 2\n", run="1 Q0 a 1 1 r\n")
+TWO_LABELS = {"qrels": "1 0 a 1\n1 0 b 2\n", "run": "1 Q0 a 1 1 r\n"}
 
 
 @pytest.mark.parametrize("generation", [9, 10])

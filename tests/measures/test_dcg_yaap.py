@@ -116,8 +116,6 @@ def test_against_the_definition_and_trec_eval_10(cli, files, measure, options, v
     assert got == [*lines(name, per_query), f"{name:<22}\tall\t{mean:6.4f}"]
     # to the last bit, not only to four decimals: the JSON output carries full precision
     js = cli("eval", "--no-provenance", "--trec-eval", "10", "--format", "json", *args)
-    import json
-
     doc = json.loads(js.stdout)
     for q in queries:
         assert doc["per_query"][q][name] == pytest.approx(per_query[q], rel=1e-15, abs=1e-15)
