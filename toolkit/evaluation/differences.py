@@ -74,8 +74,8 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     Difference(
         "huge-relevance-level",
-        (10,),
-        "`-l 100000` crashes trec_eval 10.0-rc3",
+        (9, 10),
+        "`-l 100000` crashes both (bpref and others index their label counts by the level)",
         "no document is relevant",
     ),
     Difference(

@@ -32,7 +32,7 @@ from toolkit import __version__
 from toolkit.errors import UnknownMeasureError
 from toolkit.measures.names import EvalSettings, Measure
 from toolkit.measures.prefs import JgInput, build_prefs_input
-from toolkit.measures.ranked import build_ranked
+from toolkit.measures.ranked import QrelsIndex, build_ranked, index_qrels
 from toolkit.measures.trec import MIN_GEO_MEAN, Context
 from toolkit.ranking import group_starts, trec_order, within_group_rank
 from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
@@ -84,6 +84,33 @@ class EvalResult:
         return table.reindex(columns=[m.name for m in self.measures if m.name in table.columns])
 
 
+@dataclass(frozen=True)
+class PreparedJudgments:
+    """Judgments parsed and factorised once (query ids, document keys, label counts), for many evaluations.
+
+    ``evaluate`` takes it wherever it takes judgments, with identical results; a diagnosis or a
+    comparison that evaluates one qrels against several runs and settings prepares it once
+    (``prepare_judgments``). ``index`` is None for preferences and judgment groups, which are
+    read per query.
+    """
+
+    judgments: Qrels | Prefs | JudgmentGroups
+    qids: np.ndarray
+    q_qidx: np.ndarray
+    index: QrelsIndex | None = None
+
+
+def prepare_judgments(judgments) -> PreparedJudgments:
+    """Factorise ``judgments`` (Qrels, Prefs or JudgmentGroups) once; a prepared value is returned as it is."""
+    if isinstance(judgments, PreparedJudgments):
+        return judgments
+    if judgment_format(judgments) == "qrels":
+        index = index_qrels(judgments)
+        return PreparedJudgments(judgments, index.qids, index.q_qidx, index)
+    q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
+    return PreparedJudgments(judgments, np.array(uniques.tolist(), dtype=object), q_qidx)
+
+
 def judgment_format(judgments) -> str:
     if isinstance(judgments, Prefs):
         return judgments.kind
@@ -115,13 +142,15 @@ def check_measures(measures, settings: EvalSettings, rel_format: str) -> None:
 def evaluate(
     judgments, run: Run, measures, settings: EvalSettings | None = None, *, zscores: dict | None = None
 ) -> EvalResult:
-    """Evaluate ``run`` against ``judgments`` (Qrels, Prefs or JudgmentGroups); see each family's definition."""
+    """Evaluate ``run`` against ``judgments`` (Qrels, Prefs, JudgmentGroups, or those prepared by
+    ``prepare_judgments``); see each family's definition."""
     settings = settings or EvalSettings()
     measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
+    prepared = prepare_judgments(judgments)
+    judgments = prepared.judgments
     rel_format = judgment_format(judgments)
     check_measures(measures, settings, rel_format)
-    q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
-    qids = np.array(uniques.tolist(), dtype=object)
+    qids = prepared.qids
     nq = len(qids)
     version = settings.trec_eval
     run_queries = set(pd.unique(run.frame[QUERY_ID]).tolist())
@@ -139,7 +168,7 @@ def evaluate(
         qrels=judgments,
         run=run,
     )
-    values = _compute(judgments, rel_format, scored, measures, settings, ctx, qids, q_qidx)
+    values = _compute(prepared, rel_format, scored, measures, settings, ctx)
     pooled = {k[1]: v for k, v in list(values.items()) if isinstance(k, tuple)}
     values = {k: v for k, v in values.items() if not isinstance(k, tuple)}
     if placeholder:
@@ -219,7 +248,8 @@ def _clean_placeholders(values: dict, missing: np.ndarray) -> None:
             values[m] = np.where(missing, "", v)
 
 
-def _compute(judgments, rel_format, run, measures, settings, ctx, qids, q_qidx) -> dict:
+def _compute(prepared: PreparedJudgments, rel_format, run, measures, settings, ctx) -> dict:
+    judgments, qids = prepared.judgments, prepared.qids
     by_family: dict[str, list[Measure]] = {}
     for m in measures:
         by_family.setdefault(m.family, []).append(m)
@@ -231,8 +261,7 @@ def _compute(judgments, rel_format, run, measures, settings, ctx, qids, q_qidx) 
             score_precision=settings.score_precision,
             max_docs=settings.max_docs,
             judged_only=settings.judged_only,
-            qids=qids,
-            q_qidx=q_qidx,
+            index=prepared.index,
         )
     elif rel_format == "qrels_jg":
         data = _jg_input(judgments, run, settings, qids)
@@ -464,10 +493,12 @@ def provenance_differences(a: dict, b: dict, fields=COMPARABLE_FIELDS) -> dict[s
 __all__ = [
     "COMPARABLE_FIELDS",
     "EvalResult",
+    "PreparedJudgments",
     "build_provenance",
     "check_measures",
     "evaluate",
     "judgment_format",
+    "prepare_judgments",
     "provenance_differences",
     "settings_provenance",
 ]

@@ -621,7 +621,8 @@ def ndcg_rel(r: Ranked, ms, ctx) -> Values:
         dcg = np.bincount(r.q[rows], weights=terms, minlength=r.nq)
         idcg = np.bincount(ide.q, weights=iterms, minlength=r.nq)
         missed = (ide.n - np.bincount(qp, minlength=r.nq)).astype(np.float64)
-        s = s + divide(missed * dcg, idcg)
+        with np.errstate(invalid="ignore"):  # inf + -inf where IDCG is 0: np.where below keeps trec_eval's 0
+            s = s + divide(missed * dcg, idcg)
         out[m] = np.where(s > 0, divide(s, ide.n), 0.0)
     return out
 
