@@ -242,7 +242,10 @@ def _zscores(rng: random.Random, case: Case, qids: list[str], generation: int) -
     """Means and standard deviations for every (query, printed measure), a few dropped now and then."""
     from toolkit.measures.names import parse_measures
 
-    names = [m.name for m in parse_measures(case.measures, generation) if m.spec.value_type != "string"]
+    # one line per printed name: two parameters can print one name, and a repeated line is an input error
+    names = list(
+        dict.fromkeys(m.name for m in parse_measures(case.measures, generation) if m.spec.value_type != "string")
+    )
     lines = [f"{q} {name} {rng.uniform(0, 2):.4f} {rng.choice((0.0, 0.5, 1.0, 2.5))}" for q in qids for name in names]
     if rng.random() < 0.3 and lines:
         lines = rng.sample(lines, max(1, len(lines) - rng.randint(1, 3)))
