@@ -272,7 +272,7 @@ def many_runs(args) -> None:
         wall_many += wall
         outs.append(out)
     same = [b.split("\n", 1)[1] for b in blocks] == outs
-    rows = sum(1 for _ in open(files[0]))
+    rows = len(files[0].read_text().splitlines())
     print(f"{len(files)} DL19-sized runs ({rows} lines each), 3 measures, -c -l 2; cores: {os.cpu_count()}")
     print(f"  one call, {len(files)} runs : {wall_one:7.2f} s  (peak RSS {rss:.0f} MiB)")
     print(f"  {len(files)} single calls   : {wall_many:7.2f} s  ({wall_many / len(files):.2f} s each)")
