@@ -65,7 +65,12 @@ def test_good_file_expands_its_grids(tmp_path):
     "old, new, line, message",
     [
         ("    type: rm3\n", "    type: rm4\n", 15, "stage 'rm3': unknown type 'rm4'"),
-        ("    b: [0.4, 0.75]\n", "    b: [0.4, 0.75]\n    mu: [100, 1000]\n", 13, "stage 'bm25' \\(bm25\\) takes no parameter 'mu'"),
+        (
+            "    b: [0.4, 0.75]\n",
+            "    b: [0.4, 0.75]\n    mu: [100, 1000]\n",
+            13,
+            "stage 'bm25' \\(bm25\\) takes no parameter 'mu'",
+        ),
         ("    depth: [20, 50]\n", "    depth: [20, 50]\n    k1: 0.9\n", 22, "takes no parameter 'k1'"),
         ("  baseline: bm25\n", "  baseline: bm26\n", 7, "baseline 'bm26' is not a stage or configuration"),
         ("", "", 17, "stages form a cycle: minilm -> second -> minilm"),

@@ -52,10 +52,10 @@ class StageCache:
         if not entry.is_file():
             return None
         record = json.loads(entry.read_text(encoding="utf-8"))
-        run = read_run(p / RUN_FILE)
-        if run.sha256 != record.get("run_sha256"):  # a damaged entry is recomputed, not trusted
-            return None
-        return run, record
+        run_file = p / RUN_FILE
+        if not run_file.is_file() or sha256_file(run_file) != record.get("run_sha256"):
+            return None  # a damaged entry is recomputed, not trusted
+        return read_run(run_file), record
 
     def put(self, key: str, run: Run, record: dict, hits: int | None = None) -> tuple[Run, dict]:
         """Write the run and its record atomically (temporary folder, then one rename)."""
