@@ -10,10 +10,11 @@ import json
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from toolkit.experiment.cache import ENTRY_FILE, StageCache
-from toolkit.experiment.results import run_experiment
+from toolkit.experiment.results import run_experiment, safe_name
 from toolkit.records import Topic, Topics
 from toolkit.retrieval.lucene import LuceneRetriever
 
@@ -156,3 +157,114 @@ def test_tuning_set_rm3_and_fusion_files(tiny_index, tmp_path):
     for name in ("bm25_tuned", "rm3_fb_terms-3", "fused"):
         assert (out / "runs" / f"{name}.trec").is_file() and (out / "runs" / f"{name}.trec.meta.json").is_file()
     assert doc["experiment"]["text"] == (tmp_path / "exp.yaml").read_text() and doc["versions"]["twostage"]
+
+
+def test_rerank_stage_reuses_its_input_and_writes_a_diagnosis(tiny_index, tmp_path, tiny_cross_encoder):
+    """Changing the reranker's depth computes only the reranking; the first stage comes from the cache."""
+    stages = GRID + f"rerank:\n  type: rerank\n  input: bm25\n  model: {tiny_cross_encoder}\n  depth: 2\n  device: cpu\n"
+    stages = stages.replace("k1: [0.6, 1.2]", "k1: 0.9").replace("b: [0.4, 0.75]", "b: 0.4")
+    cache = StageCache(tmp_path / "cache")
+    out = tmp_path / "out"
+    res, _ = run(experiment(tmp_path, tiny_index, stages, extra="  baseline: bm25\n"), out, cache)
+    assert res.counts == {"computed": 2, "reused": 0}
+    reranked = next(c for c in res.configs if c.stage.name == "rerank")
+    first = next(c for c in res.configs if c.stage.name == "bm25")
+    # the top 2 of each query, reordered: the same documents as the first stage's top 2
+    for q, g in reranked.run.frame.groupby("query_id"):
+        top2 = first.run.frame[first.run.frame["query_id"] == q].nlargest(2, "score")["doc_id"]
+        assert set(g["doc_id"]) == set(top2)
+    summary = json.loads((out / "diagnosis" / "rerank" / "summary.json").read_text())
+    assert summary["decomposition"]["depth"] == 2
+    assert 'href="diagnosis/rerank/index.html"' in (out / "index.html").read_text()
+    deeper = run(experiment(tmp_path, tiny_index, stages.replace("depth: 2", "depth: 3")), tmp_path / "o2", cache)[0]
+    assert deeper.counts == {"computed": 1, "reused": 1}
+
+
+@pytest.fixture(scope="module")
+def cacm_index(shared_data, tmp_path_factory) -> Path:
+    from click.testing import CliRunner
+
+    from toolkit.cli import main
+
+    out = tmp_path_factory.mktemp("indexes") / "cacm"
+    args = ["index", "--collection", "cacm", "--out", str(out), "--data-dir", str(shared_data), "--no-progress"]
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def average_precision(ranked: list[str], relevant: set[str]) -> float:
+    hits, total = 0, 0.0
+    for i, d in enumerate(ranked, 1):
+        if d in relevant:
+            hits += 1
+            total += hits / i
+    return total / len(relevant) if relevant else 0.0
+
+
+def plain_ap(run_file: Path, qrels_file: Path) -> dict[str, float]:
+    """AP per judged query, from the files alone: trec_eval's order (score desc, doc id desc), -c (absent = 0)."""
+    relevant: dict[str, set[str]] = {}
+    for line in qrels_file.read_text().splitlines():
+        q, _, d, rel = line.split()
+        if int(rel) >= 1:
+            relevant.setdefault(q, set()).add(d)
+    lists: dict[str, list[tuple[float, str]]] = {}
+    for line in run_file.read_text().splitlines():
+        q, _, d, _, score, _ = line.split()
+        lists.setdefault(q, []).append((float(score), d))
+    out = {}
+    for q, rel in relevant.items():
+        ranked = sorted(lists.get(q, []), key=lambda x: (x[0], x[1]), reverse=True)
+        out[q] = average_precision([d for _, d in ranked], rel)
+    return out
+
+
+@pytest.mark.data
+@pytest.mark.slow
+def test_cacm_five_fold_heldout_map_equals_a_plain_python_replay(cacm_index, shared_data, tmp_path):
+    """CACM, BM25 k1 0.6/0.9/1.2 x b 0.4/0.75, 5-fold CV on MAP: the held-out MAP is each fold's own choice (made
+    on the other four folds) scored on that fold, recomputed here from the written runs and the recorded folds."""
+    path = tmp_path / "cacm.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            topics: cacm
+            qrels: cacm
+            index: {{path: {cacm_index}}}
+            evaluation: {{measures: [map, P.30]}}
+            stages:
+              bm25:
+                type: bm25
+                k1: [0.6, 0.9, 1.2]
+                b: [0.4, 0.75]
+                tune: {{metric: map, folds: 5, seed: 0}}
+            """
+        )
+    )
+    out = tmp_path / "out"
+    res, _ = run(path, out, StageCache(tmp_path / "cache"), data_dir=str(shared_data))
+    table = pd.read_csv(out / "results.csv").set_index("config")
+    assert round(table.loc["bm25(k1=0.9,b=0.4)", "map"], 4) == 0.3123  # Anserini's regression figure
+    assert round(table.loc["bm25(k1=0.9,b=0.4)", "P_30"], 4) == 0.1942
+    qrels = shared_data / "cacm" / "qrels.cacm.txt"
+    points = [c for c in table.index if c.startswith("bm25(")]
+    ap = {p: plain_ap(out / "runs" / f"{safe_name(p)}.trec", qrels) for p in points}
+    queries = sorted(next(iter(ap.values())))
+    tuning = json.loads((out / "experiment.json").read_text())["configurations"]
+    folds = next(c for c in tuning if c["config"] == "bm25[tuned]")["tuning"]["folds"]
+    assert sorted(q for f in folds for q in f) == queries and len(folds) == 5 and len(queries) == 52
+    held = {}
+    for fold in folds:
+        train = [q for q in queries if q not in fold]
+        means = [sum(ap[p][q] for q in train) / len(train) for p in points]
+        choice = points[means.index(max(means))]  # the first of equal means, in grid order
+        held |= {q: ap[choice][q] for q in fold}
+    heldout = sum(held.values()) / len(held)
+    best = max(sum(v.values()) / len(v) for v in ap.values())
+    tuned = table.loc["bm25[tuned]"]
+    assert tuned["heldout_map"] == pytest.approx(heldout, abs=1e-12)
+    assert tuned["map"] == pytest.approx(heldout, abs=1e-12)  # the composed run, evaluated, is the same number
+    assert tuned["best_in_sample_map"] == pytest.approx(best, abs=1e-12)
+    for p in points:  # and every grid point's MAP equals the plain-Python one
+        assert table.loc[p, "map"] == pytest.approx(sum(ap[p].values()) / 52, abs=1e-12)
