@@ -161,7 +161,9 @@ def test_tuning_set_rm3_and_fusion_files(tiny_index, tmp_path):
 
 def test_rerank_stage_reuses_its_input_and_writes_a_diagnosis(tiny_index, tmp_path, tiny_cross_encoder):
     """Changing the reranker's depth computes only the reranking; the first stage comes from the cache."""
-    stages = GRID + f"rerank:\n  type: rerank\n  input: bm25\n  model: {tiny_cross_encoder}\n  depth: 2\n  device: cpu\n"
+    stages = (
+        GRID + f"rerank:\n  type: rerank\n  input: bm25\n  model: {tiny_cross_encoder}\n  depth: 2\n  device: cpu\n"
+    )
     stages = stages.replace("k1: [0.6, 1.2]", "k1: 0.9").replace("b: [0.4, 0.75]", "b: 0.4")
     cache = StageCache(tmp_path / "cache")
     out = tmp_path / "out"
@@ -243,7 +245,7 @@ def test_cacm_five_fold_heldout_map_equals_a_plain_python_replay(cacm_index, sha
         )
     )
     out = tmp_path / "out"
-    res, _ = run(path, out, StageCache(tmp_path / "cache"), data_dir=str(shared_data))
+    run(path, out, StageCache(tmp_path / "cache"), data_dir=str(shared_data))
     table = pd.read_csv(out / "results.csv").set_index("config")
     assert round(table.loc["bm25(k1=0.9,b=0.4)", "map"], 4) == 0.3123  # Anserini's regression figure
     assert round(table.loc["bm25(k1=0.9,b=0.4)", "P_30"], 4) == 0.1942
@@ -268,3 +270,19 @@ def test_cacm_five_fold_heldout_map_equals_a_plain_python_replay(cacm_index, sha
     assert tuned["best_in_sample_map"] == pytest.approx(best, abs=1e-12)
     for p in points:  # and every grid point's MAP equals the plain-Python one
         assert table.loc[p, "map"] == pytest.approx(sum(ap[p].values()) / 52, abs=1e-12)
+
+
+def test_experiment_diff_names_what_differs(tiny_index, tmp_path, cli):
+    cache = StageCache(tmp_path / "cache")
+    run(experiment(tmp_path, tiny_index, GRID), tmp_path / "a", cache)
+    run(experiment(tmp_path, tiny_index, GRID), tmp_path / "same", cache)
+    run(experiment(tmp_path, tiny_index, GRID.replace("k1: [0.6, 1.2]", "k1: [0.6, 0.9]")), tmp_path / "b", cache)
+    same = cli("experiment", "diff", tmp_path / "a", tmp_path / "same")
+    assert same.exit_code == 0 and "agree" in same.stdout
+    res = cli("experiment", "diff", tmp_path / "a", tmp_path / "b")
+    assert res.exit_code == 1
+    lines = res.stdout.splitlines()
+    assert "experiment file: the texts differ" in lines
+    assert "configuration bm25(k1=1.2,b=0.4): only in " + str(tmp_path / "a") in lines
+    assert "configuration bm25(k1=0.9,b=0.75): only in " + str(tmp_path / "b") in lines
+    assert not any(line.startswith("result bm25(k1=0.6") for line in lines)  # shared points: the same numbers

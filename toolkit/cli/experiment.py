@@ -43,4 +43,23 @@ def run_command(experiment_file, out, force, cache_dir, data_dir):
     click.echo(table_text(result.table))
 
 
+@experiment_group.command("diff")
+@click.argument("a", type=click.Path(file_okay=False, exists=True))
+@click.argument("b", type=click.Path(file_okay=False, exists=True))
+@click.option("--tolerance", type=float, default=0.0, show_default=True, help="Numbers closer than this agree.")
+def diff_command(a, b, tolerance):
+    """Name what differs between two result folders (file, settings, versions, configurations, numbers).
+
+    Exit status 0 when nothing differs, 1 otherwise (as diff(1)).
+    """
+    from toolkit.experiment.diff import experiment_diff
+
+    lines = experiment_diff(a, b, tolerance)
+    for line in lines:
+        click.echo(line)
+    if not lines:
+        click.echo(f"{a} and {b} agree")
+    raise SystemExit(1 if lines else 0)
+
+
 COMMANDS = [experiment_group]
