@@ -159,6 +159,7 @@ def test_tuning_set_rm3_and_fusion_files(tiny_index, tmp_path):
     assert doc["experiment"]["text"] == (tmp_path / "exp.yaml").read_text() and doc["versions"]["twostage"]
 
 
+@pytest.mark.slow  # about 45 s on the shared 2-core machine (model load, diagnosis plots)
 def test_rerank_stage_reuses_its_input_and_writes_a_diagnosis(tiny_index, tmp_path, tiny_cross_encoder):
     """Changing the reranker's depth computes only the reranking; the first stage comes from the cache."""
     stages = (
