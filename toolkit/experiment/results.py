@@ -142,6 +142,10 @@ def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
                 row[f"p_{m.name}"] = r.p_adjusted if r else None
         rows.append(row)
     table = pd.DataFrame(rows)
+    for p in params:  # integer grids (depth, fb_terms) stay integers where other rows have no value
+        values = table[p].dropna()
+        if len(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            table[p] = table[p].astype("Int64")
     for c in ("tuning", "best_in_sample_", "heldout_"):  # beside the measures (inserted last first)
         for col in [k for k in table.columns if k.startswith(c)]:
             table.insert(4 + len(params) + len(measures), col, table.pop(col))
