@@ -18,7 +18,7 @@ from toolkit.experiment.results import run_experiment, safe_name
 from toolkit.records import Topic, Topics
 from toolkit.retrieval.lucene import LuceneRetriever
 
-TOPICS = "1\ttime sharing system\n2\tmatrix algorithms\n3\tcomputer time\n4\tsorting algorithms\n"
+TOPICS = "1\ttime sharing system\n2\tmatrix algorithms\n3\tcomputer time\n4\tsorting algorithms\n5\tcomputer matrix\n"
 QRELS = "1 0 d1 1\n1 0 d2 1\n2 0 d3 1\n2 0 d6 1\n3 0 d5 1\n4 0 d4 1\n"
 
 
@@ -287,3 +287,22 @@ def test_experiment_diff_names_what_differs(tiny_index, tmp_path, cli):
     assert "configuration bm25(k1=1.2,b=0.4): only in " + str(tmp_path / "a") in lines
     assert "configuration bm25(k1=0.9,b=0.75): only in " + str(tmp_path / "b") in lines
     assert not any(line.startswith("result bm25(k1=0.6") for line in lines)  # shared points: the same numbers
+
+
+def test_cross_validated_run_takes_each_folds_choice_and_serves_unjudged_queries(tiny_index, tmp_path):
+    """Topic 5 has no judgments: it is in no fold, and the tuned run serves it with the best point on all queries."""
+    stages = GRID + "  tune: {metric: map, folds: 2, seed: 1}\n"
+    res, _ = run(experiment(tmp_path, tiny_index, stages), tmp_path / "out", StageCache(tmp_path / "c"))
+    by_name = {c.name: c for c in res.configs}
+    tuned = by_name["bm25[tuned]"]
+    folds, chosen = tuned.tuned.folds, tuned.tuned.chosen
+    assert sorted(q for f in folds for q in f) == ["1", "2", "3", "4"] and len(folds) == 2
+    frame = tuned.run.frame
+    for point, fold in [*zip(chosen, folds), (tuned.tuned.best_in_sample_point, ("5",))]:
+        source = by_name[point].run.frame
+        want = source[source["query_id"].isin(fold)]
+        got = frame[frame["query_id"].isin(fold)]
+        assert list(zip(got["query_id"], got["doc_id"], got["score"])) == list(
+            zip(want["query_id"], want["doc_id"], want["score"])
+        )
+    assert set(frame["query_id"]) == {"1", "2", "3", "4", "5"}

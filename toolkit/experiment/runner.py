@@ -104,6 +104,22 @@ def _lucene_run(ctx: Context, stage: Stage, base: dict, rm3: dict | None) -> tup
     return _cached(ctx, stage, params, inputs, compute)
 
 
+def assignments(tuned: TuneResult, queries: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Which grid point serves which queries in a tuned run.
+
+    Cross-validation: each fold's queries get the point chosen without them; queries outside every
+    fold (not evaluated: no judgments) get the point best on all evaluated queries, which cannot
+    leak into any reported number. A tuning set: the chosen point serves every query.
+    """
+    queries = tuple(queries)
+    if tuned.protocol.startswith("tuning set"):
+        return [(tuned.chosen[0], queries)]
+    in_folds = {q for f in tuned.folds for q in f}
+    rest = tuple(q for q in queries if q not in in_folds)
+    pairs = list(zip(tuned.chosen, tuned.folds))
+    return [*pairs, (tuned.best_in_sample_point, rest)] if rest else pairs
+
+
 def _compose(runs_by_fold: list[tuple[Run, Iterable[str]]], tag: str) -> Run:
     """One run holding, for each fold's queries, the run chosen for that fold."""
     parts = [r.frame[r.frame[QUERY_ID].isin(set(qs))] for r, qs in runs_by_fold]
@@ -127,7 +143,7 @@ def _rm3_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> lis
         if base.tuned is not None:  # the tuned input: each fold's own choice, expanded
             by_point = {c.name: c for c in made.values() if c.stage is src_stage and c.tuned is None}
             parts, reused = [], []
-            for chosen, fold in zip(base.tuned.chosen, base.tuned.folds):
+            for chosen, fold in assignments(base.tuned, ctx.topics.as_dict()):
                 run, _, hit = _lucene_run(ctx, stage, _lucene_params(by_point[chosen].point, src_stage.type), rm3)
                 parts.append((run, fold))
                 reused.append(hit)
@@ -243,10 +259,7 @@ def _tune(ctx: Context, stage: Stage, configs: list[Config]) -> Config:
     table = metric_table(ctx, configs, t.metric)
     result = tuning_set(table, t.metric, t.queries) if t.queries else cross_validate(table, t.metric, t.folds, t.seed)
     by_name = {c.name: c for c in configs}
-    if t.queries:
-        run = by_name[result.chosen[0]].run
-    else:
-        run = _compose([(by_name[p].run, f) for p, f in zip(result.chosen, result.folds)], stage.name)
+    run = _compose([(by_name[p].run, qs) for p, qs in assignments(result, ctx.topics.as_dict())], stage.name)
     ctx.say(
         f"tuned {stage.name} on {t.metric}: {result.protocol}; chosen {', '.join(dict.fromkeys(result.chosen))}; "
         f"held-out {result.heldout:.4f} vs best in-sample {result.best_in_sample:.4f}"
