@@ -50,6 +50,8 @@ def evaluate_groups(
         provenance=provenance,
         strings={k: v for r in renamed for k, v in r.strings.items()},
         notes=tuple(dict.fromkeys(n for r in renamed for n in r.notes)),
+        summary={k: v for r in renamed for k, v in r.summary.items()},
+        columns=_columns_in(base.evaluated, renamed),
     )
 
 
@@ -81,15 +83,28 @@ def _renamed(group: MeasureGroup, result: EvalResult) -> EvalResult:
     """The group's result with each measure under its label (an overridden group only)."""
     if not group.overrides:
         return result
-    names = {m.name: group.labels[m] for m in group.measures}
+    labelled = dict(zip(group.measures, group.labelled(), strict=True))
+    names = {m.name: lm.name for m, lm in labelled.items()}
     per_query = result.per_query.assign(measure=result.per_query["measure"].map(names))
     return replace(
         result,
         per_query=per_query,
         aggregate={names[k]: v for k, v in result.aggregate.items()},
-        measures=tuple(group.labelled()),
+        measures=tuple(labelled.values()),
         strings={names[k]: v for k, v in result.strings.items()},
+        summary={labelled[m]: v for m, v in result.summary.items()},
+        columns={labelled[m]: v for m, v in result.columns.items()},
     )
+
+
+def _columns_in(order: tuple[str, ...], results: list[EvalResult]) -> dict:
+    """Every result's per-query columns, rows in ``order`` (the groups evaluate the same queries)."""
+    out = {}
+    for r in results:
+        if r.evaluated != order:
+            raise AssertionError(f"measure groups evaluated different queries ({len(r.evaluated)} vs {len(order)})")
+        out.update(r.columns)
+    return out
 
 
 def _stated(measure, settings: EvalSettings) -> dict:
