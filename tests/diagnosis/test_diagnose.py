@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 import pytest
+from samples import N, tiny, write_tiny
 
 from toolkit.diagnosis.diagnose import LABELS, Thresholds, check_reordering, diagnose, label_query
 from toolkit.diagnosis.query_types import (
@@ -23,8 +24,7 @@ from toolkit.diagnosis.query_types import (
     read_query_types,
 )
 from toolkit.errors import ConfigError, InputFormatError
-from samples import N, U, tiny, write_tiny
-from toolkit.records import qrels_from_rows, run_from_rows
+from toolkit.records import run_from_rows
 
 
 def _log2(r):
@@ -40,7 +40,7 @@ def test_tiny_labels_and_values():
     assert d.primary.depth == 10 and d.primary.depth_from == "the reranked run's longest list"
     assert t["diagnosis"].to_dict() == {
         "q1": "ok",
-        "q2": "candidates-missed",
+        "q2": "reranker-hurt",  # the first stage had r1 at rank 1: not the candidates' fault
         "q3": "reranker-misordered",
         "q4": "unjudged-top",
         "q5": "ok",
@@ -75,8 +75,9 @@ def test_tiny_labels_and_values():
     assert t.loc["q7", ["ideal_ndcg_cut_10", "ceiling_ndcg_cut_10", "lost_in_candidates"]].tolist() == [0, 0, 0]
     assert d.label_counts == {
         "ok": 2,
+        "reranker-hurt": 1,
         "reranker-misordered": 1,
-        "candidates-missed": 2,
+        "candidates-missed": 1,
         "unjudged-top": 1,
         "no-relevant": 1,
     }
@@ -166,20 +167,50 @@ def test_reorder_check_flags_introduced_documents():
 
 
 @pytest.mark.parametrize(
-    "ideal, reranked, ceiling, unjudged, expected",
+    "ideal, first, reranked, ceiling, unjudged, expected",
     [
-        (0, 0.0, 0.0, 0, "no-relevant"),
-        (1, 0.6, 0.6, 10, "ok"),  # ok wins over everything but no-relevant
-        (1, 0.59, 1.0, 4, "unjudged-top"),
-        (1, 0.59, 1.0, 3, "reranker-misordered"),  # exactly 30% unjudged is still judged enough
-        (1, 0.1, 0.59, 0, "candidates-missed"),  # even the best order of the candidates is not ok
-        (1, 0.1, 0.6, 0, "reranker-misordered"),  # a better order of the candidates would be ok
-        (0.5, 0.3, 0.5, 0, "ok"),  # relative to the ideal (P@k of a query with few relevant)
-        (0.5, 0.2, 0.29, 0, "candidates-missed"),
+        (0, 0.0, 0.0, 0.0, 0, "no-relevant"),
+        (1, 0.0, 0.6, 0.6, 10, "ok"),  # ok wins over every absolute label
+        (1, 0.0, 0.59, 1.0, 4, "unjudged-top"),
+        (1, 0.0, 0.59, 1.0, 3, "reranker-misordered"),  # exactly 30% unjudged is still judged enough
+        (1, 0.0, 0.1, 0.59, 0, "candidates-missed"),  # even the best order of the candidates is not ok
+        (1, 0.0, 0.1, 0.6, 0, "reranker-misordered"),  # a better order of the candidates would be ok
+        (0.5, 0.0, 0.3, 0.5, 0, "ok"),  # relative to the ideal (P@k of a query with few relevant)
+        (0.5, 0.0, 0.2, 0.29, 0, "candidates-missed"),
+        # relative to the first stage, decided before the absolute labels (hurt 0.05 x ideal)
+        (1, 0.387, 0.236, 0.5, 0, "reranker-hurt"),  # DL19 489204's values: not candidates-missed
+        (1, 1.0, 0.9, 1.0, 0, "reranker-hurt"),  # ok in absolute terms, but worse than the first stage
+        (1, 0.65, 0.6, 1.0, 0, "ok"),  # exactly 0.05 lower: within the tolerance
+        (0.5, 0.5, 0.48, 0.5, 0, "ok"),  # 0.02 < 0.05 x 0.5: the tolerance is a share of the ideal
+        (0.5, 0.5, 0.47, 0.5, 0, "reranker-hurt"),  # 0.03 > 0.025
     ],
 )
-def test_label_rules(ideal, reranked, ceiling, unjudged, expected):
-    assert label_query(ideal, reranked, ceiling, unjudged, Thresholds()) == expected
+def test_label_rules(ideal, first, reranked, ceiling, unjudged, expected):
+    assert label_query(ideal, reranked, ceiling, unjudged, Thresholds(), first_stage=first) == expected
+
+
+def test_tiny_hurt_and_helped_most():
+    """Sorted by reranked - first stage (not by the reranked value): q2 lost r1 from rank 1 to rank 10, q1 got
+    a and b from ranks 9, 10 to 1, 2; every other query kept its value."""
+    qrels, first, reranked, _, queries = tiny()
+    d = diagnose(qrels, first, reranked, queries=queries, worst_n=5)
+    idcg_q2 = sum(2 / _log2(r) for r in range(1, 5))
+    idcg_q1 = 3 + 2 / _log2(2)
+    (hurt,) = d.hurt_most["reranked"]
+    assert hurt["query_id"] == "q2" and hurt["diagnosis"] == "reranker-hurt"
+    assert hurt["delta"] == pytest.approx((2 / _log2(10) - 2) / idcg_q2)
+    assert hurt["first_stage"] == pytest.approx(2 / idcg_q2) and hurt["query"] == "what causes rust"
+    (helped,) = d.helped_most["reranked"]
+    assert helped["query_id"] == "q1" and helped["reranked"] == 1.0
+    assert helped["delta"] == pytest.approx(1 - (3 / _log2(9) + 2 / _log2(10)) / idcg_q1)
+    t = d.per_query.set_index("query_id")["delta_ndcg_cut_10"]
+    assert t.drop(["q1", "q2"]).abs().max() == 0
+    summary = d.summary()
+    assert [q["query_id"] for q in summary["hurt_most"]["reranked"]] == ["q2"]
+    assert summary["thresholds"]["hurt"] == 0.05 and "reranker-hurt" in summary["threshold_rules"]
+    # a larger tolerance turns the label off for q2; it falls back to the absolute labels
+    loose = diagnose(qrels, first, reranked, queries=queries, thresholds=Thresholds(hurt=0.5))
+    assert loose.per_query.set_index("query_id").loc["q2", "diagnosis"] == "candidates-missed"
 
 
 def test_thresholds_validated():
@@ -254,7 +285,7 @@ def test_query_types_file(tmp_path):
     }
     assert any("not in the query-types file" in n for n in d.notes)
     p.write_text("q1\tcooking\nq1\tagain\n")
-    with pytest.raises(InputFormatError, match="types.tsv:2: query 'q1' is typed twice"):
+    with pytest.raises(InputFormatError, match=r"types\.tsv:2: query 'q1' is typed twice"):
         read_query_types(p)
 
 
@@ -287,7 +318,7 @@ def test_cli_diagnose_writes_report(tmp_path, cli):
     }
     with open(out / "per_query.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 7 and [r["diagnosis"] for r in rows][:3] == ["ok", "candidates-missed", "reranker-misordered"]
+    assert len(rows) == 7 and [r["diagnosis"] for r in rows][:3] == ["ok", "reranker-hurt", "reranker-misordered"]
     assert {r["system"] for r in rows} == {"rr"} and {r["first_stage_run"] for r in rows} == {"first"}
     assert {"ceiling_ndcg_cut_10", "lost_in_candidates", "lost_in_reranking", "rbo", "kendall_tau_10"} <= set(rows[0])
     summary = json.loads((out / "summary.json").read_text())
@@ -310,14 +341,17 @@ def test_cli_diagnose_writes_report(tmp_path, cli):
 def test_cli_diagnose_options_and_errors(tmp_path, cli):
     qp = write_tiny(tmp_path)
     base = ["diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "rr.trec"]
-    res = cli(*base, "--out", tmp_path / "o", "--ok-ndcg", "0.0", "--no-complete")
+    res = cli(*base, "--out", tmp_path / "o", "--ok-ndcg", "0.0", "--hurt", "1", "--no-complete")
     assert res.exit_code == 0, res.output
-    rows = list(csv.DictReader(open(tmp_path / "o" / "per_query.csv")))
+    with open(tmp_path / "o" / "per_query.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
     assert len(rows) == 6  # q6 is in no run and --no-complete leaves it out
     assert {r["diagnosis"] for r in rows} == {"ok", "no-relevant"}
     assert {r["query_type"] for r in rows} == {"unknown"}  # no query texts given
     res = cli(*base, "--out", tmp_path / "o2", "--ok-ndcg", "2")
     assert res.exit_code == 2
+    res = cli(*base, "--out", tmp_path / "o2", "--hurt", "-0.1")
+    assert res.exit_code == 2 and "--hurt" in res.output
     (tmp_path / "bad.trec").write_text("q1 Q0 a 1 notanumber x\n")
     res = cli(
         "diagnose",
@@ -531,8 +565,9 @@ def test_cli_two_rerankers_one_external(tmp_path, cli):
         delta == pytest.approx(llm.loc[q, "reranked_ndcg_cut_10"] - dense[q]) for q, delta in shown
     )
     assert [abs(x) for _, x in shown] == sorted((abs(x) for _, x in shown), reverse=True)
-    # q4: t1 first (llm, 1.0) against t1 tenth (dense); q1: a, b ninth and tenth (llm) against first (dense)
-    assert [q for q, _ in shown[:3]] == ["q4", "q1", "q3"]
+    # q1: a, b ninth and tenth (llm) against first (dense); q3: s1, s2 first (llm) against ninth and tenth
+    # (dense); q2: r1 first (llm) against tenth
+    assert [q for q, _ in shown[:3]] == ["q1", "q3", "q2"]
     html = (out / "index.html").read_text()
     assert "Where the reranked runs disagree most" in html and "Between reranked runs" in html
 

@@ -186,6 +186,13 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     help="unjudged-top when more than this share of the reranked top 10 is unjudged (and not ok).",
 )
 @click.option(
+    "--hurt",
+    type=click.FloatRange(0, 1),
+    default=0.05,
+    show_default=True,
+    help="reranker-hurt when reranked < first stage - HURT x ideal (decided before the other labels).",
+)
+@click.option(
     "--worst",
     "worst_n",
     type=click.IntRange(min=0),
@@ -262,6 +269,7 @@ def diagnose_command(
     complete,
     ok,
     max_unjudged,
+    hurt,
     worst_n,
     most_changed_n,
     disagree_n,
@@ -299,7 +307,7 @@ def diagnose_command(
         ) from None
     if any(k < 1 for k in depths):
         raise click.BadParameter("depths must be >= 1", param_hint="'--curve-depths'")
-    thresholds = Thresholds(ok=ok, max_unjudged=max_unjudged)
+    thresholds = Thresholds(ok=ok, max_unjudged=max_unjudged, hurt=hurt)
     settings = _settings({**evaluation, "complete": complete})
     q = load_qrels(qrels, evaluation.get("rel_map"), evaluation.get("dedupe", "error"), evaluation.get("data_dir"))
     if recall_level is None:
@@ -418,8 +426,8 @@ def _print_summary(diag) -> None:
     """The headline, the decomposition, the depth curve and the labels on stderr."""
     for r in diag.headline:
 
-        def show(v):
-            return "-" if v is None else (str(int(v)) if r["key"] == "num_q" else f"{v:.4f}")
+        def show(v, count=r["key"] == "num_q"):
+            return "-" if v is None else (str(int(v)) if count else f"{v:.4f}")
 
         click.echo(f"{r['measure']:<26} first {show(r['first_stage']):>8}  reranked {show(r['reranked']):>8}", err=True)
     for p in diag.pipelines:

@@ -21,15 +21,18 @@ from a run scores 0), or with ``complete=False`` the qrels queries that every ru
 - Candidates are the first stage's top N in trec_eval order at the settings' score precision
   (``ranking.top_k``), the same selection ``rerank`` and ``fuse`` make.
 
-Labels, per query and reranked run, from its decomposition, decided in this order (``Thresholds``):
+Labels, per query and reranked run, from its decomposition, decided in this order (``Thresholds``): first
+what the reranker did relative to the first stage, then the absolute labels.
 
-1. ``no-relevant``: ideal = 0: the qrels hold nothing the measure rewards;
-2. ``ok``: reranked >= ok x ideal (ideal is 1 for nDCG);
-3. ``unjudged-top``: more than ``max_unjudged`` of the reranked top 10 positions hold unjudged documents
+1. ``no-relevant``: ideal = 0: the qrels hold nothing the measure rewards (so nothing can be lost either);
+2. ``reranker-hurt``: reranked < first stage - hurt x ideal: the reranker made the query worse than the
+   first stage's own order of the same candidates, whatever the absolute value;
+3. ``ok``: reranked >= ok x ideal (ideal is 1 for nDCG);
+4. ``unjudged-top``: more than ``max_unjudged`` of the reranked top 10 positions hold unjudged documents
    (too much of the top is unjudged to tell; positions a short list leaves empty do not count);
-4. ``candidates-missed``: ceiling < ok x ideal: not even the best order of these candidates would be ok, so
+5. ``candidates-missed``: ceiling < ok x ideal: not even the best order of these candidates would be ok, so
    the candidates are what holds the query back;
-5. ``reranker-misordered``: otherwise: a better order of the same candidates would be ok.
+6. ``reranker-misordered``: otherwise: a better order of the same candidates would be ok.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, TypeRule, assign_t
 from toolkit.diagnosis.query_views import (
     add_snippets,
     best_missed,
+    by_delta,
     disagreements,
     grades,
     most_changed,
@@ -66,9 +70,10 @@ from toolkit.measures.names import EvalSettings, parse_measures
 from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 
-LABELS = ("ok", "reranker-misordered", "candidates-missed", "unjudged-top", "no-relevant")
+LABELS = ("ok", "reranker-hurt", "reranker-misordered", "candidates-missed", "unjudged-top", "no-relevant")
 LABEL_MEANING = {
     "ok": "the reranked run is good enough (at or above the ok threshold)",
+    "reranker-hurt": "the reranked run scores below the first stage: the reranker made this query worse",
     "reranker-misordered": "a better order of the same candidates would be ok: the reranking lost it",
     "candidates-missed": "not even the best order of the first stage's candidates would be ok: the candidates "
     "hold it back",
@@ -100,10 +105,15 @@ def measure_label(name: str) -> str:
 # ------------------------------------------------------------- thresholds
 @dataclass(frozen=True)
 class Thresholds:
-    """Cut points of the diagnosis labels (see the module docstring for the order)."""
+    """Cut points of the diagnosis labels (see the module docstring for the order).
+
+    ``hurt`` is a share of the ideal, as ``ok`` is: 0.05 of nDCG@10 is about one relevant document moving a
+    few ranks, so a reordering among near-equal documents is not called harm.
+    """
 
     ok: float = 0.6
     max_unjudged: float = 0.3
+    hurt: float = 0.05
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -113,7 +123,9 @@ class Thresholds:
     def describe(self, measure: str = "nDCG@10") -> dict[str, str]:
         ok = f"{self.ok:g} x ideal"
         return {
-            "ok": f"reranked {measure} >= {ok}",
+            "ok": f"not reranker-hurt, and reranked {measure} >= {ok}",
+            "reranker-hurt": f"reranked {measure} < first stage {measure} - {self.hurt:g} x ideal (decided before "
+            "every label but no-relevant)",
             "reranker-misordered": f"not ok, judged enough, and ceiling >= {ok} (a better order of the same "
             "candidates would be ok)",
             "candidates-missed": f"not ok, judged enough, and ceiling < {ok} (no order of the candidates is ok)",
@@ -122,14 +134,20 @@ class Thresholds:
         }
 
 
-def label_query(ideal: float, reranked: float, ceiling: float, unjudged: int, t: Thresholds) -> str:
-    """The label of one query (order: no-relevant, ok, unjudged-top, candidates-missed, reranker-misordered).
+def label_query(
+    ideal: float, reranked: float, ceiling: float, unjudged: int, t: Thresholds, *, first_stage: float
+) -> str:
+    """The label of one query (order: no-relevant, reranker-hurt, ok, unjudged-top, candidates-missed,
+    reranker-misordered).
 
-    ``unjudged`` is the number of unjudged documents in the reranked top 10.
+    ``unjudged`` is the number of unjudged documents in the reranked top 10; ``first_stage`` the first stage's
+    value of the measure.
     """
     eps = 1e-12  # values computed in another order must not flip a label at the threshold
     if ideal <= 0:
         return "no-relevant"
+    if reranked < first_stage - t.hurt * ideal - eps:
+        return "reranker-hurt"
     if reranked >= t.ok * ideal - eps:
         return "ok"
     if unjudged / TOP > t.max_unjudged + eps:
@@ -398,8 +416,10 @@ def _pipeline_table(
         3,
         "diagnosis",
         [
-            label_query(i, v, c, u, t)
-            for i, v, c, u in zip(d["ideal"], d["reranked"], d["ceiling"], table["unjudged_in_top_10"])
+            label_query(i, v, c, u, t, first_stage=f)
+            for i, v, c, u, f in zip(
+                d["ideal"], d["reranked"], d["ceiling"], table["unjudged_in_top_10"], d["first_stage"]
+            )
         ],
     )
     return table
@@ -525,6 +545,8 @@ class Diagnosis:
     types: pd.DataFrame
     worst: list[dict]
     most_changed: dict[str, list[dict]]
+    hurt_most: dict[str, list[dict]]
+    helped_most: dict[str, list[dict]]
     views: dict[str, dict]
     missed: dict[str, list[dict]]
     thresholds: Thresholds
@@ -578,6 +600,8 @@ class Diagnosis:
                 "reorder_check": self.reorder_check,
                 "worst_queries": self.worst,
                 "most_changed": self.most_changed,
+                "hurt_most": self.hurt_most,
+                "helped_most": self.helped_most,
                 "notes": list(self.notes),
                 "provenance": self.provenance,
             }
@@ -684,12 +708,9 @@ def diagnose(
         ],
         types=type_summary(per_query, pipelines[0].name, ev.measure, [r.name for r in inputs]),
         worst=worst,
-        most_changed={
-            p.name: most_changed(
-                _view_rows(per_query[per_query["system"] == p.name], ev.measure, p.depth), most_changed_n
-            )
-            for p in pipelines
-        },
+        most_changed={p.name: most_changed(_rows_of(per_query, ev, p), most_changed_n) for p in pipelines},
+        hurt_most={p.name: by_delta(_rows_of(per_query, ev, p), worst_n, "hurt") for p in pipelines},
+        helped_most={p.name: by_delta(_rows_of(per_query, ev, p), worst_n, "helped") for p in pipelines},
         views=views,
         missed=missed,
         thresholds=t,
@@ -874,6 +895,11 @@ def _with_query_columns(
     table.insert(3, "query", [queries.get(q, "") for q in qids])
     table.insert(4, "query_type", [types[q] for q in qids])
     return table
+
+
+def _rows_of(per_query: pd.DataFrame, ev: _Evaluated, p: Pipeline) -> pd.DataFrame:
+    """One reranked run's rows of the per-query table under the query views' names."""
+    return _view_rows(per_query[per_query["system"] == p.name], ev.measure, p.depth)
 
 
 def _view_rows(rows: pd.DataFrame, measure: str, depth: int) -> pd.DataFrame:
