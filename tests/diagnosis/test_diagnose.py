@@ -327,7 +327,11 @@ def test_cli_diagnose_writes_report(tmp_path, cli):
     assert html.count("data:image/png;base64,") == 6 and "<link" not in html and 'src="http' not in html
     assert "Reorder check passed" in html and "how to bake apple pie" in html
     md = (out / "report.md").read_text()
-    assert "| nDCG@10 |" in md and "## Worst 2 queries (rr)" in md and "## Where the loss is: nDCG@10" in md
+    assert (
+        "| nDCG@10 |" in md
+        and "## Worst 2 queries (rr, lowest nDCG@10)" in md
+        and "## Where the loss is: nDCG@10" in md
+    )
     assert sorted(p.name for p in (out / "plots").iterdir()) == [
         "ceiling_vs_reranked.png",
         "decomposition.png",

@@ -80,6 +80,10 @@ LABEL_MEANING = {
     "unjudged-top": "too much of the reranked top 10 is unjudged to tell",
     "no-relevant": "the qrels hold nothing the measure rewards for this query",
 }
+#: The order labels are decided in (``label_query``): relative to the first stage before the absolute ones.
+DECISION_ORDER = ("no-relevant", "reranker-hurt", "ok", "unjudged-top", "candidates-missed", "reranker-misordered")
+#: A query type with fewer queries than this is marked as too small to read anything into.
+MIN_TYPE_QUERIES = 5
 TOP = 10
 TextLookup = Callable[[Iterable[str]], dict[str, str]]
 
@@ -1011,6 +1015,7 @@ def type_summary(per_query: pd.DataFrame, primary: str, measure: str, reranked: 
             "mean_ceiling": float(g[f"ceiling_{measure}"].mean()),
             "mean_lost_in_candidates": float(g["lost_in_candidates"].mean()),
             "mean_lost_in_reranking": float(g["lost_in_reranking"].mean()),
+            "too_small": len(g) < MIN_TYPE_QUERIES,
         }
         for name in reranked:
             mine = rows_all[(rows_all["system"] == name) & (rows_all["query_type"] == qtype)]
