@@ -394,6 +394,51 @@ def test_dl19_reordered_keeps_recall(dl19):
     assert d.reorder_check["only_reorders"] and d.reorder_check["candidates_kept"] == 4300
 
 
+def _reorder_by(first, other):
+    """``first``'s documents in ``other``'s order (those ``other`` lacks after them, in ``first``'s order),
+    scored -position so that no two tie."""
+    from toolkit.ranking import order_run
+
+    f = order_run(first.frame, "float32")[["query_id", "doc_id", "rank"]]
+    o = order_run(other.frame, "float32")[["query_id", "doc_id", "rank"]].rename(columns={"rank": "other_rank"})
+    t = f.merge(o, on=["query_id", "doc_id"], how="left")
+    t["key"] = t["other_rank"].fillna(10_000 + t["rank"])
+    t = t.sort_values(["query_id", "key"], kind="stable")
+    t["score"] = -t.groupby("query_id").cumcount().astype(float)
+    return run_from_rows(list(zip(t["query_id"], t["doc_id"], t["score"])), tag="reordered")
+
+
+@pytest.mark.data
+def test_dl19_reranker_hurt_against_pytrec_eval(dl19, msmarco):
+    """BM25's top 100 in SPLADE++'s order (issue 15): 489204 goes from 0.387 to 0.236 and is labelled
+    reranker-hurt (it was candidates-missed); every label and delta checked against pytrec_eval's nDCG@10."""
+    import pytrec_eval
+    from oracles import pytrec_inputs
+
+    from toolkit.trec_io import read_run
+
+    qrels, bm25 = dl19
+    rr = _reorder_by(bm25, read_run(msmarco / "runs" / "run.dl19.splade-pp-ed.top100.txt"))
+    d = diagnose(qrels, bm25, rr, worst_n=43, permutations=100)
+    t = d.per_query.set_index("query_id")
+    assert (round(t.loc["489204", "first_ndcg_cut_10"], 3), round(t.loc["489204", "reranked_ndcg_cut_10"], 3)) == (
+        0.387,
+        0.236,
+    )
+    assert t.loc["489204", "diagnosis"] == "reranker-hurt"
+    q, r_first = pytrec_inputs(qrels.frame, bm25.frame[["query_id", "doc_id", "score"]])
+    _, r_rr = pytrec_inputs(qrels.frame, rr.frame[["query_id", "doc_id", "score"]])
+    ev = pytrec_eval.RelevanceEvaluator(q, {"ndcg_cut.10"})
+    first, reranked = ev.evaluate(r_first), ev.evaluate(r_rr)
+    delta = {x: reranked[x]["ndcg_cut_10"] - first[x]["ndcg_cut_10"] for x in first}
+    assert t["delta_ndcg_cut_10"].to_dict() == pytest.approx(delta, abs=1e-9)
+    hurt = {x for x, v in delta.items() if v < -0.05 - 1e-12}  # every DL19 query has a relevant passage: ideal 1
+    assert set(t.index[t["diagnosis"] == "reranker-hurt"]) == hurt == {"359349", "489204"}
+    by_delta = sorted(delta, key=lambda x: (delta[x], x))
+    assert [w["query_id"] for w in d.hurt_most["reranked"]] == [x for x in by_delta if delta[x] < 0]
+    assert [w["query_id"] for w in d.helped_most["reranked"]] == [x for x in by_delta[::-1] if delta[x] > 0][:43]
+
+
 @pytest.mark.data
 def test_dl19_other_first_stage_is_flagged(dl19, msmarco):
     from toolkit.trec_io import read_run
