@@ -1009,14 +1009,23 @@ def _worst(diag: Diagnosis) -> list[Part]:
 
 def _types(diag: Diagnosis) -> list[Part]:
     s = diag.settings
-    rules = (
+    rules = s.get("type_rules") or []
+
+    def meaning(r: dict, html: bool) -> str:
+        text = r.get("meaning") or ""
+        return (f" ({esc(text)})" if html else f": {text}") if text else ""
+
+    listed = (
         " Rules (first match on the lower-cased query wins; no match is 'other'): "
-        + "; ".join(f"<b>{esc(r['type'])}</b> <code>{esc(r['pattern'])}</code>" for r in s["type_rules"])
-        if s.get("type_rules")
+        + "; ".join(f"<b>{esc(r['type'])}</b>{meaning(r, True)} <code>{esc(r['pattern'])}</code>" for r in rules)
+        if rules
         else ""
     )
+    parts = [_muted(f"Source: {esc(s['query_types'])}.{listed}")]
+    if rules:
+        parts.append(Part.markdown_only(*(f"- **{r['type']}**{meaning(r, False)}" for r in rules), ""))
     tt = types_table(diag)
-    return [_muted(f"Source: {esc(s['query_types'])}.{rules}")] + ([Part.table(tt)] if tt is not None else [])
+    return parts + ([Part.table(tt)] if tt is not None else [])
 
 
 def _other_plots(diag: Diagnosis) -> list[Part]:
