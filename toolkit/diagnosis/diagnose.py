@@ -196,6 +196,41 @@ def pair_first_stage(
     return best, share
 
 
+def rerank_depth(run: Run, given: int | None, meta: Mapping | None = None, given_as: str = "given") -> tuple[int, str]:
+    """The rerank depth of a reranked run and where it came from: ``given`` (said as ``given_as``), else the
+    depth its ``twostage rerank`` sidecar states, else its longest list."""
+    if given:
+        return given, given_as
+    meta = meta or {}
+    stated = meta.get("depth") if meta.get("reranker") else None  # only a `twostage rerank` sidecar says it
+    if stated:
+        return int(stated), "the run's sidecar"
+    return longest_list(run), "the reranked run's longest list"
+
+
+def reranked_input(
+    name: str,
+    run: Run,
+    first_stages: Mapping[str, Run],
+    *,
+    depth: int | None = None,
+    depth_as: str = "given",
+    first_stage: str = "",
+    listwise: bool = False,
+    meta: Mapping | None = None,
+) -> Reranked:
+    """One reranked run with what its sidecar (``meta``, RUN.meta.json) adds to what the caller says: the
+    depth (``rerank_depth``), the first stage whose checksum the sidecar names (else '' and ``diagnose`` pairs
+    it: the only first stage, or the one holding most of its documents), and whether it is listwise."""
+    meta = meta or {}
+    d, d_from = rerank_depth(run, depth, meta, depth_as)
+    if not first_stage:
+        sha = (meta.get("first_stage") or {}).get("sha256")
+        first_stage = next((n for n, r in first_stages.items() if sha and r.sha256 == sha), "")
+    listwise = listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
+    return Reranked(name, run, first_stage, d, listwise, d_from)
+
+
 def _named(runs: Run | Mapping[str, Run], default: str) -> dict[str, Run]:
     return {default: runs} if isinstance(runs, Run) else dict(runs)
 
@@ -205,10 +240,10 @@ def _reranked_inputs(
 ) -> tuple[list[Reranked], list[str]]:
     """``Reranked`` inputs (first stage paired, depth set) and notes on how they were paired."""
     if isinstance(reranked, (Run, Mapping)):
-        items = []
-        for name, run in _named(reranked, "reranked").items():
-            d, d_from = (depth, "given") if depth else (longest_list(run), "the reranked run's longest list")
-            items.append(Reranked(name, run, "", d, name in listwise, d_from))
+        items = [
+            reranked_input(name, run, first_stages, depth=depth, listwise=name in listwise)
+            for name, run in _named(reranked, "reranked").items()
+        ]
     else:
         items = list(reranked)
     if not items:
@@ -1196,6 +1231,22 @@ def texts_from_sources(
         return out
 
     return queries, lookup, described
+
+
+def sources_from_metas(metas: Iterable[dict]) -> dict:
+    """Texts named by several reranked runs' sidecars: every candidates file (as a list), the first corpus,
+    index and topics."""
+    out: dict = {"candidates": []}
+    for meta in metas:
+        found = sources_from_meta(meta)
+        if "candidates" in found and found["candidates"] not in out["candidates"]:
+            out["candidates"].append(found["candidates"])
+        for key in ("corpus", "index", "topics"):
+            if key in found:
+                out.setdefault(key, found[key])
+    if not out["candidates"]:
+        del out["candidates"]
+    return out
 
 
 def sources_from_meta(meta: dict | None) -> dict:
