@@ -235,7 +235,7 @@ def side_by_side(
         ranks = {}
         for s in systems:
             pos = {d: i + 1 for i, d in enumerate(lists[s].get(q, []))}
-            ranks[s] = {d: pos[d] for d in shown if d in pos}
+            ranks[s] = {d: pos[d] for d in sorted(shown) if d in pos}  # sorted: the page is the same every run
         out[q] = {"top": tops, "ranks": ranks}
     return out
 

@@ -693,10 +693,35 @@ def _reorder_text(diag: Diagnosis) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------ explorer
 def explore_data(diag: Diagnosis) -> dict:
     """What the page's query explorer reads: table columns and rows, side-by-side lists, snippets, terms."""
-    m, label = diag.measure, diag.measure_label
-    firsts = list(diag.first_stages)
-    pipes = diag.pipelines
+    rows, detail = _explore_rows(diag)
+    systems = [{"name": f, "role": "first stage"} for f in diag.first_stages]
+    systems += [
+        {"name": p.name, "role": "reranked", "first_stage": p.first_stage, "depth": p.depth} for p in diag.pipelines
+    ]
+    return json_ready(
+        {
+            "measure": diag.measure,
+            "measure_label": diag.measure_label,
+            "k": diag.settings["explore_depth"],
+            "systems": systems,
+            "primary": diag.primary.name,
+            "primary_first": diag.primary.first_stage,
+            "columns": _explore_columns(diag),
+            "rows": rows,
+            "detail_columns": _detail_columns(diag.measure_label),
+            "detail_rows": detail,
+            "views": diag.views,
+            "missed": diag.missed,
+        }
+    )
+
+
+def _explore_columns(diag: Diagnosis) -> list[dict]:
+    """The explorer table's columns: query, text, type, labels, every run's measure, per reranked run its delta
+    against the first stage, ceiling and losses, every run's judged@10, RBO and τ."""
+    pipes, label = diag.pipelines, diag.measure_label
     many = len(pipes) > 1
+    every = [*diag.first_stages, *(p.name for p in pipes)]
     columns = [
         {"key": "query_id", "label": "query", "kind": "text"},
         {"key": "query", "label": "text", "kind": "text"},
@@ -705,9 +730,7 @@ def explore_data(diag: Diagnosis) -> dict:
     columns += [
         {"key": f"label:{p.name}", "label": f"label · {p.name}" if many else "label", "kind": "cat"} for p in pipes
     ]
-    columns += [
-        {"key": f"m:{s}", "label": f"{label} · {s}", "kind": "num"} for s in [*firsts, *(p.name for p in pipes)]
-    ]
+    columns += [{"key": f"m:{s}", "label": f"{label} · {s}", "kind": "num"} for s in every]
     for p in pipes:
         suffix = f" · {p.name}" if many else ""
         columns += [
@@ -716,16 +739,21 @@ def explore_data(diag: Diagnosis) -> dict:
             {"key": f"lost_c:{p.name}", "label": f"lost in candidates{suffix}", "kind": "num"},
             {"key": f"lost_r:{p.name}", "label": f"lost in reranking{suffix}", "kind": "num"},
         ]
-    columns += [
-        {"key": f"judged:{s}", "label": f"judged@10 · {s}", "kind": "num"} for s in [*firsts, *(p.name for p in pipes)]
-    ]
+    columns += [{"key": f"judged:{s}", "label": f"judged@10 · {s}", "kind": "num"} for s in every]
     columns += [{"key": f"rbo:{p.name}", "label": f"RBO{' · ' + p.name if many else ''}", "kind": "num"} for p in pipes]
     columns += [
         {"key": f"tau:{p.name}", "label": f"τ@10{' · ' + p.name if many else ''}", "kind": "num"} for p in pipes
     ]
+    return columns
+
+
+def _explore_rows(diag: Diagnosis) -> tuple[list[dict], dict[str, list[dict]]]:
+    """One explorer row per query, and per query the detail lines (each first stage once, then each reranked
+    run)."""
+    m = diag.measure
     rows: dict[str, dict] = {}
     detail: dict[str, list[dict]] = {}
-    for p in pipes:
+    for p in diag.pipelines:
         for r in diag.rows(p.name).to_dict(orient="records"):
             q = r["query_id"]
             row = rows.setdefault(q, {"query_id": q, "query": r["query"], "query_type": r["query_type"]})
@@ -750,24 +778,30 @@ def explore_data(diag: Diagnosis) -> dict:
                         "judged": r["first_judged_10"],
                     }
                 )
-            lines.append(
-                {
-                    "system": p.name,
-                    "role": f"reranked top {p.depth}",
-                    "value": r[f"reranked_{m}"],
-                    "delta": r[f"delta_{m}"],
-                    "ceiling": r[f"ceiling_{m}"],
-                    "lost_c": r["lost_in_candidates"],
-                    "lost_r": r["lost_in_reranking"],
-                    "label": r["diagnosis"],
-                    "rbo": r["rbo"],
-                    "tau": r["kendall_tau_10"],
-                    "judged": r["reranked_judged_10"],
-                }
-            )
+            lines.append(_detail_line(p.name, p.depth, r, m))
     for lines in detail.values():  # first stages first, as in the side-by-side lists
         lines.sort(key=lambda x: x["role"] != "first stage")
-    detail_columns = [
+    return list(rows.values()), detail
+
+
+def _detail_line(name: str, depth: int, r: dict, m: str) -> dict:
+    return {
+        "system": name,
+        "role": f"reranked top {depth}",
+        "value": r[f"reranked_{m}"],
+        "delta": r[f"delta_{m}"],
+        "ceiling": r[f"ceiling_{m}"],
+        "lost_c": r["lost_in_candidates"],
+        "lost_r": r["lost_in_reranking"],
+        "label": r["diagnosis"],
+        "rbo": r["rbo"],
+        "tau": r["kendall_tau_10"],
+        "judged": r["reranked_judged_10"],
+    }
+
+
+def _detail_columns(label: str) -> list[dict]:
+    return [
         {"key": "system", "label": "system", "kind": "text"},
         {"key": "role", "label": "role", "kind": "text"},
         {"key": "value", "label": label, "kind": "num"},
@@ -780,24 +814,6 @@ def explore_data(diag: Diagnosis) -> dict:
         {"key": "tau", "label": "τ@10 vs first stage", "kind": "num"},
         {"key": "judged", "label": "judged@10", "kind": "num"},
     ]
-    systems = [{"name": f, "role": "first stage"} for f in firsts]
-    systems += [{"name": p.name, "role": "reranked", "first_stage": p.first_stage, "depth": p.depth} for p in pipes]
-    return json_ready(
-        {
-            "measure": m,
-            "measure_label": label,
-            "k": diag.settings["explore_depth"],
-            "systems": systems,
-            "primary": diag.primary.name,
-            "primary_first": diag.primary.first_stage,
-            "columns": columns,
-            "rows": list(rows.values()),
-            "detail_columns": detail_columns,
-            "detail_rows": detail,
-            "views": diag.views,
-            "missed": diag.missed,
-        }
-    )
 
 
 def _explore_html(diag: Diagnosis) -> str:
