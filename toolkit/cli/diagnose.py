@@ -9,12 +9,12 @@ from pathlib import Path
 import click
 
 from toolkit.cli.eval import load_qrels
-from toolkit.cli.options import evaluation_options, settings_from
+from toolkit.cli.options import evaluation_options, settings_from, significance_options
 
 log = logging.getLogger(__name__)
 
 #: Evaluation options diagnose declares itself (its -c is on by default, its -l is the binary level).
-_OWN = ("complete", "level")
+_OWN = ("complete", "relevance_level")
 _LISTWISE_ALL = "\0all"
 
 
@@ -22,7 +22,7 @@ def _settings(values: dict):
     """The shared evaluation settings; diagnose's own -c is on by default and its -l is the binary level."""
     values = dict(values)
     values.setdefault("complete", True)
-    values.setdefault("level", 1)
+    values.setdefault("relevance_level", 1)
     return settings_from(values)
 
 
@@ -230,23 +230,7 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="Top k of every system shown side by side for a chosen query.",
 )
-@click.option(
-    "--permutations",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Random sign flips of the randomization test (all 2^n when that is not more).",
-)
-@click.option(
-    "--seed", type=int, default=42, show_default=True, help="Seed of numpy's default_rng for the randomization test."
-)
-@click.option(
-    "--correction",
-    type=click.Choice(["holm", "bonferroni", "none"]),
-    default="holm",
-    show_default=True,
-    help="Multiple-comparison correction within each family of comparisons.",
-)
+@significance_options
 @click.option("--name", default=None, help="Report title (default: the --out folder's name).")
 @evaluation_options(exclude=_OWN)
 def diagnose_command(**opts):
@@ -405,7 +389,7 @@ def _print_summary(diag) -> None:
     """The headline, the decomposition, the depth curve and the labels on stderr."""
     for r in diag.headline:
 
-        def show(v, count=r["key"] == "num_q"):
+        def show(v, count=r["key"] == "num_q"):  # bound now: the loop moves r on
             return "-" if v is None else (str(int(v)) if count else f"{v:.4f}")
 
         click.echo(f"{r['measure']:<26} first {show(r['first_stage']):>8}  reranked {show(r['reranked']):>8}", err=True)

@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 
 from toolkit.catalog import relevance_map, resolve_qrels
-from toolkit.cli.options import evaluation_options, pop_settings, settings_from
-from toolkit.evaluation.evaluate import EvalResult, check_measures, evaluate
+from toolkit.cli.options import evaluation_options, pop_settings, settings_from, trec_eval_option
+from toolkit.evaluation.evaluate import EvalResult, check_measures
+from toolkit.evaluation.groups import evaluate_groups
 from toolkit.evaluation.trec_format import format_value, provenance_lines, render_csv, render_json, render_text
-from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measures
+from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measure_groups, parse_measures
 from toolkit.records import Qrels
 from toolkit.trec_io import atomic_write, read_prefs, read_qrels_jg, read_run, read_zscores, write_json
 
@@ -83,6 +84,11 @@ def measures_from(texts, version: int, default=DEFAULT_MEASURES) -> list[Measure
 )
 @click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
 @click.option(
+    "--allow-no-common",
+    is_flag=True,
+    help="Print zeros when RUN and QRELS share no query (default: an error naming both files; trec_eval 9 exits 7).",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False),
     default=None,
@@ -99,6 +105,7 @@ def eval_command(
     zscore_file,
     fmt,
     no_provenance,
+    allow_no_common,
     out,
     qrels,
     run,
@@ -120,16 +127,17 @@ def eval_command(
       twostage eval -m ndcg_cut.10 --gain exp --format json qrels.txt run.txt
     """
     s = pop_settings(options)
-    settings = settings_from(s)
-    measures = measures_from(measure_texts, settings.trec_eval)
-    check_measures(measures, settings, rel_format)  # before reading anything
+    settings = settings_from(s, allow_no_common=allow_no_common)
+    groups = parse_measure_groups(list(measure_texts) or list(DEFAULT_MEASURES), settings.trec_eval)
+    for group in groups:  # before reading anything
+        check_measures(group.measures, group.overrides.apply(settings), rel_format)
     judgments = load_judgments(qrels, rel_format, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
     r = read_run(run, dedupe=s.get("dedupe", "error"))
     for what, n in (("run", r.duplicates_dropped), ("qrels", getattr(judgments, "duplicates_dropped", 0))):
         if n:
             click.echo(f"twostage: --dedupe first dropped {n} duplicate line(s) from the {what}", err=True)
     zscores = read_zscores(zscore_file) if zscore_file else None
-    result = evaluate(judgments, r, measures, settings, zscores=zscores)
+    result = evaluate_groups(judgments, r, groups, settings, zscores=zscores)
     for note in result.notes:
         click.echo(f"twostage: {note}", err=True)
     if fmt == "json":
@@ -148,20 +156,14 @@ def eval_command(
 
 
 @click.command("measures")
-@click.option(
-    "--trec-eval",
-    "trec_eval",
-    type=click.Choice(["9", "10"]),
-    default=None,
-    help="Only the measures this trec_eval generation has.",
-)
+@trec_eval_option(default=None, meaning="Only the measures this trec_eval generation has.")
 @click.argument("names", nargs=-1)
 def measures_command(trec_eval, names):
     """List every measure family (parameters, defaults, how 'all' combines), or define NAMES exactly.
 
     NAMES may be families, nicknames or aliases (ndcg_cut, all_trec, nDCG@10).
     """
-    from toolkit.measures.names import NICKNAMES, parse_measures
+    from toolkit.measures.names import NICKNAMES
     from toolkit.measures.registry import families_in_order
 
     version = int(trec_eval) if trec_eval else 10
@@ -179,7 +181,7 @@ def measures_command(trec_eval, names):
         return
     seen = set()
     for text in names:
-        for m in parse_measures([text], version):
+        for m in (m for g in parse_measure_groups([text], version) for m in g.measures):
             if m.family in seen:
                 continue
             seen.add(m.family)

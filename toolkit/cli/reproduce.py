@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import evaluation_options
+from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options
 from toolkit.errors import ProvenanceMismatchError
 
 
@@ -22,13 +22,7 @@ from toolkit.errors import ProvenanceMismatchError
     default=None,
     help="Folder for NAME.md, NAME.html, NAME.json and the runs commands write [default: reports/reproduce/NAME].",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    envvar="TWOSTAGE_DATA",
-    help="Data folder the spec's paths are relative to (default: $TWOSTAGE_DATA or ../shared/data).",
-)
+@DATA_DIR
 @click.option(
     "--indexes",
     type=click.Path(file_okay=False),
@@ -121,23 +115,7 @@ def _json_number(x: float):
     help="Measure, repeatable [default: ndcg_cut.10].",
 )
 @click.option("--baseline", default=None, metavar="RUN", help="Baseline run [default: the first RUN].")
-@click.option(
-    "--permutations",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Random sign flips for the randomization test (all 2^n when that is not more).",
-)
-@click.option(
-    "--seed", type=int, default=42, show_default=True, help="Seed of numpy's default_rng for the randomization test."
-)
-@click.option(
-    "--correction",
-    type=click.Choice(["holm", "bonferroni", "none"]),
-    default="holm",
-    show_default=True,
-    help="Multiple-comparison correction over the runs compared with the baseline, per measure.",
-)
+@significance_options
 @click.option("--force", is_flag=True, help="Compare even when provenance differs (pairs only the shared queries).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(

@@ -30,6 +30,7 @@ import pandas as pd
 
 from toolkit import __version__
 from toolkit.errors import UnknownMeasureError
+from toolkit.evaluation.checks import check_id_types, input_provenance, input_warnings, require_common_queries
 from toolkit.measures.names import EvalSettings, Measure
 from toolkit.measures.prefs import JgInput, build_prefs_input
 from toolkit.measures.ranked import build_ranked
@@ -110,6 +111,7 @@ def evaluate(
     measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
     rel_format = judgment_format(judgments)
     check_measures(measures, settings, rel_format)
+    check_id_types(judgments, run)
     q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
     qids = np.array(uniques.tolist(), dtype=object)
     nq = len(qids)
@@ -117,6 +119,8 @@ def evaluate(
     run_queries = set(pd.unique(run.frame[QUERY_ID]).tolist())
     in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
     extra = len(run_queries - set(qids.tolist()))
+    require_common_queries(judgments, run, int(in_run.sum()), nq, len(run_queries), settings)
+    warnings = input_warnings(judgments, run, measures, settings)
     placeholder = settings.complete and version == 10 and not in_run.all()
     scored = _with_placeholders(run, qids[~in_run]) if placeholder else run
     evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
@@ -167,6 +171,7 @@ def evaluate(
     provenance = build_provenance(
         judgments, run, measures, settings, nq=nq, n_run=int(in_run.sum()) + extra, n_eval=n_eval, zscores=zscores
     )
+    provenance.update(input_provenance(warnings, settings))
     return EvalResult(
         per_query=per_query,
         aggregate=aggregate,

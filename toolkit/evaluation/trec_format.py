@@ -59,6 +59,9 @@ PROVENANCE_KEYS = (
     "zscores",
     "duplicates_dropped",
     "comment_lines",
+    "measure_settings",
+    "input_warnings",
+    "no_common_queries",
 )
 
 

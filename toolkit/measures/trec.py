@@ -25,7 +25,7 @@ discount, ``-N``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -45,8 +45,8 @@ class Context:
     """What a compute function may read besides the ranking."""
 
     version: int = 9
-    gain: Gain = Gain()
-    discount: Discount = Discount()
+    gain: Gain = field(default_factory=Gain)
+    discount: Discount = field(default_factory=Discount)
     num_docs: int = 0  # -N
     judged_compat: str = "twostage"
     qrels: object = None

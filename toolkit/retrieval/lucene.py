@@ -73,6 +73,9 @@ class LuceneRetriever:
         mu: float = 1000.0,
         rm3: RM3 | None = None,
     ):
+        from toolkit.extras import require
+
+        require("pyserini", "Lucene retrieval")
         if model not in ("bm25", "qld"):
             raise ConfigError(f"unknown Lucene model {model!r} (bm25 or qld)")
         if model == "bm25":
