@@ -137,7 +137,8 @@ def test_trec_eval_10_measures_need_10():
 
 def test_registry_holds_every_family_once_with_a_definition():
     trec_eval_10 = set(NICKNAMES["all_trec"]) | set(NICKNAMES["all_prefs"]) | set(NICKNAMES["qrels_jg"])
-    assert trec_eval_10 | {"judged"} == set(REGISTRY) == set(TREC_ORDER)
+    in_no_nickname = {"dcg", "ideal_dcg", "yaap"}  # in measures.c's table, in none of its nicknames
+    assert trec_eval_10 | in_no_nickname | {"judged"} == set(REGISTRY) == set(TREC_ORDER)
     for fam in REGISTRY.values():
         assert len(fam.doc) > 60, fam.name  # an exact definition, not a label
         if fam.name not in ("judged", "runid", "num_q"):

@@ -30,6 +30,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("gain", "--gain", "nDCG gain: linear, exp or a label map"),
     Setting("discount", "--discount", "nDCG discount: log2 or jk[:B]"),
     Setting("judged_compat", "--judged-compat", "which judged.k definition"),
+    Setting("allow_no_common", "--allow-no-common", "zeros, not an error, for a run sharing no query with the qrels"),
 )
 
 #: The names, in the table's order.
