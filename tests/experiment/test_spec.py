@@ -76,7 +76,7 @@ def test_good_file_expands_its_grids(tmp_path):
         ("", "", 17, "stages form a cycle: minilm -> second -> minilm"),
         ("    input: bm25\n  minilm", "    input: bm255\n  minilm", 16, "input 'bm255' is not a stage"),
         ("name: t\n", "name: t\nhitz: 10\n", 2, "unknown key 'hitz'"),
-        ("[map, ndcg_cut.10]", "[map, ndcg_cutt.10]", 6, "did you mean 'ndcg_cut'"),
+        ("[map, ndcg_cut.10]", "[map, ndcg_cutt.10]", 6, "did you mean 'ndcg_cut.10'"),
         ("folds: 5, seed: 3", "folds: 5, queries: [1, 2]", 13, "exactly one of folds"),
         ("folds: 5", "folds: 1", 13, "folds must be an integer >= 2"),
         ("    model: all-MiniLM-L6-v2\n", "", 17, "stage 'minilm' \\(rerank\\) needs 'model'"),
