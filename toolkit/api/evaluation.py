@@ -210,10 +210,9 @@ def evaluate(
         InputFormatError: malformed input, naming the file or row.
         UnknownMeasureError: a measure that does not exist or that these options cannot give.
     """
-    from toolkit.api.inputs import as_run, measure_texts
+    from toolkit.api.inputs import as_run, parse_measure_args
     from toolkit.evaluation.evaluate import check_measures
     from toolkit.evaluation.evaluate import evaluate as run_evaluation
-    from toolkit.measures.names import DEFAULT_MEASURES, parse_measures
     from toolkit.trec_io import read_zscores
 
     s = settings(
@@ -228,7 +227,7 @@ def evaluate(
         discount=discount,
         judged_compat=judged_compat,
     )
-    parsed = parse_measures(measure_texts(measures) or list(DEFAULT_MEASURES), s.trec_eval)
+    parsed = parse_measure_args(measures, s.trec_eval)
     check_measures(parsed, s, rel_format)  # before reading anything
     judgments = _judgments(qrels, rel_format, relevance_map, dedupe, data_dir)
     r = as_run(run, dedupe=dedupe)

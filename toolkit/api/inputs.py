@@ -239,10 +239,19 @@ def as_qrels(
     raise ConfigError(f"cannot read qrels from {type(obj).__name__}: give a path, a name, a DataFrame, a dict or Qrels")
 
 
-def measure_texts(measures: Any) -> list[str]:
-    """Measure names as text: one string or ir_measures measure, or an iterable of them (by their string form)."""
+def parse_measure_args(measures: Any, version: int, default: Iterable[str] | None = None) -> list:
+    """Measures from one or a list of: trec_eval or ir_measures names, ir_measures measure objects (by their
+    string form) and the toolkit's own ``Measure`` values; ``default`` (trec_eval's ``official``) when none."""
+    from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measures
+
     if measures is None:
-        return []
-    if isinstance(measures, str) or not isinstance(measures, Iterable):
-        measures = [measures]
-    return [str(m) for m in measures]
+        items: list = []
+    elif isinstance(measures, (str, Measure)) or not isinstance(measures, Iterable):
+        items = [measures]
+    else:
+        items = list(measures)
+    own = [m for m in items if isinstance(m, Measure)]
+    texts = [str(m) for m in items if not isinstance(m, Measure)]
+    if not items:
+        texts = list(default if default is not None else DEFAULT_MEASURES)
+    return own + (parse_measures(texts, version) if texts else [])
