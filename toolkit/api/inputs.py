@@ -50,6 +50,11 @@ def _column(frame: pd.DataFrame, names: tuple[str, ...], what: str, where: str) 
     )
 
 
+def _show(value: object) -> str:
+    """A cell as the user wrote it (numpy scalars as Python numbers)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def _id_kind(v: object) -> int:
     """1 text, 2 integer (converted), 0 anything else (refused: floats, None, bools)."""
     if isinstance(v, str):
@@ -74,7 +79,7 @@ def _ids(values: pd.Series, what: str, where: str) -> pd.Series:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise InputFormatError(
-            where, None, f"row {row}: {what} id {values.iloc[row]!r} is not text (give ids as str or int)"
+            where, None, f"row {row}: {what} id {_show(values.iloc[row])} is not text (give ids as str or int)"
         )
     return values.astype("str")
 
@@ -85,7 +90,7 @@ def _numbers(values: pd.Series, what: str, where: str) -> np.ndarray:
     except (ValueError, TypeError):
         parsed = pd.to_numeric(values, errors="coerce")
         row = int(np.flatnonzero(parsed.isna().to_numpy() & values.notna().to_numpy())[0])
-        raise InputFormatError(where, None, f"row {row}: {what} {values.iloc[row]!r} is not a number") from None
+        raise InputFormatError(where, None, f"row {row}: {what} {_show(values.iloc[row])} is not a number") from None
     nan = np.isnan(out)
     if nan.any():
         row = int(np.flatnonzero(nan)[0])
@@ -185,7 +190,7 @@ def qrels_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", where: str =
     frac = labels != np.floor(labels)
     if frac.any():
         row = int(np.flatnonzero(frac)[0])
-        raise InputFormatError(where, None, f"row {row}: relevance {frame[r].iloc[row]!r} is not an integer")
+        raise InputFormatError(where, None, f"row {row}: relevance {_show(frame[r].iloc[row])} is not an integer")
     out = pd.DataFrame(
         {
             QUERY_ID: _ids(frame[q], "query", where).to_numpy(),
