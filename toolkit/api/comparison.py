@@ -41,9 +41,16 @@ class Comparison:
 
     @property
     def means(self) -> pd.DataFrame:
-        """Mean per system (rows) and measure (columns) over the paired queries."""
+        """Mean per system (rows) and measure (columns) over the paired queries, summed as trec_eval sums (so
+        they equal ``Evaluation.summary`` to the last bit)."""
+        import numpy as np
+
         t = self.result.table
-        means = t.groupby(["run", "measure"], sort=False)["value"].mean().unstack("measure")
+
+        def trec_mean(x: pd.Series) -> float:  # trec_eval's sum, one addition at a time in query order
+            return float(np.cumsum(x.to_numpy())[-1] / len(x)) if len(x) else 0.0
+
+        means = t.groupby(["run", "measure"], sort=False)["value"].agg(trec_mean).unstack("measure")
         return means.reindex(index=self.systems, columns=list(self.measures))
 
     @property
