@@ -33,7 +33,22 @@ _PUBLIC = {
     "read_run": "pipeline",
 }
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = [
+    "Comparison",
+    "Diagnosis",
+    "Evaluation",
+    "Run",
+    "__version__",
+    "bm25",
+    "compare",
+    "dense",
+    "diagnose",
+    "evaluate",
+    "fuse",
+    "index",
+    "read_run",
+    "rerank",
+]
 
 if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from __getattr__
     from toolkit.api.comparison import Comparison, compare

@@ -30,15 +30,21 @@ def runs(msmarco):
 @pytest.fixture(scope="module")
 def two_baselines(runs):
     return ts.compare(
-        "dl19-passage", runs, baseline=["bm25", "splade"], measures=["nDCG@10", "R@100"], complete=True,
-        relevance_level=2, permutations=2000,
+        "dl19-passage",
+        runs,
+        baseline=["bm25", "splade"],
+        measures=["nDCG@10", "R@100"],
+        complete=True,
+        relevance_level=2,
+        permutations=2000,
     )
 
 
 def test_api_equals_cli_json(cli, runs):
     args = [f"{k}={v}" for k, v in runs.items()]
-    res = cli("compare", "--qrels", "dl19-passage", "-c", *args, "-m", "nDCG@10", "--permutations", "500",
-              "--format", "json")
+    res = cli(
+        "compare", "--qrels", "dl19-passage", "-c", *args, "-m", "nDCG@10", "--permutations", "500", "--format", "json"
+    )
     assert res.exit_code == 0, res.output
     api = ts.compare("dl19-passage", runs, measures="nDCG@10", complete=True, permutations=500)
     assert json.loads(json.dumps(api.doc, default=str)) == json.loads(res.stdout)
@@ -49,8 +55,16 @@ def test_table_has_pyterrier_shape_and_scipy_values(runs):
     c = ts.compare("dl19-passage", runs, measures=["nDCG@10", "P@10"], complete=True, test="t", correction="none")
     t = c.table
     assert list(t["name"]) == ["bm25", "splade", "rm3"] and set(t["baseline"]) == {"bm25"}
-    for col in ("ndcg_cut_10", "ndcg_cut_10 +", "ndcg_cut_10 -", "ndcg_cut_10 p-value", "ndcg_cut_10 p-value corrected",
-                "P_10", "P_10 delta", "P_10 ="):
+    for col in (
+        "ndcg_cut_10",
+        "ndcg_cut_10 +",
+        "ndcg_cut_10 -",
+        "ndcg_cut_10 p-value",
+        "ndcg_cut_10 p-value corrected",
+        "P_10",
+        "P_10 delta",
+        "P_10 =",
+    ):
         assert col in t.columns
     assert np.isnan(t.loc[0, "ndcg_cut_10 p-value"])  # the baseline's own row
     wide = c.per_query.pivot_table(index="query_id", columns=["measure", "run"], values="value")
@@ -70,12 +84,18 @@ def test_several_baselines_one_holm_over_the_family(two_baselines, runs):
     # bm25 -> splade, rm3; splade -> rm3 (the pair of baselines is tested once)
     pairs = set(zip(tests["baseline"], tests["run"]))
     assert pairs == {("bm25", "splade"), ("bm25", "rm3"), ("splade", "rm3")}
-    for measure, family in tests.groupby("measure"):
+    for _, family in tests.groupby("measure"):
         want = multipletests(family["p_permutation"], method="holm")[1]
         assert family["p_adjusted"].to_numpy() == pytest.approx(want, abs=1e-15)
     # each baseline's raw p-values are those of a comparison with that baseline alone (same seed)
-    alone = ts.compare("dl19-passage", {k: runs[k] for k in ("splade", "rm3")}, measures=["nDCG@10", "R@100"],
-                       complete=True, relevance_level=2, permutations=2000).tests
+    alone = ts.compare(
+        "dl19-passage",
+        {k: runs[k] for k in ("splade", "rm3")},
+        measures=["nDCG@10", "R@100"],
+        complete=True,
+        relevance_level=2,
+        permutations=2000,
+    ).tests
     mine = tests[tests["baseline"] == "splade"].set_index("measure")["p_permutation"]
     assert mine.to_dict() == alone.set_index("measure")["p_permutation"].to_dict()
     assert "over the 3 (baseline, run) comparison(s)" in two_baselines.doc["tests"]["correction_applies_to"]
@@ -94,8 +114,27 @@ def test_markdown_and_latex_tables(two_baselines, cli, runs):
     assert r"\textbf{0.7308}$^{\dagger}$" in tex and r"recall\_100" in tex and tex.count(r"\\") >= 4
     assert r"$\dagger$ vs bm25; $\ddagger$ vs splade" in tex
     args = [f"{k}={v}" for k, v in runs.items()]
-    res = cli("compare", "--qrels", "dl19-passage", "-c", "-l", "2", *args, "--baseline", "bm25", "--baseline",
-              "splade", "-m", "nDCG@10", "-m", "R@100", "--permutations", "2000", "--format", "markdown")
+    res = cli(
+        "compare",
+        "--qrels",
+        "dl19-passage",
+        "-c",
+        "-l",
+        "2",
+        *args,
+        "--baseline",
+        "bm25",
+        "--baseline",
+        "splade",
+        "-m",
+        "nDCG@10",
+        "-m",
+        "R@100",
+        "--permutations",
+        "2000",
+        "--format",
+        "markdown",
+    )
     assert res.exit_code == 0, res.output
     assert res.stdout == md
     assert "<table>" in two_baselines._repr_html_() and "<b>0.7308</b>" in two_baselines._repr_html_()

@@ -29,8 +29,19 @@ def splade_order(msmarco, tmp_path_factory):
 def test_write_is_diagnose_out(cli, msmarco, splade_order, tmp_path):
     first, rr = splade_order
     out = tmp_path / "cli"
-    res = cli("diagnose", "--qrels", "dl19-passage", "--first-stage", f"bm25={first}", "--reranked",
-              f"splade-order={rr}", "--permutations", "500", "--out", out)
+    res = cli(
+        "diagnose",
+        "--qrels",
+        "dl19-passage",
+        "--first-stage",
+        f"bm25={first}",
+        "--reranked",
+        f"splade-order={rr}",
+        "--permutations",
+        "500",
+        "--out",
+        out,
+    )
     assert res.exit_code == 0, res.output
     d = ts.diagnose("dl19-passage", {"bm25": str(first)}, {"splade-order": str(rr)}, permutations=500, name="cli")
     files = d.write(tmp_path / "api")
@@ -75,7 +86,10 @@ def test_fuse_equals_the_command(cli, msmarco, tmp_path):
     meta = json.loads((tmp_path / "api.txt.meta.json").read_text())
     assert meta["parameters"]["method"] == "rrf" and meta["parameters"]["k"] == 60.0
     ev = ts.evaluate("dl19-passage", fused, "nDCG@10", complete=True)
-    assert ev.summary["ndcg_cut_10"] == ts.evaluate("dl19-passage", tmp_path / "cli.txt", "nDCG@10", complete=True).summary["ndcg_cut_10"]
+    assert (
+        ev.summary["ndcg_cut_10"]
+        == ts.evaluate("dl19-passage", tmp_path / "cli.txt", "nDCG@10", complete=True).summary["ndcg_cut_10"]
+    )
 
 
 def test_rerank_equals_the_command(cli, tmp_path, tiny_cross_encoder):
@@ -84,8 +98,22 @@ def test_rerank_equals_the_command(cli, tmp_path, tiny_cross_encoder):
     cands = tmp_path / "cands.json"
     cands.write_text(json.dumps(CANDIDATES))
     out = tmp_path / "cli.trec"
-    res = cli("rerank", "--candidates", cands, "--model", tiny_cross_encoder, "--device", "cpu", "--batch-size", "2",
-              "--no-progress", "--tag", "t", "--out", out)
+    res = cli(
+        "rerank",
+        "--candidates",
+        cands,
+        "--model",
+        tiny_cross_encoder,
+        "--device",
+        "cpu",
+        "--batch-size",
+        "2",
+        "--no-progress",
+        "--tag",
+        "t",
+        "--out",
+        out,
+    )
     assert res.exit_code == 0, res.output
     run = ts.rerank(candidates=cands, model=tiny_cross_encoder, batch_size=2, tag="t")
     run.write(tmp_path / "api.trec")

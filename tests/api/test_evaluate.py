@@ -34,15 +34,27 @@ def dl19(msmarco):
 # (CLI flags, the same as keywords)
 OPTION_SETS = [
     ([], {}),
-    (["-c", "-l", "2", "-m", "nDCG@10", "-m", "AP@100", "-m", "R@20", "-m", "R@100"],
-     {"complete": True, "relevance_level": 2, "measures": ["nDCG@10", "AP@100", "R@20", "R@100"]}),
+    (
+        ["-c", "-l", "2", "-m", "nDCG@10", "-m", "AP@100", "-m", "R@20", "-m", "R@100"],
+        {"complete": True, "relevance_level": 2, "measures": ["nDCG@10", "AP@100", "R@20", "R@100"]},
+    ),
     (["-m", "all_trec", "--trec-eval", "10", "-c"], {"measures": "all_trec", "trec_eval": 10, "complete": True}),
-    (["-m", "ndcg_cut.10", "--gain", "exp", "--discount", "jk:2"], {"measures": "ndcg_cut.10", "gain": "exp", "discount": "jk:2"}),
-    (["-J", "-M", "50", "-m", "P.5,10", "-m", "map"], {"judged_only": True, "max_docs": 50, "measures": ["P.5,10", "map"]}),
-    (["--relevance-map", "0:0,1:0,2:1,3:1", "-m", "recall.100", "-m", "relstring.10"],
-     {"relevance_map": "0:0,1:0,2:1,3:1", "measures": ["recall.100", "relstring.10"]}),
-    (["-m", "judged.10", "--judged-compat", "pyserini", "--score-precision", "float64"],
-     {"measures": "judged.10", "judged_compat": "pyserini", "score_precision": "float64"}),
+    (
+        ["-m", "ndcg_cut.10", "--gain", "exp", "--discount", "jk:2"],
+        {"measures": "ndcg_cut.10", "gain": "exp", "discount": "jk:2"},
+    ),
+    (
+        ["-J", "-M", "50", "-m", "P.5,10", "-m", "map"],
+        {"judged_only": True, "max_docs": 50, "measures": ["P.5,10", "map"]},
+    ),
+    (
+        ["--relevance-map", "0:0,1:0,2:1,3:1", "-m", "recall.100", "-m", "relstring.10"],
+        {"relevance_map": "0:0,1:0,2:1,3:1", "measures": ["recall.100", "relstring.10"]},
+    ),
+    (
+        ["-m", "judged.10", "--judged-compat", "pyserini", "--score-precision", "float64"],
+        {"measures": "judged.10", "judged_compat": "pyserini", "score_precision": "float64"},
+    ),
     (["-m", "utility.2,-1,0,0", "-N", "8841823"], {"measures": "utility.2,-1,0,0", "num_docs": 8841823}),
 ]
 
@@ -94,20 +106,32 @@ def _forms(run_path):
     for q, d, s in zip(frame["query_id"], frame["doc_id"], frame["score"]):
         nested.setdefault(q, {})[d] = s
     scored = [ir_measures.ScoredDoc(q, d, s) for q, d, s in zip(frame["query_id"], frame["doc_id"], frame["score"])]
-    return {"path": run_path, "pyterrier": pt, "twostage": frame[["query_id", "doc_id", "score"]], "dict": nested,
-            "scored_docs": scored, "run": ts.Run.read(run_path)}
+    return {
+        "path": run_path,
+        "pyterrier": pt,
+        "twostage": frame[["query_id", "doc_id", "score"]],
+        "dict": nested,
+        "scored_docs": scored,
+        "run": ts.Run.read(run_path),
+    }
 
 
 def _qrels_forms(qrels_path):
     ir_measures = pytest.importorskip("ir_measures")
-    rows = [line.split() for line in open(qrels_path)]
+    rows = [line.split() for line in qrels_path.read_text().splitlines()]
     pt = pd.DataFrame({"qid": [r[0] for r in rows], "docno": [r[2] for r in rows], "label": [int(r[3]) for r in rows]})
     ird = pt.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
     nested: dict = {}
     for q, d, r in rows_of(pt):
         nested.setdefault(q, {})[d] = r
-    return {"path": qrels_path, "name": "dl19-passage", "pyterrier": pt, "ir_datasets": ird, "dict": nested,
-            "qrels": [ir_measures.Qrel(q, d, r) for q, d, r in rows_of(pt)]}
+    return {
+        "path": qrels_path,
+        "name": "dl19-passage",
+        "pyterrier": pt,
+        "ir_datasets": ird,
+        "dict": nested,
+        "qrels": [ir_measures.Qrel(q, d, r) for q, d, r in rows_of(pt)],
+    }
 
 
 def rows_of(frame):
@@ -124,8 +148,7 @@ def test_every_input_form_gives_the_same_numbers(dl19):
             pd.testing.assert_frame_equal(got.per_query, want.per_query)
 
 
-def test_integer_ids_are_converted_to_text(tiny, caplog):
-    qrels, _ = tiny
+def test_integer_ids_are_converted_to_text(caplog):
     q = pd.DataFrame({"query_id": [1, 1, 2], "doc_id": [10, 11, 20], "relevance": [1, 0, 1]})
     r = pd.DataFrame({"qid": [1, 1, 2], "docno": [11, 10, 20], "score": [2.0, 1.0, 1.0]})
     with caplog.at_level("INFO"):
@@ -139,14 +162,24 @@ def test_integer_ids_are_converted_to_text(tiny, caplog):
 @pytest.mark.parametrize(
     ("run", "message"),
     [
-        (pd.DataFrame({"qid": ["q1", "q1"], "docno": ["a", "a"], "score": [1.0, 2.0]}),
-         "<DataFrame>: row 1: run lists document 'a' twice for query 'q1'"),
-        (pd.DataFrame({"qid": ["q1", "q1"], "docno": ["a", "b"], "score": [1.0, math.nan]}),
-         "<DataFrame>: row 1: score is NaN"),
+        (
+            pd.DataFrame({"qid": ["q1", "q1"], "docno": ["a", "a"], "score": [1.0, 2.0]}),
+            "<DataFrame>: row 1: run lists document 'a' twice for query 'q1'",
+        ),
+        (
+            pd.DataFrame({"qid": ["q1", "q1"], "docno": ["a", "b"], "score": [1.0, math.nan]}),
+            "<DataFrame>: row 1: score is NaN",
+        ),
         (pd.DataFrame({"qid": ["q1"], "docno": ["a"], "value": [1.0]}), "no score column: expected one of score"),
         (pd.DataFrame({"query": ["q1"], "docno": ["a"], "score": [1.0]}), "no query id column"),
-        (pd.DataFrame({"qid": ["q1", None], "docno": ["a", "b"], "score": [1.0, 2.0]}), "row 1: query id nan is not text"),
-        (pd.DataFrame({"qid": ["q1", "q1"], "docno": ["a", "b"], "score": [1.0, "x"]}), "row 1: score 'x' is not a number"),
+        (
+            pd.DataFrame({"qid": ["q1", None], "docno": ["a", "b"], "score": [1.0, 2.0]}),
+            "row 1: query id nan is not text",
+        ),
+        (
+            pd.DataFrame({"qid": ["q1", "q1"], "docno": ["a", "b"], "score": [1.0, "x"]}),
+            "row 1: score 'x' is not a number",
+        ),
         ({"q1": {"a": 1.0, "b": math.nan}}, "<dict>: row 1: score is NaN"),
         ([("q1", "a")], "<iterable>: row 0: expected a tuple with fields query_id, doc_id, score"),
     ],
@@ -187,8 +220,12 @@ def test_long_forms_match_ir_measures_iter_calc(dl19):
     ev = ts.evaluate(qrels, run, measures, trec_eval=10)
     names = {"nDCG@10": "ndcg_cut_10", "P@10": "P_10", "R@100": "recall_100", "AP": "map", "RR": "recip_rank"}
     theirs = pd.DataFrame(
-        [(m.query_id, names[str(m.measure)], m.value) for m in ir_measures.iter_calc(
-            measures, ir_measures.read_trec_qrels(str(qrels)), ir_measures.read_trec_run(str(run)))],
+        [
+            (m.query_id, names[str(m.measure)], m.value)
+            for m in ir_measures.iter_calc(
+                measures, ir_measures.read_trec_qrels(str(qrels)), ir_measures.read_trec_run(str(run))
+            )
+        ],
         columns=["query_id", "measure", "value"],
     )
     ours = ev.to_ir_measures()
@@ -196,7 +233,9 @@ def test_long_forms_match_ir_measures_iter_calc(dl19):
     merged = ours.merge(theirs, on=["query_id", "measure"], suffixes=("", "_ir"), validate="one_to_one")
     assert len(merged) == len(ours) == len(theirs) == 43 * 5
     assert np.abs(merged["value"] - merged["value_ir"]).max() < 1e-9
-    agg = ir_measures.calc_aggregate(measures, ir_measures.read_trec_qrels(str(qrels)), ir_measures.read_trec_run(str(run)))
+    agg = ir_measures.calc_aggregate(
+        measures, ir_measures.read_trec_qrels(str(qrels)), ir_measures.read_trec_run(str(run))
+    )
     for m, v in agg.items():
         assert ev.summary[names[str(m)]] == pytest.approx(v, abs=1e-12)
     pt = ev.to_pyterrier("bm25")
@@ -216,8 +255,13 @@ def test_values_match_ranx(dl19):
     q = ranx.Qrels.from_file(str(qrels), kind="trec")
     r = ranx.Run(ts.Run.from_frame(frame).to_dict())
     got = ranx.evaluate(q, r, ["ndcg@10", "precision@10", "recall@100", "map@100", "mrr@100"])
-    for theirs, ours in (("ndcg@10", "ndcg_cut_10"), ("precision@10", "P_10"), ("recall@100", "recall_100"),
-                         ("map@100", "map_cut_100"), ("mrr@100", "recip_rank")):
+    for theirs, ours in (
+        ("ndcg@10", "ndcg_cut_10"),
+        ("precision@10", "P_10"),
+        ("recall@100", "recall_100"),
+        ("map@100", "map_cut_100"),
+        ("mrr@100", "recip_rank"),
+    ):
         assert got[theirs] == pytest.approx(ev.summary[ours], abs=1e-9), theirs
 
 

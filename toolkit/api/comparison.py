@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,14 +102,16 @@ class Comparison:
         return self.result.doc
 
     # ------------------------------------------------------------- paper tables
-    def _cells(self, alpha: float, digits: int, bold, mark) -> tuple[list[list[str]], str]:
+    def _cells(
+        self, alpha: float, digits: int, bold: Callable[[str], str], mark: Callable[[str], str]
+    ) -> tuple[list[list[str]], str]:
         means = self.means
         by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
         rows = []
         for name in self.systems:
             cells = [name]
             for m in self.measures:
-                v = means.loc[name, m]
+                v = float(means.at[name, m])  # type: ignore[arg-type]  # a float cell; pandas types it as any scalar
                 text = f"{v:.{digits}f}"
                 best = means[m].round(digits).max()
                 if round(v, digits) == best:
@@ -173,7 +175,9 @@ class Comparison:
         write_compare_report(Path(folder), self.doc, self.result.table, self.baselines[0], list(self.measures))
 
     def __repr__(self) -> str:
-        return f"Comparison({len(self.systems)} systems, baselines {list(self.baselines)}, measures {list(self.measures)})"
+        return (
+            f"Comparison({len(self.systems)} systems, baselines {list(self.baselines)}, measures {list(self.measures)})"
+        )
 
     def _repr_html_(self) -> str:
         from html import escape

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -73,14 +72,14 @@ class Diagnosis:
         """What the diagnosis noticed (pairing, missing queries, unjudged tops)."""
         return self.result.notes
 
-    def plot_decomposition(self):
+    def plot_decomposition(self) -> Any:
         """A matplotlib figure: per reranked run, the ideal split into reranked + lost in reranking + lost in
         candidates."""
         from toolkit.report.diagnosis import plot_decomposition
 
         return plot_decomposition(self.result)
 
-    def plot_depth_curve(self):
+    def plot_depth_curve(self) -> Any:
         """A matplotlib figure: the measure against rerank depth, with the ceiling and the first stage's R@k."""
         from toolkit.report.diagnosis import plot_depth_curve
 
@@ -118,7 +117,15 @@ class Diagnosis:
         )
 
 
-def _reranked_from_path(name: str, path: str, run, firsts: Mapping[str, Any], depth, listwise, pairs):
+def _reranked_from_path(
+    name: str,
+    path: str,
+    run: Any,
+    firsts: Mapping[str, Any],
+    depth: int | None,
+    listwise: Iterable[str],
+    pairs: Mapping[str, str],
+) -> tuple[core.Reranked, dict]:
     """A reranked run read from a file, its depth and first stage from the flags, else its sidecar."""
     from toolkit.sidecar import read_meta
 
@@ -132,7 +139,9 @@ def _reranked_from_path(name: str, path: str, run, firsts: Mapping[str, Any], de
         d, d_from = core.longest_list(run), "the reranked run's longest list"
     by_sha = {r.sha256: n for n, r in firsts.items() if r.sha256}
     first = pairs.get(name) or by_sha.get((meta.get("first_stage") or {}).get("sha256"), "")
-    is_listwise = name in listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
+    is_listwise = (
+        name in listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
+    )
     return core.Reranked(name, run, first, d, is_listwise, d_from), meta
 
 
@@ -146,7 +155,7 @@ def _named(runs: Any, what: str) -> dict[str, Any]:
     return named_runs(runs)
 
 
-def _sources(q, first_stage: Any, reranked: Any, topics: str | None) -> dict:
+def _sources(q: Any, first_stage: Any, reranked: Any, topics: str | None) -> dict:
     """What the report names as its inputs (the file paths, as ``twostage diagnose`` records them)."""
 
     def paths(runs: Any) -> str:
@@ -219,7 +228,14 @@ def diagnose(
             item, _ = _reranked_from_path(n, path, run, firsts, depth, listwise, dict(pairs or {}))
         else:
             d = depth or core.longest_list(run)
-            item = core.Reranked(n, run, (pairs or {}).get(n, ""), d, n in listwise, "given" if depth else "the reranked run's longest list")
+            item = core.Reranked(
+                n,
+                run,
+                (pairs or {}).get(n, ""),
+                d,
+                n in listwise,
+                "given" if depth else "the reranked run's longest list",
+            )
         inputs.append(item)
     queries: dict[str, str] = {}
     if topics:

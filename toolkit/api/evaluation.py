@@ -101,7 +101,9 @@ class Evaluation:
 
         table = self.summary.to_frame().to_html(float_format=lambda v: f"{v:.4f}")
         notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
-        prov = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in self.provenance.items())
+        prov = "".join(
+            f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in self.provenance.items()
+        )
         return (
             f"<div><b>Evaluation</b> of {escape(self.runid or 'run')} "
             f"({self.provenance['queries_evaluated']} queries)</div>{table}"
@@ -122,7 +124,7 @@ def settings(
     gain: str = "linear",
     discount: str = "log2",
     judged_compat: str = "twostage",
-):
+) -> Any:
     """``EvalSettings`` from the keyword options (the same names ``twostage eval``'s flags stand for)."""
     from toolkit.measures.names import build_settings
 
@@ -142,7 +144,9 @@ def settings(
     )
 
 
-def _judgments(qrels: Any, rel_format: str, relevance_map: str | None, dedupe: str, data_dir):
+def _judgments(
+    qrels: Any, rel_format: str, relevance_map: str | None, dedupe: str, data_dir: str | os.PathLike | None
+) -> Any:
     from toolkit.api.inputs import as_qrels
     from toolkit.errors import ConfigError
     from toolkit.trec_io import read_prefs, read_qrels_jg

@@ -141,7 +141,9 @@ def run_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", tag: str = "",
 
 
 def _nested_frame(obj: Mapping, value: str, where: str) -> pd.DataFrame:
-    qids, docs, vals = [], [], []
+    qids: list[Any] = []
+    docs: list[Any] = []
+    vals: list[Any] = []
     for qid, docs_of in obj.items():
         if not isinstance(docs_of, Mapping):
             raise InputFormatError(where, None, f"query {qid!r}: expected {{doc_id: {value}}}, got {type(docs_of)}")
@@ -176,7 +178,9 @@ def as_run(obj: Any, *, dedupe: str = "error") -> Run:
     if isinstance(obj, Mapping):
         return run_from_frame(_nested_frame(obj, SCORE, DICT), dedupe=dedupe, where=DICT)
     if isinstance(obj, Iterable):
-        return run_from_frame(_tuples_frame(obj, ("query_id", "doc_id", "score"), ITERABLE), dedupe=dedupe, where=ITERABLE)
+        return run_from_frame(
+            _tuples_frame(obj, ("query_id", "doc_id", "score"), ITERABLE), dedupe=dedupe, where=ITERABLE
+        )
     raise ConfigError(f"cannot read a run from {type(obj).__name__}: give a path, a DataFrame, a dict or ScoredDocs")
 
 

@@ -22,7 +22,9 @@ def read_run(path: str | os.PathLike, *, dedupe: str = "error") -> Run:
     return Run.read(path, dedupe=dedupe)
 
 
-def _sharding(ray: str | None, shards: str | os.PathLike | None, workers, gpus_per_worker, force: bool):
+def _sharding(
+    ray: str | None, shards: str | os.PathLike | None, workers: int | None, gpus_per_worker: float | None, force: bool
+) -> Any:
     """A Ray ``Sharding`` for ``ray=`` (shards recorded under ``shards``); None runs in this process."""
     if ray is None:
         return None
@@ -36,14 +38,14 @@ def _sharding(ray: str | None, shards: str | os.PathLike | None, workers, gpus_p
     return Sharding(RayExecutor(options), Path(shards), None, force)
 
 
-def _shutdown(sharding) -> None:
+def _shutdown(sharding: Any) -> None:
     if sharding is not None:
         from toolkit.jobs.distributed import shutdown
 
         shutdown()
 
 
-def _topics(topics: Any, data_dir, max_queries: int | None):
+def _topics(topics: Any, data_dir: str | os.PathLike | None, max_queries: int | None) -> Any:
     from toolkit.catalog import resolve_topics
     from toolkit.records import Topic, Topics
     from toolkit.retrieval.search import limit_topics
@@ -120,13 +122,17 @@ def index(
     return info.path
 
 
-def _search_meta(result, index_path, topics, t, params: dict, started: float) -> dict:
+def _search_meta(result: Any, index_path: Any, topics: Any, t: Any, params: dict, started: float) -> dict:
     from toolkit.retrieval.indexing import read_meta
 
     return {
         "parameters": params,
         "index": {"path": str(index_path), "meta": read_meta(index_path)},
-        "topics": {"spec": str(topics) if not isinstance(topics, Mapping) else "<dict>", "path": t.path, "count": len(t)},
+        "topics": {
+            "spec": str(topics) if not isinstance(topics, Mapping) else "<dict>",
+            "path": t.path,
+            "count": len(t),
+        },
         "queries": result.queries,
         "empty_queries": list(result.empty_queries),
         "search_seconds": round(result.seconds, 3),
@@ -281,7 +287,7 @@ def fuse(
     return Run(fused, {"parameters": params, "inputs": [{"path": r.path, "sha256": r.sha256} for r in loaded]})
 
 
-def _texts(first, candidates, corpus, index):
+def _texts(first: Any, candidates: Any, corpus: Any, index: Any) -> Any:
     from toolkit.errors import ConfigError
     from toolkit.texts import lucene_text_source, read_jsonl_corpus
 
