@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/install_chromium.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+.venv/bin/mypy  # the public API, as [tool.mypy] in pyproject.toml configures it
 exec .venv/bin/python -m pytest "$@"
