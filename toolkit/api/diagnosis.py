@@ -77,13 +77,13 @@ class Diagnosis:
         candidates."""
         from toolkit.report.diagnosis import plot_decomposition
 
-        return plot_decomposition(self.result)
+        return _for_notebooks(plot_decomposition(self.result))
 
     def plot_depth_curve(self) -> Any:
         """A matplotlib figure: the measure against rerank depth, with the ceiling and the first stage's R@k."""
         from toolkit.report.diagnosis import plot_depth_curve
 
-        return plot_depth_curve(self.result)
+        return _for_notebooks(plot_depth_curve(self.result))
 
     def write(self, folder: str | os.PathLike) -> dict[str, str]:
         """Write what ``twostage diagnose --out FOLDER`` writes (index.html, report.md, plots/, per_query.csv,
@@ -115,6 +115,24 @@ class Diagnosis:
             + self.decomposition.to_html(float_format=lambda v: f"{v:.4f}")
             + figs
         )
+
+
+def _for_notebooks(fig: Any) -> Any:
+    """The figure, owned by the caller (closed in pyplot, so no backend shows it a second time), and shown
+    as a PNG when it is a cell's value in IPython: the plots are drawn on Agg, which registers no display."""
+    import sys
+
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None:
+        from IPython.core.pylabtools import print_figure
+        from matplotlib.figure import Figure
+
+        shell.display_formatter.formatters["image/png"].for_type(Figure, lambda f: print_figure(f, "png"))
+    return fig
 
 
 def _reranked_from_path(
