@@ -68,6 +68,14 @@ def _ids(values: pd.Series, what: str, where: str) -> pd.Series:
         log.info("%s: integer %s ids converted to text (str)", where, what)
         return values.astype("str")
     if pd.api.types.is_object_dtype(values.dtype):
+        import pyarrow as pa
+
+        try:  # all text (PyTerrier's frames): converted in C, no Python loop
+            text = pa.array(values.to_numpy(), type=pa.large_string(), from_pandas=True)
+            if text.null_count == 0:
+                return pd.Series(pd.arrays.ArrowStringArray(text), index=values.index, copy=False)
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            pass
         kind = values.map(_id_kind).to_numpy()
         bad = kind == 0
         if (kind == 2).any() and not bad.any():
@@ -82,6 +90,20 @@ def _ids(values: pd.Series, what: str, where: str) -> pd.Series:
             where, None, f"row {row}: {what} id {_show(values.iloc[row])} is not text (give ids as str or int)"
         )
     return values.astype("str")
+
+
+def _text_column(values: pd.Series) -> pd.Series:
+    """An arrow-backed text column with a fresh index, as the file readers make (no per-row Python objects)."""
+    import pyarrow as pa
+
+    a = pa.array(values.array) if isinstance(values.array, pd.arrays.ArrowStringArray) else None
+    if a is None:
+        a = pa.array(values.astype("str").array)
+    if isinstance(a, pa.ChunkedArray):
+        a = a.cast(pa.large_string())
+    else:
+        a = pa.chunked_array([a.cast(pa.large_string())])
+    return pd.Series(pd.arrays.ArrowStringArray(a), copy=False)
 
 
 def _numbers(values: pd.Series, what: str, where: str) -> np.ndarray:
@@ -100,25 +122,47 @@ def _numbers(values: pd.Series, what: str, where: str) -> np.ndarray:
     return out
 
 
+def _arrow(column: pd.Series) -> Any:
+    import pyarrow as pa
+
+    from toolkit.columns import arrow_of
+
+    a = arrow_of(column)
+    chunks = a.chunks if isinstance(a, pa.ChunkedArray) else [a]
+    # the hashing works chunk by chunk: a column converted in one piece is cut so its temporaries stay small
+    step = 1 << 19
+    return pa.chunked_array([c.slice(i, step) for c in chunks for i in range(0, len(c), step)], type=a.type)
+
+
 def _dedupe(frame: pd.DataFrame, where: str, dedupe: str, what: str) -> tuple[pd.DataFrame, int]:
-    dup = frame.duplicated([QUERY_ID, DOC_ID], keep="first").to_numpy()
-    if not dup.any():
+    """Repeated (query, doc) rows, found as files' are (64-bit pair hashes, then the exact strings)."""
+    from toolkit.trec_io import _duplicate_rows
+
+    rows = _duplicate_rows(_arrow(frame[QUERY_ID]), _arrow(frame[DOC_ID]))
+    if not len(rows):
         return frame, 0
     if dedupe == "first":
-        return frame[~dup].reset_index(drop=True), int(dup.sum())
-    row = int(np.flatnonzero(dup)[0])
+        keep = np.ones(len(frame), dtype=bool)
+        keep[rows] = False
+        return frame[keep].reset_index(drop=True), len(rows)
+    row = int(rows[0])
     q, d = frame[QUERY_ID].iloc[row], frame[DOC_ID].iloc[row]
     raise InputFormatError(
         where,
         None,
-        f"row {row}: {what} lists document {d!r} twice for query {q!r} ({int(dup.sum())} duplicate row(s) in all); "
+        f"row {row}: {what} lists document {d!r} twice for query {q!r} ({len(rows)} duplicate row(s) in all); "
         "trec_eval refuses this; pass dedupe='first' to keep the first occurrence",
     )
 
 
 def _frame_sha256(frame: pd.DataFrame) -> str:
-    """A content checksum of an in-memory table (row hashes, vectorised), so provenance can tell inputs apart."""
-    return hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
+    """A content checksum of an in-memory table (pair hashes and values, vectorised), so provenance can tell
+    inputs apart."""
+    from toolkit.columns import row_hashes
+
+    h = hashlib.sha256(row_hashes(_arrow(frame[QUERY_ID]), _arrow(frame[DOC_ID])).tobytes())
+    h.update(np.ascontiguousarray(frame.iloc[:, 2].to_numpy()).tobytes())
+    return h.hexdigest()
 
 
 # --------------------------------------------------------------------- runs
@@ -129,11 +173,11 @@ def run_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", tag: str = "",
     s = _column(frame, SCORE_COLUMNS, "score", where)
     out = pd.DataFrame(
         {
-            QUERY_ID: _ids(frame[q], "query", where).to_numpy(),
-            DOC_ID: _ids(frame[d], "document", where).to_numpy(),
+            QUERY_ID: _text_column(_ids(frame[q], "query", where)),
+            DOC_ID: _text_column(_ids(frame[d], "document", where)),
             SCORE: _numbers(frame[s], "score", where),
         }
-    ).astype({QUERY_ID: "str", DOC_ID: "str"})
+    )
     out, dropped = _dedupe(out, where, dedupe, "run")
     if not tag and "name" in frame.columns and frame["name"].nunique() == 1:
         tag = str(frame["name"].iloc[0])  # PyTerrier's transformer name
@@ -197,11 +241,11 @@ def qrels_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", where: str =
         raise InputFormatError(where, None, f"row {row}: relevance {_show(frame[r].iloc[row])} is not an integer")
     out = pd.DataFrame(
         {
-            QUERY_ID: _ids(frame[q], "query", where).to_numpy(),
-            DOC_ID: _ids(frame[d], "document", where).to_numpy(),
+            QUERY_ID: _text_column(_ids(frame[q], "query", where)),
+            DOC_ID: _text_column(_ids(frame[d], "document", where)),
             RELEVANCE: labels.astype(np.int64),
         }
-    ).astype({QUERY_ID: "str", DOC_ID: "str"})
+    )
     out, dropped = _dedupe(out, where, dedupe, "qrels")
     return Qrels(frame=out, path=where, sha256=_frame_sha256(out), duplicates_dropped=dropped)
 
