@@ -96,13 +96,10 @@ def _text_column(values: pd.Series) -> pd.Series:
     """An arrow-backed text column with a fresh index, as the file readers make (no per-row Python objects)."""
     import pyarrow as pa
 
-    a = pa.array(values.array) if isinstance(values.array, pd.arrays.ArrowStringArray) else None
-    if a is None:
-        a = pa.array(values.astype("str").array)
-    if isinstance(a, pa.ChunkedArray):
-        a = a.cast(pa.large_string())
-    else:
-        a = pa.chunked_array([a.cast(pa.large_string())])
+    text = values if isinstance(values.array, pd.arrays.ArrowStringArray) else values.astype("str")
+    a = pa.array(text.array).cast(pa.large_string())
+    if not isinstance(a, pa.ChunkedArray):
+        a = pa.chunked_array([a])
     return pd.Series(pd.arrays.ArrowStringArray(a), copy=False)
 
 
