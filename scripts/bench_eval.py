@@ -8,6 +8,13 @@ values agree. Not a test: figures, not assertions.
 
     .venv/bin/python scripts/bench_eval.py [--queries 6980] [--depth 1000] [--work DIR] [--shuffled]
     .venv/bin/python scripts/bench_eval.py --all-trec [--trec-eval-10 PATH]
+    .venv/bin/python scripts/bench_eval.py --many 100
+
+--many N: N DL19-sized runs (the five DL19 runs of ../shared/data, scores perturbed with
+seeded noise, cycled to N files) evaluated by one ``twostage eval QRELS FOLDER`` call and
+by N single-run calls (ndcg_cut.10, map, recall.100, -c -l 2); prints both walls, the
+speed-up (the issue's goal: >= 10x) and whether every run's values agree.
+
     .venv/bin/python scripts/bench_eval.py --api
 
 --api: ``toolkit.evaluate`` on the run held in memory as a PyTerrier DataFrame (arrow-backed and
@@ -134,8 +141,12 @@ def main() -> None:
     ap.add_argument("--shuffled", action="store_true", help="also time a line-shuffled copy of the run")
     ap.add_argument("--all-trec", action="store_true", help="-m all_trec against native trec_eval and pytrec_eval")
     ap.add_argument("--trec-eval-10", default=None, help="a native trec_eval 10 binary to compare with")
+    ap.add_argument("--many", type=int, default=0, help="N DL19-sized runs: one call vs N calls")
     ap.add_argument("--api", action="store_true", help="toolkit.evaluate on in-memory DataFrames and dicts")
     args = ap.parse_args()
+    if args.many:
+        many_runs(args)
+        return
     work = Path(args.work or tempfile.mkdtemp(prefix="twostage-bench-"))
     run, qrels = work / "run.txt", work / "qrels.txt"
     if not run.exists():
@@ -276,6 +287,50 @@ def all_trec(work: Path, run: Path, qrels: Path, size_mib: float, twostage: str,
             else f"VALUES DIFFER: {differ}"
         )
     )
+
+
+MAKE_MANY = r"""
+import sys
+from pathlib import Path
+import numpy as np
+import pandas as pd
+src, out, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+bases = sorted(src.glob("run.dl19.*"))
+rng = np.random.default_rng(0)
+for i in range(n):
+    run = pd.read_csv(bases[i % len(bases)], sep=" ", header=None, dtype={0: str, 2: str})
+    run[4] = run[4] + rng.normal(0, 0.05 * run[4].std(), len(run))  # another system, same size
+    run.to_csv(out / f"run{i:03d}.trec", sep=" ", header=False, index=False)
+"""
+
+
+def many_runs(args) -> None:
+    """One `twostage eval QRELS FOLDER` against N single-run calls on the same N DL19-sized runs."""
+    data = Path(os.environ.get("TWOSTAGE_DATA", REPO.parent / "shared" / "data")) / "msmarco-passage"
+    work = Path(args.work or tempfile.mkdtemp(prefix="twostage-bench-many-"))
+    folder = work / f"runs{args.many}"
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+        subprocess.run([sys.executable, "-c", MAKE_MANY, str(data / "runs"), str(folder), str(args.many)], check=True)
+    qrels = str(data / "qrels.dl19-passage.txt")
+    env = os.environ | {"PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    base = [sys.executable, "-m", "toolkit.cli", "eval", "--no-provenance", "-c", "-l", "2"]
+    base += ["-m", "ndcg_cut.10", "-m", "map", "-m", "recall.100", qrels]
+    files = sorted(folder.glob("*.trec"))
+    wall_one, rss, text = run_measured([*base, str(folder)], env)
+    blocks = text.split("# run: ")[1:]
+    wall_many, outs = 0.0, []
+    for f in files:
+        wall, _, out = run_measured([*base, str(f)], env)
+        wall_many += wall
+        outs.append(out)
+    same = [b.split("\n", 1)[1] for b in blocks] == outs
+    rows = len(files[0].read_text().splitlines())
+    print(f"{len(files)} DL19-sized runs ({rows} lines each), 3 measures, -c -l 2; cores: {os.cpu_count()}")
+    print(f"  one call, {len(files)} runs : {wall_one:7.2f} s  (peak RSS {rss:.0f} MiB)")
+    print(f"  {len(files)} single calls   : {wall_many:7.2f} s  ({wall_many / len(files):.2f} s each)")
+    print(f"  speed-up             : {wall_many / wall_one:7.1f}x  (goal >= 10x); per-run values identical: {same}")
+    print(f"  load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

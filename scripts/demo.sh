@@ -7,6 +7,8 @@
 #     then one diagnosis of all three: loss decomposition, rerank-depth curve, significance, agreement,
 #     disagreements, and the query explorer page
 #   CACM: index -> BM25 top-100 -> MiniLM rerank (texts from the index) -> diagnose
+#   CACM experiment: docs/experiments/cacm.yaml (BM25 grid with 5-fold tuning, RM3, MiniLM at three depths);
+#     prints the results table (results.csv and index.html in $OUT/cacm-experiment)
 #   DL20 passage likewise, with WITH_DL20=1 (another ~5,400 passages through MiniLM on the CPU)
 #
 # Progress bars go to stderr; the report folders are printed at the end.
@@ -105,6 +107,15 @@ else
   # so the unjudged-top label is turned off (--max-unjudged 1) and recall uses level 1 (binary qrels).
   diagnose "$OUT/cacm-minilm" --qrels "$DATA/cacm/qrels.cacm.txt" --topics cacm --max-unjudged 1 \
     --first-stage "bm25=$OUT/runs/cacm.bm25.top100.trec" --reranked "minilm=$OUT/runs/cacm.bm25.minilm.trec" --index indexes/cacm
+fi
+
+# ------------------------------------------------------------------ CACM experiment
+if [ -z "${SKIP_CACM:-}" ] && "$TS" experiment --help >/dev/null 2>&1; then
+  say "CACM experiment (docs/experiments/cacm.yaml): BM25 grid tuned by 5-fold CV on MAP, RM3, $MODEL at depths 20/50/100"
+  t=$(date +%s)
+  "$TS" experiment run docs/experiments/cacm.yaml --out "$OUT/cacm-experiment" --data-dir "$DATA"
+  echo "experiment took $(elapsed "$t") (a second run reuses every stage from the cache)" >&2
+  echo "$OUT/cacm-experiment/index.html" >&2
 fi
 
 # ------------------------------------------------------------------ summary

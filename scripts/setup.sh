@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Idempotent setup: .venv with Python 3.11, the project with its test, ray and onnx extras
-# (the Ray and ONNX tests need them).
+# Idempotent setup: .venv with Python 3.11, the project with every extra ([all]: pyserini, rerank, ray, onnx)
+# plus the test tools ([test]); the test suite needs them all.
 # Re-running it only installs what changed (pip sees satisfied pins and stops).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,6 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 .venv/bin/python -m pip install -q --upgrade pip >&2
-.venv/bin/python -m pip install -q -e ".[test,ray,onnx]" >&2
+.venv/bin/python -m pip install -q -e ".[all,test]" >&2
 echo "$want" > "$stamp"
 echo "setup.sh: environment ready in .venv" >&2

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from samples import CANDIDATES
+
 from toolkit.models import packaged_minilm
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,12 +22,28 @@ class InputFormatError(TwostageError):
         super().__init__(f"{where}: {reason}")
 
 
+class NoCommonQueriesError(TwostageError):
+    """A run and judgments with no query in common (wrong qrels for the run): nothing can be evaluated."""
+
+
 class UnknownMeasureError(TwostageError):
     """A measure name or parameter that does not exist."""
 
 
 class ConfigError(TwostageError):
     """Options that cannot be combined, or a missing resource (Java, data folder, model)."""
+
+
+class MissingExtraError(ConfigError):
+    """A command or function needs an optional part of the install (a pip extra) that is not installed."""
+
+    def __init__(self, extra: str, module: str, what: str):
+        self.extra = extra
+        self.module = module
+        super().__init__(
+            f"{what} needs the [{extra}] extra ({module} is not installed): pip install 'twostage[{extra}]' "
+            f"(from a checkout: pip install -e '.[{extra}]')"
+        )
 
 
 class ChecksumError(TwostageError):

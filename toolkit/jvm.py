@@ -204,6 +204,22 @@ def start_jvm() -> JavaInfo:
         return info
 
 
+def java_class(name: str):
+    """A Java class of Anserini/Lucene through pyjnius (starts the JVM; imports no Pyserini).
+
+    Pyserini's own wrappers (``pyserini.search.lucene``) import its dense and impact
+    searchers, hence torch, transformers and faiss (about 5 s); a BM25, RM3 or QL search
+    needs only Anserini's ``SimpleSearcher``, which this reaches directly.
+    """
+    start_jvm()
+    import jnius
+
+    try:
+        return jnius.autoclass(name)
+    except Exception as exc:  # JavaException: class not on the classpath
+        raise ConfigError(f"Java class {name} not found in {pyserini_jar()}: {exc}") from exc
+
+
 def lucene_version() -> str:
     """The Lucene version inside the running JVM (starts it)."""
     start_jvm()

@@ -13,7 +13,9 @@ import numpy as np
 
 from toolkit.errors import ConfigError
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
+#: The --device of every command that runs a model (index --dense, dense, rerank): a GPU where there is
+#: one, else the CPU; resolve_device says which, and the sidecar records it.
+DEFAULT_DEVICE = "auto"
 
 
 def resolve_device(device: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 
 import pytest
 
@@ -156,7 +157,7 @@ def test_missing_file_and_unknown_measure(tmp_path, cli):
     res = cli("eval", "-m", "map", write(tmp_path, "q", QRELS), tmp_path / "nope.txt")
     assert res.exit_code == 1 and "no such file" in res.stderr
     res = cli("eval", "-m", "ndcg_cutt.10", write(tmp_path, "q", QRELS), write(tmp_path, "r", RUN))
-    assert res.exit_code == 1 and "did you mean 'ndcg_cut'" in res.stderr
+    assert res.exit_code == 1 and "did you mean 'ndcg_cut.10'" in res.stderr
 
 
 def test_topics_formats(tmp_path):
@@ -167,7 +168,7 @@ def test_topics_formats(tmp_path):
     assert read_topics(write(tmp_path, "t.jsonl", '{"_id": "7", "text": "x y"}\n')).as_dict() == {"7": "x y"}
     trec = "<top>\n<num> Number: 301\n<title> foreign minorities\n<desc> Description:\nx\n</top>\n"
     assert read_topics(write(tmp_path, "t.trec", trec)).as_dict() == {"301": "foreign minorities"}
-    with pytest.raises(InputFormatError, match="line 1|:1:"):
+    with pytest.raises(InputFormatError, match=r"line 1|:1:"):
         read_topics(write(tmp_path, "bad.tsv", "no tab here\n"))
 
 
@@ -191,3 +192,178 @@ def test_query_whose_labels_are_all_negative(tmp_path, cli):
     assert "ndcg_cut_10           \tq3\t0.0000" in res.stdout
     assert "map                   \tq3\t0.0000" in res.stdout
     assert "judged_10             \tq3\t0.0000" in res.stdout
+
+
+# ------------------------------------------ inputs that cannot mean what the user thinks
+def _native(args):
+    from oracles import native_trec_eval, native_trec_eval_output
+
+    if native_trec_eval() is None:
+        pytest.skip("no native trec_eval 9.0.4 for this machine")
+    return native_trec_eval_output([str(a) for a in args])
+
+
+def test_no_common_query_is_an_error_naming_both_files(tmp_path, cli):
+    qf, rf = write(tmp_path, "qrels.txt", QRELS), write(tmp_path, "run.txt", RUN.replace("q", "x"))
+    for extra in ([], ["-c"], ["--trec-eval", "10"]):
+        res = cli("eval", *extra, "-m", "map", qf, rf)
+        assert res.exit_code == 1, extra
+        assert res.stderr.startswith(f"Error: {rf} and {qf} have no query in common (run: 2 queries, e.g. 'x1', 'x2';")
+        assert "judgments: 2 queries, e.g. 'q1', 'q2'" in res.stderr and "--allow-no-common" in res.stderr
+    assert _native(["-m", "map", qf, rf])[0] == 7  # trec_eval 9: "No queries with both results and relevance info"
+    assert _native(["-c", "-m", "map", qf, rf])[0] == 7
+
+
+def test_allow_no_common_prints_zeros_and_says_so(tmp_path, cli):
+    import json
+
+    qf, rf = write(tmp_path, "qrels.txt", QRELS), write(tmp_path, "run.txt", RUN.replace("q", "x"))
+    res = cli("eval", "--allow-no-common", "--format", "json", "-c", "-m", "map", "-m", "num_q", qf, rf)
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert doc["all"] == {"map": 0.0, "num_q": 2.0}
+    assert doc["provenance"]["no_common_queries"].startswith("allowed (--allow-no-common)")
+    text = cli("eval", "--allow-no-common", "-m", "map", qf, rf).stdout
+    assert "# no_common_queries: allowed (--allow-no-common)" in text
+
+
+def test_no_common_query_in_memory_is_a_typed_error():
+    from toolkit.errors import NoCommonQueriesError
+    from toolkit.evaluation.evaluate import evaluate
+    from toolkit.measures.names import parse_measures
+    from toolkit.records import qrels_from_rows, run_from_rows
+
+    with pytest.raises(NoCommonQueriesError, match=r"run: 1 queries.*judgments: 1 queries"):
+        evaluate(qrels_from_rows([("1", "d", 1)]), run_from_rows([("2", "d", 1.0)]), parse_measures(["map"]))
+
+
+@pytest.mark.parametrize(
+    "byte,name,column",
+    [(b"\x00", "NUL", 8), (b"\x01", "control character U+0001", 8), (b"\x7f", "control character U+007F", 8)],
+)
+def test_control_characters_in_ids_are_errors_with_line(tmp_path, cli, byte, name, column):
+    run = b"q1 Q0 D1 1 3.0 t\nq1 Q0 D" + byte + b"2 2 2.0 t\n"
+    rf = write(tmp_path, "run.txt", run, binary=True)
+    with pytest.raises(InputFormatError) as err:
+        read_run(rf)
+    assert err.value.line == 2 and err.value.reason.startswith(f"{name} at column {column}; ids must be printable")
+    res = cli("eval", "-m", "map", write(tmp_path, "q", QRELS), rf)
+    assert res.exit_code == 1 and f"Error: {rf}:2: {name}" in res.stderr
+    qf = write(tmp_path, "qrels.txt", QRELS.encode().replace(b"D3", b"D" + byte + b"3"), binary=True)
+    with pytest.raises(InputFormatError) as err:
+        read_qrels(qf)
+    assert err.value.line == 3 and name in err.value.reason
+    gz = tmp_path / "run.txt.gz"
+    gz.write_bytes(gzip.compress(run))
+    with pytest.raises(InputFormatError, match=re.escape(name)):
+        read_run(gz)
+
+
+def test_control_character_in_a_prefs_file(tmp_path):
+    from toolkit.trec_io import read_prefs
+
+    pf = write(tmp_path, "prefs", b"q1 g 0 d\x002 1\n", binary=True)
+    with pytest.raises(InputFormatError, match=r"prefs:1: NUL at column 9"):
+        read_prefs(pf)
+
+
+def _json(cli, *args):
+    import json
+
+    res = cli("eval", "--format", "json", *args)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_all_equal_scores_are_warned_and_recorded(tmp_path, cli, caplog):
+    tied = "".join(f"q1 Q0 D{i} {i} 1.0 t\n" for i in (1, 2, 3)) + "q2 Q0 D1 1 1.0 t\nq2 Q0 X 2 1.0 t\n"
+    qf, rf = write(tmp_path, "q", QRELS), write(tmp_path, "r", tied)
+    with caplog.at_level("WARNING"):
+        doc = _json(cli, "-q", "-m", "map", qf, rf)
+    assert f"every score in {rf} is 1.0: their order is then the documents' ids" in caplog.text
+    assert doc["provenance"]["input_warnings"] == [
+        f"every score in {rf} is 1.0: their order is then the documents' ids (descending), not a ranking"
+    ]
+    # the number is trec_eval's all the same: D3 D2 D1 for q1 (doc ids descending)
+    rc, out = _native(["-q", "-m", "map", qf, rf])
+    assert rc == 0 and f"{doc['per_query']['q1']['map']:.4f}" in out.split("map                   \tq1\t")[1][:6]
+
+
+def test_a_query_with_all_scores_equal_is_named(tmp_path, cli, caplog):
+    run = RUN.replace("q1 Q0 D2 2 2.0 t", "q1 Q0 D2 2 3.0 t").replace("q1 Q0 X 3 1.0 t", "q1 Q0 X 3 3.0 t")
+    run += "q2 Q0 D9 2 4.0 t\n"
+    with caplog.at_level("WARNING"):
+        doc = _json(cli, "-m", "map", write(tmp_path, "q", QRELS), write(tmp_path, "r", run))
+    assert "1 of 2 queries in" in caplog.text and "have all scores equal (e.g. 'q1')" in caplog.text
+    assert len(doc["provenance"]["input_warnings"]) == 1
+
+
+def test_scores_equal_only_in_float32_are_ties_for_trec_eval_9(tmp_path, cli, caplog):
+    run = "q1 Q0 D1 1 1.00000001 t\nq1 Q0 D2 2 1.0 t\n"
+    qf, rf = write(tmp_path, "q", QRELS), write(tmp_path, "r", run)
+    assert "input_warnings" in _json(cli, "-m", "map", qf, rf)["provenance"]  # float32: one value
+    assert "input_warnings" not in _json(cli, "--trec-eval", "10", "-m", "map", qf, rf)["provenance"]
+
+
+def test_distinct_scores_give_no_warning(tmp_path, cli, caplog):
+    with caplog.at_level("WARNING"):
+        doc = _json(cli, "-m", "map", "-m", "P.1", write(tmp_path, "q", QRELS), write(tmp_path, "r", RUN))
+    assert "input_warnings" not in doc["provenance"] and "warning" not in caplog.text
+
+
+def test_cutoff_beyond_every_query_is_warned_and_the_value_is_trec_evals(tmp_path, cli, caplog):
+    qf, rf = write(tmp_path, "q", QRELS), write(tmp_path, "r", RUN)
+    with caplog.at_level("WARNING"):
+        doc = _json(cli, "-m", "recall.1000", "-m", "P.1000", "-m", "P.3", qf, rf)
+    expected = "P_1000, recall_1000: cutoff beyond every query's depth (the deepest query has 3 documents)"
+    assert expected in caplog.text and doc["provenance"]["input_warnings"][0].startswith(expected)
+    rc, out = _native(["-m", "recall.1000", "-m", "P.1000", qf, rf])
+    assert rc == 0
+    assert f"recall_1000           \tall\t{doc['all']['recall_1000']:.4f}" in out
+    assert f"P_1000                \tall\t{doc['all']['P_1000']:.4f}" in out
+    with caplog.at_level("WARNING"):
+        doc = _json(cli, "-M", "2", "-m", "P.3", qf, rf)  # -M 2 makes 3 too deep
+    assert "the deepest query has 2 documents after -M" in doc["provenance"]["input_warnings"][0]
+
+
+def test_warnings_reach_stderr_of_the_command(tmp_path):
+    """Through logging to the real stderr (CliRunner tests see them in caplog); PYTHONPATH kept: this code."""
+    import os
+    import subprocess
+    import sys
+
+    tied = "q1 Q0 D1 1 1.0 t\nq1 Q0 D2 2 1.0 t\n"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit.cli",
+            "eval",
+            "-m",
+            "map",
+            write(tmp_path, "q", QRELS),
+            write(tmp_path, "r", tied),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0 and "twostage: warning: every score in" in proc.stderr
+
+
+def test_in_memory_ids_that_are_not_strings_are_a_typed_error():
+    import pandas as pd
+
+    from toolkit.evaluation.evaluate import evaluate
+    from toolkit.measures.names import parse_measures
+    from toolkit.records import Run, qrels_from_rows
+
+    qrels = qrels_from_rows([("1", "d1", 1), ("2", "d1", 1)])
+    ints = Run(frame=pd.DataFrame({"query_id": [1, 2], "doc_id": ["d1", "d1"], "score": [1.0, 1.0]}))
+    with pytest.raises(InputFormatError, match=r"the run's query_id column holds int64 values, not strings"):
+        evaluate(qrels, ints, parse_measures(["map"]))
+    mixed = Run(frame=pd.DataFrame({"query_id": ["1", 2], "doc_id": ["d1", "d1"], "score": [1.0, 1.0]}))
+    with pytest.raises(InputFormatError, match=r"holds mixed-integer values"):
+        evaluate(qrels, mixed, parse_measures(["map"]))
+    fine = Run(frame=pd.DataFrame({"query_id": ["1", "2"], "doc_id": ["d1", "d1"], "score": [2.0, 1.0]}))
+    assert evaluate(qrels, fine, parse_measures(["map"])).aggregate["map"] == 1.0

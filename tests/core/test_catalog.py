@@ -30,7 +30,7 @@ def test_data_dir_order(tmp_path, monkeypatch):
     assert catalog.data_dir() == b.resolve()  # then $TWOSTAGE_DATA
     monkeypatch.setenv("TWOSTAGE_DATA", str(tmp_path / "missing"))
     assert catalog.data_dir() is None
-    with pytest.raises(ConfigError, match="no data folder found.*TWOSTAGE_DATA"):
+    with pytest.raises(ConfigError, match=r"no data folder found.*TWOSTAGE_DATA"):
         catalog.data_dir(required=True)
 
 
@@ -220,9 +220,9 @@ def test_topics_by_name(shared_data, name, count, first):
 
 
 def test_unknown_names_are_config_errors(tmp_path):
-    with pytest.raises(ConfigError, match="qrels file .*nope.txt does not exist"):
+    with pytest.raises(ConfigError, match=r"qrels file .*nope\.txt does not exist"):
         catalog.resolve_qrels(str(tmp_path / "nope.txt"))
-    with pytest.raises(ConfigError, match="topics file .*nope.tsv does not exist"):
+    with pytest.raises(ConfigError, match=r"topics file .*nope\.tsv does not exist"):
         catalog.resolve_topics(str(tmp_path / "nope.tsv"))
 
 

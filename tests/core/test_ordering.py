@@ -28,7 +28,10 @@ DOCS = ["d1", "d10", "d2", "D1", "", "a" * 9, "a" * 8 + "b", "x" * 17, "x" * 16 
 SCORES = [0.0, -0.0, 1.0, 1.0 + 1e-9, 1.0 - 1e-9, -1.0, 2.5, 2.5, np.inf, -np.inf, 1e39, -1e39, 3e38, 1e-46]
 
 
-def _chunked(values: list[str], cuts: list[int], type_=pa.large_string()) -> pa.ChunkedArray:
+_LARGE_STRING = pa.large_string()
+
+
+def _chunked(values: list[str], cuts: list[int], type_=_LARGE_STRING) -> pa.ChunkedArray:
     bounds = sorted({0, len(values), *[c % (len(values) + 1) for c in cuts]})
     return pa.chunked_array([pa.array(values[a:b], type=type_) for a, b in itertools.pairwise(bounds)], type=type_)
 

@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.data
 
 def read_qrels(path):
     grades = defaultdict(dict)
-    for line in open(path):
+    for line in Path(path).read_text().splitlines():
         q, _, d, r = line.split()
         grades[q][d] = int(r)
     return grades
@@ -30,7 +31,7 @@ def read_qrels(path):
 def read_ranked(path):
     """query -> documents in trec_eval 9.x order (float32 score descending, then document id descending)."""
     rows = defaultdict(list)
-    for line in open(path):
+    for line in Path(path).read_text().splitlines():
         q, _, d, _, s, *_ = line.split()
         rows[q].append((d, float(np.float32(s))))
     out = {}

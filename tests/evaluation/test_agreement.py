@@ -22,7 +22,7 @@ def rbo_ext_definition(a, b, p):
     if not a or not b:
         return 0.0
     S, L = (a, b) if len(a) <= len(b) else (b, a)
-    s, l = len(S), len(L)
+    s, l = len(S), len(L)  # noqa: E741 (S, L, s, l as in Webber et al.'s RBO_ext formula)
 
     def X(d):
         return len(set(S[: min(d, s)]) & set(L[:d]))

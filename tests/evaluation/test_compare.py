@@ -124,7 +124,7 @@ def test_compare_usage_errors(tiny, cli):
     assert cli("compare", "--qrels", folder / "qrels.txt", base).exit_code == 2
     assert cli("compare", "--qrels", folder / "qrels.txt", base, base).exit_code == 2
     bad = cli("compare", "--qrels", folder / "qrels.txt", base, better, "-m", "ndcg_cutt.10")
-    assert bad.exit_code == 1 and "did you mean 'ndcg_cut'" in bad.output
+    assert bad.exit_code == 1 and "did you mean 'ndcg_cut.10'" in bad.output
     assert cli("compare", "--qrels", folder / "qrels.txt", base, better, "--permutations", "0").exit_code == 2
 
 

@@ -174,13 +174,38 @@ def test_sort_and_filter(page):
     assert len(_visible_ids(driver)) == 7
 
 
+def test_delta_column_sorts_and_filters(page):
+    """The delta against the first stage (reranked - first stage, from per_query.csv) is a column of its own."""
+    driver, _, _summary, rows = page
+    delta = {r["query_id"]: float(r["delta_ndcg_cut_10"]) for r in rows}
+    header = driver.find_element("css selector", "#explore-table th[data-key='delta:rr']")
+    assert header.text.startswith("Δ vs first")
+    header.click()
+    assert _visible_ids(driver) == [q for q, _ in sorted(delta.items(), key=lambda x: (x[1], x[0]))]
+    assert _visible_ids(driver)[0] == "q2"  # the query the reranker hurt: r1 from rank 1 to rank 10
+    cells = _js(
+        driver,
+        "const i = [...document.querySelectorAll('#explore-table thead tr:first-child th')]"
+        ".findIndex(th => th.dataset.key === 'delta:rr');"
+        "return [...document.querySelectorAll('#explore-table tbody tr')].map(tr => tr.children[i].textContent)",
+    )
+    assert cells[0] == f"{delta['q2']:.4f}"
+    box = driver.find_element("css selector", "input[data-filter='delta:rr']")
+    box.send_keys("<0")
+    assert _visible_ids(driver) == ["q2"]
+    box.send_keys("\b\b>0")
+    assert _visible_ids(driver) == ["q1"]
+    box.send_keys("\b\b")
+    assert len(_visible_ids(driver)) == 7
+
+
 def test_open_a_query_side_by_side(page):
     driver, _, _summary, rows = page
     qrels, _first, _reranked, _texts, _queries = tiny()
     grades = {(q, d): r for q, d, r in qrels.frame.itertuples(index=False)}
-    driver.find_element("css selector", "#explore-table tbody tr[data-qid='q4'] a").click()
-    assert driver.current_url.endswith("#q=q4")
-    assert driver.find_element("id", "detail-title").text == "q4: 401k limits"
+    driver.find_element("css selector", "#explore-table tbody tr[data-qid='q2'] a").click()
+    assert driver.current_url.endswith("#q=q2")
+    assert driver.find_element("id", "detail-title").text == "q2: what causes rust"
     lists = {
         s: _js(
             driver,
@@ -189,13 +214,13 @@ def test_open_a_query_side_by_side(page):
         )
         for s in ("first", "rr")
     }
-    first_order = ["t1"] + [f"u{i}" for i in range(9)]
-    rr_order = [f"u{i}" for i in range(9)] + ["t1"]
+    first_order = ["r1"] + [f"n{i}" for i in range(9)]
+    rr_order = [f"n{i}" for i in range(9)] + ["r1"]
     assert [r[1] for r in lists["first"]] == first_order and [r[1] for r in lists["rr"]] == rr_order
     for system in lists.values():
         for _, doc, grade, *_ in system:
-            assert grade == (str(grades[("q4", doc)]) if ("q4", doc) in grades else "unjudged")
-    # rank movement against the first stage: u0 was #2, now #1 (up 1); t1 went from #1 to #10 (down 9)
+            assert grade == (str(grades[("q2", doc)]) if ("q2", doc) in grades else "unjudged")
+    # rank movement against the first stage: n0 was #2, now #1 (up 1); r1 went from #1 to #10 (down 9)
     assert lists["rr"][0][3] == "▲1" and lists["rr"][9][3] == "▼9"
     assert lists["first"][0][3] == "→ #10"
     values = _js(
@@ -203,9 +228,14 @@ def test_open_a_query_side_by_side(page):
         "return [...document.querySelectorAll('#detail-values tbody tr')]"
         ".map(tr => [...tr.children].map(td => td.textContent))",
     )
-    row = next(r for r in rows if r["query_id"] == "q4")
-    assert values[1][:3] == ["rr", "reranked top 10", f"{float(row['reranked_ndcg_cut_10']):.4f}"]
-    assert values[1][6] == "unjudged-top"
+    row = next(r for r in rows if r["query_id"] == "q2")
+    assert values[1][:4] == [
+        "rr",
+        "reranked top 10",
+        f"{float(row['reranked_ndcg_cut_10']):.4f}",
+        f"{float(row['delta_ndcg_cut_10']):.4f}",
+    ]
+    assert values[1][7] == "reranker-hurt"
 
 
 def test_query_link_and_highlighted_terms(page):

@@ -56,7 +56,11 @@ def runner(spec_path: Path, tmp: Path, **kw) -> Runner:
     [
         ("name: tiny", "name: ''", "name: expected a non-empty string"),
         ("title: Tiny table\n", "title: Tiny table\ncolour: red\n", "spec.colour: unknown field"),
-        ("measure: map}", "measure: mapp}", "columns[0].measure: unknown measure 'mapp'; did you mean 'map'?"),
+        (
+            "measure: map}",
+            "measure: mapp}",
+            "columns[0].measure: unknown measure 'mapp'; did you mean 'map', 'gm_map'?",
+        ),
         ("measure: map}", "measure: ndcg_cut}", "names 9 measures; give exactly one"),
         (
             "{id: P@2, measure: P.2}",
@@ -253,6 +257,16 @@ SKIP_CASES = [
         "required input {tmp}/absent.bin is missing",
     ),
 ]
+
+
+def test_row_needing_a_missing_extra_is_skipped_naming_it(tmp_path, monkeypatch):
+    import toolkit.extras
+
+    monkeypatch.setitem(toolkit.extras.EXTRAS, "pyserini", ("no_such_module_xyz",))
+    text = BASE.replace("    run: run.txt\n", "    commands: [[twostage, bm25, --index, x, --out, '{run}']]\n")
+    rep = runner(write_spec(tmp_path, text), tmp_path, run_command=lambda a, e: pytest.fail("must not run")).run()
+    assert {c.status for c in rep.cells} == {"skipped"}
+    assert rep.rows[0].reason == "`twostage bm25` needs the [pyserini] extra (no_such_module_xyz is not installed)"
 
 
 @pytest.mark.parametrize("old, new, reason", SKIP_CASES)

@@ -15,10 +15,10 @@ import sys
 
 import numpy as np
 import pytest
-
 from samples import CANDIDATES
+
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.models import detect_kind, packaged_minilm, resolve_model
+from toolkit.models import detect_kind, resolve_model
 from toolkit.reranking.job import rerank_run
 from toolkit.sidecar import meta_path
 from toolkit.texts import TextSource, read_candidates, read_jsonl_corpus

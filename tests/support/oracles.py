@@ -106,3 +106,49 @@ def native_trec_eval_output(args: list[str], cwd: str | None = None) -> tuple[in
         raise RuntimeError("no native trec_eval for this machine")
     proc = subprocess.run([binary, *map(str, args)], capture_output=True, text=True, cwd=cwd)
     return proc.returncode, proc.stdout
+
+
+def _trec_eval_10_source() -> Path | None:
+    """NIST trec_eval 10.0-rc3's source: $TREC_EVAL_10_SRC, or ../shared/tools beside the checkout."""
+    env = os.environ.get("TREC_EVAL_10_SRC")
+    if env:
+        return Path(env)
+    data = os.environ.get("TWOSTAGE_DATA")
+    shared = Path(data).parent if data else Path(__file__).resolve().parents[3] / "shared"
+    src = shared / "tools" / "trec_eval-10.0-rc3"
+    return src if (src / "Makefile").exists() else None
+
+
+def trec_eval_10() -> tuple[str | None, str]:
+    """(path of a native trec_eval 10.0-rc3 built from source, or None; the reason when None).
+
+    Built once into a per-user temporary folder (a copy of the source, then ``make``), reused by later
+    sessions; the build goes to a scratch folder renamed into place, so a parallel session never sees half
+    a binary.
+    """
+    import shutil
+    import tempfile
+
+    target = Path(os.environ.get("TMPDIR", "/tmp")) / f"twostage-trec_eval-10-{os.getuid()}" / "trec_eval"
+    if target.exists():
+        return str(target), ""
+    src = _trec_eval_10_source()
+    if src is None:
+        return None, "trec_eval 10.0-rc3 source not found (set TREC_EVAL_10_SRC or put it in ../shared/tools)"
+    if shutil.which("make") is None or (shutil.which("cc") is None and shutil.which("gcc") is None):
+        return None, "no make/cc to build trec_eval 10.0-rc3"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        build = Path(tmp) / "src"
+        shutil.copytree(src, build)
+        proc = subprocess.run(["make", "-C", str(build), "trec_eval"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            return None, f"building trec_eval 10.0-rc3 failed: {proc.stderr[-300:]}"
+        (build / "trec_eval").replace(target)
+    return str(target), ""
+
+
+def run_binary(binary: str, args: list[str], cwd: str | None = None) -> tuple[int, str]:
+    """(exit status, stdout) of a trec_eval binary."""
+    proc = subprocess.run([binary, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return proc.returncode, proc.stdout

@@ -71,10 +71,10 @@ class RayCluster:
             str(worker_ports[1]),
             *ports,
         ]
-        log = open(self.tmp / f"{name}.log", "w")
-        self.procs.append(
-            subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
-        )
+        with open(self.tmp / f"{name}.log", "w") as log:  # the child keeps its own descriptor
+            self.procs.append(
+                subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            )
 
     def start(self, timeout: float = 120) -> RayCluster:
         base = 20000 + (os.getpid() % 200) * 100  # worker port ranges of our own

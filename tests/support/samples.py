@@ -34,8 +34,9 @@ def _ranked(qid, docs):
 
 
 def tiny():
-    """q1 ok, q2 candidates-missed, q3 reranker-misordered, q4 unjudged-top, q5 ok (grade 1 only), q6 in no run
-    (candidates-missed), q7 no-relevant (only label-0 judgments)."""
+    """q1 ok (the reranker helped: a, b from ranks 9, 10 to 1, 2), q2 reranker-hurt (r1 from rank 1 to 10),
+    q3 reranker-misordered (s1, s2 at ranks 9, 10 in both runs), q4 unjudged-top (t1 at rank 10 in both runs),
+    q5 ok (grade 1 only), q6 in no run (candidates-missed), q7 no-relevant (only label-0 judgments)."""
     qrels = []
     for q in ("q1", "q2", "q3", "q4", "q5", "q6", "q7"):
         qrels += [(q, n, 0) for n in N]
@@ -48,8 +49,8 @@ def tiny():
     first = (
         _ranked("q1", N[:8] + ["a", "b"])
         + _ranked("q2", ["r1"] + N[:9])
-        + _ranked("q3", ["s1", "s2"] + N[:8])
-        + _ranked("q4", ["t1"] + U[:9])
+        + _ranked("q3", N[7::-1] + ["s1", "s2"])
+        + _ranked("q4", U[8::-1] + ["t1"])
         + _ranked("q5", ["g1"] + N[:9])
         + _ranked("q7", N[:10])
     )

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.evaluation.evaluate import EvalResult
+from toolkit.measures.names import DEFAULT_MEASURES
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ def settings(
     gain: str = "linear",
     discount: str = "log2",
     judged_compat: str = "twostage",
+    allow_no_common: bool = False,
 ) -> Any:
     """``EvalSettings`` from the keyword options (the same names ``twostage eval``'s flags stand for)."""
     from toolkit.measures.names import build_settings
@@ -131,7 +133,7 @@ def settings(
     return build_settings(
         {
             "complete": complete,
-            "level": relevance_level,
+            "relevance_level": relevance_level,
             "max_docs": max_docs,
             "judged_only": judged_only,
             "num_docs": num_docs,
@@ -140,6 +142,7 @@ def settings(
             "gain": gain,
             "discount": discount,
             "judged_compat": judged_compat,
+            "allow_no_common": allow_no_common,
         }
     )
 
@@ -164,6 +167,19 @@ def _judgments(
     raise ConfigError(f"rel_format must be qrels, prefs, qrels_prefs or qrels_jg, not {rel_format!r}")
 
 
+def _groups(measures: Any, version: int) -> list:
+    """Measure groups as ``twostage eval -m`` makes them (per-measure settings such as ``RR@10`` or
+    ``P(rel=2)@10`` get their own group); the toolkit's own ``Measure`` values form one plain group."""
+    from toolkit.api.inputs import parse_measure_args
+    from toolkit.measures.names import Measure, MeasureGroup, Overrides, parse_measure_groups
+
+    items = measures if isinstance(measures, (list, tuple)) else [measures]
+    if any(isinstance(m, Measure) for m in items):
+        return [MeasureGroup(Overrides(), tuple(parse_measure_args(measures, version)))]
+    texts = [str(m) for m in items if m is not None]
+    return parse_measure_groups(texts or list(DEFAULT_MEASURES), version)
+
+
 def evaluate(
     qrels: Any,
     run: Any,
@@ -179,6 +195,7 @@ def evaluate(
     gain: str = "linear",
     discount: str = "log2",
     judged_compat: str = "twostage",
+    allow_no_common: bool = False,
     relevance_map: str | None = None,
     dedupe: str = "error",
     rel_format: str = "qrels",
@@ -204,6 +221,7 @@ def evaluate(
         gain: nDCG gain: ``linear``, ``exp`` or a map like ``0:0,1:1,2:4,3:10``.
         discount: nDCG discount: ``log2`` or ``jk[:B]``.
         judged_compat: ``twostage`` or ``pyserini`` (which judged@k).
+        allow_no_common: zeros instead of ``NoCommonQueriesError`` when run and qrels share no query.
         relevance_map: relabel the qrels at load time (``1:0,2:1,3:1`` or a preset such as ``cranfield``).
         dedupe: ``error`` (a repeated (query, doc) is an error) or ``first`` (keep the first, count the rest).
         rel_format: ``-R``: ``qrels``, ``prefs``, ``qrels_prefs`` or ``qrels_jg`` (the last three read files).
@@ -214,9 +232,9 @@ def evaluate(
         InputFormatError: malformed input, naming the file or row.
         UnknownMeasureError: a measure that does not exist or that these options cannot give.
     """
-    from toolkit.api.inputs import as_run, parse_measure_args
+    from toolkit.api.inputs import as_run
     from toolkit.evaluation.evaluate import check_measures
-    from toolkit.evaluation.evaluate import evaluate as run_evaluation
+    from toolkit.evaluation.groups import evaluate_groups
     from toolkit.trec_io import read_zscores
 
     s = settings(
@@ -230,13 +248,15 @@ def evaluate(
         gain=gain,
         discount=discount,
         judged_compat=judged_compat,
+        allow_no_common=allow_no_common,
     )
-    parsed = parse_measure_args(measures, s.trec_eval)
-    check_measures(parsed, s, rel_format)  # before reading anything
+    groups = _groups(measures, s.trec_eval)
+    for group in groups:  # before reading anything
+        check_measures(group.measures, group.overrides.apply(s), rel_format)
     judgments = _judgments(qrels, rel_format, relevance_map, dedupe, data_dir)
     r = as_run(run, dedupe=dedupe)
     z = read_zscores(zscores) if zscores else None
-    result = run_evaluation(judgments, r, parsed, s, zscores=z)
+    result = evaluate_groups(judgments, r, groups, s, zscores=z)
     for note in result.notes:
         log.info("%s", note)
     return Evaluation(result)

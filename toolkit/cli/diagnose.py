@@ -9,12 +9,12 @@ from pathlib import Path
 import click
 
 from toolkit.cli.eval import load_qrels
-from toolkit.cli.options import evaluation_options, settings_from
+from toolkit.cli.options import evaluation_options, settings_from, significance_options
 
 log = logging.getLogger(__name__)
 
 #: Evaluation options diagnose declares itself (its -c is on by default, its -l is the binary level).
-_OWN = ("complete", "level")
+_OWN = ("complete", "relevance_level")
 _LISTWISE_ALL = "\0all"
 
 
@@ -22,7 +22,7 @@ def _settings(values: dict):
     """The shared evaluation settings; diagnose's own -c is on by default and its -l is the binary level."""
     values = dict(values)
     values.setdefault("complete", True)
-    values.setdefault("level", 1)
+    values.setdefault("relevance_level", 1)
     return settings_from(values)
 
 
@@ -186,6 +186,13 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     help="unjudged-top when more than this share of the reranked top 10 is unjudged (and not ok).",
 )
 @click.option(
+    "--hurt",
+    type=click.FloatRange(0, 1),
+    default=0.05,
+    show_default=True,
+    help="reranker-hurt when reranked < first stage - HURT x ideal (decided before the other labels).",
+)
+@click.option(
     "--worst",
     "worst_n",
     type=click.IntRange(min=0),
@@ -223,56 +230,10 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="Top k of every system shown side by side for a chosen query.",
 )
-@click.option(
-    "--permutations",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Random sign flips of the randomization test (all 2^n when that is not more).",
-)
-@click.option(
-    "--seed", type=int, default=42, show_default=True, help="Seed of numpy's default_rng for the randomization test."
-)
-@click.option(
-    "--correction",
-    type=click.Choice(["holm", "bonferroni", "none"]),
-    default="holm",
-    show_default=True,
-    help="Multiple-comparison correction within each family of comparisons.",
-)
+@significance_options
 @click.option("--name", default=None, help="Report title (default: the --out folder's name).")
 @evaluation_options(exclude=_OWN)
-def diagnose_command(
-    qrels,
-    first_paths,
-    reranked_paths,
-    out,
-    measure,
-    depth,
-    curve_depths,
-    listwise,
-    pair_values,
-    topics,
-    candidates_paths,
-    corpus,
-    index_path,
-    types_path,
-    rules_path,
-    recall_level,
-    complete,
-    ok,
-    max_unjudged,
-    worst_n,
-    most_changed_n,
-    disagree_n,
-    missed_shown,
-    explore_depth,
-    permutations,
-    seed,
-    correction,
-    name,
-    **evaluation,
-):
+def diagnose_command(**opts):
     """How much quality is lost in the candidates and how much in the reranking; how deep to rerank; which
     reranker is better. Writes a report folder (open index.html: it needs no network).
 
@@ -283,143 +244,153 @@ def diagnose_command(
       twostage diagnose --qrels dl19-passage --first-stage bm25=run.dl19.bm25.top100.txt \\
           --reranked minilm=minilm.trec --reranked llm=rank_zephyr.trec --listwise llm --out reports/dl19
     """
-    from toolkit.catalog import resolve_topics
-    from toolkit.diagnosis.diagnose import Reranked, Thresholds, diagnose, longest_list, texts_from_sources
-    from toolkit.diagnosis.query_types import load_type_rules, read_query_types
-    from toolkit.errors import ConfigError
     from toolkit.report.diagnosis import write_diagnosis_report
-    from toolkit.sidecar import read_meta
-    from toolkit.trec_io import read_run
 
+    depths = _curve_depths(opts["curve_depths"])
+    q = load_qrels(opts["qrels"], opts.get("rel_map"), opts.get("dedupe", "error"), opts.get("data_dir"))
+    level = opts["recall_level"] or (2 if q.frame["relevance"].max() >= 2 else 1)
+    first_named, reranked_named = _run_names(opts)
+    firsts, inputs, metas = _read_runs(first_named, reranked_named, opts)
+    queries, lookup, text_sources = _texts(opts, metas)
+    sources = _sources(str(q.path), first_named, reranked_named, metas, text_sources)
+    diag = _diagnose(q, firsts, inputs, opts, depths, level, queries, lookup, sources)
+    paths = write_diagnosis_report(diag, opts["out"])
+    _print_summary(diag)
+    click.echo(paths["index.html"])
+
+
+def _curve_depths(text: str) -> list[int]:
     try:
-        depths = [int(k) for k in curve_depths.replace(" ", "").split(",") if k]
+        depths = [int(k) for k in text.replace(" ", "").split(",") if k]
     except ValueError:
         raise click.BadParameter(
-            f"expected depths like 10,20,50, got {curve_depths!r}", param_hint="'--curve-depths'"
+            f"expected depths like 10,20,50, got {text!r}", param_hint="'--curve-depths'"
         ) from None
     if any(k < 1 for k in depths):
         raise click.BadParameter("depths must be >= 1", param_hint="'--curve-depths'")
-    thresholds = Thresholds(ok=ok, max_unjudged=max_unjudged)
-    settings = _settings({**evaluation, "complete": complete})
-    q = load_qrels(qrels, evaluation.get("rel_map"), evaluation.get("dedupe", "error"), evaluation.get("data_dir"))
-    if recall_level is None:
-        recall_level = 2 if q.frame["relevance"].max() >= 2 else 1
-    dedupe = evaluation.get("dedupe", "error")
-    first_named = _named_paths(first_paths, "'--first-stage'")
-    reranked_named = _named_paths(reranked_paths, "'--reranked'", first_named)
-    pairs = _pairs(pair_values)
+    return depths
+
+
+def _run_names(opts: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """Step 1: name -> path of the first stages and reranked runs; --pair and --listwise must name them."""
+    first_named = _named_paths(opts["first_paths"], "'--first-stage'")
+    reranked_named = _named_paths(opts["reranked_paths"], "'--reranked'", first_named)
+    pairs = _pairs(opts["pair_values"])
     unknown = sorted(set(pairs) - set(reranked_named)) + sorted(set(pairs.values()) - set(first_named))
     if unknown:
         raise click.BadParameter(f"no run named {', '.join(map(repr, unknown))}", param_hint="'--pair'")
-    bad = sorted(set(listwise) - {_LISTWISE_ALL} - set(reranked_named))
+    bad = sorted(set(opts["listwise"]) - {_LISTWISE_ALL} - set(reranked_named))
     if bad:
         raise click.BadParameter(f"no reranked run named {', '.join(map(repr, bad))}", param_hint="'--listwise'")
+    return first_named, reranked_named
+
+
+def _read_runs(first_named: dict[str, str], reranked_named: dict[str, str], opts: dict):
+    """Step 2: read every run and every reranked run's sidecar; the library pairs and sizes each reranked run
+    (``reranked_input``: --depth, else the sidecar's, else its longest list; --pair, else the sidecar)."""
+    from toolkit.diagnosis.diagnose import reranked_input
+    from toolkit.sidecar import read_meta
+    from toolkit.trec_io import read_run
+
+    dedupe, listwise, pairs = opts.get("dedupe", "error"), opts["listwise"], _pairs(opts["pair_values"])
     firsts = {n: read_run(p, dedupe=dedupe) for n, p in first_named.items()}
-    by_sha = {r.sha256: n for n, r in firsts.items()}
     inputs, metas = [], {}
     for n, path in reranked_named.items():
-        run = read_run(path, dedupe=dedupe)
-        meta = metas[n] = read_meta(path) or {}
-        from_sidecar = meta.get("depth") if meta.get("reranker") else None  # a `twostage rerank` sidecar
-        d, d_from = (
-            (depth, "--depth")
-            if depth
-            else (
-                (int(from_sidecar), "the run's sidecar")
-                if from_sidecar
-                else (longest_list(run), "the reranked run's longest list")
+        metas[n] = read_meta(path) or {}
+        inputs.append(
+            reranked_input(
+                n,
+                read_run(path, dedupe=dedupe),
+                firsts,
+                depth=opts["depth"],
+                depth_as="--depth",
+                first_stage=pairs.get(n, ""),
+                listwise=_LISTWISE_ALL in listwise or n in listwise,
+                meta=metas[n],
             )
         )
-        first = pairs.get(n) or by_sha.get((meta.get("first_stage") or {}).get("sha256"), "")
-        if not first and len(firsts) == 1:
-            first = next(iter(firsts))
-        is_listwise = (
-            _LISTWISE_ALL in listwise
-            or n in listwise
-            or bool(meta.get("listwise"))
-            or (meta.get("reranker") or {}).get("kind") == "listwise"
-        )
-        inputs.append(Reranked(n, run, first, d, is_listwise, d_from))
-    from_meta = {} if (candidates_paths or corpus or index_path) else _sources_from_meta(metas)
-    cands = list(candidates_paths) or from_meta.get("candidates", [])
+    return firsts, inputs, metas
+
+
+def _texts(opts: dict, metas: dict[str, dict]):
+    """Step 3: query and document texts from the options, else from the reranked runs' sidecars."""
+    from toolkit.catalog import resolve_topics
+    from toolkit.diagnosis.diagnose import sources_from_metas, texts_from_sources
+
+    given = opts["candidates_paths"] or opts["corpus"] or opts["index_path"]
+    from_meta = {} if given else sources_from_metas(metas.values())
     queries, lookup, described = texts_from_sources(
-        cands, corpus or from_meta.get("corpus"), index_path or from_meta.get("index")
+        list(opts["candidates_paths"]) or from_meta.get("candidates", []),
+        opts["corpus"] or from_meta.get("corpus"),
+        opts["index_path"] or from_meta.get("index"),
     )
-    topics = topics or (from_meta.get("topics") if not queries else None)
+    topics = opts["topics"] or (from_meta.get("topics") if not queries else None)
     if topics:
-        queries.update(resolve_topics(topics, evaluation.get("data_dir")).as_dict())
+        queries.update(resolve_topics(topics, opts.get("data_dir")).as_dict())
     if not queries:
         log.warning("no query texts (give --topics or --candidates): query types are 'unknown'")
+    return (
+        queries,
+        lookup,
+        {
+            "topics": topics,
+            "texts": ", ".join(d["path"] for d in described) or None,
+            "texts_from": "the reranked runs' sidecars" if from_meta and described else None,
+        },
+    )
+
+
+def _sources(qrels: str, first_named: dict, reranked_named: dict, metas: dict[str, dict], texts: dict) -> dict:
+    """Where every input came from, as the report states it (empty ones left out)."""
+    models = [f"{n}: {m['reranker']['model']}" for n, m in metas.items() if (m.get("reranker") or {}).get("model")]
     sources = {
-        "qrels": str(q.path),
+        "qrels": qrels,
         "first_stage": ", ".join(first_named.values()),
         "reranked": ", ".join(reranked_named.values()),
-        "topics": topics,
-        "texts": ", ".join(d["path"] for d in described) or None,
-        "texts_from": "the reranked runs' sidecars" if from_meta and described else None,
-        "reranker": ", ".join(
-            f"{n}: {m['reranker']['model']}" for n, m in metas.items() if (m.get("reranker") or {}).get("model")
-        )
-        or None,
+        **texts,
+        "reranker": ", ".join(models) or None,
     }
+    return {k: v for k, v in sources.items() if v}
+
+
+def _diagnose(q, firsts, inputs, opts: dict, depths, level: int, queries, lookup, sources: dict):
+    """Step 4: the diagnosis itself; a measure without a ceiling is a usage error of -m."""
+    from toolkit.diagnosis.diagnose import Thresholds, diagnose
+    from toolkit.diagnosis.query_types import load_type_rules, read_query_types
+    from toolkit.errors import ConfigError
+
     try:
-        diag = diagnose(
+        return diagnose(
             q,
             firsts,
             inputs,
-            name=name or Path(out).name,
-            measure=measure,
-            settings=settings,
+            name=opts["name"] or Path(opts["out"]).name,
+            measure=opts["measure"],
+            settings=_settings(opts),
             curve_depths=depths,
-            recall_level=recall_level,
-            complete=complete,
+            recall_level=level,
+            complete=opts["complete"],
             queries=queries,
             texts=lookup,
-            query_types=read_query_types(types_path) if types_path else None,
-            type_rules=load_type_rules(rules_path) if rules_path else None,
-            thresholds=thresholds,
-            worst_n=worst_n,
-            most_changed_n=most_changed_n,
-            disagree_n=disagree_n,
-            missed_shown=missed_shown,
-            explore_depth=explore_depth,
-            permutations=permutations,
-            seed=seed,
-            correction=correction,
-            sources={k: v for k, v in sources.items() if v},
+            query_types=read_query_types(opts["types_path"]) if opts["types_path"] else None,
+            type_rules=load_type_rules(opts["rules_path"]) if opts["rules_path"] else None,
+            thresholds=Thresholds(ok=opts["ok"], max_unjudged=opts["max_unjudged"], hurt=opts["hurt"]),
+            **{k: opts[k] for k in ("worst_n", "most_changed_n", "disagree_n", "missed_shown", "explore_depth")},
+            **{k: opts[k] for k in ("permutations", "seed", "correction")},
+            sources=sources,
         )
     except ConfigError as exc:
         if "measure" in str(exc) or "ceiling" in str(exc):
             raise click.BadParameter(str(exc), param_hint="'-m'") from None
         raise
-    paths = write_diagnosis_report(diag, out)
-    _print_summary(diag)
-    click.echo(paths["index.html"])
-
-
-def _sources_from_meta(metas: dict[str, dict]) -> dict:
-    """Texts named by the reranked runs' sidecars: every candidates file, the first corpus, index and topics."""
-    from toolkit.diagnosis.diagnose import sources_from_meta
-
-    out: dict = {"candidates": []}
-    for meta in metas.values():
-        found = sources_from_meta(meta)
-        if "candidates" in found and found["candidates"] not in out["candidates"]:
-            out["candidates"].append(found["candidates"])
-        for key in ("corpus", "index", "topics"):
-            if key in found:
-                out.setdefault(key, found[key])
-    if not out["candidates"]:
-        del out["candidates"]
-    return out
 
 
 def _print_summary(diag) -> None:
     """The headline, the decomposition, the depth curve and the labels on stderr."""
     for r in diag.headline:
 
-        def show(v):
-            return "-" if v is None else (str(int(v)) if r["key"] == "num_q" else f"{v:.4f}")
+        def show(v, count=r["key"] == "num_q"):  # bound now: the loop moves r on
+            return "-" if v is None else (str(int(v)) if count else f"{v:.4f}")
 
         click.echo(f"{r['measure']:<26} first {show(r['first_stage']):>8}  reranked {show(r['reranked']):>8}", err=True)
     for p in diag.pipelines:

@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 
 from toolkit.catalog import relevance_map, resolve_qrels
-from toolkit.cli.options import evaluation_options, pop_settings, settings_from
-from toolkit.evaluation.evaluate import EvalResult, check_measures, evaluate
+from toolkit.cli.options import evaluation_options, pop_settings, settings_from, trec_eval_option
+from toolkit.evaluation.evaluate import EvalResult, check_measures, prepare_judgments
+from toolkit.evaluation.groups import evaluate_groups
 from toolkit.evaluation.trec_format import format_value, provenance_lines, render_csv, render_json, render_text
-from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measures
+from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measure_groups, parse_measures
 from toolkit.records import Qrels
 from toolkit.trec_io import atomic_write, read_prefs, read_qrels_jg, read_run, read_zscores, write_json
 
@@ -83,13 +84,18 @@ def measures_from(texts, version: int, default=DEFAULT_MEASURES) -> list[Measure
 )
 @click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
 @click.option(
+    "--allow-no-common",
+    is_flag=True,
+    help="Print zeros when RUN and QRELS share no query (default: an error naming both files; trec_eval 9 exits 7).",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False),
     default=None,
     help="Write the result to this file (atomically) and its provenance to OUT.provenance.json.",
 )
 @click.argument("qrels")
-@click.argument("run", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("runs", nargs=-1, required=True, metavar="RUN|-|FOLDER|GLOB [RUN ...]")
 def eval_command(
     measure_texts,
     per_query,
@@ -99,12 +105,18 @@ def eval_command(
     zscore_file,
     fmt,
     no_provenance,
+    allow_no_common,
     out,
     qrels,
-    run,
+    runs,
     **options,
 ):
     """Evaluate RUN against QRELS exactly as trec_eval does ('-' reads RUN from stdin).
+
+    Several RUNs (files, folders of run files, quoted globs) are evaluated against
+    QRELS parsed once: in text, one block per run, each headed by '# run: NAME'
+    and otherwise what a single-run call prints; --format csv|json give one wide
+    table (a row per run, a column per measure).
 
     QRELS is a file or a collection name (cacm, dl19-passage, ...). Every
     trec_eval measure, option and output line; lines come in trec_eval's
@@ -118,20 +130,29 @@ def eval_command(
       twostage eval -m all_trec -q --trec-eval 10 --no-provenance qrels.txt run.txt
       twostage eval -m nDCG@10 -m AP@100 -m R@100 -c -l 2 qrels.txt run.txt
       twostage eval -m ndcg_cut.10 --gain exp --format json qrels.txt run.txt
+      twostage eval -m map -m P.30 cacm runs/ other.trec 'sweep/*.trec'
     """
+    from toolkit.evaluation.multi import expand_runs
+
     s = pop_settings(options)
-    settings = settings_from(s)
-    measures = measures_from(measure_texts, settings.trec_eval)
-    check_measures(measures, settings, rel_format)  # before reading anything
+    settings = settings_from(s, allow_no_common=allow_no_common)
+    groups = parse_measure_groups(list(measure_texts) or list(DEFAULT_MEASURES), settings.trec_eval)
+    for group in groups:  # before reading anything
+        check_measures(group.measures, group.overrides.apply(settings), rel_format)
+    paths = expand_runs(runs)
     judgments = load_judgments(qrels, rel_format, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
-    r = read_run(run, dedupe=s.get("dedupe", "error"))
-    for what, n in (("run", r.duplicates_dropped), ("qrels", getattr(judgments, "duplicates_dropped", 0))):
-        if n:
-            click.echo(f"twostage: --dedupe first dropped {n} duplicate line(s) from the {what}", err=True)
+    if getattr(judgments, "duplicates_dropped", 0):
+        click.echo(
+            f"twostage: --dedupe first dropped {judgments.duplicates_dropped} duplicate line(s) from the qrels",
+            err=True,
+        )
     zscores = read_zscores(zscore_file) if zscore_file else None
-    result = evaluate(judgments, r, measures, settings, zscores=zscores)
-    for note in result.notes:
-        click.echo(f"twostage: {note}", err=True)
+    if len(paths) > 1:
+        judgments = prepare_judgments(judgments)  # factorised once for every run
+        return _eval_many(
+            paths, judgments, groups, settings, s, zscores, per_query, no_summary, fmt, out, no_provenance
+        )
+    result = _evaluate_one(paths[0][1], judgments, groups, settings, s, zscores)
     if fmt == "json":
         text = render_json(result, per_query)
     elif fmt == "csv":
@@ -147,21 +168,48 @@ def eval_command(
         click.echo(text, nl=False)
 
 
+def _evaluate_one(path: str, judgments, groups, settings, s: dict, zscores) -> EvalResult:
+    r = read_run(path, dedupe=s.get("dedupe", "error"))
+    if r.duplicates_dropped:
+        click.echo(
+            f"twostage: --dedupe first dropped {r.duplicates_dropped} duplicate line(s) from the run ({path})", err=True
+        )
+    result = evaluate_groups(judgments, r, groups, settings, zscores=zscores)
+    for note in result.notes:
+        click.echo(f"twostage: {note}", err=True)
+    return result
+
+
+def _eval_many(paths, judgments, groups, settings, s, zscores, per_query, no_summary, fmt, out, no_provenance):
+    """Several runs against judgments read once: text blocks, or one wide CSV/JSON table."""
+    from toolkit.evaluation import multi
+
+    results = [(name, _evaluate_one(path, judgments, groups, settings, s, zscores)) for name, path in paths]
+    if fmt == "json":
+        text = multi.render_json_many(results, per_query)
+    elif fmt == "csv":
+        text = multi.render_csv_many(results, per_query, provenance=not no_provenance and out is None)
+    else:
+        blocks = [render_text(r, per_query, provenance=not no_provenance, summary=not no_summary) for _, r in results]
+        text = "".join(f"# run: {name}\n{block}" for (name, _), block in zip(results, blocks))
+    if out:
+        with atomic_write(out) as fh:
+            fh.write(text)
+        write_json(out + ".provenance.json", {name: r.provenance for name, r in results})
+        click.echo(f"twostage: wrote {out} ({len(results)} runs) and {out}.provenance.json", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
 @click.command("measures")
-@click.option(
-    "--trec-eval",
-    "trec_eval",
-    type=click.Choice(["9", "10"]),
-    default=None,
-    help="Only the measures this trec_eval generation has.",
-)
+@trec_eval_option(default=None, meaning="Only the measures this trec_eval generation has.")
 @click.argument("names", nargs=-1)
 def measures_command(trec_eval, names):
     """List every measure family (parameters, defaults, how 'all' combines), or define NAMES exactly.
 
     NAMES may be families, nicknames or aliases (ndcg_cut, all_trec, nDCG@10).
     """
-    from toolkit.measures.names import NICKNAMES, parse_measures
+    from toolkit.measures.names import NICKNAMES
     from toolkit.measures.registry import families_in_order
 
     version = int(trec_eval) if trec_eval else 10
@@ -179,7 +227,7 @@ def measures_command(trec_eval, names):
         return
     seen = set()
     for text in names:
-        for m in parse_measures([text], version):
+        for m in (m for g in parse_measure_groups([text], version) for m in g.measures):
             if m.family in seen:
                 continue
             seen.add(m.family)

@@ -1,20 +1,105 @@
-"""The one declaration of evaluation settings, shared by every command that evaluates.
+"""The one declaration of every option that more than one command takes.
 
-``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
-options (trec_eval's flags plus twostage's nDCG choices) through
-``evaluation_options``, and turn them into an ``EvalSettings`` with
-``settings_from``; reproduction specs name the same settings as YAML keys and
-build them with the same ``measures.build_settings``. Measure names are
-parsed by ``measures.parse_measures`` everywhere.
+Evaluation settings: ``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
+options (trec_eval's flags plus twostage's nDCG choices) through ``evaluation_options``, and
+turn them into an ``EvalSettings`` with ``settings_from``; each option's parameter is the
+setting's one name (``toolkit.measures.settings``), which reproduction specs use as YAML keys
+and build with the same ``measures.build_settings``. Measure names are parsed by
+``measures.parse_measures`` everywhere.
+
+The others: ``DATA_DIR`` (every command that reads a collection by name), ``DEVICE`` and
+``PRECISION`` (every command that runs a model), ``significance_options`` (``compare`` and
+``diagnose``) and ``trec_eval_option``. Choices come from the library's constants, so a new
+choice is added in one place.
 """
 
 from __future__ import annotations
 
+from typing import get_args
+
 import click
 
 from toolkit.errors import TwostageError
+from toolkit.evaluation.significance import CORRECTIONS
 from toolkit.measures.names import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, EvalSettings, build_settings
+from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
+from toolkit.models import DEFAULT_DEVICE, PRECISIONS
 from toolkit.ranking import SCORE_PRECISIONS
+from toolkit.trec_io import DedupePolicy
+
+DATA_DIR = click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    envvar="TWOSTAGE_DATA",
+    help="Data folder for collections and qrels given by name, and for a spec's relative paths "
+    "(default: $TWOSTAGE_DATA or ../shared/data).",
+)
+
+DEVICE = click.option(
+    "--device",
+    default=DEFAULT_DEVICE,
+    show_default=True,
+    help="Where the model runs: auto (cuda when available, else cpu), cpu, cuda, cuda:N, mps. The same default "
+    "for index, dense and rerank: a GPU is used where there is one (with --ray: when workers hold one); "
+    "pass cpu for the same scores on every machine.",
+)
+
+PRECISION = click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="auto",
+    show_default=True,
+    help="auto: fp16 on CUDA, fp32 elsewhere (stated in the run's sidecar or the index's index.meta.json).",
+)
+
+
+def trec_eval_option(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str = ""):
+    """``--trec-eval 9|10``: the semantics of a generation (eval), or a filter (``measures``, default None)."""
+    return click.option(
+        "--trec-eval",
+        "trec_eval",
+        type=click.Choice([str(v) for v in TREC_EVAL_VERSIONS]),
+        default=default,
+        show_default=default is not None,
+        help=meaning
+        or "Semantics of trec_eval 9 (Pyserini's bundled 9.0.4: float scores, iprec cutoffs floor(x*R+0.9)) "
+        "or 10 (double scores, round(x*R), rbp/unj, -c lists missing queries).",
+    )
+
+
+_SIGNIFICANCE = [
+    click.option(
+        "--permutations",
+        type=click.IntRange(min=1),
+        default=10_000,
+        show_default=True,
+        help="Random sign flips of the randomization test (all 2^n when that is not more).",
+    ),
+    click.option(
+        "--seed",
+        type=int,
+        default=42,
+        show_default=True,
+        help="Seed of numpy's default_rng for the randomization test.",
+    ),
+    click.option(
+        "--correction",
+        type=click.Choice(CORRECTIONS),
+        default=CORRECTIONS[0],
+        show_default=True,
+        help="Multiple-comparison correction of the randomization test's p-values, within each family of "
+        "comparisons (compare: the runs compared with the baseline, per measure).",
+    ),
+]
+
+
+def significance_options(f):
+    """``--permutations --seed --correction`` of the paired randomization test."""
+    for opt in reversed(_SIGNIFICANCE):
+        f = opt(f)
+    return f
+
 
 #: Option name -> (click decorator factory). Order is the order in --help.
 _OPTIONS = {
@@ -24,9 +109,9 @@ _OPTIONS = {
         is_flag=True,
         help="Average over every judged query; queries missing from the run count as 0 (trec_eval -c).",
     ),
-    "level": lambda: click.option(
+    "relevance_level": lambda: click.option(
         "-l",
-        "level",
+        "relevance_level",
         type=click.IntRange(min=0),
         default=1,
         show_default=True,
@@ -52,15 +137,7 @@ _OPTIONS = {
         default=0,
         help="Number of documents in the collection (utility's fourth coefficient).",
     ),
-    "trec_eval": lambda: click.option(
-        "--trec-eval",
-        "trec_eval",
-        type=click.Choice([str(v) for v in TREC_EVAL_VERSIONS]),
-        default=str(DEFAULT_TREC_EVAL),
-        show_default=True,
-        help="Semantics of trec_eval 9 (Pyserini's bundled 9.0.4: float scores, iprec cutoffs floor(x*R+0.9)) "
-        "or 10 (double scores, round(x*R), rbp/unj, -c lists missing queries).",
-    ),
+    "trec_eval": trec_eval_option,
     "score_precision": lambda: click.option(
         "--score-precision",
         type=click.Choice(SCORE_PRECISIONS),
@@ -83,8 +160,8 @@ _OPTIONS = {
     ),
     "judged_compat": lambda: click.option(
         "--judged-compat",
-        type=click.Choice(["twostage", "pyserini"]),
-        default="twostage",
+        type=click.Choice(JUDGED_COMPAT),
+        default=JUDGED_COMPAT[0],
         show_default=True,
         help="judged.k definition: twostage (top k in trec_eval order, per-query mean) or pyserini "
         "(first k file lines, pooled).",
@@ -97,32 +174,13 @@ _OPTIONS = {
     ),
     "dedupe": lambda: click.option(
         "--dedupe",
-        type=click.Choice(["error", "first"]),
+        type=click.Choice(get_args(DedupePolicy)),
         default="error",
         show_default=True,
         help="Duplicate (query, doc) lines: error (as trec_eval), or keep the first and report how many were dropped.",
     ),
-    "data_dir": lambda: click.option(
-        "--data-dir",
-        type=click.Path(file_okay=False),
-        default=None,
-        envvar="TWOSTAGE_DATA",
-        help="Data folder for qrels given by name (default: $TWOSTAGE_DATA or ../shared/data).",
-    ),
+    "data_dir": lambda: DATA_DIR,
 }
-
-SETTINGS_KEYS = (
-    "complete",
-    "level",
-    "max_docs",
-    "judged_only",
-    "num_docs",
-    "trec_eval",
-    "score_precision",
-    "gain",
-    "discount",
-    "judged_compat",
-)
 
 
 def evaluation_options(f=None, *, exclude: tuple[str, ...] = ()):
@@ -139,7 +197,7 @@ def evaluation_options(f=None, *, exclude: tuple[str, ...] = ()):
 
 def settings_from(options: dict, **fixed) -> EvalSettings:
     """EvalSettings from a command's option values (the keys of ``evaluation_options``); ``fixed`` overrides."""
-    values = {k: options.get(k) for k in SETTINGS_KEYS if k in options}
+    values = {k: options.get(k) for k in SETTING_NAMES if k in options}
     values.update(fixed)
     try:
         return build_settings(values)

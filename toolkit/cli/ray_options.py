@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import click
 
+from toolkit.extras import require
+
 RAY_OPTIONS = [
     click.option(
         "--ray",
@@ -73,6 +75,7 @@ def sharding_from_options(
     from toolkit.jobs.distributed import RayExecutor, RayOptions
     from toolkit.jobs.shards import Sharding, shards_dir
 
+    require("ray", "--ray")
     options = RayOptions(
         ray_address,
         workers or 2,
@@ -81,6 +84,14 @@ def sharding_from_options(
         3 if max_retries is None else max_retries,
     )
     return Sharding(RayExecutor(options), shards_dir(out), shard_size, force)
+
+
+def shutdown_ray(sharding) -> None:
+    """Stop what a --ray job started (a private local Ray, the driver's connection); nothing without --ray."""
+    if sharding is not None:
+        from toolkit.jobs.distributed import shutdown
+
+        shutdown()
 
 
 def worker_device(device: str, precision: str, gpus_per_worker: float | None) -> tuple[str, str]:

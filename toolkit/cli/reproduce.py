@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import evaluation_options
+from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options
 
 
 # ---------------------------------------------------------------- reproduce
@@ -20,13 +20,7 @@ from toolkit.cli.options import evaluation_options
     default=None,
     help="Folder for NAME.md, NAME.html, NAME.json and the runs commands write [default: reports/reproduce/NAME].",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    envvar="TWOSTAGE_DATA",
-    help="Data folder the spec's paths are relative to (default: $TWOSTAGE_DATA or ../shared/data).",
-)
+@DATA_DIR
 @click.option(
     "--indexes",
     type=click.Path(file_okay=False),
@@ -151,23 +145,7 @@ def _api_options(s: dict) -> dict:
     show_default=True,
     help="The test whose p-values are corrected and marked (both are reported).",
 )
-@click.option(
-    "--permutations",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Random sign flips for the randomization test (all 2^n when that is not more).",
-)
-@click.option(
-    "--seed", type=int, default=42, show_default=True, help="Seed of numpy's default_rng for the randomization test."
-)
-@click.option(
-    "--correction",
-    type=click.Choice(["holm", "bonferroni", "none"]),
-    default="holm",
-    show_default=True,
-    help="Multiple-comparison correction, per measure, over the tests of every run against every baseline.",
-)
+@significance_options
 @click.option("--force", is_flag=True, help="Compare even when provenance differs (pairs only the shared queries).")
 @click.option(
     "--format",

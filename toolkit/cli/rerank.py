@@ -7,7 +7,10 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.cli.options import DEVICE, PRECISION
+from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, shutdown_ray, worker_device
+from toolkit.extras import require, require_command
+from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | N
 )
 @click.option(
     "--kind",
-    type=click.Choice(["auto", "bi-encoder", "cross-encoder"]),
+    type=click.Choice(RERANKER_KINDS),
     default="auto",
     show_default=True,
     help="bi-encoder: cosine of normalised embeddings; cross-encoder: CrossEncoder logit; auto: from the model's config.",
@@ -83,7 +86,7 @@ def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | N
     default=None,
     help="Truncate inputs to this many tokens (default: the model's).",
 )
-@click.option("--device", default="auto", show_default=True, help="auto (cuda when available), cpu, cuda, cuda:N, mps.")
+@DEVICE
 @click.option(
     "--query-id",
     "query_id_values",
@@ -109,19 +112,13 @@ def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | N
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option(
     "--backend",
-    type=click.Choice(["torch", "onnx", "onnx-int8"]),
-    default="torch",
+    type=click.Choice(list(BACKENDS)),
+    default=DEFAULT_BACKEND,
     show_default=True,
     help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
     "with int8 weights (fastest; changes scores, see the README).",
 )
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "fp32", "fp16"]),
-    default="auto",
-    show_default=True,
-    help="auto: fp16 on CUDA, fp32 elsewhere (stated in the sidecar).",
-)
+@PRECISION
 @click.option(
     "--embedding-cache",
     "cache_dir",
@@ -156,14 +153,9 @@ def rerank(
     precision,
     cache_dir,
     no_embedding_cache,
-    ray_address,
-    workers,
-    gpus_per_worker,
-    cpus_per_worker,
-    shard_size,
-    max_retries,
     force,
     out,
+    **ray,
 ):
     """Rerank a first-stage run's top-N candidates with a bi- or cross-encoder.
 
@@ -177,20 +169,68 @@ def rerank(
     With --ray the model work is split into shards recorded in OUT.shards/manifest.json;
     running the same command again after an interruption does only the unfinished shards.
     """
-    from toolkit.catalog import resolve_topics
     from toolkit.reranking.backends import RerankerSpec
-    from toolkit.reranking.job import embedding_namespace, rerank_run
-    from toolkit.sidecar import meta_path
-    from toolkit.texts import lucene_text_source, read_candidates, read_jsonl_corpus
-    from toolkit.trec_io import read_run, write_json, write_run
+    from toolkit.reranking.job import rerank_run
 
+    _check_sources(candidates, run_path, corpus, index_path)
+    _require_extras(backend, index_path)
+    sharding = sharding_from_options(**ray, out=out, force=force)
+    cand, first, queries, texts = _inputs(candidates, run_path, topics, corpus, index_path)
+    if sharding is not None and backend == "torch":
+        device, precision = worker_device(device, precision, ray["gpus_per_worker"])
+    spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).resolved()
+    reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
+    cache = _embedding_cache(spec, reranker, sharding, cache_dir, no_embedding_cache)
+    tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
+    query_ids = _query_ids(query_id_values, judged_qrels)
+    try:
+        result = rerank_run(
+            first, queries, texts, reranker, depth, missing_text, query_ids, not no_progress, tag, sharding, cache
+        )
+    finally:
+        shutdown_ray(sharding)
+    settings = _write_outputs(result, out, tag, topics, cand)
+    _report(result, settings, sharding, cache, f"{spec.kind} {model}")
+    click.echo(str(out))
+
+
+def _report(result, settings: dict, sharding, cache, what: str) -> None:
+    """stderr: the sharded job's shards, the embedding cache's hits and the speed."""
+    echo_job(sharding, result.settings["model_work"])
+    if cache is not None:
+        c = result.settings["embedding_cache"]
+        click.echo(f"twostage: embedding cache {c['folder']}: {c['hits']} texts found, {c['added']} added", err=True)
+    rate = result.pairs / result.seconds if result.seconds > 0 else float("inf")
+    click.echo(
+        f"reranked {result.queries} queries, {result.pairs} candidates in {result.seconds:.1f}s "
+        f"({rate:.0f}/s) with {what} on {settings['reranker']['device']}"
+        + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
+        err=True,
+    )
+
+
+def _require_extras(backend: str, index_path) -> None:
+    """Before reading anything: the extras this rerank needs (the model's, Lucene's for --index)."""
+    require_command("rerank")
+    if backend != DEFAULT_BACKEND:
+        require("onnx", f"twostage rerank --backend {backend}")
+    if index_path:
+        require("pyserini", "twostage rerank --index (texts stored in a Lucene index)")
+
+
+def _check_sources(candidates, run_path, corpus, index_path) -> None:
     if bool(candidates) == bool(run_path):
         raise click.UsageError("give exactly one of --candidates or --run")
     if corpus and index_path:
         raise click.UsageError("give at most one of --corpus or --index")
-    sharding = sharding_from_options(
-        ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, out, force
-    )
+
+
+def _inputs(candidates, run_path, topics, corpus, index_path):
+    """(candidates file or None, first-stage run, query texts, document text source) from the options."""
+    from toolkit.catalog import resolve_topics
+    from toolkit.texts import lucene_text_source, read_candidates, read_jsonl_corpus
+    from toolkit.trec_io import read_run
+
     cand = read_candidates(candidates) if candidates else None
     first = cand.run if cand else read_run(run_path)
     queries = dict(cand.topics.as_dict()) if cand else {}
@@ -206,40 +246,25 @@ def rerank(
         texts = cand.text_source()
     else:
         raise click.UsageError("--run needs a text source: --corpus JSONL or --index LUCENE_INDEX")
-    if sharding is not None and backend == "torch":
-        device, precision = worker_device(device, precision, gpus_per_worker)
-    spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).resolved()
-    reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
-    cache = None
-    if spec.kind == "bi-encoder" and not no_embedding_cache:
-        from toolkit.jobs.embed_cache import EmbeddingCache, default_folder
+    return cand, first, queries, texts
 
-        desc = reranker.describe() if sharding is None else spec.describe()
-        cache = EmbeddingCache(cache_dir or default_folder(), embedding_namespace(desc))
-    tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
-    try:
-        result = rerank_run(
-            first,
-            queries,
-            texts,
-            reranker,
-            depth=depth,
-            missing_text=missing_text,
-            query_ids=_query_ids(query_id_values, judged_qrels),
-            progress=not no_progress,
-            tag=tag,
-            sharding=sharding,
-            cache=cache,
-        )
-    finally:
-        if sharding is not None:
-            from toolkit.jobs.distributed import shutdown
 
-            shutdown()
-    echo_job(sharding, result.settings["model_work"])
-    if cache is not None:
-        c = result.settings["embedding_cache"]
-        click.echo(f"twostage: embedding cache {c['folder']}: {c['hits']} texts found, {c['added']} added", err=True)
+def _embedding_cache(spec, reranker, sharding, cache_dir, disabled: bool):
+    """The bi-encoder's embedding cache (None for cross-encoders and with --no-embedding-cache)."""
+    if spec.kind != "bi-encoder" or disabled:
+        return None
+    from toolkit.jobs.embed_cache import EmbeddingCache, default_folder
+    from toolkit.reranking.job import embedding_namespace
+
+    desc = reranker.describe() if sharding is None else spec.describe()
+    return EmbeddingCache(cache_dir or default_folder(), embedding_namespace(desc))
+
+
+def _write_outputs(result, out: str, tag: str, topics: str | None, cand) -> dict:
+    """OUT (the reranked run) and OUT.meta.json; returns the sidecar's settings."""
+    from toolkit.sidecar import meta_path
+    from toolkit.trec_io import write_json, write_run
+
     write_run(result.run, out, tag=tag)
     settings = dict(result.settings)
     settings["out"] = str(out)
@@ -248,14 +273,7 @@ def rerank(
         str(Path(settings["topics"]).resolve()) if settings["topics"] and Path(settings["topics"]).exists() else None
     )
     write_json(meta_path(out), settings)
-    rate = result.pairs / result.seconds if result.seconds > 0 else float("inf")
-    click.echo(
-        f"reranked {result.queries} queries, {result.pairs} candidates in {result.seconds:.1f}s "
-        f"({rate:.0f}/s) with {spec.kind} {model} on {settings['reranker']['device']}"
-        + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
-        err=True,
-    )
-    click.echo(str(out))
+    return settings
 
 
 COMMANDS = [rerank]

@@ -14,16 +14,10 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION
+from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, shutdown_ray, worker_device
 from toolkit.errors import ConfigError
-
-_DATA_DIR = click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    envvar="TWOSTAGE_DATA",
-    help="Data folder for named collections (default: $TWOSTAGE_DATA or ../shared/data).",
-)
+from toolkit.extras import require_command
 
 
 def _command_line(ctx: click.Context) -> str:
@@ -139,16 +133,9 @@ def _worker_settings(settings, device: str, precision: str, gpus_per_worker: flo
     return replace(settings, device=dev, precision=prec)
 
 
-def _ray_shutdown(sharding) -> None:
-    if sharding is not None:
-        from toolkit.jobs.distributed import shutdown
-
-        shutdown()
-
-
 # ------------------------------------------------------------------ doctor
 @click.command("doctor")
-@_DATA_DIR
+@DATA_DIR
 @click.option("--no-jvm", is_flag=True, help="Do not start the JVM (skips the Lucene version check).")
 def doctor(data_dir, no_jvm):
     """Print what the toolkit found: Python, Pyserini, Lucene/Anserini, Java, torch, faiss, data."""
@@ -246,16 +233,8 @@ def _ray_lines() -> list[str]:
 @click.option(
     "--limit", type=click.IntRange(min=1), default=None, help="Dense: encode only the first N documents (smoke tests)."
 )
-@click.option(
-    "--device", default="cpu", show_default=True, help="Dense: cpu, cuda, cuda:N or auto (cuda when available)."
-)
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "fp32", "fp16"]),
-    default="auto",
-    show_default=True,
-    help="Dense: auto is fp16 on CUDA, fp32 elsewhere (recorded in index.meta.json).",
-)
+@DEVICE
+@PRECISION
 @ray_options
 @click.option(
     "--force",
@@ -270,7 +249,7 @@ def _ray_lines() -> list[str]:
     help="Fetch missing collection files from their declared source.",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
-@_DATA_DIR
+@DATA_DIR
 def index(
     collection,
     out,
@@ -316,8 +295,9 @@ def index(
     OUT.shards/manifest.json; the index is assembled from the shard embeddings.
     """
     from toolkit.corpus import resolve_corpus
-    from toolkit.retrieval.indexing import EncoderSettings, build_dense_index, build_lucene_index
+    from toolkit.retrieval.indexing import EncoderSettings, build_lucene_index
 
+    require_command("index")
     corpus = resolve_corpus(collection, collection_class, data_dir, download)
     for note in corpus.notes:
         click.echo(f"twostage: {note}", err=True)
@@ -329,29 +309,10 @@ def index(
     )
     if dense:
         settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
-        # on Ray the device is the workers' (--gpus-per-worker 1: cuda), so it is resolved there
-        settings = (
-            settings.on_device(device, precision)
-            if sharding is None
-            else _worker_settings(settings, device, precision, gpus_per_worker)
+        dense_options = {"hnsw": hnsw, "hnsw_m": hnsw_m, "threads": threads, "limit": limit, "force": force}
+        info = _dense_index(
+            corpus, out, settings, device, precision, gpus_per_worker, sharding, progress, dense_options
         )
-        try:
-            info = build_dense_index(
-                corpus,
-                out,
-                settings,
-                hnsw=hnsw,
-                hnsw_m=hnsw_m,
-                threads=threads,
-                limit=limit,
-                force=force,
-                progress=progress,
-                sharding=sharding,
-            )
-        finally:
-            _ray_shutdown(sharding)
-        if not info.reused:
-            echo_job(sharding, info.meta.get("execution", {}))
     else:
         info = build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress)
     verb = "reused" if info.reused else "built"
@@ -359,6 +320,24 @@ def index(
         f"twostage: {verb} {info.kind} index {info.path} ({info.documents} documents, {info.seconds:.1f}s)", err=True
     )
     click.echo(str(info.path))
+
+
+def _dense_index(corpus, out, settings, device, precision, gpus_per_worker, sharding, progress, options: dict):
+    """Build (or reuse) a dense index; on Ray the device is the workers' (--gpus-per-worker 1: cuda)."""
+    from toolkit.retrieval.indexing import build_dense_index
+
+    settings = (
+        settings.on_device(device, precision)
+        if sharding is None
+        else _worker_settings(settings, device, precision, gpus_per_worker)
+    )
+    try:
+        info = build_dense_index(corpus, out, settings, progress=progress, sharding=sharding, **options)
+    finally:
+        shutdown_ray(sharding)
+    if not info.reused:
+        echo_job(sharding, info.meta.get("execution", {}))
+    return info
 
 
 # -------------------------------------------------------------------- bm25
@@ -378,7 +357,7 @@ _RUN_OPTIONS = [
     click.option(
         "--max-queries", type=click.IntRange(min=1), default=None, help="Only the first N topics (smoke runs)."
     ),
-    _DATA_DIR,
+    DATA_DIR,
 ]
 
 
@@ -429,6 +408,7 @@ def bm25(
     from toolkit.retrieval.lucene import RM3, LuceneRetriever
     from toolkit.retrieval.search import validate_hits
 
+    require_command("bm25")
     started = time.perf_counter()
     validate_hits(hits)
     rm3_params = RM3(fb_terms, fb_docs, original_query_weight) if rm3 else None
@@ -445,14 +425,8 @@ def bm25(
     "--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Query encoding batch size."
 )
 @click.option("--ef-search", type=click.IntRange(min=1), default=256, show_default=True, help="HNSW indexes: efSearch.")
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:N or auto (cuda when available).")
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "fp32", "fp16"]),
-    default="auto",
-    show_default=True,
-    help="auto is fp16 on CUDA, fp32 elsewhere.",
-)
+@DEVICE
+@PRECISION
 @ray_options
 @click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
@@ -493,6 +467,7 @@ def dense(
     from toolkit.retrieval.dense import DenseRetriever
     from toolkit.retrieval.search import validate_hits
 
+    require_command("dense")
     started = time.perf_counter()
     validate_hits(hits)
     sharding = sharding_from_options(
@@ -509,7 +484,7 @@ def dense(
     try:
         result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
     finally:
-        _ray_shutdown(sharding)
+        shutdown_ray(sharding)
     echo_job(sharding, result.params.get("execution", {}))
     extra = _index_record(index_path) | {"topics": {"spec": topics, "path": t.path, "count": len(t)}}
     write_run_with_meta(ctx, result, out, hits, result.params | {"threads": threads}, extra, tag, started)

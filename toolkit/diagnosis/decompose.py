@@ -6,16 +6,17 @@ trec_eval order at the settings' score precision, ``ranking.top_k``):
 
 - ``ideal``: M of the best ranking of every judged document of the query (sorted by gain). For nDCG it is 1
   when the query has a relevant document and 0 otherwise; for P@k it is min(R, k) / k.
-- ``ceiling``: M of the best reordering of F's top N: the candidates sorted by the gain of their judged grade,
-  an unjudged candidate counting as grade 0. No reranker of these candidates can score more.
+- ``ceiling``: M of the best reordering of F's top N: the candidates sorted by ``order_keys``: for nDCG the
+  gain nDCG itself gives their judged grade (``GainTable``, so a non-monotone ``--gain`` map is honoured), for
+  binary measures the grade; an unjudged candidate gains 0. No reranker of these candidates can score more.
 - ``first_stage`` = M(F) and ``reranked`` = M(R).
 - ``lost_in_candidates = ideal - ceiling``: quality the first stage's candidates lack, out of any reranker's
   reach; ``lost_in_reranking = ceiling - reranked``: quality a better order of the same candidates would have
   had. The two add up to ``ideal - reranked`` per query and in the mean. ``lost_in_reranking`` is negative
   only when R holds documents that are not among the candidates (it is then not a reranking of them).
 
-Sorting by gain is the best order for every measure that only rewards documents with more gain (or relevant
-ones) at higher ranks: nDCG with linear or exponential gains, P, recall, MAP, reciprocal rank. Counts
+Sorting by these keys is the best order for every measure that only rewards documents with more gain (or
+relevant ones) at higher ranks: nDCG with linear or exponential gains, P, recall, MAP, reciprocal rank. Counts
 (``num_*``) and judged coverage have no ceiling and are refused.
 
 Rerank-depth curve: reranking only F's top k (k <= N) gives F's top k in R's order (a top-k candidate that R
@@ -37,7 +38,8 @@ import pandas as pd
 
 from toolkit.errors import ConfigError
 from toolkit.evaluation.evaluate import evaluate
-from toolkit.measures.names import EvalSettings, parse_measures
+from toolkit.measures.gains import GainTable
+from toolkit.measures.names import EvalSettings, Measure, parse_measures
 from toolkit.ranking import order_run, top_k, within_group_rank
 from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
@@ -71,25 +73,43 @@ def measure_values(qrels: Qrels, run: Run, measure: str, settings: EvalSettings,
     return values.reindex(list(query_ids), fill_value=0.0)
 
 
-def _gains(labels: np.ndarray, settings: EvalSettings) -> np.ndarray:
-    """The gain of each judged label (unjudged: NaN in, 0 out), as the settings' nDCG gain defines it."""
-    judged = ~np.isnan(labels)
-    ints = np.where(judged, labels, 0).astype(np.int64)
-    apply = getattr(getattr(settings, "gain", None), "apply", None)
-    gains = apply(ints) if apply is not None else ints.astype(np.float64)
-    return np.where(judged & (ints >= 0), gains, 0.0)
+def _gain_table(m: Measure, settings: EvalSettings) -> GainTable:
+    """The gain table the measure itself is computed with: ``--gain`` for nDCG when it is not linear, else the
+    measure's own ``L=G`` pairs (trec_eval's ``ndcg.1=3``) over linear gains, as ``measures/trec.py`` builds it."""
+    if m.spec.gain and settings.gain.kind != "linear":
+        return GainTable(gain=settings.gain, trec_sort=False)
+    return GainTable(pairs=tuple((int(k), float(v)) for k, v in m.params if isinstance(k, int)))
 
 
-def candidate_table(qrels: Qrels, first: Run, reranked: Run, depth: int, settings: EvalSettings) -> pd.DataFrame:
-    """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain,
-    and ``reranked_query`` (R has the query at all)."""
+def order_keys(labels: np.ndarray, measure: str, settings: EvalSettings) -> np.ndarray:
+    """What the best order of a query's documents sorts by, descending (``labels``: NaN when unjudged).
+
+    A measure with gains (nDCG, or a family given ``L=G`` pairs) rewards gain, so the keys are the gains the
+    measure is computed with, from ``GainTable.of_labels`` (the lookup behind nDCG's DCG and its ideal
+    ranking): a map 0:0,1:5,2:1 puts label 1 first. Every other measure rewards the documents at or above a
+    relevance level, so a higher label never belongs lower: the key is the label, an unjudged document below
+    every judged one. Negative labels (pooled, unjudged) count as unjudged.
+    """
+    m = parse_measures([measure], settings.trec_eval)[0]
+    judged = ~np.isnan(labels) & (np.nan_to_num(labels, nan=-1.0) >= 0)
+    codes = np.where(judged, np.nan_to_num(labels, nan=-1.0), -1).astype(np.int64)
+    if m.spec.gain or any(isinstance(k, int) for k, _ in m.params):
+        return _gain_table(m, settings).of_labels(codes)
+    return codes.astype(np.float64)
+
+
+def candidate_table(
+    qrels: Qrels, first: Run, reranked: Run, depth: int, settings: EvalSettings, measure: str = "ndcg_cut_10"
+) -> pd.DataFrame:
+    """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain
+    (the best order's key for ``measure``, ``order_keys``), and ``reranked_query`` (R has the query at all)."""
     cands = top_k(first.frame, depth, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     cands = cands.rename(columns={"rank": "first_rank"})
     rr = order_run(reranked.frame, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     table = cands.merge(rr.rename(columns={"rank": "reranked_rank"}), on=[QUERY_ID, DOC_ID], how="left")
     table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
     labels = table.merge(qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], on=[QUERY_ID, DOC_ID], how="left")[RELEVANCE]
-    table["gain"] = _gains(labels.to_numpy(dtype=np.float64), settings)
+    table["gain"] = order_keys(labels.to_numpy(dtype=np.float64), measure, settings)
     return table
 
 
@@ -126,10 +146,11 @@ def reordered_run(cands: pd.DataFrame, k: int, order: str) -> Run:
     return Run(frame=frame, path=f"<top {k} reordered: {order}>")
 
 
-def ideal_run(qrels: Qrels, settings: EvalSettings) -> Run:
-    """Every judged document of every qrels query, scored by its gain: the best possible ranking."""
+def ideal_run(qrels: Qrels, settings: EvalSettings, measure: str = "ndcg_cut_10") -> Run:
+    """Every judged document of every qrels query, scored by its ``order_keys`` for ``measure``: the best
+    possible ranking."""
     judged = qrels.frame.loc[qrels.frame[RELEVANCE] >= 0]
-    gains = _gains(judged[RELEVANCE].to_numpy(dtype=np.float64), settings)
+    gains = order_keys(judged[RELEVANCE].to_numpy(dtype=np.float64), measure, settings)
     frame = pd.DataFrame({QUERY_ID: judged[QUERY_ID].to_numpy(), DOC_ID: judged[DOC_ID].to_numpy(), SCORE: gains})
     return Run(frame=frame, path="<ideal ranking of the qrels>")
 
@@ -200,12 +221,12 @@ def decompose(
     if depth < 1:
         raise ConfigError("rerank depth must be >= 1")
     qids = list(query_ids)
-    cands = candidate_table(qrels, first, reranked, depth, settings)
+    cands = candidate_table(qrels, first, reranked, depth, settings, measure)
     if first_values is None:
         first_values = measure_values(qrels, first, measure, settings, qids)
     if reranked_values is None:
         reranked_values = measure_values(qrels, reranked, measure, settings, qids)
-    ideal = measure_values(qrels, ideal_run(qrels, settings), measure, settings, qids)
+    ideal = measure_values(qrels, ideal_run(qrels, settings, measure), measure, settings, qids)
     ks = curve_depths(depth, depths)
     recall = evaluate(qrels, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
     recall_wide = recall.wide().reindex(index=qids, fill_value=0.0)

@@ -21,15 +21,18 @@ from a run scores 0), or with ``complete=False`` the qrels queries that every ru
 - Candidates are the first stage's top N in trec_eval order at the settings' score precision
   (``ranking.top_k``), the same selection ``rerank`` and ``fuse`` make.
 
-Labels, per query and reranked run, from its decomposition, decided in this order (``Thresholds``):
+Labels, per query and reranked run, from its decomposition, decided in this order (``Thresholds``): first
+what the reranker did relative to the first stage, then the absolute labels.
 
-1. ``no-relevant``: ideal = 0: the qrels hold nothing the measure rewards;
-2. ``ok``: reranked >= ok x ideal (ideal is 1 for nDCG);
-3. ``unjudged-top``: more than ``max_unjudged`` of the reranked top 10 positions hold unjudged documents
+1. ``no-relevant``: ideal = 0: the qrels hold nothing the measure rewards (so nothing can be lost either);
+2. ``reranker-hurt``: reranked < first stage - hurt x ideal: the reranker made the query worse than the
+   first stage's own order of the same candidates, whatever the absolute value;
+3. ``ok``: reranked >= ok x ideal (ideal is 1 for nDCG);
+4. ``unjudged-top``: more than ``max_unjudged`` of the reranked top 10 positions hold unjudged documents
    (too much of the top is unjudged to tell; positions a short list leaves empty do not count);
-4. ``candidates-missed``: ceiling < ok x ideal: not even the best order of these candidates would be ok, so
+5. ``candidates-missed``: ceiling < ok x ideal: not even the best order of these candidates would be ok, so
    the candidates are what holds the query back;
-5. ``reranker-misordered``: otherwise: a better order of the same candidates would be ok.
+6. ``reranker-misordered``: otherwise: a better order of the same candidates would be ok.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, TypeRule, assign_t
 from toolkit.diagnosis.query_views import (
     add_snippets,
     best_missed,
+    by_delta,
     disagreements,
     grades,
     most_changed,
@@ -66,15 +70,20 @@ from toolkit.measures.names import EvalSettings, parse_measures
 from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 
-LABELS = ("ok", "reranker-misordered", "candidates-missed", "unjudged-top", "no-relevant")
+LABELS = ("ok", "reranker-hurt", "reranker-misordered", "candidates-missed", "unjudged-top", "no-relevant")
 LABEL_MEANING = {
     "ok": "the reranked run is good enough (at or above the ok threshold)",
+    "reranker-hurt": "the reranked run scores below the first stage: the reranker made this query worse",
     "reranker-misordered": "a better order of the same candidates would be ok: the reranking lost it",
     "candidates-missed": "not even the best order of the first stage's candidates would be ok: the candidates "
     "hold it back",
     "unjudged-top": "too much of the reranked top 10 is unjudged to tell",
     "no-relevant": "the qrels hold nothing the measure rewards for this query",
 }
+#: The order labels are decided in (``label_query``): relative to the first stage before the absolute ones.
+DECISION_ORDER = ("no-relevant", "reranker-hurt", "ok", "unjudged-top", "candidates-missed", "reranker-misordered")
+#: A query type with fewer queries than this is marked as too small to read anything into.
+MIN_TYPE_QUERIES = 5
 TOP = 10
 TextLookup = Callable[[Iterable[str]], dict[str, str]]
 
@@ -100,10 +109,15 @@ def measure_label(name: str) -> str:
 # ------------------------------------------------------------- thresholds
 @dataclass(frozen=True)
 class Thresholds:
-    """Cut points of the diagnosis labels (see the module docstring for the order)."""
+    """Cut points of the diagnosis labels (see the module docstring for the order).
+
+    ``hurt`` is a share of the ideal, as ``ok`` is: 0.05 of nDCG@10 is about one relevant document moving a
+    few ranks, so a reordering among near-equal documents is not called harm.
+    """
 
     ok: float = 0.6
     max_unjudged: float = 0.3
+    hurt: float = 0.05
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -113,7 +127,9 @@ class Thresholds:
     def describe(self, measure: str = "nDCG@10") -> dict[str, str]:
         ok = f"{self.ok:g} x ideal"
         return {
-            "ok": f"reranked {measure} >= {ok}",
+            "ok": f"not reranker-hurt, and reranked {measure} >= {ok}",
+            "reranker-hurt": f"reranked {measure} < first stage {measure} - {self.hurt:g} x ideal (decided before "
+            "every label but no-relevant)",
             "reranker-misordered": f"not ok, judged enough, and ceiling >= {ok} (a better order of the same "
             "candidates would be ok)",
             "candidates-missed": f"not ok, judged enough, and ceiling < {ok} (no order of the candidates is ok)",
@@ -122,14 +138,20 @@ class Thresholds:
         }
 
 
-def label_query(ideal: float, reranked: float, ceiling: float, unjudged: int, t: Thresholds) -> str:
-    """The label of one query (order: no-relevant, ok, unjudged-top, candidates-missed, reranker-misordered).
+def label_query(
+    ideal: float, reranked: float, ceiling: float, unjudged: int, t: Thresholds, *, first_stage: float
+) -> str:
+    """The label of one query (order: no-relevant, reranker-hurt, ok, unjudged-top, candidates-missed,
+    reranker-misordered).
 
-    ``unjudged`` is the number of unjudged documents in the reranked top 10.
+    ``unjudged`` is the number of unjudged documents in the reranked top 10; ``first_stage`` the first stage's
+    value of the measure.
     """
     eps = 1e-12  # values computed in another order must not flip a label at the threshold
     if ideal <= 0:
         return "no-relevant"
+    if reranked < first_stage - t.hurt * ideal - eps:
+        return "reranker-hurt"
     if reranked >= t.ok * ideal - eps:
         return "ok"
     if unjudged / TOP > t.max_unjudged + eps:
@@ -174,6 +196,41 @@ def pair_first_stage(
     return best, share
 
 
+def rerank_depth(run: Run, given: int | None, meta: Mapping | None = None, given_as: str = "given") -> tuple[int, str]:
+    """The rerank depth of a reranked run and where it came from: ``given`` (said as ``given_as``), else the
+    depth its ``twostage rerank`` sidecar states, else its longest list."""
+    if given:
+        return given, given_as
+    meta = meta or {}
+    stated = meta.get("depth") if meta.get("reranker") else None  # only a `twostage rerank` sidecar says it
+    if stated:
+        return int(stated), "the run's sidecar"
+    return longest_list(run), "the reranked run's longest list"
+
+
+def reranked_input(
+    name: str,
+    run: Run,
+    first_stages: Mapping[str, Run],
+    *,
+    depth: int | None = None,
+    depth_as: str = "given",
+    first_stage: str = "",
+    listwise: bool = False,
+    meta: Mapping | None = None,
+) -> Reranked:
+    """One reranked run with what its sidecar (``meta``, RUN.meta.json) adds to what the caller says: the
+    depth (``rerank_depth``), the first stage whose checksum the sidecar names (else '' and ``diagnose`` pairs
+    it: the only first stage, or the one holding most of its documents), and whether it is listwise."""
+    meta = meta or {}
+    d, d_from = rerank_depth(run, depth, meta, depth_as)
+    if not first_stage:
+        sha = (meta.get("first_stage") or {}).get("sha256")
+        first_stage = next((n for n, r in first_stages.items() if sha and r.sha256 == sha), "")
+    listwise = listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
+    return Reranked(name, run, first_stage, d, listwise, d_from)
+
+
 def _named(runs: Run | Mapping[str, Run], default: str) -> dict[str, Run]:
     return {default: runs} if isinstance(runs, Run) else dict(runs)
 
@@ -183,10 +240,10 @@ def _reranked_inputs(
 ) -> tuple[list[Reranked], list[str]]:
     """``Reranked`` inputs (first stage paired, depth set) and notes on how they were paired."""
     if isinstance(reranked, (Run, Mapping)):
-        items = []
-        for name, run in _named(reranked, "reranked").items():
-            d, d_from = (depth, "given") if depth else (longest_list(run), "the reranked run's longest list")
-            items.append(Reranked(name, run, "", d, name in listwise, d_from))
+        items = [
+            reranked_input(name, run, first_stages, depth=depth, listwise=name in listwise)
+            for name, run in _named(reranked, "reranked").items()
+        ]
     else:
         items = list(reranked)
     if not items:
@@ -398,8 +455,10 @@ def _pipeline_table(
         3,
         "diagnosis",
         [
-            label_query(i, v, c, u, t)
-            for i, v, c, u in zip(d["ideal"], d["reranked"], d["ceiling"], table["unjudged_in_top_10"])
+            label_query(i, v, c, u, t, first_stage=f)
+            for i, v, c, u, f in zip(
+                d["ideal"], d["reranked"], d["ceiling"], table["unjudged_in_top_10"], d["first_stage"]
+            )
         ],
     )
     return table
@@ -525,6 +584,8 @@ class Diagnosis:
     types: pd.DataFrame
     worst: list[dict]
     most_changed: dict[str, list[dict]]
+    hurt_most: dict[str, list[dict]]
+    helped_most: dict[str, list[dict]]
     views: dict[str, dict]
     missed: dict[str, list[dict]]
     thresholds: Thresholds
@@ -578,6 +639,8 @@ class Diagnosis:
                 "reorder_check": self.reorder_check,
                 "worst_queries": self.worst,
                 "most_changed": self.most_changed,
+                "hurt_most": self.hurt_most,
+                "helped_most": self.helped_most,
                 "notes": list(self.notes),
                 "provenance": self.provenance,
             }
@@ -684,12 +747,9 @@ def diagnose(
         ],
         types=type_summary(per_query, pipelines[0].name, ev.measure, [r.name for r in inputs]),
         worst=worst,
-        most_changed={
-            p.name: most_changed(
-                _view_rows(per_query[per_query["system"] == p.name], ev.measure, p.depth), most_changed_n
-            )
-            for p in pipelines
-        },
+        most_changed={p.name: most_changed(_rows_of(per_query, ev, p), most_changed_n) for p in pipelines},
+        hurt_most={p.name: by_delta(_rows_of(per_query, ev, p), worst_n, "hurt") for p in pipelines},
+        helped_most={p.name: by_delta(_rows_of(per_query, ev, p), worst_n, "helped") for p in pipelines},
         views=views,
         missed=missed,
         thresholds=t,
@@ -876,6 +936,11 @@ def _with_query_columns(
     return table
 
 
+def _rows_of(per_query: pd.DataFrame, ev: _Evaluated, p: Pipeline) -> pd.DataFrame:
+    """One reranked run's rows of the per-query table under the query views' names."""
+    return _view_rows(per_query[per_query["system"] == p.name], ev.measure, p.depth)
+
+
 def _view_rows(rows: pd.DataFrame, measure: str, depth: int) -> pd.DataFrame:
     """One reranked run's rows under the generic names the query views read."""
     return rows.rename(
@@ -985,6 +1050,7 @@ def type_summary(per_query: pd.DataFrame, primary: str, measure: str, reranked: 
             "mean_ceiling": float(g[f"ceiling_{measure}"].mean()),
             "mean_lost_in_candidates": float(g["lost_in_candidates"].mean()),
             "mean_lost_in_reranking": float(g["lost_in_reranking"].mean()),
+            "too_small": len(g) < MIN_TYPE_QUERIES,
         }
         for name in reranked:
             mine = rows_all[(rows_all["system"] == name) & (rows_all["query_type"] == qtype)]
@@ -1165,6 +1231,22 @@ def texts_from_sources(
         return out
 
     return queries, lookup, described
+
+
+def sources_from_metas(metas: Iterable[dict]) -> dict:
+    """Texts named by several reranked runs' sidecars: every candidates file (as a list), the first corpus,
+    index and topics."""
+    out: dict = {"candidates": []}
+    for meta in metas:
+        found = sources_from_meta(meta)
+        if "candidates" in found and found["candidates"] not in out["candidates"]:
+            out["candidates"].append(found["candidates"])
+        for key in ("corpus", "index", "topics"):
+            if key in found:
+                out.setdefault(key, found[key])
+    if not out["candidates"]:
+        del out["candidates"]
+    return out
 
 
 def sources_from_meta(meta: dict | None) -> dict:

@@ -193,6 +193,22 @@ def most_changed(rows: pd.DataFrame, n: int) -> list[dict]:
     return [_plain(r) for r in ranked[keep].to_dict(orient="records")]
 
 
+def by_delta(rows: pd.DataFrame, n: int, direction: str) -> list[dict]:
+    """The ``n`` queries the reranker hurt most (``direction="hurt"``: reranked - first stage most negative
+    first, only queries below the first stage) or helped most (``"helped"``: most positive first, only queries
+    above it); ties by query id. Sorted by what the reranker did, not by the reranked value."""
+    if direction not in ("hurt", "helped"):
+        raise ValueError(f"direction must be 'hurt' or 'helped', not {direction!r}")
+    if n == 0 or rows.empty:
+        return []
+    delta = rows["reranked"] - rows["first_stage"]
+    sign = -1.0 if direction == "hurt" else 1.0
+    picked = rows.assign(delta=delta, _key=-sign * delta)[sign * delta > 0]
+    picked = picked.sort_values(["_key", QUERY_ID], kind="stable").head(n)
+    keep = ["query_id", "query", "query_type", "diagnosis", "first_stage", "reranked", "delta", "ceiling", "rbo"]
+    return [_plain(r) for r in picked[keep].to_dict(orient="records")]
+
+
 def disagreements(pair: pd.DataFrame, n: int) -> list[dict]:
     """The ``n`` queries where two systems differ most on the measure (largest |delta|; then lowest RBO)."""
     if n == 0 or pair.empty:
@@ -219,7 +235,7 @@ def side_by_side(
         ranks = {}
         for s in systems:
             pos = {d: i + 1 for i, d in enumerate(lists[s].get(q, []))}
-            ranks[s] = {d: pos[d] for d in shown if d in pos}
+            ranks[s] = {d: pos[d] for d in sorted(shown) if d in pos}  # sorted: the page is the same every run
         out[q] = {"top": tops, "ranks": ranks}
     return out
 

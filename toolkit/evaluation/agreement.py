@@ -46,7 +46,7 @@ def rbo(a: Sequence[str], b: Sequence[str], p: float = RBO_P) -> float:
     if not len(a) or not len(b):
         return 0.0
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    s, l = len(short), len(long_)
+    s, l = len(short), len(long_)  # noqa: E741 (s and l as in Webber et al.'s RBO_ext formula)
     pos_long = {d: i for i, d in enumerate(long_)}
     # an item of S at position i that L holds at position j counts in X_d from depth max(i, j) + 1 on
     first_shared = np.zeros(l + 1, dtype=np.int64)

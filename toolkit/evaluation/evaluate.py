@@ -30,9 +30,10 @@ import pandas as pd
 
 from toolkit import __version__
 from toolkit.errors import UnknownMeasureError
+from toolkit.evaluation.checks import check_id_types, input_provenance, input_warnings, require_common_queries
 from toolkit.measures.names import EvalSettings, Measure
 from toolkit.measures.prefs import JgInput, build_prefs_input
-from toolkit.measures.ranked import build_ranked
+from toolkit.measures.ranked import QrelsIndex, build_ranked, index_qrels
 from toolkit.measures.trec import MIN_GEO_MEAN, Context
 from toolkit.ranking import group_starts, trec_order, within_group_rank
 from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
@@ -55,6 +56,12 @@ class EvalResult:
     holds relstring values ({measure name: {query: text}}); ``printed`` the
     queries a ``-q`` listing shows, in order; ``runid`` the run's tag as
     trec_eval prints it.
+
+    Two parameter sets can print the same name (``iprec_at_recall.0.999,1``
+    both print ``iprec_at_recall_1.00``; trec_eval prints both lines). The
+    name-keyed views (``aggregate``, ``wide()``) then hold the first;
+    ``summary`` and ``columns`` are keyed by the measure itself and hold
+    each: ``columns[m]`` is m's per-query values in ``evaluated`` order.
     """
 
     per_query: pd.DataFrame
@@ -67,11 +74,42 @@ class EvalResult:
     printed: tuple[str, ...] = ()
     runid: str = ""
     zscores: bool = False
+    summary: dict[Measure, float] = field(default_factory=dict)
+    columns: dict[Measure, np.ndarray] = field(default_factory=dict)
+    evaluated: tuple[str, ...] = ()
 
     def wide(self) -> pd.DataFrame:
-        """One row per query, one column per numeric measure name."""
-        table = self.per_query.pivot(index="query_id", columns="measure", values="value")
+        """One row per query, one column per numeric measure name (the first measure of a repeated name)."""
+        pq = self.per_query.drop_duplicates(["query_id", "measure"], keep="first")
+        table = pq.pivot(index="query_id", columns="measure", values="value")
         return table.reindex(columns=[m.name for m in self.measures if m.name in table.columns])
+
+
+@dataclass(frozen=True)
+class PreparedJudgments:
+    """Judgments parsed and factorised once (query ids, document keys, label counts), for many evaluations.
+
+    ``evaluate`` takes it wherever it takes judgments, with identical results; a diagnosis or a
+    comparison that evaluates one qrels against several runs and settings prepares it once
+    (``prepare_judgments``). ``index`` is None for preferences and judgment groups, which are
+    read per query.
+    """
+
+    judgments: Qrels | Prefs | JudgmentGroups
+    qids: np.ndarray
+    q_qidx: np.ndarray
+    index: QrelsIndex | None = None
+
+
+def prepare_judgments(judgments) -> PreparedJudgments:
+    """Factorise ``judgments`` (Qrels, Prefs or JudgmentGroups) once; a prepared value is returned as it is."""
+    if isinstance(judgments, PreparedJudgments):
+        return judgments
+    if judgment_format(judgments) == "qrels":
+        index = index_qrels(judgments)
+        return PreparedJudgments(judgments, index.qids, index.q_qidx, index)
+    q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
+    return PreparedJudgments(judgments, np.array(uniques.tolist(), dtype=object), q_qidx)
 
 
 def judgment_format(judgments) -> str:
@@ -105,18 +143,23 @@ def check_measures(measures, settings: EvalSettings, rel_format: str) -> None:
 def evaluate(
     judgments, run: Run, measures, settings: EvalSettings | None = None, *, zscores: dict | None = None
 ) -> EvalResult:
-    """Evaluate ``run`` against ``judgments`` (Qrels, Prefs or JudgmentGroups); see each family's definition."""
+    """Evaluate ``run`` against ``judgments`` (Qrels, Prefs, JudgmentGroups, or those prepared by
+    ``prepare_judgments``); see each family's definition."""
     settings = settings or EvalSettings()
     measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
+    prepared = prepare_judgments(judgments)
+    judgments = prepared.judgments
     rel_format = judgment_format(judgments)
     check_measures(measures, settings, rel_format)
-    q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
-    qids = np.array(uniques.tolist(), dtype=object)
+    check_id_types(judgments, run)
+    qids = prepared.qids
     nq = len(qids)
     version = settings.trec_eval
     run_queries = set(pd.unique(run.frame[QUERY_ID]).tolist())
     in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
     extra = len(run_queries - set(qids.tolist()))
+    require_common_queries(judgments, run, int(in_run.sum()), nq, len(run_queries), settings)
+    warnings = input_warnings(judgments, run, measures, settings)
     placeholder = settings.complete and version == 10 and not in_run.all()
     scored = _with_placeholders(run, qids[~in_run]) if placeholder else run
     evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
@@ -129,7 +172,7 @@ def evaluate(
         qrels=judgments,
         run=run,
     )
-    values = _compute(judgments, rel_format, scored, measures, settings, ctx, qids, q_qidx)
+    values = _compute(prepared, rel_format, scored, measures, settings, ctx)
     pooled = {k[1]: v for k, v in list(values.items()) if isinstance(k, tuple)}
     values = {k: v for k, v in values.items() if not isinstance(k, tuple)}
     if placeholder:
@@ -146,12 +189,13 @@ def evaluate(
     if settings.complete and version == 9:  # trec_eval 9 does not evaluate a missing query: it adds 0 to the sums
         for m in numeric:
             values[m] = np.where(in_run, values[m], 0.0)
-    aggregate = {
-        m.name: _aggregate(m, values[m], evaluated, in_run, settings, judgments, zscores is not None) for m in numeric
-    }
+    summary = {m: _aggregate(m, values[m], evaluated, in_run, settings, judgments) for m in numeric}
     for m, v in pooled.items():
         if zscores is None:
-            aggregate[m.name] = v
+            summary[m] = v
+    aggregate: dict[str, float] = {}
+    for m, v in summary.items():
+        aggregate.setdefault(m.name, v)
     ev_q = qids[evaluated]
     n_eval = int(evaluated.sum())
     per_query = pd.DataFrame(
@@ -167,6 +211,7 @@ def evaluate(
     provenance = build_provenance(
         judgments, run, measures, settings, nq=nq, n_run=int(in_run.sum()) + extra, n_eval=n_eval, zscores=zscores
     )
+    provenance.update(input_provenance(warnings, settings))
     return EvalResult(
         per_query=per_query,
         aggregate=aggregate,
@@ -178,6 +223,9 @@ def evaluate(
         printed=printed,
         runid=run.runid,
         zscores=zscores is not None,
+        summary=summary,
+        columns={m: values[m][evaluated] for m in numeric},
+        evaluated=tuple(ev_q.tolist()),
     )
 
 
@@ -195,16 +243,18 @@ def _with_placeholders(run: Run, missing: np.ndarray) -> Run:
 
 
 def _clean_placeholders(values: dict, missing: np.ndarray) -> None:
-    """trec_eval 10 zeroes these for a placeholder query, matching the printed name exactly as its C does."""
+    """What trec_eval 10 does to a placeholder query's values: each family's ``placeholder`` attribute."""
     for m, v in values.items():
-        name = m.name
-        if name in ("num_ret", "utility", "rbp_resid") or name.startswith("unj"):
+        rule = m.spec.placeholder
+        bare = m.name == m.family
+        if rule == "zero" or (rule == "zero_if_bare" and bare):
             values[m] = np.where(missing, 0.0, v)
-        elif name == "relstring":
+        elif rule == "clear_if_bare" and bare:
             values[m] = np.where(missing, "", v)
 
 
-def _compute(judgments, rel_format, run, measures, settings, ctx, qids, q_qidx) -> dict:
+def _compute(prepared: PreparedJudgments, rel_format, run, measures, settings, ctx) -> dict:
+    judgments, qids = prepared.judgments, prepared.qids
     by_family: dict[str, list[Measure]] = {}
     for m in measures:
         by_family.setdefault(m.family, []).append(m)
@@ -216,8 +266,7 @@ def _compute(judgments, rel_format, run, measures, settings, ctx, qids, q_qidx) 
             score_precision=settings.score_precision,
             max_docs=settings.max_docs,
             judged_only=settings.judged_only,
-            qids=qids,
-            q_qidx=q_qidx,
+            index=prepared.index,
         )
     elif rel_format == "qrels_jg":
         data = _jg_input(judgments, run, settings, qids)
@@ -302,18 +351,16 @@ def _aggregate(
     in_run: np.ndarray,
     settings: EvalSettings,
     judgments,
-    zscored: bool,
 ) -> float:
     agg = m.spec.aggregate
     n = int(evaluated.sum())
     if agg == "count":
         return float(n)
+    if m.spec.complete_total and settings.complete:
+        # both generations' calc_avg go back to the qrels here, after -l, -M, -J and -Z were applied per query
+        return float((judgments.frame[RELEVANCE].to_numpy() > 0).sum())
     nine_c = settings.complete and settings.trec_eval == 9
     if agg == "sum":
-        if m.family == "num_rel" and nine_c and not zscored:
-            # trec_eval 9.x quirk, kept for identical output: with -c the num_rel summary counts every
-            # qrels label > 0, whatever -l says (per-query values do follow -l)
-            return float((judgments.frame[RELEVANCE].to_numpy() > 0).sum())
         return _seq_sum(v[evaluated])
     if agg == "gm":
         if not n:
@@ -451,10 +498,12 @@ def provenance_differences(a: dict, b: dict, fields=COMPARABLE_FIELDS) -> dict[s
 __all__ = [
     "COMPARABLE_FIELDS",
     "EvalResult",
+    "PreparedJudgments",
     "build_provenance",
     "check_measures",
     "evaluate",
     "judgment_format",
+    "prepare_judgments",
     "provenance_differences",
     "settings_provenance",
 ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from toolkit.errors import UnknownMeasureError
-from toolkit.evaluation.evaluate import evaluate
+from toolkit.evaluation.evaluate import evaluate, prepare_judgments
 from toolkit.measures.names import Discount, EvalSettings, Gain, Measure
 from toolkit.records import Qrels, Run
 
@@ -33,6 +33,7 @@ def gain_sensitivity(
 ) -> Sensitivity:
     base = base or EvalSettings()
     measure = Measure("ndcg_cut", cutoff)
+    qrels = prepare_judgments(qrels)  # one factorisation for every run and variant
     columns: dict[str, dict[str, float]] = {}
     skipped: dict[str, str] = {}
     for label, gain, discount in VARIANTS:

@@ -59,6 +59,9 @@ PROVENANCE_KEYS = (
     "zscores",
     "duplicates_dropped",
     "comment_lines",
+    "measure_settings",
+    "input_warnings",
+    "no_common_queries",
 )
 
 
@@ -79,23 +82,22 @@ def render_text(result: EvalResult, per_query: bool, provenance: bool, summary: 
     z = result.zscores
     if per_query:
         shown = [m for m in result.measures if m.spec.per_query]
-        pq = result.per_query
-        columns = {}
-        if len(pq):
-            table = pq.pivot(index="query_id", columns="measure", values="value")
-            columns = {name: dict(zip(table.index.tolist(), table[name].tolist())) for name in table.columns}
+        # keyed by measure, not name: two parameter sets may print the same name, and trec_eval prints both
+        columns = {m: v.tolist() for m, v in result.columns.items()}
+        pos = {qid: i for i, qid in enumerate(result.evaluated)}
         for qid in result.printed:
+            i = pos[qid]
             for m in shown:
                 if m.spec.value_type == "string":
                     out.append(_line(m, qid, f"'{result.strings[m.name][qid]}'", False))
                 else:
-                    out.append(_line(m, qid, format_value(m, columns[m.name][qid], z), z))
+                    out.append(_line(m, qid, format_value(m, columns[m][i], z), z))
     if summary:
         for m in result.measures:
             if m.family == "runid":
                 out.append(f"{'runid':<22}\tall\t{result.runid}")
             elif m.spec.value_type != "string":
-                out.append(_line(m, "all", format_value(m, result.aggregate[m.name], z), z))
+                out.append(_line(m, "all", format_value(m, result.summary[m], z), z))
     return "\n".join(out) + "\n" if out else ""
 
 

@@ -16,6 +16,7 @@ one started on this machine with ``ray start``, ``host:port`` joins that cluster
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -65,14 +66,66 @@ def current_cluster() -> tuple[str | None, str]:
 
 def reachable(address: str, timeout: float = 1.0) -> bool:
     """Whether something listens at a ``host:port`` / ``ray://host:port`` address."""
+    return _connect_error(address, timeout) is None
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--ray {address}: not an address (expected auto, HOST:PORT or ray://HOST:PORT)")
+    return host or "127.0.0.1", int(port)
+
+
+def _connect_error(address: str, timeout: float) -> str | None:
+    """None when a TCP connection to the address succeeds, else why it did not."""
     import socket
 
-    host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
+        host, port = _split(address)
+    except ConfigError as exc:
+        return str(exc)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
+#: Connection attempts before ``--ray ADDRESS`` gives up, each with this timeout, this far apart: a few
+#: seconds in all, far inside the 15 s the user waits, and enough for a head node that is just starting.
+PROBE_ATTEMPTS, PROBE_TIMEOUT, PROBE_PAUSE = 3, 1.0, 1.0
+
+
+def check_address(address: str | None) -> None:
+    """Fail at once, naming the address and what was tried, when ``--ray ADDRESS`` has no cluster behind it.
+
+    Ray's own ``ray.init`` at a dead address retries for about 14 minutes ("Failed to get cluster ID from
+    GCS"); this runs before any shard folder or manifest is made, so nothing is written and nothing is
+    left to resume. A local Ray (``--ray`` alone) is started by the job itself and needs no check. Only
+    reachability is checked: a port where some other server listens passes here and fails in Ray.
+    """
+    if address in (None, LOCAL):
+        return
+    if address == "auto":
+        found, source = current_cluster()
+        if found is None:
+            raise ConfigError(f"--ray auto: no cluster to join: {source}; start one with `ray start --head`")
+        address, tried = found, f" (from {source})"
+    else:
+        tried = ""
+    _split(address)  # a malformed address is refused without waiting
+    why = None
+    for attempt in range(PROBE_ATTEMPTS):
+        why = _connect_error(address, PROBE_TIMEOUT)
+        if why is None:
+            return
+        if attempt + 1 < PROBE_ATTEMPTS:
+            time.sleep(PROBE_PAUSE)
+    host, port = _split(address)
+    raise ConfigError(
+        f"--ray {address}{tried}: no Ray cluster answers there (tried {PROBE_ATTEMPTS} TCP connections to "
+        f"{host}:{port}, {PROBE_PAUSE:g} s apart: {why}); nothing was started or written"
+    )
 
 
 @dataclass(frozen=True)
@@ -106,10 +159,11 @@ class RayOptions:
 
 
 def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--ray needs Ray: pip install -e '.[ray]' (ray[client]==2.60.0)") from None
+    from toolkit.extras import require
+
+    require("ray", "--ray")
+    import ray
+
     return ray
 
 
@@ -178,11 +232,12 @@ class RayExecutor:
 
     def __post_init__(self) -> None:
         self.options.validate()
+        check_address(self.options.address)  # before the job makes its shard folder
         self.description = self.options.describe()
 
     def map(self, spec: WorkerSpec, payloads: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, dict, dict]]:
         ray = connect(self.options)
-        from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
+        from ray.exceptions import ActorDiedError, RayActorError, RayError, RayTaskError
 
         o = self.options
         actor_cls = ray.remote(
@@ -232,6 +287,12 @@ class RayExecutor:
                     ) from None
                 submit()
                 yield result
+        except RayError as exc:  # the cluster itself went away (head node stopped, network gone)
+            raise TwostageError(
+                f"the Ray cluster ({o.address or LOCAL}) failed mid-job: {type(exc).__name__}: "
+                f"{(str(exc).splitlines() or [''])[0]}"
+            ) from None
         finally:
             for actor in actors:  # also ends the shards still in flight (they were not recorded)
-                ray.kill(actor)
+                with contextlib.suppress(Exception):  # a dead cluster cannot kill anything
+                    ray.kill(actor)

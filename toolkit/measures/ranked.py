@@ -139,6 +139,49 @@ class Ranked:
         return self._cache[key]
 
 
+@dataclass(frozen=True)
+class QrelsIndex:
+    """A qrels factorised once, for any number of runs and settings (nothing here depends on ``-l``, ``-M``, ``-J``).
+
+    ``qids`` the sorted query ids (trec_eval's strcmp order), ``q_qidx`` each qrels line's query index,
+    ``labels`` the labels in file order, ``rel_levels`` documents per (query, label >= 0), and the sorted
+    (query, document) keys with their relevance codes that ``_codes`` looks run rows up in.
+    """
+
+    qids: np.ndarray
+    q_qidx: np.ndarray
+    labels: np.ndarray
+    rel_levels: np.ndarray
+    docs: pa.Array
+    n_docs: np.int64
+    qkeys: np.ndarray
+    qcodes: np.ndarray
+
+
+def index_qrels(qrels: Qrels, qids: np.ndarray | None = None, q_qidx: np.ndarray | None = None) -> QrelsIndex:
+    """Factorise ``qrels`` (query ids, document keys, labels) once; ``qids``/``q_qidx`` when already known."""
+    if q_qidx is None or qids is None:
+        q_qidx, uniques = pd.factorize(qrels.frame[QUERY_ID], sort=True)
+        qids = np.array(uniques.tolist(), dtype=object)
+    q_qidx = np.asarray(q_qidx, dtype=np.int64)
+    labels = qrels.frame[RELEVANCE].to_numpy()
+    doc_col = arrow_of(qrels.frame[DOC_ID])
+    docs = pc.unique(doc_col)
+    n_docs = np.int64(max(len(docs), 1))
+    qkeys = q_qidx * n_docs + pc.index_in(doc_col, value_set=docs).to_numpy(zero_copy_only=False)
+    order = np.argsort(qkeys, kind="stable")
+    return QrelsIndex(
+        qids=qids,
+        q_qidx=q_qidx,
+        labels=labels,
+        rel_levels=_rel_levels(q_qidx, labels, len(qids)),
+        docs=docs,
+        n_docs=n_docs,
+        qkeys=qkeys[order],
+        qcodes=np.where(labels >= 0, labels, UNJUDGED)[order].astype(np.int32),
+    )
+
+
 def build_ranked(
     qrels: Qrels,
     run: Run,
@@ -149,12 +192,14 @@ def build_ranked(
     judged_only: bool,
     qids: np.ndarray | None = None,
     q_qidx: np.ndarray | None = None,
+    index: QrelsIndex | None = None,
 ) -> Ranked:
-    """Join ``run`` to ``qrels`` and rank it as trec_eval does (see the module docstring)."""
-    if q_qidx is None or qids is None:
-        q_qidx, uniques = pd.factorize(qrels.frame[QUERY_ID], sort=True)
-        qids = np.array(uniques.tolist(), dtype=object)
-    q_qidx = np.asarray(q_qidx, dtype=np.int64)
+    """Join ``run`` to ``qrels`` and rank it as trec_eval does (see the module docstring).
+
+    ``index``: the qrels already factorised (``index_qrels``), so evaluating one qrels many times
+    factorises it once."""
+    index = index if index is not None else index_qrels(qrels, qids, q_qidx)
+    qids, q_qidx = index.qids, index.q_qidx
     nq = len(qids)
     frame = run.frame
     queries = arrow_of(frame[QUERY_ID])
@@ -169,8 +214,7 @@ def build_ranked(
         score = score[keep.to_numpy(zero_copy_only=False)]
     qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
     del qidx_all
-    labels = qrels.frame[RELEVANCE].to_numpy()
-    code = _codes(qrels, q_qidx, labels, qidx, doc)  # in file order; permuted below
+    code = _codes(index, qidx, doc)  # in file order; permuted below
     pa.default_memory_pool().release_unused()
     # qids are sorted, so ordering by their index orders queries as trec_eval does
     order = trec_order(qidx, score, doc, score_precision)
@@ -198,7 +242,7 @@ def build_ranked(
         rank=rank,
         code=code,
         num_ret=num_ret,
-        rel_levels=_rel_levels(q_qidx, labels, nq),
+        rel_levels=index.rel_levels,
         in_run=counts > 0,
         level=level,
         extra_queries=extra,
@@ -213,17 +257,10 @@ def _rel_levels(q_qidx: np.ndarray, labels: np.ndarray, nq: int) -> np.ndarray:
     return out
 
 
-def _codes(qrels: Qrels, q_qidx: np.ndarray, labels: np.ndarray, qidx: np.ndarray, doc_id) -> np.ndarray:
+def _codes(index: QrelsIndex, qidx: np.ndarray, doc_id) -> np.ndarray:
     """Relevance code of each run row (``qidx``, ``doc_id``): its label, UNJUDGED or NONPOOL."""
-    qf = qrels.frame
-    docs = pc.unique(arrow_of(qf[DOC_ID]))
-    n_docs = np.int64(max(len(docs), 1))
-    q_d = pc.index_in(arrow_of(qf[DOC_ID]), value_set=docs)
-    qkeys = q_qidx * n_docs + q_d.to_numpy(zero_copy_only=False)
-    order = np.argsort(qkeys, kind="stable")
-    qkeys = qkeys[order]
-    qcodes = np.where(labels >= 0, labels, UNJUDGED)[order].astype(np.int32)
-    r_d = pc.index_in(doc_id, value_set=docs)
+    qkeys, qcodes, n_docs = index.qkeys, index.qcodes, index.n_docs
+    r_d = pc.index_in(doc_id, value_set=index.docs)
     code = np.full(len(qidx), NONPOOL, dtype=np.int32)
     if not len(qkeys) or r_d.null_count == len(r_d):
         return code

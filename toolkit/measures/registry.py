@@ -58,6 +58,8 @@ TREC_ORDER: tuple[str, ...] = (
     "11pt_avg",
     "binG",
     "G",
+    "dcg",
+    "ideal_dcg",
     "ndcg",
     "ndcg_rel",
     "Rndcg",
@@ -88,6 +90,7 @@ TREC_ORDER: tuple[str, ...] = (
     "map_avgjg",
     "P_avgjg",
     "Rprec_mult_avgjg",
+    "yaap",
     "rbp",
     "rbp_resid",
     "unj",
@@ -96,6 +99,10 @@ TREC_ORDER: tuple[str, ...] = (
 
 #: How the ``all`` line combines per-query values.
 AGGREGATES = ("mean", "sum", "gm", "count", "none")
+#: What trec_eval 10 does to a value of a judged query that ``-c`` evaluated against its placeholder ranking
+#: (``trec_eval.c`` compares the printed name: ``strcmp`` for num_ret, utility, relstring and rbp_resid, so
+#: only their parameterless forms; ``strncmp(name, "unj", 3)`` for unj, so every cutoff).
+PLACEHOLDERS = ("keep", "zero", "zero_if_bare", "clear_if_bare")
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,16 @@ class Family:
     - ``since``: the first trec_eval generation (9 or 10) that has it; 0 for
       twostage's own ``judged``.
     - ``per_query``: printed on per-query (``-q``) lines.
+    - ``placeholder``: one of ``PLACEHOLDERS``: kept, zeroed, zeroed only when
+      the measure prints the bare family name, or emptied (strings) likewise.
+    - ``complete_total``: with ``-c`` the ``all`` line is the number of qrels
+      lines with a label > 0 over every judged query, whatever ``-l``, ``-M``,
+      ``-J`` or ``-Z`` (num_rel; both generations' ``m_num_rel.c``).
+    - ``label``: the short display name (``nDCG``, ``MAP``); a cutoff measure
+      shows as ``label@k``.
+    - ``ceiling``: whether "the best order of the candidates" means something
+      for it (a ranking measure, not a count or a coverage figure); the
+      diagnosis decomposes only such measures.
     """
 
     name: str
@@ -129,6 +146,10 @@ class Family:
     per_query: bool
     compute: Callable
     check: Callable | None = None  # extra validation of parameters: (measure) -> error text or None
+    placeholder: str = "keep"
+    complete_total: bool = False
+    label: str = ""
+    ceiling: bool = True
 
     @property
     def doc(self) -> str:
@@ -155,12 +176,21 @@ def family(
     since: int = 9,
     per_query: bool = True,
     check: Callable | None = None,
+    placeholder: str = "keep",
+    complete_total: bool = False,
+    label: str | None = None,
+    ceiling: bool | None = None,
 ):
-    """Register the decorated compute function as the family ``name`` (see ``Family``)."""
+    """Register the decorated compute function as the family ``name`` (see ``Family``).
+
+    ``label`` defaults to the family name; ``ceiling`` to True for families averaged over queries
+    (mean or geometric mean), False for counts and strings."""
     if name not in TREC_ORDER:
         raise ValueError(f"{name!r} is not in TREC_ORDER; add it there at trec_eval's position")
     if aggregate not in AGGREGATES:
         raise ValueError(f"aggregate {aggregate!r} not one of {AGGREGATES}")
+    if placeholder not in PLACEHOLDERS:
+        raise ValueError(f"placeholder {placeholder!r} not one of {PLACEHOLDERS}")
 
     def register(fn: Callable) -> Callable:
         if name in REGISTRY:
@@ -178,6 +208,10 @@ def family(
             per_query=per_query,
             compute=fn,
             check=check,
+            placeholder=placeholder,
+            complete_total=complete_total,
+            label=label or name,
+            ceiling=aggregate in ("mean", "gm") if ceiling is None else ceiling,
         )
         return fn
 
@@ -235,6 +269,13 @@ class Measure:
         if kind is Params.DOUBLE_CUTOFFS:
             return f"{self.family}.{self.cutoff!r}"
         return f"{self.family}.{self.printable}" if self.printable is not None else self.family
+
+    @property
+    def label(self) -> str:
+        """The short display name: ``nDCG@10`` for ndcg_cut_10, ``MAP`` for map, ``P@5`` for P_5."""
+        if self.spec.params is Params.LONG_CUTOFFS:
+            return f"{self.spec.label}@{self.cutoff}"
+        return self.spec.label if self.name == self.family else self.name
 
     @property
     def summed(self) -> bool:

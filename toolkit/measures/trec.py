@@ -25,7 +25,7 @@ discount, ``-N``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -45,8 +45,8 @@ class Context:
     """What a compute function may read besides the ranking."""
 
     version: int = 9
-    gain: Gain = Gain()
-    discount: Discount = Discount()
+    gain: Gain = field(default_factory=Gain)
+    discount: Discount = field(default_factory=Discount)
     num_docs: int = 0  # -N
     judged_compat: str = "twostage"
     qrels: object = None
@@ -80,19 +80,20 @@ def num_q(r: Ranked, ms: list[Measure], ctx: Context) -> Values:
     return {ms[0]: np.ones(r.nq)}
 
 
-@family("num_ret", aggregate="sum", value_type="long", binary=False)
+@family("num_ret", aggregate="sum", value_type="long", binary=False, placeholder="zero")
 def num_ret(r: Ranked, ms, ctx) -> Values:
     """N: documents retrieved, after ``-M`` and ``-J``. The summary is the sum (``m_num_ret.c``)."""
     return {ms[0]: r.num_ret.astype(np.float64)}
 
 
-@family("num_rel", aggregate="sum", value_type="long")
+@family("num_rel", aggregate="sum", value_type="long", complete_total=True)
 def num_rel(r: Ranked, ms, ctx) -> Values:
     """R: judged documents with label >= ``-l`` (retrieved or not). The summary is the sum.
 
-    trec_eval 9 quirk, reproduced under ``--trec-eval 9``: with ``-c`` the
-    summary counts every qrels label > 0 of every query, whatever ``-l`` says
-    (per-query values follow ``-l``) (``m_num_rel.c``, ``trec_eval.c``)."""
+    With ``-c`` the summary is instead the number of qrels lines with a label
+    > 0 over every judged query, whatever ``-l``, ``-M``, ``-J`` or ``-Z``
+    (per-query values follow ``-l``): both generations' ``te_calc_avg_num_rel``
+    go back to the qrels there (``m_num_rel.c``)."""
     return {ms[0]: r.num_rel.astype(np.float64)}
 
 
@@ -126,7 +127,7 @@ def _ap(r: Ranked, k: int | None = None) -> np.ndarray:
     return np.where(r.num_rel > 0, divide(s, r.num_rel), 0.0)
 
 
-@family("map")
+@family("map", label="MAP")
 def map_(r: Ranked, ms, ctx) -> Values:
     """Average precision: (1/R) * sum over relevant retrieved documents of P@(their rank); 0 when R = 0.
 
@@ -145,7 +146,7 @@ def gm_map(r: Ranked, ms, ctx) -> Values:
     return {ms[0]: c_log(np.maximum(_ap(r), MIN_GEO_MEAN))}
 
 
-@family("map_cut", params=Params.LONG_CUTOFFS, defaults=LONG_DEFAULTS)
+@family("map_cut", params=Params.LONG_CUTOFFS, defaults=LONG_DEFAULTS, label="MAP")
 def map_cut(r: Ranked, ms, ctx) -> Values:
     """AP@k: (1/R) * sum over relevant documents at ranks <= k of P@rank; 0 when R = 0 (``m_map_cut.c``)."""
     return {m: _ap(r, m.cutoff) for m in ms}
@@ -165,20 +166,20 @@ def relative_P(r: Ranked, ms, ctx) -> Values:
     return {m: np.where(R > 0, divide(_cut_count(r, r.rel, m.cutoff), np.minimum(m.cutoff, R)), 0.0) for m in ms}
 
 
-@family("recall", params=Params.LONG_CUTOFFS, defaults=LONG_DEFAULTS)
+@family("recall", params=Params.LONG_CUTOFFS, defaults=LONG_DEFAULTS, label="R")
 def recall(r: Ranked, ms, ctx) -> Values:
     """R@k: relevant documents among the first k / R; 0 when R = 0 (``m_recall.c``)."""
     R = r.num_rel
     return {m: np.where(R > 0, divide(_cut_count(r, r.rel, m.cutoff), R), 0.0) for m in ms}
 
 
-@family("success", params=Params.LONG_CUTOFFS, defaults=(1, 5, 10))
+@family("success", params=Params.LONG_CUTOFFS, defaults=(1, 5, 10), label="Success")
 def success(r: Ranked, ms, ctx) -> Values:
     """Success@k: 1 if a relevant document is among the first k, else 0 (Tomlinson; ``m_success.c``)."""
     return {m: (_cut_count(r, r.rel, m.cutoff) > 0).astype(np.float64) for m in ms}
 
 
-@family("Rprec")
+@family("Rprec", label="R-prec")
 def Rprec(r: Ranked, ms, ctx) -> Values:
     """R-precision: relevant among the first min(N, R) / R; 0 when that minimum is 0.
 
@@ -189,7 +190,7 @@ def Rprec(r: Ranked, ms, ctx) -> Values:
     return {ms[0]: np.where(look > 0, divide(hits, R), 0.0)}
 
 
-@family("recip_rank")
+@family("recip_rank", label="RR")
 def recip_rank(r: Ranked, ms, ctx) -> Values:
     """Reciprocal rank: 1 / rank of the first relevant document; 0 if none is retrieved (``m_recip_rank.c``)."""
     rows, d = r.rel_rows()
@@ -314,6 +315,19 @@ def pt11_avg(r: Ranked, ms, ctx) -> Values:
     return out
 
 
+@family("yaap")
+def yaap(r: Ranked, ms, ctx) -> Values:
+    """Yet another average precision: log((1 + S) / (1 + R - S)), S = sum over relevant retrieved of P@(its rank).
+
+    S is AP's sum before dividing by R (added in rank order); the natural
+    logarithm of the C library. 0 when R = 0 and nothing is retrieved
+    relevant; negative when S < R / 2. Robertson, 'On Smoothing Average
+    Precision', ECIR 2012 (``m_yaap.c``; in 9.0.4 too, in no nickname)."""
+    rows, prec = _precisions(r)
+    s = r.sum(prec, rows)
+    return {ms[0]: c_log((1.0 + s) / (1.0 + r.num_rel.astype(np.float64) - s))}
+
+
 # --------------------------------------------------- incomplete judgments
 def _judged_nonrel(r: Ranked) -> np.ndarray:
     return (r.code >= 0) & (r.code < r.level)
@@ -430,7 +444,13 @@ def _check_utility(m: Measure) -> str | None:
     return None
 
 
-@family("utility", params=Params.DOUBLE_PARAMS, defaults=(1.0, -1.0, 0.0, 0.0), check=_check_utility)
+@family(
+    "utility",
+    params=Params.DOUBLE_PARAMS,
+    defaults=(1.0, -1.0, 0.0, 0.0),
+    check=_check_utility,
+    placeholder="zero_if_bare",
+)
 def utility(r: Ranked, ms, ctx) -> Values:
     """Set utility p1*a + p2*b + p3*c + p4*d: a relevant retrieved, b non-relevant retrieved,
     c relevant not retrieved, d non-relevant not retrieved = (-N docs) + a - N - R.
@@ -485,7 +505,7 @@ def _check_gain_pairs(m: Measure) -> str | None:
     return None
 
 
-@family("ndcg", params=Params.PAIRS, gain=True, binary=False, check=_check_gain_pairs)
+@family("ndcg", params=Params.PAIRS, gain=True, binary=False, check=_check_gain_pairs, label="nDCG")
 def ndcg(r: Ranked, ms, ctx) -> Values:
     """nDCG over the whole ranking: DCG / IDCG, DCG = sum over retrieved d of gain(d) / log2(rank + 1).
 
@@ -496,18 +516,49 @@ def ndcg(r: Ranked, ms, ctx) -> Values:
     TOIS 20(4), 2002 (``m_ndcg.c``)."""
     out = {}
     for m in ms:
-        table = _table(m, ctx, twostage_gain=True)
-        if not m.params:
-            ctx.gain.check_covers(r.rel_levels.nonzero()[1], "qrels")
-        rows, g = _gain_rows(r, table)
-        dcg = r.sum(_dcg_terms(r, rows, g, ctx.discount), rows)
-        ide, terms = _ideal_terms(r, table, ctx.discount)
-        idcg = np.bincount(ide.q, weights=terms, minlength=r.nq)
+        dcg, idcg = _dcg_and_ideal(r, m, ctx)
         out[m] = np.where(idcg > 0, divide(dcg, idcg), 0.0)
     return out
 
 
-@family("ndcg_cut", params=Params.LONG_CUTOFFS, defaults=LONG_DEFAULTS, gain=True, binary=False)
+def _dcg_and_ideal(r: Ranked, m: Measure, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """Per query (DCG of the whole ranking, DCG of the ideal ranking): ``te_calc_ndcg``'s two sums.
+
+    DCG adds every retrieved document whose gain is not 0 (negative gains
+    too) in rank order; the ideal adds the judged documents with gain > 0 by
+    decreasing gain, position by position."""
+    table = _table(m, ctx, twostage_gain=True)
+    if not m.params:
+        ctx.gain.check_covers(r.rel_levels.nonzero()[1], "qrels")
+    rows, g = _gain_rows(r, table)
+    dcg = r.sum(_dcg_terms(r, rows, g, ctx.discount), rows)
+    ide, terms = _ideal_terms(r, table, ctx.discount)
+    return dcg, np.bincount(ide.q, weights=terms, minlength=r.nq)
+
+
+@family("dcg", params=Params.PAIRS, gain=True, binary=False, since=10, check=_check_gain_pairs, label="DCG")
+def dcg(r: Ranked, ms, ctx) -> Values:
+    """DCG over the whole ranking, not normalised: sum over retrieved d with gain(d) != 0 of gain(d) / log2(rank + 1).
+
+    Gains as for ndcg (the label unless ``dcg.L=G``; negative gains count);
+    0 when nothing retrieved has a gain. ``-l`` does not apply. trec_eval 10
+    computes it in ``te_calc_ndcg`` (``m_ndcg.c``) and prints the results' sum."""
+    return {m: _dcg_and_ideal(r, m, ctx)[0] for m in ms}
+
+
+@family("ideal_dcg", params=Params.PAIRS, gain=True, binary=False, since=10, check=_check_gain_pairs, ceiling=False)
+def ideal_dcg(r: Ranked, ms, ctx) -> Values:
+    """DCG of the ideal ranking: sum over positions i of the i-th largest gain g_i > 0 / log2(i + 1).
+
+    The ideal ranking holds every judged document of the query with gain > 0,
+    retrieved or not, by decreasing gain (as for ndcg's denominator); it
+    depends on the qrels only, so the run just decides which queries count.
+    0 when no judged document has a gain > 0. trec_eval 10 computes it in
+    ``te_calc_ndcg`` (``m_ndcg.c``) and prints the ideal sum."""
+    return {m: _dcg_and_ideal(r, m, ctx)[1] for m in ms}
+
+
+@family("ndcg_cut", params=Params.LONG_CUTOFFS, defaults=LONG_DEFAULTS, gain=True, binary=False, label="nDCG")
 def ndcg_cut(r: Ranked, ms, ctx) -> Values:
     """nDCG@k: DCG@k / IDCG@k with gain(label) = label (or twostage's --gain), discount log2(rank + 1).
 
@@ -570,7 +621,8 @@ def ndcg_rel(r: Ranked, ms, ctx) -> Values:
         dcg = np.bincount(r.q[rows], weights=terms, minlength=r.nq)
         idcg = np.bincount(ide.q, weights=iterms, minlength=r.nq)
         missed = (ide.n - np.bincount(qp, minlength=r.nq)).astype(np.float64)
-        s = s + divide(missed * dcg, idcg)
+        with np.errstate(invalid="ignore"):  # inf + -inf where IDCG is 0: np.where below keeps trec_eval's 0
+            s = s + divide(missed * dcg, idcg)
         out[m] = np.where(s > 0, divide(s, ide.n), 0.0)
     return out
 
@@ -701,10 +753,14 @@ def _powers(p: float, n: int) -> np.ndarray:
 def rbp(r: Ranked, ms, ctx) -> Values:
     """Rank-biased precision (1 - p) * sum over retrieved d of gain(d) * p^(rank - 1), p = 0.9 unless ``rbp.p=X``.
 
-    Gains as for ndcg (``rbp.2=1`` etc.), rescaled to (g - min)/(max - min)
-    over the query's gain levels when any lies outside [0, 1] (so graded
-    labels 0..3 become 0, 1/3, 2/3, 1). Moffat & Zobel, ACM TOIS 27(1), 2008
-    (``m_rbp.c``, trec_eval 10)."""
+    Gains as for ndcg (``rbp.2=1`` etc.), rescaled to (g - lo)/(hi - lo) when
+    any lies outside [0, 1], with lo = min(0, the query's gains) and hi =
+    max(0, the query's gains): the range always spans 0 (graded labels 0..3
+    become 0, 1/3, 2/3, 1; a single gain 3 becomes 1; gains -2, -1 become 0,
+    0.5). That is trec_eval 10's output: its ``m_rbp.c`` starts min and max
+    uninitialised, and the binary built from it behaves as if both start at 0
+    (checked against it, all gains equal included, where a true min/max is
+    0/0). Moffat & Zobel, ACM TOIS 27(1), 2008 (``m_rbp.c``, trec_eval 10)."""
     out = {}
     big = int(r.rank.max(initial=0))
     for m in ms:
@@ -717,7 +773,7 @@ def rbp(r: Ranked, ms, ctx) -> Values:
             gains = [gg for _, gg in table.entries(int(nrl))]
             if not gains:
                 continue
-            lo, hi = min(gains), max(gains)
+            lo, hi = min(0.0, *gains), max(0.0, *gains)
             sel = labelled & (r.num_rel_levels[r.q] == nrl)
             g[sel] = (raw[sel] - lo) / (hi - lo) if (lo < 0 or hi > 1) else raw[sel]
         rows = np.flatnonzero(g != 0)
@@ -743,7 +799,15 @@ def _position_sum(r: Ranked, weight: np.ndarray, select) -> tuple[np.ndarray, np
     return acc, cnt
 
 
-@family("rbp_resid", params=Params.PAIRS, binary=False, since=10, check=_check_rbp)
+@family(
+    "rbp_resid",
+    params=Params.PAIRS,
+    binary=False,
+    since=10,
+    check=_check_rbp,
+    placeholder="zero_if_bare",
+    ceiling=False,
+)
 def rbp_resid(r: Ranked, ms, ctx) -> Values:
     """RBP's residual: p^N + (1 - p) * sum over unjudged retrieved d of p^(rank - 1), when any is unjudged, else 0.
 
@@ -758,7 +822,9 @@ def rbp_resid(r: Ranked, ms, ctx) -> Values:
     return out
 
 
-@family("unj", params=Params.LONG_CUTOFFS, defaults=(5, 10, 20), binary=False, since=10)
+@family(
+    "unj", params=Params.LONG_CUTOFFS, defaults=(5, 10, 20), binary=False, since=10, placeholder="zero", ceiling=False
+)
 def unj(r: Ranked, ms, ctx) -> Values:
     """Unjudged@k: documents among the first k that are not in the qrels or labelled < 0, divided by k.
 
@@ -782,6 +848,7 @@ def _check_relstring(m: Measure) -> str | None:
     value_type="string",
     binary=False,
     check=_check_relstring,
+    placeholder="clear_if_bare",
 )
 def relstring(r: Ranked, ms, ctx) -> Values:
     """The labels of the first n retrieved documents (default 10) as a string, per query only.
@@ -809,7 +876,15 @@ def _rel_char(c: int) -> str:
 
 
 # ------------------------------------------------------------ judged@k
-@family("judged", params=Params.LONG_CUTOFFS, defaults=(5, 10, 20, 100), binary=False, since=0)
+@family(
+    "judged",
+    params=Params.LONG_CUTOFFS,
+    defaults=(5, 10, 20, 100),
+    binary=False,
+    since=0,
+    label="judged",
+    ceiling=False,
+)
 def judged(r: Ranked, ms, ctx) -> Values:
     """Judged@k (twostage; not a trec_eval measure): of the first min(k, N) documents in trec_eval's order,
     the fraction with a judgment (a qrels label >= 0); 0 when N = 0. Averaged over queries.

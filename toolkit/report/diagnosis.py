@@ -18,7 +18,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from toolkit.diagnosis.diagnose import FAMILIES, LABEL_MEANING, LABELS, Diagnosis, json_ready
+from toolkit.diagnosis.diagnose import (
+    DECISION_ORDER,
+    FAMILIES,
+    LABEL_MEANING,
+    LABELS,
+    MIN_TYPE_QUERIES,
+    Diagnosis,
+    json_ready,
+)
 from toolkit.report.eval_tables import Table, significance_cells, wtl
 from toolkit.report.html import (
     esc,
@@ -27,16 +35,17 @@ from toolkit.report.html import (
     html_page,
     markdown_table,
     p_value,
-    png_data_uri,
     provenance_html,
     pyplot,
     script_json,
     signed,
 )
+from toolkit.report.sections import Part, Plots, Section, render_html, render_markdown
 
 #: Colours of the diagnosis labels in every plot and table.
 LABEL_COLOURS = {
     "ok": "#1a7f37",
+    "reranker-hurt": "#e16f24",
     "reranker-misordered": "#d4a72c",
     "candidates-missed": "#b42318",
     "unjudged-top": "#6e40c9",
@@ -271,8 +280,17 @@ def _judged_by_system(diag: Diagnosis) -> tuple[list[np.ndarray], list[str]]:
     return series, names
 
 
+#: The report's plots, in page order.
+PLOTS = ("decomposition", "depth_curve", "ceiling_vs_reranked", "stage_scatter", "query_types", "judged_hist")
+
+
 def diagnosis_plots(diag: Diagnosis) -> dict[str, tuple[str, bytes]]:
-    """name -> (caption, PNG) for every plot of the report."""
+    """name -> (caption, PNG) for every plot of the report, in ``PLOTS`` order."""
+    made = _plots(diag)
+    return {name: made[name] for name in PLOTS}
+
+
+def _plots(diag: Diagnosis) -> dict[str, tuple[str, bytes]]:
     label = diag.measure_label
     return {
         "decomposition": (
@@ -577,6 +595,30 @@ def most_changed_tables(diag: Diagnosis) -> list[tuple[str, Table]]:
     return out
 
 
+def delta_tables(diag: Diagnosis) -> list[tuple[str, Table]]:
+    """Per reranked run, the queries it hurt most and helped most (by reranked - first stage)."""
+    out = []
+    for p in diag.pipelines:
+        for what, items in (("hurt most", diag.hurt_most[p.name]), ("helped most", diag.helped_most[p.name])):
+            rows = [
+                [
+                    q["query_id"],
+                    q["query"],
+                    q["query_type"],
+                    q["diagnosis"],
+                    q["first_stage"],
+                    q["reranked"],
+                    signed(q["delta"]),
+                    q["ceiling"],
+                    q["rbo"],
+                ]
+                for q in items
+            ]
+            headers = ["query", "text", "type", "diagnosis", p.first_stage, p.name, "Δ", "ceiling", "RBO"]
+            out.append((f"{p.name}: {what}", Table(headers, rows, numeric={4, 5, 6, 7, 8})))
+    return out
+
+
 def labels_table(diag: Diagnosis) -> Table:
     rules = diag.thresholds.describe(diag.measure_label)
     names = [p.name for p in diag.pipelines]
@@ -592,6 +634,7 @@ def types_table(diag: Diagnosis) -> Table | None:
     headers = [
         "type",
         "queries",
+        "reading",
         f"mean {diag.measure_label}",
         "median",
         f"mean {diag.primary.first_stage}",
@@ -605,6 +648,7 @@ def types_table(diag: Diagnosis) -> Table | None:
         [
             r["query_type"],
             r["queries"],
+            f"too few queries (< {MIN_TYPE_QUERIES}) to read anything into" if r["too_small"] else "",
             r["mean"],
             r["median"],
             r["mean_first_stage"],
@@ -616,7 +660,7 @@ def types_table(diag: Diagnosis) -> Table | None:
         ]
         for r in tt.to_dict(orient="records")
     ]
-    return Table(headers, rows, numeric=set(range(1, len(headers))), table_id="types")
+    return Table(headers, rows, numeric={1} | set(range(3, len(headers))), table_id="types")
 
 
 def _reorder_text(diag: Diagnosis) -> list[tuple[str, str]]:
@@ -649,10 +693,35 @@ def _reorder_text(diag: Diagnosis) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------ explorer
 def explore_data(diag: Diagnosis) -> dict:
     """What the page's query explorer reads: table columns and rows, side-by-side lists, snippets, terms."""
-    m, label = diag.measure, diag.measure_label
-    firsts = list(diag.first_stages)
-    pipes = diag.pipelines
+    rows, detail = _explore_rows(diag)
+    systems = [{"name": f, "role": "first stage"} for f in diag.first_stages]
+    systems += [
+        {"name": p.name, "role": "reranked", "first_stage": p.first_stage, "depth": p.depth} for p in diag.pipelines
+    ]
+    return json_ready(
+        {
+            "measure": diag.measure,
+            "measure_label": diag.measure_label,
+            "k": diag.settings["explore_depth"],
+            "systems": systems,
+            "primary": diag.primary.name,
+            "primary_first": diag.primary.first_stage,
+            "columns": _explore_columns(diag),
+            "rows": rows,
+            "detail_columns": _detail_columns(diag.measure_label),
+            "detail_rows": detail,
+            "views": diag.views,
+            "missed": diag.missed,
+        }
+    )
+
+
+def _explore_columns(diag: Diagnosis) -> list[dict]:
+    """The explorer table's columns: query, text, type, labels, every run's measure, per reranked run its delta
+    against the first stage, ceiling and losses, every run's judged@10, RBO and τ."""
+    pipes, label = diag.pipelines, diag.measure_label
     many = len(pipes) > 1
+    every = [*diag.first_stages, *(p.name for p in pipes)]
     columns = [
         {"key": "query_id", "label": "query", "kind": "text"},
         {"key": "query", "label": "text", "kind": "text"},
@@ -661,32 +730,37 @@ def explore_data(diag: Diagnosis) -> dict:
     columns += [
         {"key": f"label:{p.name}", "label": f"label · {p.name}" if many else "label", "kind": "cat"} for p in pipes
     ]
-    columns += [
-        {"key": f"m:{s}", "label": f"{label} · {s}", "kind": "num"} for s in [*firsts, *(p.name for p in pipes)]
-    ]
+    columns += [{"key": f"m:{s}", "label": f"{label} · {s}", "kind": "num"} for s in every]
     for p in pipes:
         suffix = f" · {p.name}" if many else ""
         columns += [
+            {"key": f"delta:{p.name}", "label": f"Δ vs {p.first_stage}{suffix}", "kind": "num"},
             {"key": f"ceiling:{p.name}", "label": f"ceiling{suffix}", "kind": "num"},
             {"key": f"lost_c:{p.name}", "label": f"lost in candidates{suffix}", "kind": "num"},
             {"key": f"lost_r:{p.name}", "label": f"lost in reranking{suffix}", "kind": "num"},
         ]
-    columns += [
-        {"key": f"judged:{s}", "label": f"judged@10 · {s}", "kind": "num"} for s in [*firsts, *(p.name for p in pipes)]
-    ]
+    columns += [{"key": f"judged:{s}", "label": f"judged@10 · {s}", "kind": "num"} for s in every]
     columns += [{"key": f"rbo:{p.name}", "label": f"RBO{' · ' + p.name if many else ''}", "kind": "num"} for p in pipes]
     columns += [
         {"key": f"tau:{p.name}", "label": f"τ@10{' · ' + p.name if many else ''}", "kind": "num"} for p in pipes
     ]
+    return columns
+
+
+def _explore_rows(diag: Diagnosis) -> tuple[list[dict], dict[str, list[dict]]]:
+    """One explorer row per query, and per query the detail lines (each first stage once, then each reranked
+    run)."""
+    m = diag.measure
     rows: dict[str, dict] = {}
     detail: dict[str, list[dict]] = {}
-    for p in pipes:
+    for p in diag.pipelines:
         for r in diag.rows(p.name).to_dict(orient="records"):
             q = r["query_id"]
             row = rows.setdefault(q, {"query_id": q, "query": r["query"], "query_type": r["query_type"]})
             row[f"label:{p.name}"] = r["diagnosis"]
             row[f"m:{p.first_stage}"] = r[f"first_{m}"]
             row[f"m:{p.name}"] = r[f"reranked_{m}"]
+            row[f"delta:{p.name}"] = r[f"delta_{m}"]
             row[f"ceiling:{p.name}"] = r[f"ceiling_{m}"]
             row[f"lost_c:{p.name}"] = r["lost_in_candidates"]
             row[f"lost_r:{p.name}"] = r["lost_in_reranking"]
@@ -704,26 +778,34 @@ def explore_data(diag: Diagnosis) -> dict:
                         "judged": r["first_judged_10"],
                     }
                 )
-            lines.append(
-                {
-                    "system": p.name,
-                    "role": f"reranked top {p.depth}",
-                    "value": r[f"reranked_{m}"],
-                    "ceiling": r[f"ceiling_{m}"],
-                    "lost_c": r["lost_in_candidates"],
-                    "lost_r": r["lost_in_reranking"],
-                    "label": r["diagnosis"],
-                    "rbo": r["rbo"],
-                    "tau": r["kendall_tau_10"],
-                    "judged": r["reranked_judged_10"],
-                }
-            )
+            lines.append(_detail_line(p.name, p.depth, r, m))
     for lines in detail.values():  # first stages first, as in the side-by-side lists
         lines.sort(key=lambda x: x["role"] != "first stage")
-    detail_columns = [
+    return list(rows.values()), detail
+
+
+def _detail_line(name: str, depth: int, r: dict, m: str) -> dict:
+    return {
+        "system": name,
+        "role": f"reranked top {depth}",
+        "value": r[f"reranked_{m}"],
+        "delta": r[f"delta_{m}"],
+        "ceiling": r[f"ceiling_{m}"],
+        "lost_c": r["lost_in_candidates"],
+        "lost_r": r["lost_in_reranking"],
+        "label": r["diagnosis"],
+        "rbo": r["rbo"],
+        "tau": r["kendall_tau_10"],
+        "judged": r["reranked_judged_10"],
+    }
+
+
+def _detail_columns(label: str) -> list[dict]:
+    return [
         {"key": "system", "label": "system", "kind": "text"},
         {"key": "role", "label": "role", "kind": "text"},
         {"key": "value", "label": label, "kind": "num"},
+        {"key": "delta", "label": "Δ vs first stage", "kind": "num"},
         {"key": "ceiling", "label": "ceiling", "kind": "num"},
         {"key": "lost_c", "label": "lost in candidates", "kind": "num"},
         {"key": "lost_r", "label": "lost in reranking", "kind": "num"},
@@ -732,24 +814,6 @@ def explore_data(diag: Diagnosis) -> dict:
         {"key": "tau", "label": "τ@10 vs first stage", "kind": "num"},
         {"key": "judged", "label": "judged@10", "kind": "num"},
     ]
-    systems = [{"name": f, "role": "first stage"} for f in firsts]
-    systems += [{"name": p.name, "role": "reranked", "first_stage": p.first_stage, "depth": p.depth} for p in pipes]
-    return json_ready(
-        {
-            "measure": m,
-            "measure_label": label,
-            "k": diag.settings["explore_depth"],
-            "systems": systems,
-            "primary": diag.primary.name,
-            "primary_first": diag.primary.first_stage,
-            "columns": columns,
-            "rows": list(rows.values()),
-            "detail_columns": detail_columns,
-            "detail_rows": detail,
-            "views": diag.views,
-            "missed": diag.missed,
-        }
-    )
 
 
 def _explore_html(diag: Diagnosis) -> str:
@@ -778,236 +842,260 @@ def _explore_script() -> str:
 
 
 # ------------------------------------------------------------------ pages
-def _figure(name: str, caption: str, png: bytes) -> str:
-    return (
-        f'<figure><img class="plot" id="plot-{esc(name)}" alt="{esc(caption)}" src="{png_data_uri(png)}">'
-        f'<figcaption class="muted">{esc(caption)}</figcaption></figure>'
-    )
-
-
 def _top_cell(item: dict) -> tuple[str, str]:
     g = item.get("grade")
     return ("unjudged", "warn") if g is None else (str(g), "ok" if g > 0 else "muted")
 
 
-def _worst_html(diag: Diagnosis) -> str:
-    label, depth = diag.measure_label, diag.primary.depth
-    parts = [f"<h2>Worst {len(diag.worst)} queries ({esc(diag.primary.name)}, lowest {esc(label)})</h2>"]
-    for w in diag.worst:
-        parts.append(
-            f'<h3><a href="#q={esc(w["query_id"])}">{esc(w["query_id"])}</a>: {esc(w["query"] or "(no query text)")}'
-            f'</h3><p class="muted">type {esc(w["query_type"])} · diagnosis <b>{esc(w["diagnosis"])}</b> · '
-            f"reranked {w['reranked']:.4f} (first stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}: lost "
-            f"{w['lost_in_candidates']:.4f} in candidates, {w['lost_in_reranking']:.4f} in reranking) · first-stage "
-            f"R@{depth} {w['first_recall']:.4f} · judged@10 {w['reranked_judged_10']:.2f}</p>"
-        )
-        left = "".join(
-            f'<tr><td class="num">{i["rank"]}</td><td>{esc(i["doc_id"])}</td>'
-            f'<td class="{_top_cell(i)[1]}">{esc(_top_cell(i)[0])}</td><td>{esc(i.get("snippet") or "")}</td></tr>'
-            for i in w["top_10"]
-        )
-        right = "".join(
-            f'<tr><td>{esc(i["doc_id"])}</td><td class="num">{i["grade"]}</td><td>{esc(i["where"])}</td>'
-            f"<td>{esc(i.get('snippet') or '')}</td></tr>"
-            for i in w["best_missed"]
-        ) or ('<tr><td colspan="4" class="muted">no relevant judged document outside the top 10</td></tr>')
-        parts.append(
-            '<div class="pair"><div><b>Reranked top 10</b><table><thead><tr><th>#</th><th>doc</th><th>grade</th>'
-            f"<th>text</th></tr></thead><tbody>{left}</tbody></table></div><div><b>Best judged documents it missed</b>"
-            "<table><thead><tr><th>doc</th><th>grade</th><th>where</th><th>text</th></tr></thead>"
-            f"<tbody>{right}</tbody></table></div></div>"
-        )
-    return "".join(parts)
+def _muted(text_html: str) -> Part:
+    return Part.html_only(f'<p class="muted">{text_html}</p>')
 
 
-def diagnosis_html(diag: Diagnosis, plots: dict[str, tuple[str, bytes]]) -> str:
-    s = diag.settings
-    label, p = diag.measure_label, diag.primary
-    parts = [
-        f"<h1>Two-stage diagnosis: {esc(diag.name)}</h1>",
-        '<p class="muted">'
-        + "<br>".join(f"{esc(k)}: <code>{esc(v)}</code>" for k, v in s.get("sources", {}).items() if v)
-        + "</p>",
+def _title(diag: Diagnosis) -> list[Part]:
+    sources = diag.settings.get("sources", {})
+    return [
+        Part(f"<h1>Two-stage diagnosis: {esc(diag.name)}</h1>", (f"# Two-stage diagnosis: {diag.name}\n",)),
+        Part(
+            '<p class="muted">'
+            + "<br>".join(f"{esc(k)}: <code>{esc(v)}</code>" for k, v in sources.items() if v)
+            + "</p>",
+            (*(f"- {k}: `{v}`" for k, v in sources.items() if v), ""),
+        ),
+        *(Part(f'<p class="warn">Note: {esc(n)}</p>', (f"> Note: {n}\n",)) for n in diag.notes),
     ]
-    parts += [f'<p class="warn">Note: {esc(n)}</p>' for n in diag.notes]
-    parts.append("<h2>Headline</h2>")
+
+
+def _headline(diag: Diagnosis) -> list[Part]:
+    s, p = diag.settings, diag.primary
     rows = "".join(
         f'<tr><td>{esc(r["measure"])}</td><td class="num" id="h-{esc(r["key"])}-first">{fmt(r["first_stage"])}</td>'
         f'<td class="num" id="h-{esc(r["key"])}-reranked">{fmt(r["reranked"])}</td><td class="num">{cells[3]}</td>'
         "</tr>"
         for r, cells in zip(diag.headline, headline_rows(diag))
     )
-    parts.append(
-        f'<table id="headline"><thead><tr><th>measure</th><th>first stage ({esc(p.first_stage)})</th>'
-        f"<th>reranked ({esc(p.name)})</th><th>Δ</th></tr></thead><tbody>{rows}</tbody></table>"
-    )
-    parts.append(
-        f'<p class="muted">nDCG@10 and judged@10 at relevance level 1 (nDCG: linear gains of all grades '
-        f"unless --gain says otherwise); R@N at relevance level {s['recall_level']} (trec_eval -l "
-        f"{s['recall_level']}); query set: {esc(s['query_set'])}. Full provenance at the end.</p>"
-    )
-    parts.append('<ul id="takeaways">' + "".join(f"<li>{esc(t)}</li>" for t in diagnosis_takeaways(diag)) + "</ul>")
-    parts.append(f"<h2>Where the loss is: {esc(label)}</h2>" + decomposition_table(diag).html())
-    parts.append(
-        f'<p class="muted">ideal: {esc(label)} of the best ranking of every judged document (1 for nDCG '
-        "when the query has a relevant document). ceiling: of the best order of the first stage's top N "
-        "(judged grades, unjudged as 0). lost in candidates = ideal − ceiling; lost in reranking = ceiling − "
-        "reranked; they add up to ideal − reranked, per query and in the mean.</p>"
-    )
-    parts.append(_figure("decomposition", *plots["decomposition"]))
-    parts.append("<h2>How deep to rerank</h2>" + depth_curve_table(diag).html())
+    headers = ["measure", f"first stage ({p.first_stage})", f"reranked ({p.name})", "Δ"]
+    takeaways = diagnosis_takeaways(diag)
+    return [
+        Part(
+            f'<table id="headline"><thead><tr><th>measure</th><th>first stage ({esc(p.first_stage)})</th>'
+            f"<th>reranked ({esc(p.name)})</th><th>Δ</th></tr></thead><tbody>{rows}</tbody></table>",
+            (markdown_table(headers, headline_rows(diag)),),
+        ),
+        Part(
+            '<p class="muted">nDCG@10 and judged@10 at relevance level 1 (nDCG: linear gains of all grades '
+            f"unless --gain says otherwise); R@N at relevance level {s['recall_level']} (trec_eval -l "
+            f"{s['recall_level']}); query set: {esc(s['query_set'])}. Full provenance at the end.</p>",
+            (
+                f"nDCG@10 and judged@10 at relevance level 1; R@N at level {s['recall_level']} "
+                f"(trec_eval -l {s['recall_level']}); query set: {s['query_set']}.\n",
+            ),
+        ),
+        Part(
+            '<ul id="takeaways">' + "".join(f"<li>{esc(t)}</li>" for t in takeaways) + "</ul>",
+            (*(f"- {t}" for t in takeaways), ""),
+        ),
+    ]
+
+
+def _loss(diag: Diagnosis) -> list[Part]:
+    label = esc(diag.measure_label)
+    return [
+        Part.table(decomposition_table(diag)),
+        _muted(
+            f"ideal: {label} of the best ranking of every judged document (1 for nDCG "
+            "when the query has a relevant document). ceiling: of the best order of the first stage's top N "
+            "(judged grades, unjudged as 0). lost in candidates = ideal − ceiling; lost in reranking = ceiling − "
+            "reranked; they add up to ideal − reranked, per query and in the mean."
+        ),
+        Part.plot("decomposition"),
+    ]
+
+
+def _depth(diag: Diagnosis) -> list[Part]:
     exact = all(x.decomposition.curve_exact for x in diag.pipelines)
-    parts.append(
-        "<p class=\"muted\">Reranked top k: the first stage's top k in the reranked run's order, the rest "
-        "below in first-stage order (from the two runs alone; no model is run again). "
-        + (
-            "Exact for pointwise rerankers (each candidate scored on its own)."
-            if exact
-            else "An approximation for a listwise reranker or a run that does not hold exactly the candidates "
-            "(see the notes)."
-        )
-        + " Ceiling at k: the top k in the best order.</p>"
-    )
-    parts.append(_figure("depth_curve", *plots["depth_curve"]))
-    parts.append("<h2>Systems</h2>" + systems_table(diag).html())
-    t = s["significance"]
-    parts.append(
-        f'<p class="muted">{esc(label)} means over {len(diag.rows())} queries. Against the first stage: '
-        f"paired t-test and paired randomization test ({t['permutations']} sign flips, seed {t['seed']}), "
-        f"{esc(t['correction'])} correction over the reranked runs of the same first stage (as "
-        "<code>twostage compare FIRST R1 R2 ...</code>). W/T/L: queries better / equal / worse than the "
-        "first stage. RBO: rank-biased overlap (p = 0.9, extrapolated; Webber, Moffat &amp; Zobel 2010); "
-        "τ@10: Kendall's tau-b over the two top-10 lists (Fagin, Kumar &amp; Sivakumar 2003).</p>"
-    )
+    return [
+        Part.table(depth_curve_table(diag)),
+        _muted(
+            "Reranked top k: the first stage's top k in the reranked run's order, the rest "
+            "below in first-stage order (from the two runs alone; no model is run again). "
+            + (
+                "Exact for pointwise rerankers (each candidate scored on its own)."
+                if exact
+                else "An approximation for a listwise reranker or a run that does not hold exactly the candidates "
+                "(see the notes)."
+            )
+            + " Ceiling at k: the top k in the best order."
+        ),
+        Part.plot("depth_curve", "depth curve"),
+    ]
+
+
+def _systems(diag: Diagnosis) -> list[Part]:
+    t = diag.settings["significance"]
+    parts = [
+        Part.table(systems_table(diag)),
+        _muted(
+            f"{esc(diag.measure_label)} means over {len(diag.rows())} queries. Against the first stage: "
+            f"paired t-test and paired randomization test ({t['permutations']} sign flips, seed {t['seed']}), "
+            f"{esc(t['correction'])} correction over the reranked runs of the same first stage (as "
+            "<code>twostage compare FIRST R1 R2 ...</code>). W/T/L: queries better / equal / worse than the "
+            "first stage. RBO: rank-biased overlap (p = 0.9, extrapolated; Webber, Moffat &amp; Zobel 2010); "
+            "τ@10: Kendall's tau-b over the two top-10 lists (Fagin, Kumar &amp; Sivakumar 2003)."
+        ),
+    ]
     for family in FAMILIES[1:]:
         if any(c["family"] == family for c in diag.comparisons):
-            parts.append(f"<h3>{esc(family[0].upper() + family[1:])}</h3>" + pairwise_table(diag, family).html())
-            parts.append(
-                f'<p class="muted">Each pair tested as above; {esc(t["correction"])} correction over all pairs.</p>'
-            )
-    if diag.disagreements:
-        parts.append("<h2>Where the reranked runs disagree most</h2>")
-        for title, table in disagreement_tables(diag):
-            parts.append(f"<h3>{esc(title)}</h3>" + table.html())
-    parts.append("<h2>Diagnosis labels</h2>" + labels_table(diag).html())
-    parts.append(
-        '<p class="muted">Decided in the order no-relevant, ok, unjudged-top, candidates-missed, '
-        "reranker-misordered, from each query's decomposition. Thresholds are options of "
-        "<code>twostage diagnose</code>.</p>"
-    )
-    for cls, text in _reorder_text(diag):
-        parts.append(f'<p class="{cls}" id="reorder-check-{esc(cls)}">{esc(text)}</p>')
-    parts.append(_explore_html(diag))
-    parts.append("<h2>Most changed queries (lowest RBO with the first stage)</h2>")
-    for name, table in most_changed_tables(diag):
-        parts.append(f"<h3>{esc(name)}</h3>" + table.html())
-    parts.append(_worst_html(diag))
-    parts.append("<h2>Query types</h2>")
-    parts.append(
-        f'<p class="muted">Source: {esc(s["query_types"])}.'
-        + (
-            " Rules (first match on the lower-cased query wins; no match is 'other'): "
-            + "; ".join(f"<b>{esc(r['type'])}</b> <code>{esc(r['pattern'])}</code>" for r in s["type_rules"])
-            if s.get("type_rules")
-            else ""
-        )
-        + "</p>"
-    )
-    tt = types_table(diag)
-    if tt is not None:
-        parts.append(tt.html())
-    parts.append("<h2>Plots</h2>")
-    parts += [
-        _figure(name, caption, png)
-        for name, (caption, png) in plots.items()
-        if name not in ("decomposition", "depth_curve")
+            parts += [
+                Part.heading(family[0].upper() + family[1:], 3),
+                Part.table(pairwise_table(diag, family)),
+                _muted(f"Each pair tested as above; {esc(t['correction'])} correction over all pairs."),
+            ]
+    return parts
+
+
+def _titled_tables(tables: list[tuple[str, Table]]) -> list[Part]:
+    return [part for title, table in tables for part in (Part.heading(title, 3), Part.table(table))]
+
+
+def _labels(diag: Diagnosis) -> list[Part]:
+    order = ", ".join(DECISION_ORDER)
+    parts = [
+        Part.table(labels_table(diag)),
+        _muted(
+            f"Decided in the order {order}, from each query's decomposition and its first-stage value. "
+            "Thresholds are options of <code>twostage diagnose</code>."
+        ),
     ]
-    parts.append("<h2>Provenance</h2>")
-    parts.append(
-        provenance_html(
-            {"settings": diag.settings, "thresholds": diag.thresholds.describe(label), "evaluation": diag.provenance}
-        )
+    return parts + [
+        Part(f'<p class="{cls}" id="reorder-check-{esc(cls)}">{esc(text)}</p>', (f"{text}\n",))
+        for cls, text in _reorder_text(diag)
+    ]
+
+
+def _worst_entry_html(w: dict, depth: int) -> str:
+    left = "".join(
+        f'<tr><td class="num">{i["rank"]}</td><td>{esc(i["doc_id"])}</td>'
+        f'<td class="{_top_cell(i)[1]}">{esc(_top_cell(i)[0])}</td><td>{esc(i.get("snippet") or "")}</td></tr>'
+        for i in w["top_10"]
     )
-    return html_page(f"Two-stage diagnosis: {diag.name}", "".join(parts), extra_css=EXTRA_CSS, script=_explore_script())
+    right = "".join(
+        f'<tr><td>{esc(i["doc_id"])}</td><td class="num">{i["grade"]}</td><td>{esc(i["where"])}</td>'
+        f"<td>{esc(i.get('snippet') or '')}</td></tr>"
+        for i in w["best_missed"]
+    ) or ('<tr><td colspan="4" class="muted">no relevant judged document outside the top 10</td></tr>')
+    return (
+        f'<h3><a href="#q={esc(w["query_id"])}">{esc(w["query_id"])}</a>: {esc(w["query"] or "(no query text)")}'
+        f'</h3><p class="muted">type {esc(w["query_type"])} · diagnosis <b>{esc(w["diagnosis"])}</b> · '
+        f"reranked {w['reranked']:.4f} (first stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}: lost "
+        f"{w['lost_in_candidates']:.4f} in candidates, {w['lost_in_reranking']:.4f} in reranking) · first-stage "
+        f"R@{depth} {w['first_recall']:.4f} · judged@10 {w['reranked_judged_10']:.2f}</p>"
+        '<div class="pair"><div><b>Reranked top 10</b><table><thead><tr><th>#</th><th>doc</th><th>grade</th>'
+        f"<th>text</th></tr></thead><tbody>{left}</tbody></table></div><div><b>Best judged documents it missed</b>"
+        "<table><thead><tr><th>doc</th><th>grade</th><th>where</th><th>text</th></tr></thead>"
+        f"<tbody>{right}</tbody></table></div></div>"
+    )
+
+
+def _worst_entry_markdown(w: dict, depth: int) -> list[str]:
+    out = [
+        f"### {w['query_id']}: {w['query'] or '(no query text)'}\n",
+        f"type {w['query_type']}, diagnosis **{w['diagnosis']}**, reranked {w['reranked']:.4f} (first "
+        f"stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}), first-stage R@{depth} "
+        f"{w['first_recall']:.4f}\n",
+        markdown_table(
+            ["#", "doc", "grade", "text"],
+            [[i["rank"], i["doc_id"], _top_cell(i)[0], (i.get("snippet") or "")[:120]] for i in w["top_10"]],
+        ),
+    ]
+    if w["best_missed"]:
+        out += [
+            "Best judged documents it missed:\n",
+            markdown_table(
+                ["doc", "grade", "where", "text"],
+                [[i["doc_id"], i["grade"], i["where"], (i.get("snippet") or "")[:120]] for i in w["best_missed"]],
+            ),
+        ]
+    return out
+
+
+def _worst(diag: Diagnosis) -> list[Part]:
+    depth = diag.primary.depth
+    return [Part(_worst_entry_html(w, depth), tuple(_worst_entry_markdown(w, depth))) for w in diag.worst]
+
+
+def _types(diag: Diagnosis) -> list[Part]:
+    s = diag.settings
+    rules = s.get("type_rules") or []
+
+    def meaning(r: dict, html: bool) -> str:
+        text = r.get("meaning") or ""
+        return (f" ({esc(text)})" if html else f": {text}") if text else ""
+
+    listed = (
+        " Rules (first match on the lower-cased query wins; no match is 'other'): "
+        + "; ".join(f"<b>{esc(r['type'])}</b>{meaning(r, True)} <code>{esc(r['pattern'])}</code>" for r in rules)
+        if rules
+        else ""
+    )
+    parts = [_muted(f"Source: {esc(s['query_types'])}.{listed}")]
+    if rules:
+        parts.append(Part.markdown_only(*(f"- **{r['type']}**{meaning(r, False)}" for r in rules), ""))
+    tt = types_table(diag)
+    return parts + ([Part.table(tt)] if tt is not None else [])
+
+
+def _other_plots(diag: Diagnosis) -> list[Part]:
+    return [Part.plot(name) for name in PLOTS if name not in ("decomposition", "depth_curve")]
+
+
+def _provenance(diag: Diagnosis) -> list[Part]:
+    prov = {
+        "settings": diag.settings,
+        "thresholds": diag.thresholds.describe(diag.measure_label),
+        "evaluation": diag.provenance,
+    }
+    return [Part(provenance_html(prov), ("```json\n" + json.dumps(prov, indent=2, default=str) + "\n```\n",))]
+
+
+#: The sections of the diagnosis report, in page order; HTML and Markdown are both rendered from this list.
+SECTIONS: tuple[Section, ...] = (
+    Section(lambda d: None, ("name", "settings", "notes"), _title),
+    Section(lambda d: "Headline", ("headline",), _headline),
+    Section(lambda d: f"Where the loss is: {d.measure_label}", ("pipelines",), _loss),
+    Section(lambda d: "How deep to rerank", ("pipelines",), _depth),
+    Section(lambda d: "Systems", ("systems", "comparisons"), _systems),
+    Section(
+        lambda d: "Where the reranked runs disagree most",
+        ("disagreements",),
+        lambda d: _titled_tables(disagreement_tables(d)),
+        shown=lambda d: bool(d.disagreements),
+    ),
+    Section(lambda d: "Diagnosis labels", ("pipelines", "thresholds"), _labels),
+    Section(lambda d: None, ("per_query", "views", "missed"), lambda d: [Part.html_only(_explore_html(d))]),
+    Section(
+        lambda d: "Most changed queries (lowest RBO with the first stage)",
+        ("most_changed",),
+        lambda d: _titled_tables(most_changed_tables(d)),
+    ),
+    Section(lambda d: f"Worst {len(d.worst)} queries ({d.primary.name}, lowest {d.measure_label})", ("worst",), _worst),
+    Section(
+        lambda d: "Hurt most and helped most by the reranker (reranked − first stage)",
+        ("hurt_most", "helped_most"),
+        lambda d: _titled_tables(delta_tables(d)),
+    ),
+    Section(lambda d: "Query types", ("types", "settings"), _types),
+    Section(lambda d: "Plots", (), _other_plots),
+    Section(lambda d: "Provenance", ("settings", "thresholds", "provenance"), _provenance),
+)
+
+
+def diagnosis_html(diag: Diagnosis, plots: dict[str, tuple[str, bytes]]) -> str:
+    body = render_html(SECTIONS, diag, Plots(png=plots))
+    return html_page(f"Two-stage diagnosis: {diag.name}", body, extra_css=EXTRA_CSS, script=_explore_script())
 
 
 def diagnosis_markdown(diag: Diagnosis, plot_files: dict[str, str]) -> str:
-    s = diag.settings
-    label, p = diag.measure_label, diag.primary
-    out = [f"# Two-stage diagnosis: {diag.name}\n"]
-    out += [f"- {k}: `{v}`" for k, v in s.get("sources", {}).items() if v]
-    out.append("")
-    out += [f"> Note: {n}\n" for n in diag.notes]
-    out.append("## Headline\n")
-    out.append(
-        markdown_table(["measure", f"first stage ({p.first_stage})", f"reranked ({p.name})", "Δ"], headline_rows(diag))
-    )
-    out.append(
-        f"nDCG@10 and judged@10 at relevance level 1; R@N at level {s['recall_level']} "
-        f"(trec_eval -l {s['recall_level']}); query set: {s['query_set']}.\n"
-    )
-    out += [f"- {t}" for t in diagnosis_takeaways(diag)]
-    out.append(f"\n## Where the loss is: {label}\n")
-    out.append(decomposition_table(diag).markdown())
-    out.append(f"![decomposition]({plot_files['decomposition']})\n")
-    out.append("## How deep to rerank\n")
-    out.append(depth_curve_table(diag).markdown())
-    out.append(f"![depth curve]({plot_files['depth_curve']})\n")
-    out.append("## Systems\n")
-    out.append(systems_table(diag).markdown())
-    for family in FAMILIES[1:]:
-        if any(c["family"] == family for c in diag.comparisons):
-            out.append(f"### {family[0].upper() + family[1:]}\n")
-            out.append(pairwise_table(diag, family).markdown())
-    if diag.disagreements:
-        out.append("## Where the reranked runs disagree most\n")
-        for title, table in disagreement_tables(diag):
-            out += [f"### {title}\n", table.markdown()]
-    out.append("## Diagnosis labels\n")
-    out.append(labels_table(diag).markdown())
-    out += [f"{text}\n" for _, text in _reorder_text(diag)]
-    out.append("## Most changed queries (lowest RBO with the first stage)\n")
-    for name, table in most_changed_tables(diag):
-        out += [f"### {name}\n", table.markdown()]
-    out.append(f"## Worst {len(diag.worst)} queries ({p.name})\n")
-    for w in diag.worst:
-        out.append(f"### {w['query_id']}: {w['query'] or '(no query text)'}\n")
-        out.append(
-            f"type {w['query_type']}, diagnosis **{w['diagnosis']}**, reranked {w['reranked']:.4f} (first "
-            f"stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}), first-stage R@{p.depth} "
-            f"{w['first_recall']:.4f}\n"
-        )
-        out.append(
-            markdown_table(
-                ["#", "doc", "grade", "text"],
-                [[i["rank"], i["doc_id"], _top_cell(i)[0], (i.get("snippet") or "")[:120]] for i in w["top_10"]],
-            )
-        )
-        if w["best_missed"]:
-            out.append("Best judged documents it missed:\n")
-            out.append(
-                markdown_table(
-                    ["doc", "grade", "where", "text"],
-                    [[i["doc_id"], i["grade"], i["where"], (i.get("snippet") or "")[:120]] for i in w["best_missed"]],
-                )
-            )
-    out.append("## Query types\n")
-    tt = types_table(diag)
-    if tt is not None:
-        out.append(tt.markdown())
-    out.append("## Plots\n")
-    out += [f"![{name}]({path})\n" for name, path in plot_files.items() if name not in ("decomposition", "depth_curve")]
-    out.append("## Provenance\n")
-    out.append(
-        "```json\n"
-        + json.dumps(
-            {"settings": diag.settings, "thresholds": diag.thresholds.describe(label), "evaluation": diag.provenance},
-            indent=2,
-            default=str,
-        )
-        + "\n```\n"
-    )
-    return "\n".join(out) + "\n"
+    return render_markdown(SECTIONS, diag, Plots(files=plot_files))
 
 
 def write_diagnosis_report(diag: Diagnosis, out_dir) -> dict[str, str]:

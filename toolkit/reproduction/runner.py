@@ -18,8 +18,8 @@ A spec (YAML) declares one published table:
       - {id: R@100, measure: recall.100, complete: true, relevance_level: 2}
       - {id: AP@100, measure: AP@100, trec_eval: 10}   # any name `twostage eval -m` takes
 
-Column settings are the evaluation options of ``twostage eval`` under the
-names, built by the same ``measures.build_settings``: ``complete`` (-c),
+Column settings are the evaluation options of ``twostage eval`` under their
+one name (``toolkit.measures.settings``), built by the same ``measures.build_settings``: ``complete`` (-c),
 ``relevance_level`` (-l), ``max_docs`` (-M), ``judged_only`` (-J),
 ``num_docs`` (-N), ``trec_eval`` (9 or 10, default 9), ``score_precision``
 (default: that generation's), ``gain``, ``discount``, ``judged_compat``.
@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.errors import ConfigError
+from toolkit.extras import COMMAND_EXTRAS, missing
 from toolkit.measures.names import EvalSettings
 
 if TYPE_CHECKING:
@@ -218,6 +219,8 @@ class Runner:
     rows_only: tuple[str, ...] = ()
     run_command: Callable[[list[str], dict[str, str]], CommandResult] = _subprocess_runner
     commands: set[str] | None = None  # the twostage subcommands installed (injected by the CLI; None: not checked)
+    _setup_state: str | None = field(default=None, init=False, repr=False)  # None: not run; "": ok; else why not
+    _setup_failed: bool = field(default=False, init=False, repr=False)
 
     def expand(self, text: str, row: Row | None = None) -> str:
         def sub(m: re.Match) -> str:
@@ -264,6 +267,10 @@ class Runner:
                 raise _Missing(
                     f"`twostage {sub}` is not available in this installation (commands here: {', '.join(sorted(have))})"
                 )
+            extra = COMMAND_EXTRAS.get(args[1])
+            module = extra and missing(extra)
+            if module:
+                raise _Missing(f"`twostage {args[1]}` needs the [{extra}] extra ({module} is not installed)")
             return [sys.executable, "-c", "from toolkit.cli import main; main(prog_name='twostage')", *args[1:]]
         return args
 
@@ -274,112 +281,144 @@ class Runner:
         return env
 
     def run(self) -> Reproduction:
-        from toolkit.evaluation.evaluate import evaluate
-        from toolkit.trec_io import read_run
+        """Every selected row: its run made or found, evaluated per column; then each cell judged."""
+        rows = self._selected_rows()
+        row_results: dict[str, RowResult] = {}
+        measured: dict[tuple[str, str], tuple[float, dict]] = {}
+        qrels_read: dict[Path, Qrels] = {}
+        self._setup_state, self._setup_failed = None, False  # the spec's setup runs before the first command
+        for row in rows:
+            rr = row_results[row.id] = RowResult(id=row.id, label=row.label, status="ok")
+            ready = self._prepare_row(row, rr)
+            if ready is not None:
+                self._measure_row(row, rr, *ready, qrels_read, measured)
+        cells = [
+            self._cell(row, row_results[row.id], cid, cell, measured, row_results)
+            for row in rows
+            for cid, cell in row.cells.items()
+        ]
+        return Reproduction(
+            spec=self.spec,
+            rows=[row_results[r.id] for r in rows],
+            cells=cells,
+            data=str(self.data) if self.data else None,
+        )
 
+    def _selected_rows(self) -> list[Row]:
         spec = self.spec
-        rows = [r for r in spec.rows if not self.rows_only or r.id in self.rows_only]
         unknown = set(self.rows_only) - {r.id for r in spec.rows}
         if unknown:
             raise ConfigError(
                 f"{spec.name}: no row(s) {', '.join(sorted(unknown))} (rows: {', '.join(r.id for r in spec.rows)})"
             )
-        row_results: dict[str, RowResult] = {}
-        measured: dict[tuple[str, str], tuple[float, dict]] = {}
-        setup_state: str | None = None  # None: not run yet; "" ok; else the reason it cannot run
-        setup_failed = False
-        qrels_read: dict[Path, Qrels] = {}
-        for row in rows:
-            rr = RowResult(id=row.id, label=row.label, status="ok")
-            row_results[row.id] = rr
-            try:
-                for req in row.requires:
-                    p = self.path(req, row)
-                    if not p.exists():
-                        raise _Missing(f"required input {p} is missing")
-                qsrc = self._qrels(row)
-                run_path = self.run_path(row)
-                rr.run_path = str(run_path)
-                if row.commands:
-                    argvs = [self.argv(s, row) for s in row.commands]  # raises _Missing before anything runs
-                    rr.commands = [[*map(str, s.argv)] for s in row.commands]
-                    if setup_state is None:
-                        setup_state, setup_failed = self._setup()
-                    if setup_failed:
-                        rr.status, rr.reason = "error", setup_state
-                        continue
-                    if setup_state:
-                        raise _Missing(setup_state)
-                    if not (self.reuse_runs and run_path.exists()):
-                        run_path.parent.mkdir(parents=True, exist_ok=True)
-                        for step, argv in zip(row.commands, argvs):
-                            if step.creates and self.path(step.creates, row).exists():
-                                continue
-                            log.info("%s: running %s", row.id, " ".join(self.expand(a, row) for a in step.argv))
-                            res = self.run_command(argv, self.env())
-                            if res.returncode != 0:
-                                raise RuntimeError(
-                                    f"`{' '.join(self.expand(a, row) for a in step.argv)}` exited "
-                                    f"with status {res.returncode}: {res.output[-800:]}"
-                                )
-                    if not run_path.exists():
-                        raise RuntimeError(f"the commands ran but did not write {run_path}")
-                elif not run_path.exists():
-                    raise _Missing(f"run file {run_path} not found")
-            except _Missing as exc:
-                rr.status, rr.reason = "skipped", str(exc)
-                continue
-            except RuntimeError as exc:
-                rr.status, rr.reason = "error", str(exc)
-                continue
-            if qsrc.path not in qrels_read:  # rows share qrels files: parse each once
-                qrels_read[qsrc.path] = qsrc.read()
-            qrels = qrels_read[qsrc.path]
-            run = read_run(run_path)
-            groups: dict[EvalSettings, list[Column]] = {}
-            for cid in row.cells:
-                col = spec.column(cid)
-                groups.setdefault(col.settings, []).append(col)
-            for settings, cols in groups.items():
-                result = evaluate(qrels, run, [c.measure for c in cols], settings)
-                for c in cols:
-                    measured[(row.id, c.id)] = (result.aggregate[c.measure.name], result.provenance)
-                    rr.provenance[c.id] = result.provenance
+        return [r for r in spec.rows if not self.rows_only or r.id in self.rows_only]
 
-        cells: list[CellResult] = []
-        for row in rows:
-            rr = row_results[row.id]
-            for cid, cell in row.cells.items():
-                col = spec.column(cid)
-                base = {
-                    "row": row.id,
-                    "label": row.label,
-                    "column": cid,
-                    "measure": col.measure.name,
-                    "published": cell.published,
-                    "source": cell.source,
-                    "tolerance": cell.tolerance,
-                    "decimals": cell.decimals,
-                }
-                if rr.status != "ok":
-                    cells.append(CellResult(measured=None, delta=None, status=rr.status, reason=rr.reason, **base))
+    def _prepare_row(self, row: Row, rr: RowResult) -> tuple[QrelsSource, Path] | None:
+        """(qrels, run file) of a row, running its commands when needed; None when it is skipped or failed
+        (``rr`` then says why)."""
+        try:
+            for req in row.requires:
+                p = self.path(req, row)
+                if not p.exists():
+                    raise _Missing(f"required input {p} is missing")
+            qsrc = self._qrels(row)
+            run_path = self.run_path(row)
+            rr.run_path = str(run_path)
+            if row.commands:
+                if not self._run_row_commands(row, rr, run_path):
+                    return None
+            elif not run_path.exists():
+                raise _Missing(f"run file {run_path} not found")
+        except _Missing as exc:
+            rr.status, rr.reason = "skipped", str(exc)
+            return None
+        except RuntimeError as exc:
+            rr.status, rr.reason = "error", str(exc)
+            return None
+        return qsrc, run_path
+
+    def _run_row_commands(self, row: Row, rr: RowResult, run_path: Path) -> bool:
+        """Run a row's commands (after the spec's setup, once); False when the setup failed."""
+        argvs = [self.argv(s, row) for s in row.commands]  # raises _Missing before anything runs
+        rr.commands = [[*map(str, s.argv)] for s in row.commands]
+        if self._setup_state is None:
+            self._setup_state, self._setup_failed = self._setup()
+        if self._setup_failed:
+            rr.status, rr.reason = "error", self._setup_state
+            return False
+        if self._setup_state:
+            raise _Missing(self._setup_state)
+        if not (self.reuse_runs and run_path.exists()):
+            run_path.parent.mkdir(parents=True, exist_ok=True)
+            for step, argv in zip(row.commands, argvs):
+                if step.creates and self.path(step.creates, row).exists():
                     continue
-                value, prov = measured[(row.id, cid)]
-                status = cell_status(cell.published, value, cell.tolerance, cell.decimals)
-                reason = ""
-                if cell.expect:
-                    ok, reason = self._expectation(cell, value, measured, row_results)
-                    if ok is False:
-                        status = "off"
-                    elif ok is None and status in PASSING:
-                        reason = f"not checked: {reason}"
-                res = CellResult(measured=value, delta=value - cell.published, status=status, reason=reason, **base)
-                if status == "off":
-                    res.side_by_side = side_by_side(col, cell, prov)
-                cells.append(res)
-        return Reproduction(
-            spec=spec, rows=[row_results[r.id] for r in rows], cells=cells, data=str(self.data) if self.data else None
-        )
+                shown = " ".join(self.expand(a, row) for a in step.argv)
+                log.info("%s: running %s", row.id, shown)
+                res = self.run_command(argv, self.env())
+                if res.returncode != 0:
+                    raise RuntimeError(f"`{shown}` exited with status {res.returncode}: {res.output[-800:]}")
+        if not run_path.exists():
+            raise RuntimeError(f"the commands ran but did not write {run_path}")
+        return True
+
+    def _measure_row(
+        self,
+        row: Row,
+        rr: RowResult,
+        qsrc: QrelsSource,
+        run_path: Path,
+        qrels_read: dict[Path, Qrels],
+        measured: dict[tuple[str, str], tuple[float, dict]],
+    ) -> None:
+        """Evaluate a row's run once per distinct settings of its columns."""
+        from toolkit.evaluation.evaluate import evaluate
+        from toolkit.trec_io import read_run
+
+        if qsrc.path not in qrels_read:  # rows share qrels files: parse each once
+            qrels_read[qsrc.path] = qsrc.read()
+        qrels = qrels_read[qsrc.path]
+        run = read_run(run_path)
+        groups: dict[EvalSettings, list[Column]] = {}
+        for cid in row.cells:
+            col = self.spec.column(cid)
+            groups.setdefault(col.settings, []).append(col)
+        for settings, cols in groups.items():
+            result = evaluate(qrels, run, [c.measure for c in cols], settings)
+            for c in cols:
+                measured[(row.id, c.id)] = (result.aggregate[c.measure.name], result.provenance)
+                rr.provenance[c.id] = result.provenance
+
+    def _cell(
+        self, row: Row, rr: RowResult, cid: str, cell: Cell, measured: dict, row_results: dict[str, RowResult]
+    ) -> CellResult:
+        """One cell's verdict: the row's status when it did not run, else match / within tolerance / off."""
+        col = self.spec.column(cid)
+        base = {
+            "row": row.id,
+            "label": row.label,
+            "column": cid,
+            "measure": col.measure.name,
+            "published": cell.published,
+            "source": cell.source,
+            "tolerance": cell.tolerance,
+            "decimals": cell.decimals,
+        }
+        if rr.status != "ok":
+            return CellResult(measured=None, delta=None, status=rr.status, reason=rr.reason, **base)
+        value, prov = measured[(row.id, cid)]
+        status = cell_status(cell.published, value, cell.tolerance, cell.decimals)
+        reason = ""
+        if cell.expect:
+            ok, reason = self._expectation(cell, value, measured, row_results)
+            if ok is False:
+                status = "off"
+            elif ok is None and status in PASSING:
+                reason = f"not checked: {reason}"
+        res = CellResult(measured=value, delta=value - cell.published, status=status, reason=reason, **base)
+        if status == "off":
+            res.side_by_side = side_by_side(col, cell, prov)
+        return res
 
     def _qrels(self, row: Row) -> QrelsSource:
         from toolkit.catalog import QrelsSource, is_collection_name, resolve_qrels

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from toolkit.errors import ConfigError, TwostageError
 from toolkit.measures.names import TREC_EVAL_VERSIONS, EvalSettings, Measure, build_settings, parse_measure
+from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
 
 if TYPE_CHECKING:
     pass
@@ -42,16 +43,7 @@ _SPEC_KEYS = {
 _COLUMN_KEYS = {
     "id",
     "measure",
-    "complete",
-    "relevance_level",
-    "gain",
-    "discount",
-    "max_docs",
-    "judged_only",
-    "score_precision",
-    "trec_eval",
-    "judged_compat",
-    "num_docs",
+    *SETTING_NAMES,  # the evaluation settings, spelled as the command-line options' parameters
     "tolerance",
     "decimals",
     "source",
@@ -334,12 +326,12 @@ def _column(
     if precision is not None and precision not in SCORE_PRECISIONS:
         raise w.fail(f"{cw}.score_precision", f"expected one of {', '.join(SCORE_PRECISIONS)}, got {precision!r}")
     compat = c.get("judged_compat", "twostage")
-    if compat not in ("twostage", "pyserini"):
-        raise w.fail(f"{cw}.judged_compat", f"expected twostage or pyserini, got {compat!r}")
-    # the settings of the command-line options, by their option names (measures.build_settings)
+    if compat not in JUDGED_COMPAT:
+        raise w.fail(f"{cw}.judged_compat", f"expected {' or '.join(JUDGED_COMPAT)}, got {compat!r}")
+    # the settings by their one name (measures.settings), checked here so errors name the YAML path
     values = {
         "trec_eval": version,
-        "level": w.integer(c.get("relevance_level", 1), f"{cw}.relevance_level", minimum=0),
+        "relevance_level": w.integer(c.get("relevance_level", 1), f"{cw}.relevance_level", minimum=0),
         "gain": w.text(c.get("gain", "linear"), f"{cw}.gain"),
         "discount": w.text(c.get("discount", "log2"), f"{cw}.discount"),
         "judged_only": w.flag(c.get("judged_only", False), f"{cw}.judged_only"),

@@ -1,7 +1,14 @@
-"""Reranker kinds and backends, and ``RerankerSpec``: what to build, picklable for Ray workers."""
+"""Reranker kinds and backends, and ``RerankerSpec``: what to build, picklable for Ray workers.
+
+``BACKENDS`` is the one table of ways to run a reranker model: per backend, the kinds it runs
+(each with the function that builds one) and the precisions it accepts. A new backend is one
+module (a class with ``score``/``describe``, and ``embed`` for bi-encoders) plus one entry here;
+the CLI takes its ``--backend`` choices from this table.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -10,7 +17,6 @@ import numpy as np
 
 from toolkit.errors import ConfigError
 from toolkit.models import PRECISIONS, detect_kind, read_json_object, resolve_device, resolve_model, resolve_precision
-from toolkit.reranking.torch_backend import BiEncoder, CrossEncoderReranker
 
 RERANKER_KINDS = ("auto", "bi-encoder", "cross-encoder")
 
@@ -31,6 +37,51 @@ class Reranker(Protocol):
         ...
 
 
+# ------------------------------------------------------------ the table
+#: How a backend builds one kind: (the resolved spec, the resolved device) -> a reranker.
+Builder = Callable[["RerankerSpec", str], Reranker]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One way of running reranker models."""
+
+    builders: Mapping[str, Builder]  # kind -> builder; the kinds this backend runs
+    precisions: tuple[str, ...] = PRECISIONS  # the --precision values it accepts
+    weights: str = ""  # what its weights are, when it refuses a precision (for the error message)
+
+
+def _torch(kind: str) -> Builder:
+    def build(spec: RerankerSpec, device: str) -> Reranker:
+        from toolkit.reranking.torch_backend import BiEncoder, CrossEncoderReranker
+
+        cls = CrossEncoderReranker if kind == "cross-encoder" else BiEncoder
+        precision = resolve_precision(spec.precision, device)
+        return cls(spec.model, device, spec.batch_size, spec.max_length, precision)
+
+    return build
+
+
+def _onnx(quantize: bool) -> Builder:
+    def build(spec: RerankerSpec, device: str) -> Reranker:
+        from toolkit.reranking.onnx_backend import OnnxBiEncoder
+
+        return OnnxBiEncoder(spec.model, device, spec.batch_size, spec.max_length, quantize=quantize)
+
+    return build
+
+
+_ONNX_WEIGHTS = "fp32 (onnx) or int8 (onnx-int8)"
+
+BACKENDS: dict[str, Backend] = {
+    "torch": Backend({"bi-encoder": _torch("bi-encoder"), "cross-encoder": _torch("cross-encoder")}),
+    "onnx": Backend({"bi-encoder": _onnx(quantize=False)}, ("auto", "fp32"), _ONNX_WEIGHTS),
+    "onnx-int8": Backend({"bi-encoder": _onnx(quantize=True)}, ("auto", "fp32"), _ONNX_WEIGHTS),
+}
+DEFAULT_BACKEND = "torch"
+
+
+# ------------------------------------------------------------------ spec
 @dataclass(frozen=True)
 class RerankerSpec:
     """How to build a reranker: picklable, so Ray workers can build their own copy."""
@@ -40,26 +91,26 @@ class RerankerSpec:
     device: str = "auto"
     batch_size: int = 64
     max_length: int | None = None
-    backend: str = "torch"
+    backend: str = DEFAULT_BACKEND
     precision: str = "auto"
 
     def resolved(self) -> RerankerSpec:
         """Kind read from the model's config; the rest checked (the device is resolved where it runs)."""
-        from toolkit.reranking.onnx_backend import BACKENDS
-
         if self.kind not in RERANKER_KINDS:
             raise ConfigError(f"reranker kind must be one of {RERANKER_KINDS}, not {self.kind!r}")
         if self.batch_size < 1:
             raise ConfigError("batch size must be >= 1")
         if self.backend not in BACKENDS:
-            raise ConfigError(f"--backend must be one of {BACKENDS}, not {self.backend!r}")
+            raise ConfigError(f"--backend must be one of {tuple(BACKENDS)}, not {self.backend!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"--precision must be one of {PRECISIONS}, not {self.precision!r}")
         kind = detect_kind(resolve_model(self.model)) if self.kind == "auto" else self.kind
-        if self.backend != "torch" and kind != "bi-encoder":
-            raise ConfigError(f"--backend {self.backend} supports bi-encoders; {self.model} is a {kind}")
-        if self.backend != "torch" and self.precision == "fp16":
-            raise ConfigError(f"--backend {self.backend} runs fp32 (onnx) or int8 (onnx-int8) weights, not fp16")
+        backend = BACKENDS[self.backend]
+        if kind not in backend.builders:
+            runs = " and ".join(f"{k}s" for k in backend.builders)
+            raise ConfigError(f"--backend {self.backend} supports {runs}; {self.model} is a {kind}")
+        if self.precision not in backend.precisions:
+            raise ConfigError(f"--backend {self.backend} runs {backend.weights} weights, not {self.precision}")
         return RerankerSpec(
             self.model, kind, self.device, self.batch_size, self.max_length, self.backend, self.precision
         )
@@ -84,21 +135,7 @@ class RerankerSpec:
 
     def build(self) -> Reranker:
         spec = self.resolved()
-        dev = resolve_device(spec.device)
-        if spec.backend != "torch":
-            from toolkit.reranking.onnx_backend import OnnxBiEncoder
-
-            return OnnxBiEncoder(
-                spec.model, dev, spec.batch_size, spec.max_length, quantize=spec.backend == "onnx-int8"
-            )
-        cls = CrossEncoderReranker if spec.kind == "cross-encoder" else BiEncoder
-        return cls(
-            model_name=spec.model,
-            device=dev,
-            batch_size=spec.batch_size,
-            max_length=spec.max_length,
-            precision=resolve_precision(spec.precision, dev),
-        )
+        return BACKENDS[spec.backend].builders[spec.kind](spec, resolve_device(spec.device))
 
 
 def load_reranker(
@@ -107,7 +144,7 @@ def load_reranker(
     device: str = "auto",
     batch_size: int = 64,
     max_length: int | None = None,
-    backend: str = "torch",
+    backend: str = DEFAULT_BACKEND,
     precision: str = "auto",
 ) -> Reranker:
     """Build a reranker by kind (``auto`` reads a local model's config)."""

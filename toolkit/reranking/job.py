@@ -132,11 +132,58 @@ def embedding_namespace(reranker_description: dict) -> dict:
     }
 
 
+class _Embeddings:
+    """The embedding matrix of ``texts`` being filled: rows found in the cache first, the rest as computed."""
+
+    def __init__(self, texts: list[str], cache):
+        self.texts = texts
+        self.cache = cache
+        self.keys: list[str] | None = None
+        self.found = np.zeros(len(texts), dtype=bool)
+        self.cached: np.ndarray | None = None
+        self.out: np.ndarray | None = None
+        if cache is not None:
+            from toolkit.jobs.embed_cache import text_key
+
+            self.keys = [text_key(t) for t in texts]
+            self.found, self.cached = cache.lookup(self.keys)
+        self.cached_rows = np.flatnonzero(self.found)
+        if self.cached is not None and len(self.cached):
+            self.fill(self.cached, self.cached_rows)
+
+    def fill(self, vecs: np.ndarray, rows: np.ndarray) -> None:
+        if self.out is None:
+            self.out = np.empty((len(self.texts), vecs.shape[1]), dtype=np.float32)
+        self.out[rows] = vecs
+
+    def missing(self, lo: int, hi: int) -> np.ndarray:
+        """Rows in [lo, hi) the cache did not hold."""
+        return lo + np.flatnonzero(~self.found[lo:hi])
+
+    def add_to_cache(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        if self.cache is not None and len(rows):
+            self.cache.add([self.keys[i] for i in rows], vecs)
+
+    def shard_vectors(self, lo: int, hi: int, rows: np.ndarray, vecs: np.ndarray) -> np.ndarray:
+        """All of [lo, hi)'s vectors: those computed for ``rows`` and the cached others."""
+        if len(rows) == hi - lo:
+            return vecs
+        width = self.cached.shape[1] if self.cached is not None else vecs.shape[1]
+        full = np.empty((hi - lo, width), dtype=np.float32)
+        have = np.flatnonzero(self.found[lo:hi])
+        full[have] = self.cached[np.searchsorted(self.cached_rows, lo + have)]
+        if len(rows):
+            full[rows - lo] = vecs
+        return full
+
+    def matrix(self) -> np.ndarray:
+        return self.out if self.out is not None else np.zeros((0, 0), np.float32)
+
+
 def _embed_all(
     texts: list[str],
     segments: list[int],
     worker_spec,
-    reranker_desc: dict,
     sharding,
     cache,
     identity: dict,
@@ -145,88 +192,63 @@ def _embed_all(
     """Embeddings of ``texts`` (rows in order): cached ones looked up, the others computed in
     chunks of ``EMBED_SHARD`` in this process, or as a sharded job when ``sharding`` is given.
     ``segments`` are boundaries no chunk crosses (passages | queries)."""
-    from toolkit.jobs.shards import open_manifest, plan, run_job
+    from toolkit.jobs.shards import plan
 
-    keys = None
-    found = np.zeros(len(texts), dtype=bool)
-    cached: np.ndarray | None = None
-    if cache is not None:
-        from toolkit.jobs.embed_cache import text_key
-
-        keys = [text_key(t) for t in texts]
-        found, cached = cache.lookup(keys)
+    emb = _Embeddings(texts, cache)
     size = sharding.size(EMBED_SHARD) if sharding else EMBED_SHARD
     bounds = [0, *segments, len(texts)]
     ranges = [[a + lo, a + hi] for a, b in itertools.pairwise(bounds) for lo, hi in plan(b - a, size)]
-    out: np.ndarray | None = None
-    stats = {"texts_embedded": 0, "model_calls": 0, "from_cache": int(found.sum())}
-    if cached is not None:
-        cached_rows = np.flatnonzero(found)
-
-    def fill(lo: int, hi: int, vecs: np.ndarray, rows: np.ndarray) -> None:
-        nonlocal out
-        if out is None:
-            out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
-        out[rows] = vecs
-
-    if cached is not None and len(cached):
-        fill(0, len(texts), cached, cached_rows)
-
-    def missing(lo: int, hi: int) -> np.ndarray:
-        return lo + np.flatnonzero(~found[lo:hi])
-
-    def add_to_cache(rows: np.ndarray, vecs: np.ndarray) -> None:
-        if cache is not None and len(rows):
-            cache.add([keys[i] for i in rows], vecs)
-
+    stats = {"texts_embedded": 0, "model_calls": 0, "from_cache": int(emb.found.sum())}
     if sharding is None:
-        from tqdm.auto import tqdm
+        _embed_here(emb, ranges, worker_spec.build(), stats, progress)
+    else:
+        _embed_sharded(emb, worker_spec, sharding, {**identity, "ranges": ranges}, stats, progress)
+    return emb.matrix(), stats
 
-        worker = worker_spec.build()
-        todo = int((~found).sum())
-        with tqdm(
-            total=todo,
-            desc="rerank: embed texts",
-            unit="text",
-            file=sys.stderr,
-            disable=not progress or not todo,
-            dynamic_ncols=True,
-        ) as bar:
-            for lo, hi in ranges:
-                rows = missing(lo, hi)
-                if not len(rows):
-                    continue
-                arrays, info = worker([texts[i] for i in rows])
-                fill(lo, hi, arrays["vectors"], rows)
-                add_to_cache(rows, arrays["vectors"])
-                stats["texts_embedded"] += info["texts_embedded"]
-                stats["model_calls"] += info["model_calls"]
-                bar.update(len(rows))
-        assert out is not None or not texts
-        return (out if out is not None else np.zeros((0, 0), np.float32)), stats
 
-    identity = {**identity, "ranges": ranges}
+def _embed_here(emb: _Embeddings, ranges: list[list[int]], worker, stats: dict, progress: bool) -> None:
+    """Embed the rows the cache lacks, chunk by chunk, in this process."""
+    from tqdm.auto import tqdm
+
+    todo = int((~emb.found).sum())
+    with tqdm(
+        total=todo,
+        desc="rerank: embed texts",
+        unit="text",
+        file=sys.stderr,
+        disable=not progress or not todo,
+        dynamic_ncols=True,
+    ) as bar:
+        for lo, hi in ranges:
+            rows = emb.missing(lo, hi)
+            if not len(rows):
+                continue
+            arrays, info = worker([emb.texts[i] for i in rows])
+            emb.fill(arrays["vectors"], rows)
+            emb.add_to_cache(rows, arrays["vectors"])
+            stats["texts_embedded"] += info["texts_embedded"]
+            stats["model_calls"] += info["model_calls"]
+            bar.update(len(rows))
+
+
+def _embed_sharded(emb: _Embeddings, worker_spec, sharding, identity: dict, stats: dict, progress: bool) -> None:
+    """Embed the rows the cache lacks as a resumable sharded job over ``identity["ranges"]``; each shard
+    stores all its vectors."""
+    from toolkit.jobs.shards import open_manifest, run_job
+
     manifest = open_manifest(sharding.folder, "rerank-embed", identity, sharding.force)
     pending_rows: dict[int, np.ndarray] = {}
 
     def payload(shard: int, lo: int, hi: int) -> list[str]:
-        rows = missing(lo, hi)
+        rows = emb.missing(lo, hi)
         pending_rows[shard] = rows
-        return [texts[i] for i in rows]
+        return [emb.texts[i] for i in rows]
 
     def finish(shard: int, arrays: dict) -> dict:
         lo, hi = manifest.ranges[shard]
         rows = pending_rows.pop(shard)
-        vecs = arrays["vectors"]
-        add_to_cache(rows, vecs)
-        if len(rows) == hi - lo:
-            return {"vectors": vecs}
-        full = np.empty((hi - lo, cached.shape[1] if cached is not None else vecs.shape[1]), dtype=np.float32)
-        have = np.flatnonzero(found[lo:hi])
-        full[have] = cached[np.searchsorted(cached_rows, lo + have)]
-        if len(rows):
-            full[rows - lo] = vecs
-        return {"vectors": full}
+        emb.add_to_cache(rows, arrays["vectors"])
+        return {"vectors": emb.shard_vectors(lo, hi, rows, arrays["vectors"])}
 
     report = run_job(
         manifest,
@@ -242,15 +264,19 @@ def _embed_all(
         lo, hi = rec["range"]
         vecs = manifest.load(shard)["vectors"]
         if len(vecs):
-            fill(lo, hi, vecs, np.arange(lo, hi))
+            emb.fill(vecs, np.arange(lo, hi))
     stats.update(manifest.work_done("texts_embedded", "model_calls"))
-    stats.update(
-        shards=report.shards,
-        shards_resumed=report.resumed,
-        shards_computed=report.computed,
-        manifest=str(manifest.folder / "manifest.json"),
-    )
-    return (out if out is not None else np.zeros((0, 0), np.float32)), stats
+    stats.update(_job_stats(report, manifest))
+
+
+def _job_stats(report, manifest) -> dict:
+    """What the sidecar says about a sharded job: shards, resumed, computed, and the manifest's path."""
+    return {
+        "shards": report.shards,
+        "shards_resumed": report.resumed,
+        "shards_computed": report.computed,
+        "manifest": str(manifest.folder / "manifest.json"),
+    }
 
 
 def _score_pairs(
@@ -310,12 +336,7 @@ def _score_pairs(
             out[q] = scores[at : at + n]
             at += n
     stats.update(manifest.work_done("pairs_scored", "model_calls"))
-    stats.update(
-        shards=report.shards,
-        shards_resumed=report.resumed,
-        shards_computed=report.computed,
-        manifest=str(manifest.folder / "manifest.json"),
-    )
+    stats.update(_job_stats(report, manifest))
     return out, stats
 
 
@@ -350,6 +371,51 @@ def rerank_run(
         raise ConfigError("--depth must be >= 1")
     if missing_text not in MISSING_TEXT_POLICIES:
         raise ConfigError(f"missing-text policy must be one of {MISSING_TEXT_POLICIES}")
+    work = _candidates(first_stage, queries, texts, depth, missing_text, query_ids)
+    model = _Model.of(reranker, sharding)
+    identity = _job_identity(work, first_stage, queries, texts, model.desc, depth, missing_text)
+    start = time.perf_counter()
+    if model.kind == "bi-encoder":
+        scores_by_query, work_stats, unique = _bi_encoder_scores(
+            work, queries, model, sharding, cache, identity, progress
+        )
+    else:
+        worker_spec = _worker_spec(model.built, model.spec, sharding, "pairs")
+        scores_by_query, work_stats = _score_pairs(
+            work.qids, work.have_by_query, queries, work.found, worker_spec, sharding, identity, progress, model.kind
+        )
+        unique = None
+    rows = _reranked_rows(work, scores_by_query)
+    seconds = time.perf_counter() - start
+    run = run_from_rows(rows, tag=tag)
+    settings = _settings(work, model, depth, missing_text, unique, work_stats, sharding, cache, first_stage, texts)
+    settings["seconds"] = round(seconds, 3)
+    settings["libraries"] = _library_versions()
+    return RerankResult(run, settings, seconds, len(work.qids), len(work.cands), work.missing)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The candidates to rerank: per query (sorted ids) its top-N documents, and those with a text."""
+
+    cands: object  # the top-N frame
+    qids: list[str]
+    found: Mapping[str, str]  # doc id -> text
+    missing: int  # candidates without a text
+    docs_by_query: dict[str, list[str]]
+    have_by_query: dict[str, list[str]]
+
+
+def _candidates(
+    first_stage: Run,
+    queries: Mapping[str, str],
+    texts: TextSource,
+    depth: int,
+    missing_text: str,
+    query_ids: Iterable[str] | None,
+) -> _Candidates:
+    """The top ``depth`` of the selected queries with their texts; a query or (with "error") a candidate
+    without text is an error."""
     frame = first_stage.frame
     if query_ids is not None:
         frame = frame[frame[QUERY_ID].isin({str(q) for q in query_ids})]
@@ -372,19 +438,47 @@ def rerank_run(
             f"{len(missing)} candidates have no text in {texts.path} (e.g. document {d!r}); "
             "give a text source that covers the run, or --missing-text bottom"
         )
-    built = None if isinstance(reranker, RerankerSpec) else reranker
-    spec = reranker.resolved() if isinstance(reranker, RerankerSpec) else None
-    if built is None and sharding is None:
-        built = spec.build()
-    kind = built.kind if built is not None else spec.kind
-    desc = built.describe() if built is not None else spec.describe()
     docs_by_query = {q: g[DOC_ID].tolist() for q, g in cands.groupby(QUERY_ID, sort=True)}
     have_by_query = {q: [d for d in docs if d in found] for q, docs in docs_by_query.items()}
+    return _Candidates(cands, qids, found, len(missing), docs_by_query, have_by_query)
+
+
+@dataclass(frozen=True)
+class _Model:
+    """The reranker as given: built here (``built``) or a spec Ray workers build (``spec``), and its settings."""
+
+    built: Reranker | None
+    spec: RerankerSpec | None
+    kind: str
+    desc: dict
+
+    @classmethod
+    def of(cls, reranker: Reranker | RerankerSpec, sharding) -> _Model:
+        built = None if isinstance(reranker, RerankerSpec) else reranker
+        spec = reranker.resolved() if isinstance(reranker, RerankerSpec) else None
+        if built is None and sharding is None:
+            built = spec.build()
+        if built is not None:
+            return cls(built, spec, built.kind, built.describe())
+        return cls(None, spec, spec.kind, spec.describe())
+
+
+def _job_identity(
+    work: _Candidates,
+    first_stage: Run,
+    queries: Mapping[str, str],
+    texts: TextSource,
+    desc: dict,
+    depth: int,
+    missing_text: str,
+) -> dict:
+    """What a sharded job's manifest must match to be resumed: inputs, model and settings."""
+    qids = work.qids
     identity = {
         "inputs": {
             "first_stage_sha256": first_stage.sha256,
             "texts": texts.describe(),
-            "candidates_sha256": _texts_sha256(f"{q}\t{d}" for q in qids for d in have_by_query[q]),
+            "candidates_sha256": _texts_sha256(f"{q}\t{d}" for q in qids for d in work.have_by_query[q]),
             "queries_sha256": _texts_sha256(queries[q] for q in qids),
         },
         "model": {k: desc.get(k) for k in ("model", "model_path", "kind", "max_length", "backend", "precision")},
@@ -394,78 +488,76 @@ def rerank_run(
         from toolkit.jobs.embed_cache import model_fingerprint
 
         identity["model"]["fingerprint"] = model_fingerprint(str(identity["model"]["model_path"]))
-    start = time.perf_counter()
-    scores_by_query: dict[str, np.ndarray]
-    unique: list[str] = []
-    if kind == "bi-encoder":
-        # A bi-encoder's passage embedding does not depend on the query: embed each distinct
-        # candidate once (CACM's top-100 lists share most documents).
-        unique = sorted(set(cands[DOC_ID]) & set(found), key=lambda d: (-len(found[d]), d))
-        work = [found[d] for d in unique] + [queries[q] for q in qids]
-        worker_spec = _worker_spec(built, spec, sharding, "embed")
-        vectors, work_stats = _embed_all(
-            work,
-            [len(unique)],
-            worker_spec,
-            desc,
-            sharding,
-            cache,
-            identity | {"work_sha256": _texts_sha256(work)},
-            progress,
-        )
-        position = {d: i for i, d in enumerate(unique)}
-        qpos = {q: len(unique) + i for i, q in enumerate(qids)}
-        scores_by_query = {}
-        for q in qids:
-            docs = have_by_query[q]
-            if docs:
-                scores_by_query[q] = (vectors[[position[d] for d in docs]] @ vectors[qpos[q]]).astype(np.float64)
-            else:
-                scores_by_query[q] = np.zeros(0)
-    else:
-        worker_spec = _worker_spec(built, spec, sharding, "pairs")
-        scores_by_query, work_stats = _score_pairs(
-            qids, have_by_query, queries, found, worker_spec, sharding, identity, progress, kind
-        )
+    return identity
+
+
+def _bi_encoder_scores(
+    work: _Candidates, queries: Mapping[str, str], model: _Model, sharding, cache, identity: dict, progress: bool
+) -> tuple[dict[str, np.ndarray], dict, list[str]]:
+    """Cosines of each query with its candidates; returns them per query, the job's stats and the
+    distinct passages embedded."""
+    # A bi-encoder's passage embedding does not depend on the query: embed each distinct
+    # candidate once (CACM's top-100 lists share most documents).
+    found = work.found
+    unique = sorted(set(work.cands[DOC_ID]) & set(found), key=lambda d: (-len(found[d]), d))
+    texts = [found[d] for d in unique] + [queries[q] for q in work.qids]
+    worker_spec = _worker_spec(model.built, model.spec, sharding, "embed")
+    identity = identity | {"work_sha256": _texts_sha256(texts)}
+    vectors, stats = _embed_all(texts, [len(unique)], worker_spec, sharding, cache, identity, progress)
+    position = {d: i for i, d in enumerate(unique)}
+    scores: dict[str, np.ndarray] = {}
+    for i, q in enumerate(work.qids):
+        docs = work.have_by_query[q]
+        query_vector = vectors[len(unique) + i]
+        scores[q] = (vectors[[position[d] for d in docs]] @ query_vector).astype(np.float64) if docs else np.zeros(0)
+    return scores, stats, unique
+
+
+def _reranked_rows(work: _Candidates, scores_by_query: Mapping[str, np.ndarray]) -> list[tuple[str, str, float]]:
+    """(query, doc, score) rows: the scored candidates, then those without text below them in first-stage order."""
     rows: list[tuple[str, str, float]] = []
-    for q in qids:
-        docs = have_by_query[q]
+    for q in work.qids:
+        docs = work.have_by_query[q]
         scores = scores_by_query[q]
         if not np.all(np.isfinite(scores)):
             raise ConfigError(f"the model returned a non-finite score for query {q!r}")
         rows += [(q, d, float(s)) for d, s in zip(docs, scores)]
-        lacking = [d for d in docs_by_query[q] if d not in found]
+        lacking = [d for d in work.docs_by_query[q] if d not in work.found]
         if lacking:  # below every scored one, first-stage order kept
             floor = (float(np.min(scores)) if len(scores) else 0.0) - 1.0
             rows += [(q, d, floor - i) for i, d in enumerate(lacking)]
-    seconds = time.perf_counter() - start
-    run = run_from_rows(rows, tag=tag)
-    settings = {
+    return rows
+
+
+def _settings(
+    work: _Candidates,
+    model: _Model,
+    depth: int,
+    missing_text: str,
+    unique: list[str] | None,
+    work_stats: dict,
+    sharding,
+    cache,
+    first_stage: Run,
+    texts: TextSource,
+) -> dict:
+    """The sidecar's record of a rerank (seconds and library versions are added once the work is done)."""
+    return {
         "twostage": __version__,
-        "reranker": desc,
+        "reranker": model.desc,
         "depth": depth,
         "candidate_selection": candidate_selection(),
         "missing_text": missing_text,
-        "queries": len(qids),
-        "pairs_scored": len(cands) - len(missing),
-        "passages_embedded": len(unique) if kind == "bi-encoder" else None,
+        "queries": len(work.qids),
+        "pairs_scored": len(work.cands) - work.missing,
+        "passages_embedded": len(unique) if unique is not None else None,
         "model_work": work_stats,
         "execution": sharding.executor.description if sharding is not None else {"engine": "in-process"},
         "embedding_cache": cache.describe() if cache is not None else None,
-        "missing_texts": len(missing),
+        "missing_texts": work.missing,
         "first_stage": {"path": first_stage.path, "sha256": first_stage.sha256, "tag": first_stage.tag},
         "texts": texts.describe(),
-        "seconds": round(seconds, 3),
-        "libraries": _library_versions(),
     }
-    return RerankResult(
-        run=run,
-        settings=settings,
-        seconds=seconds,
-        queries=len(qids),
-        pairs=len(cands),
-        missing_texts=len(missing),
-    )
 
 
 def _worker_spec(built: Reranker | None, spec: RerankerSpec | None, sharding, role: str):

@@ -29,7 +29,6 @@ from toolkit.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
 OPSET = 17
 
 
@@ -60,8 +59,6 @@ def _pipeline(model_dir: Path) -> tuple[str, bool, int | None]:
 
 def export_onnx(model_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool) -> Path:
     """The ONNX file of ``model_dir``'s transformer in ``out_dir`` (exported, and quantised, once)."""
-    from toolkit.trec_io import atomic_write
-
     out_dir = Path(out_dir)
     fp32 = out_dir / "model.onnx"
     target = out_dir / ("model.int8.onnx" if quantize else "model.onnx")
@@ -69,60 +66,72 @@ def export_onnx(model_dir: str | os.PathLike, out_dir: str | os.PathLike, quanti
         return target
     out_dir.mkdir(parents=True, exist_ok=True)
     if not fp32.is_file():
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-
-        model = AutoModel.from_pretrained(str(model_dir)).eval()
-        tok = AutoTokenizer.from_pretrained(str(model_dir))
-        sample = tok(["a first example sentence", "a second one"], padding=True, return_tensors="pt")
-        names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
-
-        class ByName(torch.nn.Module):  # forward's positional order differs between transformers versions
-            def __init__(self):
-                super().__init__()
-                self.model = model
-
-            def forward(self, *tensors):
-                return self.model(**dict(zip(names, tensors))).last_hidden_state
-
-        tmp = out_dir / f".model.onnx.{os.getpid()}.tmp"
-        import warnings
-
-        with torch.inference_mode(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter: still the robust one here
-            torch.onnx.export(
-                ByName(),
-                tuple(sample[n] for n in names),
-                str(tmp),
-                dynamo=False,
-                input_names=names,
-                output_names=["last_hidden_state"],
-                opset_version=OPSET,
-                dynamic_axes={
-                    **{n: {0: "batch", 1: "sequence"} for n in names},
-                    "last_hidden_state": {0: "batch", 1: "sequence"},
-                },
-            )
-        os.replace(tmp, fp32)
-        log.info("twostage: exported %s to %s", model_dir, fp32)
+        _export_fp32(model_dir, out_dir, fp32)
     if quantize:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        tmp = out_dir / f".model.int8.onnx.{os.getpid()}.tmp"
-        # MatMul weights only, one scale per output channel: on MiniLM the cosine to the fp32 embedding
-        # is ~0.99 this way, ~0.97 with onnxruntime's defaults (per tensor, embeddings quantised too).
-        settings = {"weight_type": QuantType.QInt8, "per_channel": True, "op_types_to_quantize": ["MatMul"]}
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)  # quantize_dynamic logs a "pre-process first" hint on the root logger
-        try:
-            quantize_dynamic(str(fp32), str(tmp), **settings)
-        finally:
-            root.setLevel(level)
-        os.replace(tmp, target)
-        with atomic_write(out_dir / "quantization.json") as fh:
-            json.dump({"method": "onnxruntime.quantization.quantize_dynamic", **settings}, fh, default=str)
+        _quantize(fp32, target, out_dir)
     return target
+
+
+def _export_fp32(model_dir: str | os.PathLike, out_dir: Path, fp32: Path) -> None:
+    """``model_dir``'s transformer exported to ``fp32`` (TorchScript exporter, dynamic batch and sequence axes)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(str(model_dir)).eval()
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    sample = tok(["a first example sentence", "a second one"], padding=True, return_tensors="pt")
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
+
+    class ByName(torch.nn.Module):  # forward's positional order differs between transformers versions
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors):
+            return self.model(**dict(zip(names, tensors))).last_hidden_state
+
+    tmp = out_dir / f".model.onnx.{os.getpid()}.tmp"
+    import warnings
+
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter: still the robust one here
+        torch.onnx.export(
+            ByName(),
+            tuple(sample[n] for n in names),
+            str(tmp),
+            dynamo=False,
+            input_names=names,
+            output_names=["last_hidden_state"],
+            opset_version=OPSET,
+            dynamic_axes={
+                **{n: {0: "batch", 1: "sequence"} for n in names},
+                "last_hidden_state": {0: "batch", 1: "sequence"},
+            },
+        )
+    os.replace(tmp, fp32)
+    log.info("twostage: exported %s to %s", model_dir, fp32)
+
+
+def _quantize(fp32: Path, target: Path, out_dir: Path) -> None:
+    """An int8 copy of ``fp32`` at ``target`` (dynamic quantisation), its settings in ``quantization.json``."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from toolkit.trec_io import atomic_write
+
+    tmp = out_dir / f".model.int8.onnx.{os.getpid()}.tmp"
+    # MatMul weights only, one scale per output channel: on MiniLM the cosine to the fp32 embedding
+    # is ~0.99 this way, ~0.97 with onnxruntime's defaults (per tensor, embeddings quantised too).
+    settings = {"weight_type": QuantType.QInt8, "per_channel": True, "op_types_to_quantize": ["MatMul"]}
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # quantize_dynamic logs a "pre-process first" hint on the root logger
+    try:
+        quantize_dynamic(str(fp32), str(tmp), **settings)
+    finally:
+        root.setLevel(level)
+    os.replace(tmp, target)
+    with atomic_write(out_dir / "quantization.json") as fh:
+        json.dump({"method": "onnxruntime.quantization.quantize_dynamic", **settings}, fh, default=str)
 
 
 @dataclass
@@ -137,10 +146,11 @@ class OnnxBiEncoder:
     kind: str = field(default="bi-encoder", init=False)
 
     def __post_init__(self) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise ConfigError("--backend onnx needs onnxruntime: pip install -e '.[onnx]'") from None
+        from toolkit.extras import require
+
+        require("onnx", f"--backend {self.backend}")
+        require("rerank", f"--backend {self.backend}")  # the tokenizer (transformers) and the export (torch)
+        import onnxruntime as ort
         from transformers import AutoTokenizer
 
         from toolkit.catalog import cache_dir

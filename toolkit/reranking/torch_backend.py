@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from toolkit.extras import require
 from toolkit.models import batched_by_length, model_load_error, resolve_model
 
 
@@ -25,6 +26,7 @@ class BiEncoder:
     backend: str = field(default="torch", init=False)
 
     def __post_init__(self) -> None:
+        require("rerank", "a sentence-transformers bi-encoder")
         from sentence_transformers import SentenceTransformer
 
         try:
@@ -91,6 +93,7 @@ class CrossEncoderReranker:
     backend: str = field(default="torch", init=False)
 
     def __post_init__(self) -> None:
+        require("rerank", "a sentence-transformers cross-encoder")
         from sentence_transformers import CrossEncoder
 
         kwargs: dict = {"device": self.device}

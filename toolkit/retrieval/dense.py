@@ -54,9 +54,11 @@ class DenseRetriever:
         return {"model": "dense", "encoder": asdict(self.settings), "faiss": self.meta.get("faiss")}
 
     def _load(self, threads: int):
+        from toolkit.extras import require
         from toolkit.jvm import quiet_faiss
         from toolkit.retrieval.indexing import Encoder
 
+        require("pyserini", "dense retrieval (faiss)")
         quiet_faiss()
         import faiss
 

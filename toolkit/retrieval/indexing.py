@@ -25,6 +25,7 @@ from pathlib import Path
 from toolkit import trec_io
 from toolkit.corpus import Corpus
 from toolkit.errors import ConfigError, TwostageError
+from toolkit.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,9 @@ def build_lucene_index(
     caller; its log lines drive the progress bar and are kept in the index
     folder (``indexing.log``) for the record.
     """
-    from toolkit.jvm import anserini_version, find_java, pyserini_jar
+    from toolkit.jvm import anserini_version, find_java
 
+    require("pyserini", "Lucene indexing")
     if threads < 1:
         raise ConfigError(f"--threads must be >= 1, not {threads}")
     out = Path(out)
@@ -153,6 +155,44 @@ def build_lucene_index(
     tmp = out.with_name(f".{out.name}.building{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    cmd = _index_command(java, corpus, tmp / "lucene", threads, positions, docvectors, raw)
+    counters = _run_indexer(cmd, tmp / "indexing.log", progress)
+    documents = counters["indexed"]
+    _warn_not_indexed(counters, out)
+    _lift_lucene_files(tmp)
+    meta = _lucene_meta(corpus, key, inputs, settings, threads, counters, cmd, java)
+    meta["seconds"] = round(time.perf_counter() - started, 3)
+    _finish(tmp, out, meta)
+    return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
+
+
+def _lucene_meta(
+    corpus: Corpus, key: str, inputs: list[dict], settings: dict, threads: int, counters, cmd, java
+) -> dict:
+    """``index.meta.json`` of a Lucene index (the total ``seconds`` is added last)."""
+    return {
+        "kind": "lucene",
+        "key": key,
+        "corpus": corpus.name,
+        "input_dir": str(corpus.input_dir),
+        "inputs": inputs,
+        "settings": settings,
+        "threads": threads,
+        "documents": counters["indexed"],
+        "anserini_counters": counters,
+        "command": cmd[:1] + ["..."] + cmd[4:],
+        "java": java.describe(),
+        "versions": _versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _index_command(
+    java, corpus: Corpus, target: Path, threads: int, positions: bool, docvectors: bool, raw: bool
+) -> list[str]:
+    """Anserini's IndexCollection command line for ``corpus`` into ``target``."""
+    from toolkit.jvm import pyserini_jar
+
     cmd = [
         str(java.executable),
         "-cp",
@@ -166,13 +206,14 @@ def build_lucene_index(
         "-input",
         str(corpus.input_dir),
         "-index",
-        str(tmp / "lucene"),
+        str(target),
         "-threads",
         str(threads),
     ]
-    cmd += ["-storePositions"] * positions + ["-storeDocvectors"] * docvectors + ["-storeRaw"] * raw
-    counters = _run_indexer(cmd, tmp / "indexing.log", progress)
-    documents = counters["indexed"]
+    return cmd + ["-storePositions"] * positions + ["-storeDocvectors"] * docvectors + ["-storeRaw"] * raw
+
+
+def _warn_not_indexed(counters: dict[str, int], out: Path) -> None:
     not_indexed = {k: v for k, v in counters.items() if k != "indexed" and v}
     if not_indexed:
         # e.g. Cranfield documents 471 and 995 have no text: Anserini skips them as "empty"
@@ -182,29 +223,14 @@ def build_lucene_index(
             ", ".join(f"{k} {v}" for k, v in not_indexed.items()),
             out,
         )
-    # Lucene files live at the top of the index folder (what LuceneSearcher expects).
+
+
+def _lift_lucene_files(tmp: Path) -> None:
+    """Move the Lucene files to the top of the index folder (what LuceneSearcher expects)."""
     for p in (tmp / "lucene").iterdir():
         os.replace(p, tmp / p.name)
     (tmp / "lucene").rmdir()
     (tmp / "write.lock").unlink(missing_ok=True)
-    meta = {
-        "kind": "lucene",
-        "key": key,
-        "corpus": corpus.name,
-        "input_dir": str(corpus.input_dir),
-        "inputs": inputs,
-        "settings": settings,
-        "threads": threads,
-        "documents": documents,
-        "anserini_counters": counters,
-        "command": cmd[:1] + ["..."] + cmd[4:],
-        "java": java.describe(),
-        "versions": _versions(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
-    _finish(tmp, out, meta)
-    return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
 
 
 _INDEXED = re.compile(r"([\d,]+) documents indexed")
@@ -321,6 +347,7 @@ class Encoder:
     def __init__(self, settings: EncoderSettings, threads: int | None = None):
         settings.validate()
         self.settings = settings
+        require("pyserini", "dense encoding")
         import torch
 
         if threads:
@@ -394,9 +421,7 @@ def build_dense_index(
     (tests, smoke runs). ``sharding`` (``toolkit.jobs.shards.Sharding``) encodes as a sharded,
     resumable job (on Ray); the index is then assembled from the shard embeddings in corpus
     order. The shards do not depend on flat/HNSW, so building the other kind re-encodes nothing."""
-    from tqdm import tqdm
-
-    from toolkit.corpus import count_docs, iter_corpus_texts
+    from toolkit.corpus import count_docs
 
     settings.validate()
     out = Path(out)
@@ -414,30 +439,46 @@ def build_dense_index(
         log.debug("twostage: reusing %s (same inputs and encoder, key %s)", out, key[:12])
         return IndexInfo(out, "dense", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
 
-    from toolkit.jvm import quiet_faiss
-
-    quiet_faiss()
-    import faiss
-    import numpy as np
-
     total = count_docs(corpus)
     if limit is not None and total is not None:
         total = min(total, limit)
-    ids: list[str] = []
-    chunks = []
-    batch_ids: list[str] = []
-    batch_texts: list[str] = []
+    faiss = _faiss()  # before encoding: a missing faiss fails at once, not after hours of encoding
     enc_started = time.perf_counter()
     job: dict | None = None
     if sharding is not None:
         ids, vectors, job = _encode_sharded(corpus, settings, inputs, limit, total, sharding, progress)
-        dim = int(vectors.shape[1]) if len(vectors) else 0
     else:
-        encoder = Encoder(settings, threads)
-        dim = encoder.dim
-    with tqdm(
-        total=total, desc="encoding", unit=" docs", disable=not progress or sharding is not None, file=sys.stderr
-    ) as bar:
+        ids, vectors = _encode_here(corpus, settings, threads, limit, total, progress)
+    encode_seconds = time.perf_counter() - enc_started
+    if not ids:
+        raise ConfigError(f"corpus {corpus.name} has no documents to encode")
+    dim = int(vectors.shape[1])
+    tmp = out.with_name(f".{out.name}.building{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    _write_faiss(faiss, tmp, ids, vectors, hnsw, hnsw_m, ef_construction)
+    execution = job or {"engine": "in-process"}
+    meta = _dense_meta(corpus, key, inputs, desc, ids, dim, settings, threads, encode_seconds, execution)
+    meta["seconds"] = round(time.perf_counter() - started, 3)
+    _finish(tmp, out, meta)
+    return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(out))
+
+
+def _encode_here(
+    corpus: Corpus, settings: EncoderSettings, threads: int, limit: int | None, total: int | None, progress: bool
+):
+    """(ids, vectors) of the corpus' first ``limit`` documents, encoded in batches in this process."""
+    import numpy as np
+    from tqdm import tqdm
+
+    from toolkit.corpus import iter_corpus_texts
+
+    encoder = Encoder(settings, threads)
+    ids: list[str] = []
+    chunks = []
+    batch_ids: list[str] = []
+    batch_texts: list[str] = []
+    with tqdm(total=total, desc="encoding", unit=" docs", disable=not progress, file=sys.stderr) as bar:
 
         def flush():
             chunks.append(encoder.encode_docs(batch_texts))
@@ -446,30 +487,42 @@ def build_dense_index(
             batch_ids.clear()
             batch_texts.clear()
 
-        for doc_id, text in iter_corpus_texts(corpus, limit) if sharding is None else ():
+        for doc_id, text in iter_corpus_texts(corpus, limit):
             batch_ids.append(doc_id)
             batch_texts.append(text)
             if len(batch_ids) >= settings.batch_size:
                 flush()
         if batch_ids:
             flush()
-    encode_seconds = time.perf_counter() - enc_started
-    if not ids:
-        raise ConfigError(f"corpus {corpus.name} has no documents to encode")
-    if sharding is None:
-        vectors = np.concatenate(chunks)
-    if hnsw:
-        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = ef_construction
-    else:
-        index = faiss.IndexFlatIP(dim)
-    index.add(vectors)
-    tmp = out.with_name(f".{out.name}.building{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    faiss.write_index(index, str(tmp / "index"))
-    (tmp / "docid").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
-    meta = {
+    vectors = np.concatenate(chunks) if chunks else np.zeros((0, encoder.dim), np.float32)
+    return ids, vectors
+
+
+def _faiss():
+    """The faiss module, its C++ log quietened first."""
+    from toolkit.jvm import quiet_faiss
+
+    require("pyserini", "dense indexing (faiss)")
+    quiet_faiss()
+    import faiss
+
+    return faiss
+
+
+def _dense_meta(
+    corpus: Corpus,
+    key: str,
+    inputs: list[dict],
+    desc: dict,
+    ids: list[str],
+    dim: int,
+    settings: EncoderSettings,
+    threads: int,
+    encode_seconds: float,
+    execution: dict,
+) -> dict:
+    """``index.meta.json`` of a dense index (the total ``seconds`` is added last)."""
+    return {
         "kind": "dense",
         "key": key,
         "corpus": corpus.name,
@@ -477,20 +530,30 @@ def build_dense_index(
         "settings": desc,
         "documents": len(ids),
         "dim": dim,
-        "faiss": "IndexHNSWFlat" if hnsw else "IndexFlatIP",
+        "faiss": "IndexHNSWFlat" if desc["hnsw"] else "IndexFlatIP",
         "encode_seconds": round(encode_seconds, 3),
         "docs_per_second": round(len(ids) / max(encode_seconds, 1e-9), 2),
         "batch_size": settings.batch_size,
         "threads": threads,
         "device": settings.device,
         "precision": settings.precision,
-        "execution": job or {"engine": "in-process"},
+        "execution": execution,
         "versions": _versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(time.perf_counter() - started, 3),
     }
-    _finish(tmp, out, meta)
-    return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(out))
+
+
+def _write_faiss(faiss, folder: Path, ids: list[str], vectors, hnsw: bool, hnsw_m: int, ef_construction: int) -> None:
+    """``index`` (flat inner product, or HNSW) and ``docid`` in Pyserini's layout."""
+    dim = int(vectors.shape[1])
+    if hnsw:
+        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = ef_construction
+    else:
+        index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    faiss.write_index(index, str(folder / "index"))
+    (folder / "docid").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
 
 
 #: Documents per encoding shard (rounded up to a multiple of the batch size).
@@ -531,7 +594,6 @@ def _encode_sharded(
     progress: bool,
 ):
     """(ids, vectors, job record) from a sharded encoding job over the corpus in its stable order."""
-    import numpy as np
 
     from toolkit.corpus import iter_corpus_texts
     from toolkit.jobs.embed_cache import model_fingerprint
@@ -568,12 +630,7 @@ def _encode_sharded(
         progress=progress,
         label="encoding",
     )
-    ids: list[str] = []
-    parts = []
-    for shard in range(len(manifest.ranges)):
-        arrays = manifest.load(shard)
-        ids += arrays["ids"].tolist()
-        parts.append(arrays["vectors"])
+    ids, vectors = _assemble(manifest)
     job = {
         **sharding.executor.description,
         "manifest": str(manifest.folder / "manifest.json"),
@@ -582,4 +639,17 @@ def _encode_sharded(
         "shards_computed": report.computed,
         **manifest.work_done("texts_embedded", "model_calls"),
     }
-    return ids, (np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)), job
+    return ids, vectors, job
+
+
+def _assemble(manifest):
+    """(ids, vectors) of every shard, in shard (= corpus) order."""
+    import numpy as np
+
+    ids: list[str] = []
+    parts = []
+    for shard in range(len(manifest.ranges)):
+        arrays = manifest.load(shard)
+        ids += arrays["ids"].tolist()
+        parts.append(arrays["vectors"])
+    return ids, (np.concatenate(parts) if parts else np.zeros((0, 0), np.float32))

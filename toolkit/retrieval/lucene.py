@@ -49,6 +49,17 @@ def validate_mu(mu: float) -> None:
         raise ConfigError(f"query likelihood mu must be a finite number > 0 (typical 1000-2500), not {mu}")
 
 
+def check_params(model: str, k1: float, b: float, mu: float, rm3: RM3 | None) -> None:
+    if model not in ("bm25", "qld"):
+        raise ConfigError(f"unknown Lucene model {model!r} (bm25 or qld)")
+    if model == "bm25":
+        validate_bm25(k1, b)
+    else:
+        validate_mu(mu)
+    if rm3 is not None:
+        rm3.validate()
+
+
 def check_lucene_index(index: str | os.PathLike) -> Path:
     p = Path(index)
     if not p.is_dir():
@@ -62,7 +73,9 @@ def check_lucene_index(index: str | os.PathLike) -> Path:
 # ---------------------------------------------------------------- Lucene
 class LuceneRetriever:
     """BM25 or query likelihood (Dirichlet) over a Lucene index, optionally with RM3,
-    through Pyserini's ``LuceneSearcher.batch_search``."""
+    through Anserini's ``SimpleSearcher.batch_search`` (what Pyserini's ``LuceneSearcher``
+    wraps), reached without importing Pyserini's Python modules: those pull in torch,
+    transformers and faiss, which a Lucene search never uses."""
 
     def __init__(
         self,
@@ -73,42 +86,63 @@ class LuceneRetriever:
         mu: float = 1000.0,
         rm3: RM3 | None = None,
     ):
-        if model not in ("bm25", "qld"):
-            raise ConfigError(f"unknown Lucene model {model!r} (bm25 or qld)")
-        if model == "bm25":
-            validate_bm25(k1, b)
-        else:
-            validate_mu(mu)
-        if rm3 is not None:
-            rm3.validate()
+        from toolkit.extras import require
+
+        require("pyserini", "Lucene retrieval")
+        check_params(model, k1, b, mu, rm3)
         self.index = check_lucene_index(index)
         self.model, self.k1, self.b, self.mu, self.rm3 = model, float(k1), float(b), float(mu), rm3
         self._searcher = None
 
     @property
     def searcher(self):
-        """The configured ``LuceneSearcher`` (created on first use; starts the JVM)."""
+        """Anserini's ``SimpleSearcher``, configured (opened on first use, then kept: a sweep
+        over parameters of one index reuses it through ``configure``)."""
         if self._searcher is None:
-            from toolkit.jvm import import_pyserini
+            from toolkit.jvm import java_class
 
-            lucene = import_pyserini("pyserini.search.lucene")
+            simple = java_class("io.anserini.search.SimpleSearcher")
             try:
-                s = lucene.LuceneSearcher(str(self.index))
+                self._searcher = simple(str(self.index))
             except Exception as exc:  # JavaException: corrupt/unsupported index
                 raise ConfigError(f"cannot open Lucene index {self.index}: {exc}") from None
-            if self.model == "bm25":
-                s.set_bm25(self.k1, self.b)
-            else:
-                s.set_qld(self.mu)
-            if self.rm3 is not None:
-                try:
-                    s.set_rm3(self.rm3.fb_terms, self.rm3.fb_docs, self.rm3.original_query_weight)
-                except TypeError as exc:
-                    raise ConfigError(
-                        f"--rm3 needs an index with document vectors ({exc}); rebuild it with docvectors stored"
-                    ) from None
-            self._searcher = s
+            self._apply()
         return self._searcher
+
+    def configure(self, model: str = "bm25", k1: float = 0.9, b: float = 0.4, mu: float = 1000.0, rm3=None) -> None:
+        """Switch the open searcher to other parameters (no index reopened), validated as in ``__init__``."""
+        check_params(model, k1, b, mu, rm3)
+        self.model, self.k1, self.b, self.mu, self.rm3 = model, float(k1), float(b), float(mu), rm3
+        if self._searcher is not None:
+            self._apply()
+
+    def _apply(self) -> None:
+        """Set the similarity and feedback on the Java searcher as Pyserini's wrappers do."""
+        s = self._searcher
+        if self.model == "bm25":
+            s.set_bm25(self.k1, self.b)
+        else:
+            s.set_qld(self.mu)
+        if self.rm3 is None:
+            s.unset_rm3()
+            return
+        # Pyserini's LuceneSearcher.set_rm3: collection class None when the index stores
+        # document vectors (RM3 reads them); without them RM3 cannot run on a local index.
+        if not s.reader.getTermVectors(0):
+            raise ConfigError(f"--rm3 needs an index with document vectors; rebuild {self.index} with docvectors")
+        s.set_rm3(None, self.rm3.fb_terms, self.rm3.fb_docs, float(self.rm3.original_query_weight), False, True)
+
+    def _batch_search(self, qids: list[str], texts: list[str], hits: int, threads: int) -> dict:
+        """Pyserini's ``LuceneSearcher.batch_search`` without the wrapper: {qid: [ScoredDoc]}."""
+        from toolkit.jvm import java_class
+
+        array_list = java_class("java.util.ArrayList")
+        jq, jid = array_list(), array_list()
+        for text, qid in zip(texts, qids):
+            jq.add(text)
+            jid.add(qid)
+        results = self.searcher.batch_search(jq, jid, int(hits), int(threads))
+        return {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
 
     def params(self) -> dict:
         p: dict = {"model": self.model}
@@ -121,11 +155,11 @@ class LuceneRetriever:
 
     def search(self, topics: Topics, hits: int = DEFAULT_HITS, threads: int = 1) -> SearchResult:
         validate_hits(hits)
-        searcher = self.searcher
         qids = [t.query_id for t in topics.topics]
         texts = [t.text for t in topics.topics]
+        _ = self.searcher  # opened before the clock starts: seconds measure the search alone
         started = time.perf_counter()
-        results = searcher.batch_search(texts, qids, k=hits, threads=threads)
+        results = self._batch_search(qids, texts, hits, threads)
         qs: list[str] = []
         ds: list[str] = []
         ss: list[float] = []

@@ -1,0 +1,65 @@
+"""``twostage experiment run EXP.yaml --out DIR``: stages, grids and tuning from one file, in one process."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group("experiment")
+def experiment_group():
+    """End-to-end experiments declared in a YAML file (docs/experiments/cacm.yaml)."""
+
+
+@experiment_group.command("run")
+@click.argument("experiment_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False), help="Folder for results.csv, index.html, runs."
+)
+@click.option("--force", multiple=True, metavar="STAGE", help="Recompute STAGE's runs even when cached (repeatable).")
+@click.option(
+    "--cache-dir", default=None, type=click.Path(file_okay=False), help="Stage cache (default $TWOSTAGE_CACHE/stages)."
+)
+@click.option(
+    "--data-dir", default=None, help="Folder of the named collections (default $TWOSTAGE_DATA or ../shared/data)."
+)
+def run_command(experiment_file, out, force, cache_dir, data_dir):
+    """Run EXPERIMENT_FILE; stages whose inputs and parameters are unchanged are reused from the cache.
+
+    \b
+    Example:
+      twostage experiment run docs/experiments/cacm.yaml --out reports/cacm-experiment
+    """
+    from toolkit.experiment.cache import StageCache
+    from toolkit.experiment.results import run_experiment, table_text
+
+    result = run_experiment(
+        experiment_file,
+        out,
+        force=tuple(force),
+        data_dir=data_dir,
+        cache=StageCache(cache_dir),
+        say=lambda text: click.echo(f"twostage: {text}", err=True),
+    )
+    click.echo(table_text(result.table))
+
+
+@experiment_group.command("diff")
+@click.argument("a", type=click.Path(file_okay=False, exists=True))
+@click.argument("b", type=click.Path(file_okay=False, exists=True))
+@click.option("--tolerance", type=float, default=0.0, show_default=True, help="Numbers closer than this agree.")
+def diff_command(a, b, tolerance):
+    """Name what differs between two result folders (file, settings, versions, configurations, numbers).
+
+    Exit status 0 when nothing differs, 1 otherwise (as diff(1)).
+    """
+    from toolkit.experiment.diff import experiment_diff
+
+    lines = experiment_diff(a, b, tolerance)
+    for line in lines:
+        click.echo(line)
+    if not lines:
+        click.echo(f"{a} and {b} agree")
+    raise SystemExit(1 if lines else 0)
+
+
+COMMANDS = [experiment_group]

@@ -1,0 +1,148 @@
+"""Many runs against one set of judgments: which files are runs, and one wide table of results.
+
+``twostage eval QRELS RUN [RUN ...]`` and the experiment runner both read the
+judgments once and call ``evaluate`` per run; this module names the runs
+(file name, or the path where file names repeat), expands folders and globs,
+and lays the results out as one row per run (and query), one column per measure.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from toolkit.errors import ConfigError, InputFormatError
+from toolkit.evaluation.evaluate import EvalResult
+
+#: Files in a folder of runs that are not runs: the sidecars twostage writes beside them.
+SIDECAR_SUFFIXES = (".meta.json", ".provenance.json")
+_GLOB_CHARS = set("*?[")
+
+
+def _folder_runs(folder: Path) -> list[str]:
+    files = sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.startswith(".") and not p.name.endswith(SIDECAR_SUFFIXES)
+    )
+    if not files:
+        raise ConfigError(f"{folder}: folder holds no run files")
+    return [str(p) for p in files]
+
+
+def _expand_one(arg: str) -> list[str]:
+    if arg == "-":
+        return ["-"]
+    p = Path(arg)
+    if p.is_dir():
+        return _folder_runs(p)
+    if p.exists():
+        return [arg]
+    if _GLOB_CHARS & set(arg):
+        found = sorted(f for f in glob.glob(arg) if Path(f).is_file() and not f.endswith(SIDECAR_SUFFIXES))
+        if not found:
+            raise ConfigError(f"{arg}: no run file matches this pattern")
+        return found
+    raise InputFormatError(arg, None, "no such file")
+
+
+def run_names(paths: list[str]) -> list[str]:
+    """File names when they are unique, else the paths as given (so every block is told apart)."""
+    names = [Path(p).name if p != "-" else "-" for p in paths]
+    return names if len(set(names)) == len(names) else list(paths)
+
+
+def expand_runs(args: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
+    """(name, path) of every run the arguments name: files, '-' (stdin, once), folders, globs.
+
+    A file named twice is an error rather than evaluated twice; so is '-' more than once.
+    """
+    paths: list[str] = []
+    for arg in args:
+        paths.extend(_expand_one(arg))
+    if paths.count("-") > 1:
+        raise ConfigError("'-' (the run on stdin) can be given once")
+    seen: dict[str, str] = {}
+    for p in paths:
+        key = str(Path(p).resolve()) if p != "-" else "-"
+        if key in seen:
+            raise ConfigError(f"{p}: run given twice (also as {seen[key]})")
+        seen[key] = p
+    return list(zip(run_names(paths), paths))
+
+
+def _number(v: float):
+    return float(v) if math.isfinite(v) else None
+
+
+def wide_table(results: list[tuple[str, EvalResult]], per_query: bool = False) -> pd.DataFrame:
+    """One row per run (``query_id`` 'all'), plus one per run and query with ``per_query``;
+    a column per numeric measure in trec_eval's order, the run's tag as ``runid`` when asked for."""
+    frames = []
+    for name, r in results:
+        numeric = [m.name for m in r.measures if m.name in r.aggregate]
+        rows = []
+        if per_query and len(r.per_query):
+            pq = r.wide().reset_index()
+            for mname, per in r.strings.items():
+                pq[mname] = pq["query_id"].map(per)
+            rows.append(pq)
+        summary = {"query_id": "all", **{m: r.aggregate[m] for m in numeric}}
+        if any(m.family == "runid" for m in r.measures):
+            summary["runid"] = r.runid
+        rows.append(pd.DataFrame([summary]))
+        frame = pd.concat(rows, ignore_index=True)
+        frame.insert(0, "run", name)
+        frames.append(frame)
+    table = pd.concat(frames, ignore_index=True)
+    return table if per_query else table.drop(columns="query_id")
+
+
+def render_csv_many(results: list[tuple[str, EvalResult]], per_query: bool, provenance: bool) -> str:
+    """The wide table as CSV at full precision (``repr`` of each double); provenance as '#' lines.
+
+    An empty cell is a value that does not exist (a summary-only measure on a query row) or is
+    not finite, as ``null`` in the JSON form."""
+    buf = io.StringIO()
+    if provenance:
+        for name, r in results:
+            buf.write(f"# provenance {name}: " + json.dumps(r.provenance) + "\n")
+    table = wide_table(results, per_query)
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(table.columns)
+    for row in table.itertuples(index=False):
+        w.writerow([_cell(v) for v in row])
+    return buf.getvalue()
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ""
+    return "" if v is None or v is pd.NA else str(v)
+
+
+def render_json_many(results: list[tuple[str, EvalResult]], per_query: bool) -> str:
+    """{"measures": [...], "runs": [{"run", "provenance", "all", ["per_query"]}]} at full precision."""
+    runs = []
+    for name, r in results:
+        summary = {k: _number(v) for k, v in r.aggregate.items()}
+        if any(m.family == "runid" for m in r.measures):
+            summary["runid"] = r.runid
+        doc: dict = {"run": name, "provenance": r.provenance, "all": summary}
+        if per_query:
+            rows: dict = {}
+            for q, g in r.per_query.groupby("query_id", sort=True):
+                rows[str(q)] = {m: _number(v) for m, v in zip(g["measure"], g["value"])}
+            for mname, per in r.strings.items():
+                for q, text in per.items():
+                    rows.setdefault(str(q), {})[mname] = text
+            doc["per_query"] = rows
+        runs.append(doc)
+    measures = [m.name for m in results[0][1].measures] if results else []
+    return json.dumps({"measures": measures, "runs": runs}, indent=2) + "\n"

@@ -1,0 +1,281 @@
+"""An experiment end to end: inputs resolved, stages run, every configuration evaluated, files written.
+
+``DIR/results.csv``: one row per configuration (``config``, ``stage``, ``type``, ``input``, one column
+per parameter, one per measure, ``heldout_<metric>`` and ``best_in_sample_<metric>`` on tuned rows,
+and per measure the difference to the baseline with its corrected p-value);
+``DIR/index.html`` ranks the configurations and links each diagnosis (``DIR/diagnosis/<config>/``);
+``DIR/runs/<config>.trec`` (+ ``.meta.json``); ``DIR/experiment.json``: the experiment file's text,
+the resolved configuration of every point, cache keys, checksums, versions, folds and choices.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from toolkit.errors import ConfigError
+from toolkit.experiment.cache import StageCache
+from toolkit.experiment.runner import Config, Context, run_stages, topics_checksum
+from toolkit.experiment.spec import Experiment, parse_experiment
+from toolkit.records import QUERY_ID
+
+
+@dataclass
+class ExperimentResult:
+    table: pd.DataFrame
+    configs: list[Config]
+    out: Path
+    counts: dict
+    seconds: float
+
+
+def safe_name(name: str) -> str:
+    """A configuration name as a file name: ``bm25(k1=0.6,b=0.4)`` -> ``bm25_k1-0.6_b-0.4``."""
+    s = re.sub(r"[=]", "-", name)
+    s = re.sub(r"[^A-Za-z0-9_.+-]+", "_", s)
+    return s.strip("_") or "config"
+
+
+def _index(exp: Experiment, data_dir: str | None, say) -> str:
+    from toolkit.retrieval.lucene import check_lucene_index
+
+    if "path" in exp.index:
+        p = Path(exp.index["path"])
+        p = p if p.is_absolute() else Path(exp.path).parent / p
+        return str(check_lucene_index(p))
+    from toolkit.corpus import resolve_corpus
+    from toolkit.experiment.cache import default_folder
+    from toolkit.retrieval.indexing import build_lucene_index
+
+    name = str(exp.index["collection"])
+    corpus = resolve_corpus(name, data=data_dir)
+    info = build_lucene_index(corpus, default_folder().parent / "indexes" / safe_name(name), progress=False)
+    say(f"{'reused' if info.reused else 'built'} index {info.path} ({info.documents} documents)")
+    return str(info.path)
+
+
+def _context(exp: Experiment, cache: StageCache, data_dir, force, say) -> Context:
+    from toolkit import catalog
+    from toolkit.measures.names import EvalSettings
+    from toolkit.retrieval.indexing import index_checksum
+
+    topics = catalog.resolve_topics(exp.topics, data_dir)
+    qrels = catalog.resolve_qrels(exp.qrels, data_dir).read("error")
+    ev = exp.evaluation
+    settings = EvalSettings(
+        relevance_level=int(ev["level"]), complete=bool(ev["complete"]), trec_eval=int(ev["trec_eval"])
+    )
+    index = _index(exp, data_dir, say)
+    unknown = set(force) - set(exp.stages)
+    if unknown:
+        raise ConfigError(f"--force {', '.join(sorted(unknown))}: not a stage of {exp.path} ({', '.join(exp.stages)})")
+    return Context(
+        exp, cache, topics, topics_checksum(topics), qrels, settings, index, index_checksum(index), set(force), say
+    )
+
+
+def _evaluate(ctx: Context, configs: list[Config]):
+    from toolkit.evaluation.evaluate import evaluate
+    from toolkit.measures.names import parse_measures
+
+    measures = parse_measures([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
+    means, tidy = {}, []
+    for c in configs:
+        res = evaluate(ctx.qrels, c.run, measures, ctx.settings)
+        means[c.name] = {m.name: res.aggregate[m.name] for m in measures if m.name in res.aggregate}
+        pq = res.per_query[["query_id", "measure", "value"]].copy()
+        pq.insert(0, "run", c.name)
+        tidy.append(pq)
+    return measures, means, pd.concat(tidy, ignore_index=True)
+
+
+def _baseline(exp: Experiment, configs: list[Config]) -> str | None:
+    b = exp.evaluation.get("baseline")
+    if b is None:
+        return None
+    names = [c.name for c in configs]
+    if b in names:
+        return b
+    own = [c for c in configs if c.stage.name == b]
+    tuned = [c for c in own if c.tuned is not None]
+    if tuned:
+        return tuned[0].name
+    if len(own) == 1:
+        return own[0].name
+    raise ConfigError(
+        f"baseline {b!r} is a stage with {len(own)} configurations; name one ({', '.join(c.name for c in own)})"
+    )
+
+
+def _significance(exp: Experiment, tidy: pd.DataFrame, baseline: str | None) -> dict:
+    from toolkit.evaluation.significance import compare_table
+
+    if baseline is None or tidy["run"].nunique() < 2:
+        return {}
+    ev = exp.evaluation
+    rows = compare_table(tidy, baseline, int(ev["permutations"]), int(ev["seed"]), str(ev["correction"]))
+    return {(r.run, r.measure): r for r in rows}
+
+
+def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
+    params = list(dict.fromkeys(k for c in configs for k in c.stage.grid))
+    rows = []
+    for c in configs:
+        row = {"config": c.name, "stage": c.stage.name, "type": c.stage.type, "input": c.input}
+        row |= {p: c.point.get(p) for p in params}
+        row |= means[c.name]
+        if c.tuned is not None:
+            m = c.tuned.metric
+            row[f"heldout_{m}"] = c.tuned.heldout
+            row[f"best_in_sample_{m}"] = c.tuned.best_in_sample
+            row["tuning"] = c.tuned.protocol
+        if baseline:
+            for m in measures:
+                r = sig.get((c.name, m.name))
+                row[f"delta_{m.name}"] = r.delta if r else (0.0 if c.name == baseline else None)
+                row[f"p_{m.name}"] = r.p_adjusted if r else None
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for p in params:  # integer grids (depth, fb_terms) stay integers where other rows have no value
+        values = table[p].dropna()
+        if len(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            table[p] = table[p].astype("Int64")
+    for c in ("tuning", "best_in_sample_", "heldout_"):  # beside the measures (inserted last first)
+        for col in [k for k in table.columns if k.startswith(c)]:
+            table.insert(4 + len(params) + len(measures), col, table.pop(col))
+    table["cache"] = ["reused" if c.reused else "computed" for c in configs]
+    return table
+
+
+def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) -> str:
+    from toolkit.diagnosis.diagnose import diagnose
+    from toolkit.report.diagnosis import write_diagnosis_report
+
+    first = by_name[c.input]
+    diag = diagnose(
+        ctx.qrels,
+        {first.name: first.run},
+        {c.name: c.run},
+        name=f"{ctx.exp.name}: {c.name}",
+        settings=ctx.settings,
+        depth=c.depth,
+        complete=ctx.settings.complete,
+        queries=dict(ctx.topics.as_dict()),
+        permutations=int(ctx.exp.evaluation["permutations"]),
+        seed=int(ctx.exp.evaluation["seed"]),
+        correction=str(ctx.exp.evaluation["correction"]),
+    )
+    folder = out / "diagnosis" / safe_name(c.name)
+    write_diagnosis_report(diag, folder)
+    return str(folder.relative_to(out) / "index.html")
+
+
+def _write_runs(ctx: Context, configs: list[Config], out: Path) -> None:
+    from toolkit.trec_io import write_json, write_run
+
+    for c in configs:
+        path = out / "runs" / f"{safe_name(c.name)}.trec"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_run(c.run, path, tag=safe_name(c.name), depth=ctx.exp.hits)
+        write_json(str(path) + ".meta.json", _resolved(ctx, c))
+
+
+def _resolved(ctx: Context, c: Config) -> dict:
+    d = {
+        "config": c.name,
+        "stage": c.stage.name,
+        "type": c.stage.type,
+        "parameters": c.point,
+        "input": c.input or None,
+        "cache_key": c.key or None,
+        "reused": c.reused,
+        "index": {"path": ctx.index, "sha256": ctx.index_sha},
+        "topics": {"spec": ctx.exp.topics, "sha256": ctx.topics_sha, "count": len(ctx.topics)},
+        "hits": ctx.exp.hits,
+    }
+    if c.tuned is not None:
+        d["tuning"] = c.tuned.as_dict()
+    return d
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from toolkit import __version__
+
+    out = {"twostage": __version__}
+    for pkg in ("pyserini", "torch", "transformers", "sentence-transformers", "numpy", "pandas"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def run_experiment(
+    path: str | Path,
+    out: str | Path,
+    force: tuple[str, ...] = (),
+    data_dir: str | None = None,
+    cache: StageCache | None = None,
+    say: Callable[[str], None] = print,
+) -> ExperimentResult:
+    """Run the experiment file ``path`` into ``out``; returns the results table (also in results.csv)."""
+    from toolkit.experiment.report import write_index_html
+    from toolkit.trec_io import atomic_write, write_json
+
+    started = time.perf_counter()
+    exp = parse_experiment(path)  # every check before anything runs
+    ctx = _context(exp, cache or StageCache(), data_dir, force, say)
+    configs = run_stages(ctx)
+    measures, means, tidy = _evaluate(ctx, configs)
+    baseline = _baseline(exp, configs)
+    table = _table(exp, configs, measures, means, _significance(exp, tidy, baseline), baseline)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_runs(ctx, configs, out)
+    by_name = {c.name: c for c in configs}
+    links = {c.name: _diagnose(ctx, c, by_name, out) for c in configs if c.stage.type == "rerank"}
+    with atomic_write(out / "results.csv") as fh:
+        table.to_csv(fh, index=False)  # floats as the shortest text that reads back as the same double
+    write_json(
+        out / "experiment.json",
+        {
+            "experiment": {"path": str(Path(path).resolve()), "text": Path(path).read_text(encoding="utf-8")},
+            "baseline": baseline,
+            "settings": ctx.settings.describe(),
+            "measures": [m.name for m in measures],
+            "configurations": [_resolved(ctx, c) for c in configs],
+            "cache": {"folder": str(ctx.cache.folder), **ctx.counts},
+            "versions": _versions(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    )
+    primary = measures[0].name
+    write_index_html(out / "index.html", exp, table, primary, baseline, links)
+    seconds = time.perf_counter() - started
+    say(
+        f"experiment {exp.name}: {len(configs)} configurations; stage runs {ctx.counts['computed']} computed, "
+        f"{ctx.counts['reused']} reused; {seconds:.1f}s; wrote {out / 'results.csv'} and {out / 'index.html'}"
+    )
+    return ExperimentResult(table, configs, out, dict(ctx.counts), seconds)
+
+
+def judged_queries(qrels) -> list[str]:
+    return sorted(qrels.frame[QUERY_ID].unique().tolist())
+
+
+def table_text(table: pd.DataFrame, measures: list[str] | None = None) -> str:
+    """The results table for a terminal: config, parameters, measures to 4 decimals."""
+    drop = [c for c in table.columns if c.startswith(("delta_", "p_")) or c in ("stage", "type", "tuning")]
+    shown = table.drop(columns=drop).dropna(axis=1, how="all")
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="")
+
+
+__all__ = ["ExperimentResult", "json", "run_experiment", "safe_name", "table_text"]

@@ -1,0 +1,298 @@
+"""Running an experiment in one warm process: every stage through the stage cache, then the table.
+
+The JVM starts once; each Lucene index is opened once and its searcher switched between grid
+points (``LuceneRetriever.configure``); each reranking model is built once and its embeddings
+kept in the embedding cache, so depths 20/50/100 embed each text once. Every stage's run is
+looked up by content key first (``cache.StageCache``) and computed only when missing or named
+in ``force``; the log says which.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from toolkit.experiment.cache import StageCache, stage_key
+from toolkit.experiment.spec import Experiment, Stage, outputs, tuned_label
+from toolkit.experiment.tuning import TuneResult, cross_validate, tuning_set
+from toolkit.records import QUERY_ID, Run, Topics
+
+
+@dataclass
+class Config:
+    """One configuration: its run, where it came from, and its place in the table."""
+
+    name: str
+    stage: Stage
+    point: dict
+    input: str
+    run: Run
+    key: str
+    reused: bool
+    tuned: TuneResult | None = None
+    depth: int | None = None
+
+
+@dataclass
+class Context:
+    exp: Experiment
+    cache: StageCache
+    topics: Topics
+    topics_sha: str
+    qrels: object
+    settings: object
+    index: str
+    index_sha: str
+    force: set[str] = field(default_factory=set)
+    say: Callable[[str], None] = print
+    retrievers: dict = field(default_factory=dict)
+    rerankers: dict = field(default_factory=dict)
+    texts: object = None
+    counts: dict = field(default_factory=lambda: {"computed": 0, "reused": 0})
+
+
+def topics_checksum(topics: Topics) -> str:
+    """The queries' content (ids and texts, in order), whatever file or name they came from."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in topics.topics:
+        h.update(f"{t.query_id}\t{t.text}\n".encode())
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------ stages
+def _cached(
+    ctx: Context, stage: Stage, params: dict, inputs: dict, compute: Callable[[], Run]
+) -> tuple[Run, str, bool]:
+    key = stage_key(stage.type, params, inputs)
+    hit = None if stage.name in ctx.force else ctx.cache.get(key)
+    if hit is not None:
+        ctx.counts["reused"] += 1
+        return hit[0], key, True
+    started = time.perf_counter()
+    run = compute()
+    record = {"stage": stage.type, "params": params, "inputs": inputs, "seconds": time.perf_counter() - started}
+    run, _ = ctx.cache.put(key, run, record)
+    ctx.counts["computed"] += 1
+    return run, key, False
+
+
+def _lucene_params(point: dict, kind: str) -> dict:
+    if kind == "bm25":
+        return {"model": "bm25", "k1": float(point["k1"]), "b": float(point["b"])}
+    return {"model": "qld", "mu": float(point["mu"])}
+
+
+def _lucene_run(ctx: Context, stage: Stage, base: dict, rm3: dict | None) -> tuple[Run, str, bool]:
+    from toolkit.retrieval.lucene import RM3, LuceneRetriever
+
+    params = base | {"rm3": rm3, "hits": ctx.exp.hits}
+    inputs = {"index": ctx.index_sha, "topics": ctx.topics_sha}
+
+    def compute() -> Run:
+        r = ctx.retrievers.get(ctx.index)
+        if r is None:
+            r = ctx.retrievers[ctx.index] = LuceneRetriever(ctx.index)
+        rm3_value = RM3(int(rm3["fb_terms"]), int(rm3["fb_docs"]), float(rm3["original_query_weight"])) if rm3 else None
+        r.configure(base["model"], base.get("k1", 0.9), base.get("b", 0.4), base.get("mu", 1000.0), rm3_value)
+        return r.search(ctx.topics, ctx.exp.hits, ctx.exp.threads).run
+
+    return _cached(ctx, stage, params, inputs, compute)
+
+
+def assignments(tuned: TuneResult, queries: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Which grid point serves which queries in a tuned run.
+
+    Cross-validation: each fold's queries get the point chosen without them; queries outside every
+    fold (not evaluated: no judgments) get the point best on all evaluated queries, which cannot
+    leak into any reported number. A tuning set: the chosen point serves every query.
+    """
+    queries = tuple(queries)
+    if tuned.protocol.startswith("tuning set"):
+        return [(tuned.chosen[0], queries)]
+    in_folds = {q for f in tuned.folds for q in f}
+    rest = tuple(q for q in queries if q not in in_folds)
+    pairs = list(zip(tuned.chosen, tuned.folds))
+    return [*pairs, (tuned.best_in_sample_point, rest)] if rest else pairs
+
+
+def _compose(runs_by_fold: list[tuple[Run, Iterable[str]]], tag: str) -> Run:
+    """One run holding, for each fold's queries, the run chosen for that fold."""
+    parts = [r.frame[r.frame[QUERY_ID].isin(set(qs))] for r, qs in runs_by_fold]
+    return Run(frame=pd.concat(parts, ignore_index=True), tag=tag)
+
+
+def _first_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> list[Config]:
+    out = []
+    for label, _, point in rows:
+        run, key, reused = _lucene_run(ctx, stage, _lucene_params(point, stage.type), None)
+        out.append(Config(label, stage, point, "", run, key, reused))
+    return out
+
+
+def _rm3_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> list[Config]:
+    src_stage = ctx.exp.stages[stage.inputs[0]]
+    out = []
+    for label, src, point in rows:
+        rm3 = {k: point[k] for k in ("fb_terms", "fb_docs", "original_query_weight")}
+        base = made[src]
+        if base.tuned is not None:  # the tuned input: each fold's own choice, expanded
+            by_point = {c.name: c for c in made.values() if c.stage is src_stage and c.tuned is None}
+            parts, reused = [], []
+            for chosen, fold in assignments(base.tuned, ctx.topics.as_dict()):
+                run, _, hit = _lucene_run(ctx, stage, _lucene_params(by_point[chosen].point, src_stage.type), rm3)
+                parts.append((run, fold))
+                reused.append(hit)
+            out.append(Config(label, stage, point, src, _compose(parts, stage.name), "", all(reused)))
+            continue
+        run, key, reused = _lucene_run(ctx, stage, _lucene_params(base.point, src_stage.type), rm3)
+        out.append(Config(label, stage, point, src, run, key, reused))
+    return out
+
+
+def _reranker(ctx: Context, point: dict):
+    from toolkit.jobs.embed_cache import EmbeddingCache, default_folder
+    from toolkit.reranking.backends import RerankerSpec
+    from toolkit.reranking.job import embedding_namespace
+
+    spec = RerankerSpec(
+        str(point["model"]),
+        point["kind"],
+        point["device"],
+        int(point["batch_size"]),
+        point["max_length"],
+        point["backend"],
+        point["precision"],
+    ).resolved()
+    if spec not in ctx.rerankers:
+        built = spec.build()
+        cache = None
+        if spec.kind == "bi-encoder":
+            cache = EmbeddingCache(default_folder(), embedding_namespace(built.describe()))
+        ctx.rerankers[spec] = (built, cache)
+    return spec, *ctx.rerankers[spec]
+
+
+def _rerank_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> list[Config]:
+    from toolkit.jobs.embed_cache import model_fingerprint
+    from toolkit.reranking.job import rerank_run
+
+    out = []
+    queries = dict(ctx.topics.as_dict())
+    for label, src, point in rows:
+        first = made[src].run
+        spec, built, emb = _reranker(ctx, point)
+        desc = spec.describe()
+        params = {k: point[k] for k in ("depth", "kind", "max_length", "backend", "precision")} | {
+            "model": desc.get("model_path") or desc.get("model"),
+            "resolved_kind": spec.kind,
+        }
+        inputs = {
+            "run": first.sha256 or _frame_sha(first),
+            "topics": ctx.topics_sha,
+            "texts": ctx.index_sha,
+            "model": model_fingerprint(str(params["model"])),
+        }
+
+        def compute(first=first, point=point, built=built, emb=emb) -> Run:
+            if ctx.texts is None:
+                from toolkit.texts import lucene_text_source
+
+                ctx.texts = lucene_text_source(ctx.index)
+            res = rerank_run(first, queries, ctx.texts, built, depth=int(point["depth"]), progress=False, cache=emb)
+            return res.run
+
+        run, key, reused = _cached(ctx, stage, params, inputs, compute)
+        out.append(Config(label, stage, point, src, run, key, reused, depth=int(point["depth"])))
+    return out
+
+
+def _fuse_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config], offered: dict) -> list[Config]:
+    from toolkit.retrieval.fusion import rrf
+
+    out = []
+    for label, _, point in rows:
+        srcs = [offered[s][0] for s in stage.inputs]
+        runs = [made[s].run for s in srcs]
+        params = {"method": point["method"], "k": float(point["k"]), "depth": int(point["depth"]), "hits": ctx.exp.hits}
+        inputs = {"runs": [r.sha256 or _frame_sha(r) for r in runs]}
+        run, key, reused = _cached(
+            ctx, stage, params, inputs, lambda runs=runs, p=params: rrf(runs, p["k"], p["depth"], p["hits"])
+        )
+        out.append(Config(label, stage, point, "+".join(srcs), run, key, reused))
+    return out
+
+
+def _frame_sha(run: Run) -> str:
+    import hashlib
+
+    f = run.frame
+    h = hashlib.sha256(pd.util.hash_pandas_object(f[["query_id", "doc_id", "score"]], index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------ tuning
+def metric_table(ctx: Context, configs: list[Config], metric: str) -> pd.DataFrame:
+    """Per-query values of ``metric`` (rows: evaluated queries, 0 where a run retrieved nothing; columns: points)."""
+    from toolkit.evaluation.evaluate import evaluate
+    from toolkit.measures.names import parse_measures
+
+    measures = parse_measures([metric], ctx.settings.trec_eval)
+    cols = {}
+    for c in configs:
+        res = evaluate(ctx.qrels, c.run, measures, ctx.settings)
+        pq = res.per_query
+        cols[c.name] = pq[pq["measure"] == measures[0].name].set_index("query_id")["value"]
+    table = pd.DataFrame(cols)
+    if ctx.settings.complete:
+        judged = ctx.qrels.frame[QUERY_ID].unique().tolist()
+        table = table.reindex(sorted(set(table.index) | set(judged)))
+    return table.fillna(0.0).sort_index()
+
+
+def _tune(ctx: Context, stage: Stage, configs: list[Config]) -> Config:
+    t = stage.tune
+    table = metric_table(ctx, configs, t.metric)
+    result = tuning_set(table, t.metric, t.queries) if t.queries else cross_validate(table, t.metric, t.folds, t.seed)
+    by_name = {c.name: c for c in configs}
+    run = _compose([(by_name[p].run, qs) for p, qs in assignments(result, ctx.topics.as_dict())], stage.name)
+    ctx.say(
+        f"tuned {stage.name} on {t.metric}: {result.protocol}; chosen {', '.join(dict.fromkeys(result.chosen))}; "
+        f"held-out {result.heldout:.4f} vs best in-sample {result.best_in_sample:.4f}"
+    )
+    return Config(tuned_label(stage), stage, {}, "", run, "", all(c.reused for c in configs), tuned=result)
+
+
+# ------------------------------------------------------------------ the whole experiment
+STAGE_RUNNERS = {"bm25": _first_stage, "qld": _first_stage, "rm3": _rm3_stage, "rerank": _rerank_stage}
+
+
+def run_stages(ctx: Context) -> list[Config]:
+    """Every configuration of every stage, inputs first; tuned stages add their held-out configuration."""
+    exp = ctx.exp
+    made: dict[str, Config] = {}
+    offered: dict[str, list[str]] = {}
+    plan = outputs(exp.stages, exp.order)
+    for name in exp.order:
+        stage = exp.stages[name]
+        if stage.type == "fuse":
+            configs = _fuse_stage(ctx, stage, plan[name], made, offered)
+        else:
+            configs = STAGE_RUNNERS[stage.type](ctx, stage, plan[name], made)
+        reused = sum(c.reused for c in configs)
+        ctx.say(
+            f"stage {name}: {len(configs)} configuration(s), {reused} reused from the cache, {len(configs) - reused} computed"
+        )
+        for c in configs:
+            made[c.name] = c
+        if stage.tune:
+            tuned = _tune(ctx, stage, configs)
+            made[tuned.name] = tuned
+            offered[name] = [tuned.name]
+        else:
+            offered[name] = [c.name for c in configs]
+    return list(made.values())

@@ -1,0 +1,361 @@
+"""The experiment file: YAML read with the line of every key, checked whole before anything runs.
+
+Layout (docs/experiments/cacm.yaml is the worked example)::
+
+    name: cacm
+    topics: cacm                    # a collection name or a topics file
+    qrels: cacm                     # a collection name or a qrels file
+    index: {collection: cacm}       # built (and reused by content), or {path: indexes/cacm}
+    hits: 1000
+    threads: 2
+    evaluation: {measures: [map, ndcg_cut.10], complete: true, level: 1, baseline: bm25}
+    stages:
+      bm25: {type: bm25, k1: [0.6, 0.9, 1.2], b: [0.4, 0.75], tune: {metric: map, folds: 5, seed: 0}}
+      rm3: {type: rm3, input: bm25}
+      minilm: {type: rerank, input: bm25, model: all-MiniLM-L6-v2, depth: [20, 50, 100]}
+
+A list value of a stage parameter is a grid over it (the grid of a stage is the product of its
+lists); ``input`` names the stage whose output a stage consumes (its tuned configuration when
+it has ``tune:``, else each of its configurations). Every error names the file and line.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.errors import InputFormatError
+
+#: Parameters each stage type takes, with their defaults (None: required).
+STAGE_PARAMS: dict[str, dict[str, object]] = {
+    "bm25": {"k1": 0.9, "b": 0.4},
+    "qld": {"mu": 1000.0},
+    "rm3": {"input": None, "fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5},
+    "rerank": {
+        "input": None,
+        "model": None,
+        "depth": 100,
+        "kind": "auto",
+        "batch_size": 64,
+        "max_length": None,
+        "backend": "torch",
+        "device": "auto",
+        "precision": "auto",
+    },
+    "fuse": {"inputs": None, "method": "rrf", "k": 60.0, "depth": 1000},
+}
+#: Parameters that are never grids (a list there is the value itself).
+LIST_VALUED = {"inputs"}
+STAGE_KEYS = {"type", "tune"}
+TOP_KEYS = {"name", "topics", "qrels", "index", "hits", "threads", "evaluation", "stages"}
+EVAL_KEYS = {"measures", "complete", "level", "trec_eval", "baseline", "correction", "permutations", "seed"}
+TUNE_KEYS = {"metric", "folds", "seed", "queries"}
+INDEX_KEYS = {"collection", "path"}
+
+
+@dataclass
+class Located:
+    """A parsed YAML document with the line (1-based) of every mapping key and sequence item."""
+
+    data: object
+    path: str
+    lines: dict[tuple, int]
+
+    def line(self, *keys) -> int | None:
+        while keys and keys not in self.lines:
+            keys = keys[:-1]
+        return self.lines.get(keys)
+
+    def error(self, keys: tuple, reason: str) -> InputFormatError:
+        return InputFormatError(self.path, self.line(*keys), reason)
+
+
+def _construct(node, keys: tuple, lines: dict, path: str, loader):
+    import yaml
+
+    lines.setdefault(keys, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for k, v in node.value:
+            key = k.value
+            if key in out:
+                raise InputFormatError(path, k.start_mark.line + 1, f"key {key!r} given twice")
+            lines[(*keys, key)] = k.start_mark.line + 1
+            out[key] = _construct(v, (*keys, key), lines, path, loader)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_construct(v, (*keys, i), lines, path, loader) for i, v in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)  # a scalar, typed as yaml.safe_load types it
+
+
+def load_yaml(path: str | Path) -> Located:
+    """Parse ``path`` keeping lines; a YAML syntax error names its line too."""
+    import yaml
+
+    path = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputFormatError(path, None, "no such file") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputFormatError(path, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None
+    if node is None:
+        raise InputFormatError(path, None, "empty experiment file")
+    lines: dict[tuple, int] = {}
+    return Located(_construct(node, (), lines, path, yaml.SafeLoader("")), path, lines)
+
+
+# ------------------------------------------------------------------ the checked experiment
+@dataclass(frozen=True)
+class Tune:
+    metric: str
+    folds: int | None = None
+    seed: int = 0
+    queries: tuple[str, ...] | None = None  # a separate tuning query set
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    type: str
+    fixed: dict  # parameter -> value (every parameter, defaults filled)
+    grid: dict  # parameter -> list of values
+    tune: Tune | None = None
+
+    @property
+    def inputs(self) -> list[str]:
+        if self.type == "fuse":
+            return list(self.fixed["inputs"])
+        return [self.fixed["input"]] if "input" in self.fixed else []
+
+    def points(self) -> list[dict]:
+        """Every configuration of the grid, in file order (the last parameter varies fastest)."""
+        names = list(self.grid)
+        return [self.fixed | dict(zip(names, combo)) for combo in itertools.product(*self.grid.values())]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    path: str
+    name: str
+    topics: str
+    qrels: str
+    index: dict
+    hits: int
+    threads: int
+    evaluation: dict
+    stages: dict[str, Stage]
+    order: tuple[str, ...] = field(default=())  # stages, inputs first
+    raw: dict = field(default_factory=dict)
+
+
+def _unknown(doc: Located, keys: tuple, given: dict, allowed: set, what: str) -> None:
+    for k in given:
+        if k not in allowed:
+            raise doc.error((*keys, k), f"unknown {what} {k!r} (expected one of {', '.join(sorted(allowed))})")
+
+
+def _mapping(doc: Located, keys: tuple, value, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise doc.error(keys, f"{what} must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def _stage(doc: Located, name: str, body) -> Stage:
+    keys = ("stages", name)
+    body = _mapping(doc, keys, body, f"stage {name!r}")
+    kind = body.get("type")
+    if kind not in STAGE_PARAMS:
+        raise doc.error((*keys, "type"), f"stage {name!r}: unknown type {kind!r} (one of {', '.join(STAGE_PARAMS)})")
+    params = STAGE_PARAMS[kind]
+    for k in body:
+        if k not in params and k not in STAGE_KEYS:
+            raise doc.error(
+                (*keys, k), f"stage {name!r} ({kind}) takes no parameter {k!r}; it takes {', '.join(params)}"
+            )
+    fixed, grid = {}, {}
+    for p, default in params.items():
+        value = body.get(p, default)
+        if value is None and default is None and p not in ("max_length",):
+            raise doc.error(keys, f"stage {name!r} ({kind}) needs {p!r}")
+        if isinstance(value, list) and p not in LIST_VALUED:
+            if not value:
+                raise doc.error((*keys, p), f"stage {name!r}: grid over {p!r} is empty")
+            grid[p] = value
+        else:
+            fixed[p] = value
+    tune = None
+    if "tune" in body:
+        tune = _tune(doc, (*keys, "tune"), body["tune"], name, grid)
+    return Stage(name, kind, fixed, grid, tune)
+
+
+def _tune(doc: Located, keys: tuple, body, name: str, grid: dict) -> Tune:
+    body = _mapping(doc, keys, body, "tune")
+    _unknown(doc, keys, body, TUNE_KEYS, "tune setting")
+    if not grid:
+        raise doc.error(keys, f"stage {name!r} has tune: but no grid (give a list for at least one parameter)")
+    if "metric" not in body:
+        raise doc.error(keys, "tune: needs a metric (e.g. map)")
+    if ("folds" in body) == ("queries" in body):
+        raise doc.error(keys, "tune: needs exactly one of folds (k-fold cross-validation) or queries (a tuning set)")
+    folds = body.get("folds")
+    if folds is not None and (not isinstance(folds, int) or folds < 2):
+        raise doc.error((*keys, "folds"), f"folds must be an integer >= 2, not {folds!r}")
+    queries = body.get("queries")
+    if queries is not None:
+        if isinstance(queries, str):
+            queries = _query_file(doc, (*keys, "queries"), queries)
+        elif not isinstance(queries, list) or not queries:
+            raise doc.error((*keys, "queries"), "queries must be a non-empty list of query ids or a file of them")
+        queries = tuple(str(q) for q in queries)
+    seed = body.get("seed", 0)
+    if not isinstance(seed, int):
+        raise doc.error((*keys, "seed"), f"seed must be an integer, not {seed!r}")
+    return Tune(str(body["metric"]), folds, seed, queries)
+
+
+def _query_file(doc: Located, keys: tuple, name: str) -> list[str]:
+    p = Path(name) if Path(name).is_absolute() else Path(doc.path).parent / name
+    if not p.is_file():
+        raise doc.error(keys, f"tuning query file {name} does not exist")
+    return [line.split()[0] for line in p.read_text().splitlines() if line.strip()]
+
+
+def _order(doc: Located, stages: dict[str, Stage]) -> tuple[str, ...]:
+    """Stages with their inputs first; an unknown input or a cycle names the line."""
+    done: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "active":
+            cycle = " -> ".join([*trail[trail.index(name) :], name])
+            raise doc.error(("stages", name), f"stages form a cycle: {cycle}")
+        state[name] = "active"
+        st = stages[name]
+        for i, src in enumerate(st.inputs):
+            key = ("stages", name, "inputs", i) if st.type == "fuse" else ("stages", name, "input")
+            if src not in stages:
+                raise doc.error(key, f"stage {name!r}: input {src!r} is not a stage ({', '.join(stages)})")
+            if st.type == "rm3" and stages[src].type not in ("bm25", "qld"):
+                raise doc.error(key, f"stage {name!r}: rm3 expands a bm25 or qld stage, not {stages[src].type}")
+            visit(src, [*trail, name])
+        state[name] = "done"
+        done.append(name)
+
+    for name in stages:
+        visit(name, [])
+    return tuple(done)
+
+
+def _check_measures(doc: Located, ev: dict, stages: dict[str, Stage]) -> None:
+    from toolkit.measures.names import parse_measures
+
+    for i, text in enumerate(ev["measures"]):
+        try:
+            parse_measures([str(text)], int(ev.get("trec_eval", 9)))
+        except Exception as exc:  # UnknownMeasureError and friends: give them the line
+            raise doc.error(("evaluation", "measures", i), str(exc)) from None
+    for st in stages.values():
+        if st.tune:
+            try:
+                parse_measures([st.tune.metric], int(ev.get("trec_eval", 9)))
+            except Exception as exc:
+                raise doc.error(("stages", st.name, "tune", "metric"), str(exc)) from None
+
+
+def point_label(stage: Stage, point: dict) -> str:
+    """``bm25(k1=0.6,b=0.4)``: the stage's name and its grid values (just the name without a grid)."""
+    if not stage.grid:
+        return stage.name
+    return stage.name + "(" + ",".join(f"{k}={point[k]}" for k in stage.grid) + ")"
+
+
+def tuned_label(stage: Stage) -> str:
+    return f"{stage.name}[tuned]"
+
+
+def outputs(stages: dict[str, Stage], order: tuple[str, ...]) -> dict[str, list[tuple[str, str, dict]]]:
+    """Per stage: (configuration name, input configuration or '', point) for every configuration it makes.
+
+    A stage consumes its input's tuned configuration when the input is tuned, else each of the input's
+    configurations (the name then says which: ``rm3<bm25(k1=0.6,b=0.4)>``).
+    """
+    made: dict[str, list[tuple[str, str, dict]]] = {}
+    offered: dict[str, list[str]] = {}
+    for name in order:
+        st = stages[name]
+        ins = [""] if not st.inputs or st.type == "fuse" else offered[st.inputs[0]]
+        rows = []
+        for src in ins:
+            for point in st.points():
+                label = point_label(st, point) + (f"<{src}>" if len(ins) > 1 else "")
+                rows.append((label, src, point))
+        made[name] = rows
+        offered[name] = [tuned_label(st)] if st.tune else [r[0] for r in rows]
+    return made
+
+
+def config_names(stages: dict[str, Stage], order: tuple[str, ...]) -> list[str]:
+    names = []
+    for name, rows in outputs(stages, order).items():
+        names += [r[0] for r in rows]
+        if stages[name].tune:
+            names.append(tuned_label(stages[name]))
+    return names
+
+
+def parse_experiment(path: str | Path) -> Experiment:
+    """Read and check an experiment file; every problem is an ``InputFormatError`` with its line."""
+    doc = load_yaml(path)
+    top = _mapping(doc, (), doc.data, "the experiment")
+    _unknown(doc, (), top, TOP_KEYS, "key")
+    for key in ("topics", "qrels", "index", "stages"):
+        if key not in top:
+            raise doc.error((), f"missing {key!r}")
+    index = _mapping(doc, ("index",), top["index"], "index")
+    _unknown(doc, ("index",), index, INDEX_KEYS, "index setting")
+    if len(index) != 1:
+        raise doc.error(("index",), "index: needs exactly one of collection (build it) or path (an existing index)")
+    raw_stages = _mapping(doc, ("stages",), top["stages"], "stages")
+    if not raw_stages:
+        raise doc.error(("stages",), "no stages")
+    stages = {name: _stage(doc, name, body) for name, body in raw_stages.items()}
+    order = _order(doc, stages)
+    ev = _mapping(doc, ("evaluation",), top.get("evaluation", {}), "evaluation")
+    _unknown(doc, ("evaluation",), ev, EVAL_KEYS, "evaluation setting")
+    ev = {"measures": ["map", "ndcg_cut.10"], "complete": True, "level": 1, "trec_eval": 9} | ev
+    ev.setdefault("correction", "holm")
+    ev.setdefault("permutations", 10_000)
+    ev.setdefault("seed", 42)
+    if not isinstance(ev["measures"], list) or not ev["measures"]:
+        raise doc.error(("evaluation", "measures"), "measures must be a non-empty list")
+    _check_measures(doc, ev, stages)
+    names = config_names(stages, order)
+    if "baseline" in ev and ev["baseline"] not in stages and ev["baseline"] not in names:
+        raise doc.error(
+            ("evaluation", "baseline"),
+            f"baseline {ev['baseline']!r} is not a stage or configuration ({', '.join(names)})",
+        )
+    for key in ("hits", "threads"):
+        if key in top and (not isinstance(top[key], int) or top[key] < 1):
+            raise doc.error((key,), f"{key} must be an integer >= 1, not {top[key]!r}")
+    return Experiment(
+        path=str(path),
+        name=str(top.get("name") or Path(path).stem),
+        topics=str(top["topics"]),
+        qrels=str(top["qrels"]),
+        index=index,
+        hits=int(top.get("hits", 1000)),
+        threads=int(top.get("threads", 1)),
+        evaluation=ev,
+        stages=stages,
+        order=order,
+        raw=top,
+    )
