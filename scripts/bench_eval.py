@@ -15,6 +15,12 @@ seeded noise, cycled to N files) evaluated by one ``twostage eval QRELS FOLDER``
 by N single-run calls (ndcg_cut.10, map, recall.100, -c -l 2); prints both walls, the
 speed-up (the issue's goal: >= 10x) and whether every run's values agree.
 
+    .venv/bin/python scripts/bench_eval.py --api
+
+--api: ``toolkit.evaluate`` on the run held in memory as a PyTerrier DataFrame (arrow-backed and
+object columns) and as a ``{qid: {doc: score}}`` dict, against the same call on the parsed run
+(what ``twostage eval`` does after parsing) and pytrec_eval's ``evaluate`` on the same dict.
+
 Default: ndcg_cut.10 and recall.100 with twostage, pytrec_eval and
 ``python -m pyserini.eval.trec_eval``. --shuffled also times twostage and pytrec_eval
 on a copy of the run with its lines in random order.
@@ -69,6 +75,36 @@ for m in names:
         print(f"{m:<22}\tall\t{sum(vals) / len(vals):.4f}")
 """
 
+API = r"""
+import json, os, sys, time
+import pandas as pd
+import pytrec_eval
+import toolkit as ts
+from toolkit.trec_io import read_run
+qrels, path = sys.argv[1], sys.argv[2]
+M = ["ndcg_cut.10", "recall.100"]
+out = {}
+t = time.perf_counter(); r = read_run(path); out["parse the file (read_run)"] = time.perf_counter() - t
+t = time.perf_counter(); want = ts.evaluate(qrels, r, M); out["evaluate the parsed Run"] = time.perf_counter() - t
+frame = pd.DataFrame({"qid": r.frame["query_id"], "docno": r.frame["doc_id"], "score": r.frame["score"]})
+t = time.perf_counter(); ev = ts.evaluate(qrels, frame, M); out["evaluate a PyTerrier DataFrame (str columns)"] = time.perf_counter() - t
+assert ev.summary.equals(want.summary)
+frame = frame.astype({"qid": object, "docno": object})
+t = time.perf_counter(); ev = ts.evaluate(qrels, frame, M); out["evaluate a PyTerrier DataFrame (object columns)"] = time.perf_counter() - t
+assert ev.summary.equals(want.summary)
+del frame
+nested = {}
+for q, d, s in zip(r.frame["query_id"].tolist(), r.frame["doc_id"].tolist(), r.frame["score"].tolist()):
+    nested.setdefault(q, {})[d] = s
+t = time.perf_counter(); ev = ts.evaluate(qrels, nested, M); out["evaluate a {qid: {doc: score}} dict"] = time.perf_counter() - t
+assert ev.summary.equals(want.summary)
+with open(qrels) as f:
+    q = pytrec_eval.parse_qrel(f)
+t = time.perf_counter(); pytrec_eval.RelevanceEvaluator(q, {"ndcg_cut.10", "recall.100"}).evaluate(nested)
+out["pytrec_eval on the same dict"] = time.perf_counter() - t
+print(json.dumps({"seconds": out, "values": {k: round(v, 4) for k, v in want.summary.items()}}))
+"""
+
 SHUFFLE = r"""
 import random, sys
 lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
@@ -106,6 +142,7 @@ def main() -> None:
     ap.add_argument("--all-trec", action="store_true", help="-m all_trec against native trec_eval and pytrec_eval")
     ap.add_argument("--trec-eval-10", default=None, help="a native trec_eval 10 binary to compare with")
     ap.add_argument("--many", type=int, default=0, help="N DL19-sized runs: one call vs N calls")
+    ap.add_argument("--api", action="store_true", help="toolkit.evaluate on in-memory DataFrames and dicts")
     args = ap.parse_args()
     if args.many:
         many_runs(args)
@@ -127,13 +164,16 @@ def main() -> None:
             check=True,
         )
     size_mib = run.stat().st_size / 2**20
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "support"))  # oracles.py moved there with the layout
     from oracles import java_env
 
     py = sys.executable
     twostage = str(Path(py).with_name("twostage"))
     if args.all_trec:
         all_trec(work, run, qrels, size_mib, twostage, args)
+        return
+    if args.api:
+        api(run, qrels, size_mib)
         return
     tools = {
         "twostage eval": (
@@ -160,6 +200,19 @@ def main() -> None:
             },
             size_mib,
         )
+
+
+def api(run: Path, qrels: Path, size_mib: float) -> None:
+    """``toolkit.evaluate`` from memory, in one child process (this checkout's toolkit), each step timed alone."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    wall, rss, out = run_measured([sys.executable, "-c", API, str(qrels), str(run)], env)
+    doc = json.loads(out.strip().splitlines()[-1])
+    print(f"input: {run} ({size_mib:.0f} MiB); one process, wall {wall:.1f} s, peak RSS {rss:.0f} MiB")
+    for step, seconds in doc["seconds"].items():
+        print(f"{step:<50} {seconds:7.2f} s")
+    print("values (identical for every input form):", doc["values"])
 
 
 def compare(tools: dict, size_mib: float) -> None:

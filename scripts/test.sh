@@ -10,4 +10,5 @@ echo "test.sh: ruff check and ruff format --check over toolkit/ tests/ scripts/"
 .venv/bin/ruff format --check toolkit tests scripts
 bash scripts/install_chromium.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+.venv/bin/mypy  # the public API, as [tool.mypy] in pyproject.toml configures it
 exec .venv/bin/python -m pytest "$@"

@@ -1,7 +1,73 @@
-"""twostage: Pyserini-integrated two-stage retrieval evaluation.
+"""twostage: Pyserini-integrated two-stage retrieval evaluation, as a library.
 
-Importing this package loads no heavy dependency (pyserini, jnius, torch,
-faiss, matplotlib); those are imported inside the functions that use them.
+    import toolkit as ts
+    ev = ts.evaluate("dl19-passage", "run.txt", ["nDCG@10", "AP@100"], complete=True, relevance_level=2)
+    ev.summary, ev.per_query, ev.provenance, ev.to_trec_eval()
+
+The public names are those in ``__all__``; they are loaded on first use (PEP 562), so ``import toolkit``
+loads neither pandas nor any heavy dependency (pyserini, jnius, torch, faiss, ray, matplotlib): those are
+imported inside the functions that use them. Errors are ``toolkit.errors.TwostageError`` subclasses; the
+library logs through ``logging`` and never prints or exits.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+#: public name -> the module of ``toolkit.api`` that defines it
+_PUBLIC = {
+    "evaluate": "evaluation",
+    "Evaluation": "evaluation",
+    "compare": "comparison",
+    "Comparison": "comparison",
+    "diagnose": "diagnosis",
+    "Diagnosis": "diagnosis",
+    "Run": "run",
+    "index": "pipeline",
+    "bm25": "pipeline",
+    "dense": "pipeline",
+    "fuse": "pipeline",
+    "rerank": "pipeline",
+    "read_run": "pipeline",
+}
+
+__all__ = [
+    "Comparison",
+    "Diagnosis",
+    "Evaluation",
+    "Run",
+    "__version__",
+    "bm25",
+    "compare",
+    "dense",
+    "diagnose",
+    "evaluate",
+    "fuse",
+    "index",
+    "read_run",
+    "rerank",
+]
+
+if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from __getattr__
+    from toolkit.api.comparison import Comparison, compare
+    from toolkit.api.diagnosis import Diagnosis, diagnose
+    from toolkit.api.evaluation import Evaluation, evaluate
+    from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
+    from toolkit.api.run import Run
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"toolkit.api.{module}"), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

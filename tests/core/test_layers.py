@@ -47,7 +47,10 @@ def test_contracts_are_kept():
 @pytest.mark.parametrize(
     ("module", "line", "contract"),
     [
-        ("toolkit/evaluation/agreement.py", "from toolkit.diagnosis import decompose", "Layers: cli > report"),
+        ("toolkit/evaluation/agreement.py", "from toolkit.diagnosis import decompose", "Layers: cli > api > report"),
+        ("toolkit/report/comparison.py", "import toolkit.api.comparison", "Layers: cli > api > report"),
+        ("toolkit/api/evaluation.py", "import toolkit.cli.eval", "Layers: cli > api > report"),
+        ("toolkit/retrieval/fusion.py", "import toolkit.api.run", "do not import it"),
         ("toolkit/retrieval/fusion.py", "import toolkit.reranking.job", "do not import each other"),
         ("toolkit/diagnosis/decompose.py", "from toolkit.models import resolve_device", "import no model or job code"),
         ("toolkit/trec_io.py", "from toolkit.measures import registry", "Root modules import no subpackage"),

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
 
 from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options
-from toolkit.errors import ProvenanceMismatchError
 
 
 # ---------------------------------------------------------------- reproduce
@@ -99,8 +97,26 @@ def _commands() -> set[str]:
 
 
 # ------------------------------------------------------------------ compare
-def _json_number(x: float):
-    return x if isinstance(x, float) and math.isfinite(x) else (None if x != x else str(x))
+def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
+    """[NAME=]RUN -> {name: path}; a bare RUN is named by the path as given."""
+    out: dict[str, str] = {}
+    for v in values:
+        name, sep, path = v.partition("=")
+        if not sep or not name or not path or "/" in name or Path(v).exists():
+            name, path = v, v
+        if name in out:
+            raise click.UsageError(f"two runs named {name!r} (the same run file given twice?); name them NAME=RUN")
+        out[name] = path
+    return out
+
+
+def _api_options(s: dict) -> dict:
+    """The shared evaluation options as ``toolkit.compare``'s keywords."""
+    names = {"level": "relevance_level", "rel_map": "relevance_map"}
+    out = {names.get(k, k): v for k, v in s.items() if v is not None}
+    if "trec_eval" in out:
+        out["trec_eval"] = int(out["trec_eval"])
+    return out
 
 
 @click.command("compare")
@@ -114,10 +130,32 @@ def _json_number(x: float):
     metavar="MEASURE[.CUTOFFS]",
     help="Measure, repeatable [default: ndcg_cut.10].",
 )
-@click.option("--baseline", default=None, metavar="RUN", help="Baseline run [default: the first RUN].")
+@click.option(
+    "--baseline",
+    "baselines",
+    multiple=True,
+    metavar="NAME",
+    help="Baseline run (its NAME, or its path when unnamed); repeatable: every run is tested against every "
+    "baseline, one correction per measure over all those tests [default: the first RUN].",
+)
+@click.option(
+    "--test",
+    type=click.Choice(["randomization", "t"]),
+    default="randomization",
+    show_default=True,
+    help="The test whose p-values are corrected and marked (both are reported).",
+)
 @significance_options
 @click.option("--force", is_flag=True, help="Compare even when provenance differs (pairs only the shared queries).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "latex", "markdown"]),
+    default="text",
+    show_default=True,
+    help="text/json: every test; latex/markdown: the systems x measures table papers print (significance "
+    "marks stated under it, best value in bold).",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False),
@@ -126,14 +164,14 @@ def _json_number(x: float):
 )
 @evaluation_options
 @click.argument("runs", nargs=-1, required=True)
-def compare(qrels, measure_texts, baseline, permutations, seed, correction, force, fmt, out, runs, **options):
-    """Compare RUNS (the first is the baseline) with paired significance tests.
+def compare(qrels, measure_texts, baselines, test, permutations, seed, correction, force, fmt, out, runs, **options):
+    """Compare RUNS (each [NAME=]RUN; the first is the baseline) with paired significance tests.
 
     Per measure: each run's mean, its difference to the baseline, the paired
     t-test p-value, the paired randomization test p-value (sign flips of the
-    per-query differences; --permutations, --seed), that p-value corrected
-    for multiple comparisons (--correction, over the runs compared with the
-    baseline), and per-query wins / ties / losses. Refuses runs whose
+    per-query differences; --permutations, --seed), the --test's p-value
+    corrected for multiple comparisons (--correction, over the runs compared
+    with the baselines), and per-query wins / ties / losses. Refuses runs whose
     evaluated query sets or settings differ, naming the difference, unless
     --force.
 
@@ -145,133 +183,47 @@ def compare(qrels, measure_texts, baseline, permutations, seed, correction, forc
     \b
     Examples:
       twostage compare --qrels dl19-passage -c bm25.txt rerank.txt -m ndcg_cut.10
+      twostage compare --qrels dl19-passage -c -l 2 bm25=bm25.txt splade=splade.txt rr=rr.txt \\
+          --baseline bm25 --baseline splade -m nDCG@10 -m R@100 --format latex
       twostage compare --qrels q.txt A B C -m ndcg_cut.10 -m recall.100 --format json --out reports/abc
     """
-    from toolkit.cli.eval import load_qrels, measures_from
+    from toolkit.api.comparison import compare as compare_systems
     from toolkit.cli.options import pop_settings, settings_from
-    from toolkit.evaluation.evaluate import evaluate
-    from toolkit.evaluation.significance import comparability, compare_table
-    from toolkit.trec_io import read_run
+    from toolkit.report.comparison import compare_text
 
     if len(runs) < 2:
         raise click.UsageError("give at least two runs: the baseline first, then the systems to compare with it")
-    if len(set(runs)) != len(runs):
-        raise click.UsageError("the same run file is given twice")
-    baseline = baseline or runs[0]
-    if baseline not in runs:
-        raise click.BadParameter(f"{baseline!r} is not one of the RUNS", param_hint="'--baseline'")
+    named = _named_runs(runs)
+    unknown = [b for b in baselines if b not in named]
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r} is not one of the RUNS", param_hint="'--baseline'")
     s = pop_settings(options)
-    settings = settings_from(s)
-    measures = [
-        m
-        for m in measures_from(measure_texts, settings.trec_eval, default=("ndcg_cut.10",))
-        if m.spec.value_type != "string"
-    ]
-    names = [m.name for m in measures]
-    q = None
-    per_query: dict[str, object] = {}
-    provenance: dict[str, dict] = {}
-    for r in runs:
-        if r.endswith(".json"):
-            per_query[r], provenance[r] = load_result_json(r, names)
-            continue
-        if q is None:
-            if not qrels:
-                raise click.UsageError(
-                    f"--qrels is needed to evaluate the run {r} (only saved .json results need none)"
-                )
-            q = load_qrels(qrels, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
-        res = evaluate(q, read_run(r, dedupe=s.get("dedupe", "error")), measures, settings)
-        for note in res.notes:
-            click.echo(f"twostage: {r}: {note}", err=True)
-        per_query[r], provenance[r] = res.per_query[["query_id", "measure", "value"]], res.provenance
-    query_sets = {r: set(f["query_id"].unique().tolist()) for r, f in per_query.items()}
-    diff = comparability(provenance, query_sets, baseline)
-    if diff and not force:
-        raise ProvenanceMismatchError(diff)
-    import pandas as pd
-
-    frames = []
-    shared = set.intersection(*query_sets.values())
-    for r, f in per_query.items():
-        f = f[f["measure"].isin(names)].copy()
-        if diff:  # forced: pair on the queries every run has
-            f = f[f["query_id"].isin(shared)]
-        f.insert(0, "run", r)
-        frames.append(f)
-    table = pd.concat(frames, ignore_index=True)
-    comps = compare_table(table, baseline, permutations=permutations, seed=seed, correction=correction)
-    doc = _compare_doc(comps, provenance, baseline, measures, permutations, seed, correction, diff, len(shared))
-    from toolkit.report.comparison import compare_text, write_compare_report
-
+    settings_from(s)  # a bad --gain or --discount is a usage error, before anything is read
+    if not qrels and any(not p.endswith(".json") for p in named.values()):
+        first = next(p for p in named.values() if not p.endswith(".json"))
+        raise click.UsageError(f"--qrels is needed to evaluate the run {first} (only saved .json results need none)")
+    result = compare_systems(
+        qrels,
+        named,
+        baseline=list(baselines) or None,
+        measures=list(measure_texts) or None,
+        test=test,
+        correction=correction,
+        permutations=permutations,
+        seed=seed,
+        force=force,
+        **_api_options(s),
+    )
     if out:
-        write_compare_report(Path(out), doc, table, baseline, [m.name for m in measures])
+        result.write(out)
     if fmt == "json":
-        click.echo(json.dumps(doc, indent=2, default=str))
+        click.echo(json.dumps(result.doc, indent=2, default=str))
+    elif fmt == "latex":
+        click.echo(result.to_latex(), nl=False)
+    elif fmt == "markdown":
+        click.echo(result.to_markdown(), nl=False)
     else:
-        click.echo(compare_text(doc), nl=False)
-
-
-def load_result_json(path: str, measures: list[str]):
-    """Per-query values and provenance saved by `twostage eval -q --format json --out FILE`."""
-    import pandas as pd
-
-    from toolkit.errors import InputFormatError
-
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputFormatError(path, None, "no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputFormatError(path, None, f"not JSON ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("per_query"), dict) or "provenance" not in doc:
-        raise InputFormatError(
-            path,
-            None,
-            "not a saved evaluation with per-query values; "
-            "write one with `twostage eval -q --format json --out FILE QRELS RUN`",
-        )
-    rows = [(str(qid), m, v) for qid, vals in doc["per_query"].items() for m, v in vals.items()]
-    frame = pd.DataFrame(rows, columns=["query_id", "measure", "value"]).astype({"value": "float64"})
-    have = set(frame["measure"])
-    missing = [m for m in measures if m not in have]
-    if missing:
-        raise InputFormatError(
-            path, None, f"has no per-query values for {', '.join(missing)} (it has: {', '.join(sorted(have))})"
-        )
-    return frame, doc["provenance"]
-
-
-def _compare_doc(comps, provenance, baseline, measures, permutations, seed, correction, diff, n_shared) -> dict:
-    doc: dict = {
-        "baseline": baseline,
-        "runs": list(provenance),
-        "measures": [m.name for m in measures],
-        "tests": {
-            "t_test": "paired Student t-test, two-sided (scipy.stats.t)",
-            "permutation": f"paired randomization test, two-sided, statistic mean difference, {permutations} "
-            "random sign flips (exact enumeration when 2^n <= that), p = (1 + hits) / (1 + N)",
-            "permutations": permutations,
-            "seed": seed,
-            "rng": "numpy.random.default_rng(seed), consumed measure by measure, run by run",
-            "correction": correction,
-            "correction_applies_to": "p_permutation, per measure, over the runs compared with the baseline",
-        },
-        "baseline_mean": {},
-        "results": {},
-        "forced": bool(diff),
-        "provenance_differences": {k: list(v) for k, v in diff.items()},
-        "queries_compared": n_shared if diff else None,
-        "provenance": provenance,
-    }
-    for c in comps:
-        doc["baseline_mean"][c.measure] = c.baseline_mean
-        d = c.as_dict()
-        d.pop("measure")
-        doc["results"].setdefault(c.measure, {})[c.run] = {
-            k: _json_number(v) if isinstance(v, float) else v for k, v in d.items()
-        }
-    return doc
+        click.echo(compare_text(result.doc), nl=False)
 
 
 COMMANDS = [reproduce, compare]

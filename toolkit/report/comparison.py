@@ -24,9 +24,9 @@ def run_labels(runs: list[str], width: int = 40) -> dict[str, str]:
 def compare_text(doc: dict) -> str:
     t = doc["tests"]
     lines = [
-        f"# baseline: {doc['baseline']}",
+        f"# baseline: {', '.join(doc.get('baselines') or [doc['baseline']])}",
         f"# tests: paired t-test; randomization test, {t['permutations']} permutations, seed {t['seed']}; "
-        f"correction: {t['correction']} (on p_perm, per measure)",
+        f"correction: {t['correction']} (on {'p_ttest' if t.get('test') == 't' else 'p_perm'}, per measure)",
     ]
     if doc["forced"]:
         lines.append(
@@ -35,8 +35,10 @@ def compare_text(doc: dict) -> str:
     names = run_labels(doc["runs"])
     header = f"{'measure':<14} {'run':<40} {'mean':>7} {'delta':>8} {'p_ttest':>8} {'p_perm':>8} {'p_adj':>8}  W/T/L"
     lines.append(header)
-    for measure, per_run in doc["results"].items():
-        lines.append(f"{measure:<14} {names[doc['baseline']]:<40} {doc['baseline_mean'][measure]:>7.4f} {'(base)':>8}")
+    by_baseline = doc.get("results_by_baseline") or {doc["baseline"]: doc["results"]}
+    for measure, base, per_run in ((m, b, res[m]) for b, res in by_baseline.items() for m in res):
+        first = next(iter(per_run.values()))
+        lines.append(f"{measure:<14} {names[base]:<40} {first['baseline_mean']:>7.4f} {'(base)':>8}")
         for run, r in per_run.items():
             lines.append(
                 f"{measure:<14} {names[run]:<40} {r['mean']:>7.4f} {r['delta']:>+8.4f} "

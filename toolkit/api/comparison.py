@@ -1,0 +1,290 @@
+"""``compare``: several systems against one or more baselines, with paired significance tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.evaluation.compare import ComparisonResult
+
+#: Significance marks, one per baseline in order (stated under every table).
+SYMBOLS = ("†", "‡", "§", "¶", "*")
+_LATEX_SYMBOLS = {"†": r"\dagger", "‡": r"\ddagger", "§": r"\S", "¶": r"\P", "*": "*"}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Systems compared: ``table`` (``pt.Experiment(..., baseline=0)``'s shape), ``tests`` (one row per measure,
+    baseline and system), ``per_query`` (long form), and paper tables (``to_latex``/``to_markdown``)."""
+
+    result: ComparisonResult
+
+    @property
+    def baselines(self) -> tuple[str, ...]:
+        """The baselines, in order (the first is PyTerrier's ``baseline=0``)."""
+        return self.result.baselines
+
+    @property
+    def measures(self) -> tuple[str, ...]:
+        """The measures compared, by trec_eval's printed names."""
+        return self.result.measures
+
+    @property
+    def systems(self) -> list[str]:
+        """Every system's name, in the order given."""
+        return list(self.result.doc["runs"])
+
+    @property
+    def means(self) -> pd.DataFrame:
+        """Mean per system (rows) and measure (columns) over the paired queries, summed as trec_eval sums (so
+        they equal ``Evaluation.summary`` to the last bit)."""
+        import numpy as np
+
+        t = self.result.table
+
+        def trec_mean(x: pd.Series) -> float:  # trec_eval's sum, one addition at a time in query order
+            return float(np.cumsum(x.to_numpy())[-1] / len(x)) if len(x) else 0.0
+
+        means = t.groupby(["run", "measure"], sort=False)["value"].agg(trec_mean).unstack("measure")
+        return means.reindex(index=self.systems, columns=list(self.measures))
+
+    @property
+    def tests(self) -> pd.DataFrame:
+        """One row per (measure, baseline, system): means, delta, t, p_ttest, p_permutation, p_adjusted, W/T/L."""
+        return pd.DataFrame([c.as_dict() for c in self.result.tests])
+
+    @property
+    def per_query(self) -> pd.DataFrame:
+        """Per-query values, long form as ``ir_measures.iter_calc`` yields them plus the system: run, query_id,
+        measure, value."""
+        return self.result.table.reset_index(drop=True)
+
+    def to_pyterrier(self) -> pd.DataFrame:
+        """Per-query values in ``pt.Experiment(..., perquery=True)``'s shape: name, qid, measure, value."""
+        return self.per_query.rename(columns={"run": "name", "query_id": "qid"})
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per system (and baseline, with several), as ``pt.Experiment(..., baseline=0)`` prints it.
+
+        Columns: ``name``, ``baseline``, each measure's mean, then per measure ``M delta``, ``M +`` (wins),
+        ``M =`` (ties), ``M -`` (losses), ``M p-value`` (the chosen test's), ``M p-value corrected`` and
+        ``M reject`` (corrected p < 0.05). A baseline's own row has no tests (NaN).
+        """
+        means = self.means
+        key = "p_permutation" if self.result.doc["tests"]["test"] == "randomization" else "p_ttest"
+        by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
+        rows = []
+        for b in self.baselines:
+            for name in self.systems:
+                if name != b and not any((b, name, m) in by for m in self.measures):
+                    continue
+                row: dict[str, Any] = {"name": name, "baseline": b}
+                row.update({m: means.loc[name, m] for m in self.measures})
+                for m in self.measures:
+                    c = by.get((b, name, m))
+                    row[f"{m} delta"] = c.delta if c else float("nan")
+                    row[f"{m} +"], row[f"{m} ="], row[f"{m} -"] = (c.wins, c.ties, c.losses) if c else (None,) * 3
+                    row[f"{m} p-value"] = getattr(c, key) if c else float("nan")
+                    row[f"{m} p-value corrected"] = c.p_adjusted if c else float("nan")
+                    row[f"{m} reject"] = bool(c.p_adjusted < 0.05) if c else None
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    @property
+    def doc(self) -> dict:
+        """The JSON document ``twostage compare --format json`` prints."""
+        return self.result.doc
+
+    # ------------------------------------------------------------- paper tables
+    def _cells(
+        self, alpha: float, digits: int, bold: Callable[[str], str], mark: Callable[[str], str]
+    ) -> tuple[list[list[str]], str]:
+        means = self.means
+        by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
+        rows = []
+        for name in self.systems:
+            cells = [name]
+            for m in self.measures:
+                v = float(means.at[name, m])  # type: ignore[arg-type]  # a float cell; pandas types it as any scalar
+                text = f"{v:.{digits}f}"
+                best = means[m].round(digits).max()
+                if round(v, digits) == best:
+                    text = bold(text)
+                marks = "".join(
+                    SYMBOLS[i % len(SYMBOLS)]
+                    for i, b in enumerate(self.baselines)
+                    if (c := by.get((b, name, m)) or by.get((name, b, m))) is not None and c.p_adjusted < alpha
+                )
+                cells.append(text + (mark(marks) if marks else ""))
+            rows.append(cells)
+        return rows, self.legend(alpha)
+
+    def legend(self, alpha: float = 0.05) -> str:
+        """What the marks mean: symbol per baseline, the test, the correction and its family."""
+        t = self.result.doc["tests"]
+        test = "paired randomization test" if t["test"] == "randomization" else "paired t-test"
+        marks = "; ".join(f"{SYMBOLS[i % len(SYMBOLS)]} vs {b}" for i, b in enumerate(self.baselines))
+        return (
+            f"{marks}: p < {alpha:g} ({test}, two-sided, {t['correction']} correction of {t['correction_applies_to']}). "
+            "Bold: the best value of each measure."
+        )
+
+    def to_markdown(self, alpha: float = 0.05, digits: int = 4) -> str:
+        """A systems x measures table in Markdown: significant differences marked (see ``legend``), best in bold."""
+        rows, legend = self._cells(alpha, digits, lambda s: f"**{s}**", lambda s: s)
+        head = ["system", *self.measures]
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(self.measures)) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines) + f"\n\n{legend}\n"
+
+    def to_latex(self, alpha: float = 0.05, digits: int = 4) -> str:
+        """A systems x measures ``tabular`` for a paper: significance as superscript marks, best in ``\\textbf``."""
+
+        def esc(s: str) -> str:
+            for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("&", r"\&"), ("%", r"\%"), ("#", r"\#")):
+                s = s.replace(a, b)
+            return s
+
+        def mark(s: str) -> str:
+            return "$^{" + "".join(_LATEX_SYMBOLS[c] for c in s) + "}$"
+
+        rows, legend = self._cells(alpha, digits, lambda s: rf"\textbf{{{s}}}", mark)
+        lines = [
+            r"\begin{tabular}{l" + "r" * len(self.measures) + "}",
+            r"\toprule",
+            " & ".join(["System", *(esc(m) for m in self.measures)]) + r" \\",
+            r"\midrule",
+        ]
+        lines += [" & ".join([esc(r[0]), *r[1:]]) + r" \\" for r in rows]
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        legend = esc(legend)
+        for sym, tex in _LATEX_SYMBOLS.items():
+            legend = legend.replace(f"{sym} vs", f"${tex}$ vs")
+        return "\n".join(lines) + f"\n% {legend}\n"
+
+    def write(self, folder: str | os.PathLike) -> None:
+        """What ``twostage compare --out FOLDER`` writes: compare.json and compare.html (difference plots)."""
+        from toolkit.report.comparison import write_compare_report
+
+        write_compare_report(Path(folder), self.doc, self.result.table, self.baselines[0], list(self.measures))
+
+    def __repr__(self) -> str:
+        return (
+            f"Comparison({len(self.systems)} systems, baselines {list(self.baselines)}, measures {list(self.measures)})"
+        )
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows, legend = self._cells(0.05, 4, lambda s: f"<b>{s}</b>", lambda s: f"<sup>{s}</sup>")
+        head = "".join(f"<th>{escape(h)}</th>" for h in ["system", *self.measures])
+        body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{escape(legend)}</p>"
+
+
+def _label(run: Any, i: int) -> str:
+    if isinstance(run, (str, os.PathLike)):
+        name = Path(run).name
+        for suffix in (".gz", ".trec", ".txt", ".run", ".json"):
+            name = name.removesuffix(suffix)
+        return name
+    tag = getattr(run, "tag", "") or getattr(run, "runid", "")
+    return str(tag) if tag else f"run{i + 1}"
+
+
+def _named(runs: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    from toolkit.errors import ConfigError
+
+    if isinstance(runs, Mapping):
+        return {str(k): v for k, v in runs.items()}
+    named: dict[str, Any] = {}
+    for i, r in enumerate(runs):
+        name = _label(r, i)
+        if name in named:
+            raise ConfigError(f"two runs named {name!r}; pass a dict {{name: run}}")
+        named[name] = r
+    return named
+
+
+def compare(
+    qrels: Any,
+    runs: Mapping[str, Any] | Sequence[Any],
+    baseline: str | Iterable[str] | None = None,
+    measures: str | Iterable[Any] | None = None,
+    *,
+    test: str = "randomization",
+    correction: str = "holm",
+    permutations: int = 10_000,
+    seed: int = 42,
+    force: bool = False,
+    relevance_map: str | None = None,
+    dedupe: str = "error",
+    data_dir: str | os.PathLike | None = None,
+    **options: Any,
+) -> Comparison:
+    """Evaluate every run and test each against each baseline (paired, per query).
+
+    Args:
+        qrels: as for ``evaluate`` (a path, a collection name, a DataFrame, a dict, ``Qrel``s); may be None when
+            every run is an ``Evaluation`` or a saved ``.json`` evaluation.
+        runs: ``{name: run}`` or a list of runs (named by file name or tag); a run is anything ``evaluate``
+            takes, an ``Evaluation`` (used as it is), or the path of a saved ``twostage eval -q --format json``.
+        baseline: a system's name, or several (each system is tested against each; one correction per measure
+            over all those tests). Default: the first system.
+        measures: as for ``evaluate``; default ``ndcg_cut.10``. Text measures (relstring) are left out.
+        test: ``randomization`` (paired sign-flip test, the default) or ``t`` (paired t-test): the p-value that
+            is corrected and marked.
+        correction: ``holm``, ``bonferroni`` or ``none``.
+        permutations: random sign flips (all 2^n when that is not more).
+        seed: seed of ``numpy.random.default_rng`` for the randomization test.
+        force: compare even when provenance or query sets differ (pairs only the shared queries).
+        relevance_map: relabel the qrels at load time, as for ``evaluate``.
+        dedupe: ``error`` or ``first``, as for ``evaluate``.
+        data_dir: where collection names are looked up.
+        **options: every other ``evaluate`` keyword (``complete``, ``relevance_level``, ``gain``, ...).
+
+    Raises:
+        ProvenanceMismatchError: systems evaluated under different settings or on different queries.
+    """
+    from toolkit.api.evaluation import Evaluation, evaluate
+    from toolkit.api.inputs import as_qrels, parse_measure_args
+    from toolkit.errors import ConfigError
+    from toolkit.evaluation.compare import compare_runs, load_result_json
+
+    named = _named(runs)
+    version = int(options.get("trec_eval", 9))
+    parsed = [m for m in parse_measure_args(measures, version, ["ndcg_cut.10"]) if m.spec.value_type != "string"]
+    names = [m.name for m in parsed]
+    baselines = [baseline] if isinstance(baseline, str) else list(baseline or [next(iter(named), "")])
+    q = None
+    per_query: dict[str, pd.DataFrame] = {}
+    provenance: dict[str, dict] = {}
+    for name, r in named.items():
+        if isinstance(r, (str, os.PathLike)) and str(r).endswith(".json"):
+            per_query[name], provenance[name] = load_result_json(str(r), names)
+            continue
+        if not isinstance(r, Evaluation):
+            if q is None:
+                if qrels is None:
+                    raise ConfigError(f"qrels are needed to evaluate the run {name} (saved .json results need none)")
+                q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
+            r = evaluate(q, r, parsed, dedupe=dedupe, **options)
+        per_query[name], provenance[name] = r.to_ir_measures(), r.provenance
+    result = compare_runs(
+        per_query,
+        provenance,
+        baselines,
+        names,
+        test=test,
+        permutations=permutations,
+        seed=seed,
+        correction=correction,
+        force=force,
+    )
+    return Comparison(result)

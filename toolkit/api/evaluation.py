@@ -1,0 +1,262 @@
+"""``evaluate``: trec_eval's numbers for a run, as pandas objects, with the provenance ``twostage eval`` writes."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from toolkit.evaluation.evaluate import EvalResult
+from toolkit.measures.names import DEFAULT_MEASURES
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One run evaluated: ``summary``, ``per_query``, ``provenance`` and trec_eval's text.
+
+    Measure names are trec_eval's printed names (``ndcg_cut_10``, ``P_10``, ``map``), whichever syntax asked
+    for them (``nDCG@10`` is ``ndcg_cut_10``).
+    """
+
+    result: EvalResult
+
+    @property
+    def summary(self) -> pd.Series:
+        """The ``all`` line: trec_eval's printed name -> value (counts as floats; relstring and runid are text
+        measures and live in ``strings``/``runid``)."""
+        return pd.Series(self.result.aggregate, name=self.runid or "all", dtype="float64")
+
+    @property
+    def per_query(self) -> pd.DataFrame:
+        """One row per evaluated query (index ``query_id``, in trec_eval's query order), one column per measure."""
+        return self.result.wide()
+
+    @property
+    def provenance(self) -> dict:
+        """How the numbers were computed: the dict ``twostage eval --out`` writes to ``FILE.provenance.json``."""
+        return self.result.provenance
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the CLI prints on stderr: queries left out, comment lines skipped, ..."""
+        return self.result.notes
+
+    @property
+    def runid(self) -> str:
+        """The run's tag as trec_eval prints it (the last line's)."""
+        return self.result.runid
+
+    @property
+    def strings(self) -> dict[str, dict[str, str]]:
+        """Text measures per query (``relstring``): {measure: {query_id: text}}."""
+        return self.result.strings
+
+    def to_ir_measures(self) -> pd.DataFrame:
+        """Per-query values in the long form ``ir_measures.iter_calc`` yields: query_id, measure, value."""
+        return self.result.per_query[["query_id", "measure", "value"]].reset_index(drop=True)
+
+    def to_pyterrier(self, name: str | None = None) -> pd.DataFrame:
+        """Per-query values in the shape of ``pt.Experiment(..., perquery=True)``: name, qid, measure, value."""
+        f = self.to_ir_measures().rename(columns={"query_id": "qid"})
+        f.insert(0, "name", name or self.runid or "run")
+        return f
+
+    def to_trec_eval(self, per_query: bool = False, *, summary: bool = True, provenance: bool = True) -> str:
+        """The text ``twostage eval`` prints for the same inputs: ``per_query`` is ``-q``, ``summary=False`` is
+        ``-n``, ``provenance=False`` is ``--no-provenance`` (then the bytes are trec_eval's own)."""
+        from toolkit.evaluation.trec_format import render_text
+
+        return render_text(self.result, per_query, provenance=provenance, summary=summary)
+
+    def to_json(self, per_query: bool = False) -> str:
+        """What ``twostage eval --format json`` prints (full precision; ``per_query`` is ``-q``)."""
+        from toolkit.evaluation.trec_format import render_json
+
+        return render_json(self.result, per_query)
+
+    def write(self, path: str | os.PathLike, per_query: bool = False) -> None:
+        """What ``twostage eval --out PATH`` writes: trec_eval's text and ``PATH.provenance.json``, atomically."""
+        from toolkit.trec_io import atomic_write, write_json
+
+        with atomic_write(path) as fh:
+            fh.write(self.to_trec_eval(per_query))
+        write_json(str(path) + ".provenance.json", self.provenance)
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{k}={v:.4f}" for k, v in list(self.result.aggregate.items())[:6])
+        more = ", ..." if len(self.result.aggregate) > 6 else ""
+        p = self.provenance
+        return (
+            f"Evaluation({values}{more}; {p['queries_evaluated']} queries, {p['semantics']}, "
+            f"query set: {p['query_set']})"
+        )
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        table = self.summary.to_frame().to_html(float_format=lambda v: f"{v:.4f}")
+        notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
+        prov = "".join(
+            f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in self.provenance.items()
+        )
+        return (
+            f"<div><b>Evaluation</b> of {escape(self.runid or 'run')} "
+            f"({self.provenance['queries_evaluated']} queries)</div>{table}"
+            + (f"<ul>{notes}</ul>" if notes else "")
+            + f"<details><summary>provenance</summary><table>{prov}</table></details>"
+        )
+
+
+def settings(
+    *,
+    complete: bool = False,
+    relevance_level: int = 1,
+    max_docs: int | None = None,
+    judged_only: bool = False,
+    num_docs: int = 0,
+    trec_eval: int = 9,
+    score_precision: str | None = None,
+    gain: str = "linear",
+    discount: str = "log2",
+    judged_compat: str = "twostage",
+    allow_no_common: bool = False,
+) -> Any:
+    """``EvalSettings`` from the keyword options (the same names ``twostage eval``'s flags stand for)."""
+    from toolkit.measures.names import build_settings
+
+    return build_settings(
+        {
+            "complete": complete,
+            "relevance_level": relevance_level,
+            "max_docs": max_docs,
+            "judged_only": judged_only,
+            "num_docs": num_docs,
+            "trec_eval": trec_eval,
+            "score_precision": score_precision,
+            "gain": gain,
+            "discount": discount,
+            "judged_compat": judged_compat,
+            "allow_no_common": allow_no_common,
+        }
+    )
+
+
+def _judgments(
+    qrels: Any, rel_format: str, relevance_map: str | None, dedupe: str, data_dir: str | os.PathLike | None
+) -> Any:
+    from toolkit.api.inputs import as_qrels
+    from toolkit.errors import ConfigError
+    from toolkit.trec_io import read_prefs, read_qrels_jg
+
+    if rel_format == "qrels":
+        return as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
+    if relevance_map:
+        raise ConfigError("relevance_map applies to rel_format='qrels' only")
+    if not isinstance(qrels, (str, os.PathLike)):
+        raise ConfigError(f"rel_format={rel_format!r} reads a file; give its path")
+    if rel_format == "qrels_jg":
+        return read_qrels_jg(qrels)
+    if rel_format in ("prefs", "qrels_prefs"):
+        return read_prefs(qrels, rel_format)
+    raise ConfigError(f"rel_format must be qrels, prefs, qrels_prefs or qrels_jg, not {rel_format!r}")
+
+
+def _groups(measures: Any, version: int) -> list:
+    """Measure groups as ``twostage eval -m`` makes them (per-measure settings such as ``RR@10`` or
+    ``P(rel=2)@10`` get their own group); the toolkit's own ``Measure`` values form one plain group."""
+    from toolkit.api.inputs import parse_measure_args
+    from toolkit.measures.names import Measure, MeasureGroup, Overrides, parse_measure_groups
+
+    items = measures if isinstance(measures, (list, tuple)) else [measures]
+    if any(isinstance(m, Measure) for m in items):
+        return [MeasureGroup(Overrides(), tuple(parse_measure_args(measures, version)))]
+    texts = [str(m) for m in items if m is not None]
+    return parse_measure_groups(texts or list(DEFAULT_MEASURES), version)
+
+
+def evaluate(
+    qrels: Any,
+    run: Any,
+    measures: str | Iterable[Any] | None = None,
+    *,
+    complete: bool = False,
+    relevance_level: int = 1,
+    max_docs: int | None = None,
+    judged_only: bool = False,
+    num_docs: int = 0,
+    trec_eval: int = 9,
+    score_precision: str | None = None,
+    gain: str = "linear",
+    discount: str = "log2",
+    judged_compat: str = "twostage",
+    allow_no_common: bool = False,
+    relevance_map: str | None = None,
+    dedupe: str = "error",
+    rel_format: str = "qrels",
+    zscores: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike | None = None,
+) -> Evaluation:
+    """Evaluate ``run`` against ``qrels`` exactly as trec_eval (and ``twostage eval``) does.
+
+    Args:
+        qrels: a qrels file, a collection name (``dl19-passage``), a DataFrame (``qid, docno, label`` or
+            ``query_id, doc_id, relevance``), a ``{qid: {docid: label}}`` dict or ir_measures ``Qrel``s.
+        run: a run file, a ``Run``, a DataFrame (``qid, docno, score`` or ``query_id, doc_id, score``), a
+            ``{qid: {docid: score}}`` dict or ir_measures ``ScoredDoc``s.
+        measures: trec_eval names (``ndcg_cut.10``, ``P.5,10``, ``official``), ir_measures names (``nDCG@10``)
+            or ir_measures measure objects; one or a list. Default: ``official``, as trec_eval.
+        complete: ``-c``: average over every judged query, those missing from the run count as 0.
+        relevance_level: ``-l``: labels at or above it are relevant for binary measures.
+        max_docs: ``-M``: only the top N documents of each query.
+        judged_only: ``-J``: drop unjudged documents before ranking (condensed list).
+        num_docs: ``-N``: documents in the collection (utility).
+        trec_eval: 9 (Pyserini's 9.0.4) or 10: which generation's semantics where they differ.
+        score_precision: ``float32`` or ``float64``; default the generation's (9: float32, 10: float64).
+        gain: nDCG gain: ``linear``, ``exp`` or a map like ``0:0,1:1,2:4,3:10``.
+        discount: nDCG discount: ``log2`` or ``jk[:B]``.
+        judged_compat: ``twostage`` or ``pyserini`` (which judged@k).
+        allow_no_common: zeros instead of ``NoCommonQueriesError`` when run and qrels share no query.
+        relevance_map: relabel the qrels at load time (``1:0,2:1,3:1`` or a preset such as ``cranfield``).
+        dedupe: ``error`` (a repeated (query, doc) is an error) or ``first`` (keep the first, count the rest).
+        rel_format: ``-R``: ``qrels``, ``prefs``, ``qrels_prefs`` or ``qrels_jg`` (the last three read files).
+        zscores: ``-Z``: a file of ``qid measure mean stddev``; values become z-scores.
+        data_dir: where collection names are looked up (default ``$TWOSTAGE_DATA`` or ``../shared/data``).
+
+    Raises:
+        InputFormatError: malformed input, naming the file or row.
+        UnknownMeasureError: a measure that does not exist or that these options cannot give.
+    """
+    from toolkit.api.inputs import as_run
+    from toolkit.evaluation.evaluate import check_measures
+    from toolkit.evaluation.groups import evaluate_groups
+    from toolkit.trec_io import read_zscores
+
+    s = settings(
+        complete=complete,
+        relevance_level=relevance_level,
+        max_docs=max_docs,
+        judged_only=judged_only,
+        num_docs=num_docs,
+        trec_eval=trec_eval,
+        score_precision=score_precision,
+        gain=gain,
+        discount=discount,
+        judged_compat=judged_compat,
+        allow_no_common=allow_no_common,
+    )
+    groups = _groups(measures, s.trec_eval)
+    for group in groups:  # before reading anything
+        check_measures(group.measures, group.overrides.apply(s), rel_format)
+    judgments = _judgments(qrels, rel_format, relevance_map, dedupe, data_dir)
+    r = as_run(run, dedupe=dedupe)
+    z = read_zscores(zscores) if zscores else None
+    result = evaluate_groups(judgments, r, groups, s, zscores=z)
+    for note in result.notes:
+        log.info("%s", note)
+    return Evaluation(result)

@@ -1,0 +1,307 @@
+"""Adapters from the inputs people already have to the toolkit's ``Run`` and ``Qrels``.
+
+Accepted: a path (TREC format, gz allowed), a collection name (qrels only: ``dl19-passage``), a pandas
+DataFrame (PyTerrier's ``qid, docno, score[, rank]`` and ``qid, docno, label``; ir_datasets'
+``query_id, doc_id, relevance``; twostage's ``query_id, doc_id, score``; TREC's ``docid``), a
+pytrec_eval / ranx style ``{qid: {docid: value}}`` dict, an iterable of ir_measures ``ScoredDoc`` /
+``Qrel`` tuples, and the toolkit's own ``Run`` / ``Qrels``.
+
+In-memory inputs are validated as files are: a missing column, a NaN or non-numeric score, a
+non-integer label or a repeated (query, document) pair raises ``InputFormatError`` naming the row
+(0-based position in the frame, or in the iterable); nothing is dropped unless ``dedupe="first"``
+asks for it, and then the count is in the provenance. Integer query or document ids (a frame read
+with ``pd.read_csv``) are converted to their decimal text, and a log message says so; ids of any
+other non-text type are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import ConfigError, InputFormatError
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
+
+log = logging.getLogger(__name__)
+
+#: Column names accepted for each field, in the order they are looked for.
+QUERY_COLUMNS = ("query_id", "qid")
+DOC_COLUMNS = ("doc_id", "docno", "docid")
+SCORE_COLUMNS = ("score",)
+LABEL_COLUMNS = ("relevance", "label")
+
+FRAME = "<DataFrame>"
+DICT = "<dict>"
+ITERABLE = "<iterable>"
+
+
+def _column(frame: pd.DataFrame, names: tuple[str, ...], what: str, where: str) -> str:
+    for n in names:
+        if n in frame.columns:
+            return n
+    raise InputFormatError(
+        where, None, f"no {what} column: expected one of {', '.join(names)}; the columns are {list(frame.columns)}"
+    )
+
+
+def _show(value: object) -> str:
+    """A cell as the user wrote it (numpy scalars as Python numbers)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _id_kind(v: object) -> int:
+    """1 text, 2 integer (converted), 0 anything else (refused: floats, None, bools)."""
+    if isinstance(v, str):
+        return 1
+    return 2 if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) else 0
+
+
+def _ids(values: pd.Series, what: str, where: str) -> pd.Series:
+    """Ids as text: strings as they are, integers as decimal text (logged), anything else refused."""
+    if pd.api.types.is_integer_dtype(values.dtype):
+        log.info("%s: integer %s ids converted to text (str)", where, what)
+        return values.astype("str")
+    if pd.api.types.is_object_dtype(values.dtype):
+        import pyarrow as pa
+
+        try:  # all text (PyTerrier's frames): converted in C, no Python loop
+            text = pa.array(values.to_numpy(), type=pa.large_string(), from_pandas=True)
+            if text.null_count == 0:
+                return pd.Series(pd.arrays.ArrowStringArray(text), index=values.index, copy=False)
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            pass
+        kind = values.map(_id_kind).to_numpy()
+        bad = kind == 0
+        if (kind == 2).any() and not bad.any():
+            log.info("%s: integer %s ids converted to text (str)", where, what)
+    elif pd.api.types.is_string_dtype(values.dtype):
+        bad = values.isna().to_numpy()
+    else:
+        bad = np.ones(len(values), dtype=bool)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputFormatError(
+            where, None, f"row {row}: {what} id {_show(values.iloc[row])} is not text (give ids as str or int)"
+        )
+    return values.astype("str")
+
+
+def _text_column(values: pd.Series) -> pd.Series:
+    """An arrow-backed text column with a fresh index, as the file readers make (no per-row Python objects)."""
+    import pyarrow as pa
+
+    text = values if isinstance(values.array, pd.arrays.ArrowStringArray) else values.astype("str")
+    a = pa.array(text.array).cast(pa.large_string())
+    if not isinstance(a, pa.ChunkedArray):
+        a = pa.chunked_array([a])
+    return pd.Series(pd.arrays.ArrowStringArray(a), copy=False)
+
+
+def _numbers(values: pd.Series, what: str, where: str) -> np.ndarray:
+    try:
+        out = pd.to_numeric(values, errors="raise").to_numpy(dtype=np.float64)
+    except (ValueError, TypeError):
+        parsed = pd.to_numeric(values, errors="coerce")
+        row = int(np.flatnonzero(parsed.isna().to_numpy() & values.notna().to_numpy())[0])
+        raise InputFormatError(where, None, f"row {row}: {what} {_show(values.iloc[row])} is not a number") from None
+    nan = np.isnan(out)
+    if nan.any():
+        row = int(np.flatnonzero(nan)[0])
+        raise InputFormatError(
+            where, None, f"row {row}: {what} is NaN; trec_eval's sort breaks on NaN, so it is refused"
+        )
+    return out
+
+
+def _arrow(column: pd.Series) -> Any:
+    import pyarrow as pa
+
+    from toolkit.columns import arrow_of
+
+    a = arrow_of(column)
+    chunks = a.chunks if isinstance(a, pa.ChunkedArray) else [a]
+    # the hashing works chunk by chunk: a column converted in one piece is cut so its temporaries stay small
+    step = 1 << 19
+    return pa.chunked_array([c.slice(i, step) for c in chunks for i in range(0, len(c), step)], type=a.type)
+
+
+def _dedupe(frame: pd.DataFrame, where: str, dedupe: str, what: str) -> tuple[pd.DataFrame, int]:
+    """Repeated (query, doc) rows, found as files' are (64-bit pair hashes, then the exact strings)."""
+    from toolkit.trec_io import _duplicate_rows
+
+    rows = _duplicate_rows(_arrow(frame[QUERY_ID]), _arrow(frame[DOC_ID]))
+    if not len(rows):
+        return frame, 0
+    if dedupe == "first":
+        keep = np.ones(len(frame), dtype=bool)
+        keep[rows] = False
+        return frame[keep].reset_index(drop=True), len(rows)
+    row = int(rows[0])
+    q, d = frame[QUERY_ID].iloc[row], frame[DOC_ID].iloc[row]
+    raise InputFormatError(
+        where,
+        None,
+        f"row {row}: {what} lists document {d!r} twice for query {q!r} ({len(rows)} duplicate row(s) in all); "
+        "trec_eval refuses this; pass dedupe='first' to keep the first occurrence",
+    )
+
+
+def _frame_sha256(frame: pd.DataFrame) -> str:
+    """A content checksum of an in-memory table (pair hashes and values, vectorised), so provenance can tell
+    inputs apart."""
+    from toolkit.columns import row_hashes
+
+    h = hashlib.sha256(row_hashes(_arrow(frame[QUERY_ID]), _arrow(frame[DOC_ID])).tobytes())
+    h.update(np.ascontiguousarray(frame.iloc[:, 2].to_numpy()).tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------- runs
+def run_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", tag: str = "", where: str = FRAME) -> Run:
+    """A ``Run`` from a DataFrame with query, document and score columns (any rank column is ignored)."""
+    q = _column(frame, QUERY_COLUMNS, "query id", where)
+    d = _column(frame, DOC_COLUMNS, "document id", where)
+    s = _column(frame, SCORE_COLUMNS, "score", where)
+    out = pd.DataFrame(
+        {
+            QUERY_ID: _text_column(_ids(frame[q], "query", where)),
+            DOC_ID: _text_column(_ids(frame[d], "document", where)),
+            SCORE: _numbers(frame[s], "score", where),
+        }
+    )
+    out, dropped = _dedupe(out, where, dedupe, "run")
+    if not tag and "name" in frame.columns and frame["name"].nunique() == 1:
+        tag = str(frame["name"].iloc[0])  # PyTerrier's transformer name
+    return Run(frame=out, path=where, tag=tag, sha256=_frame_sha256(out), duplicates_dropped=dropped, last_tag=tag)
+
+
+def _nested_frame(obj: Mapping, value: str, where: str) -> pd.DataFrame:
+    qids: list[Any] = []
+    docs: list[Any] = []
+    vals: list[Any] = []
+    for qid, docs_of in obj.items():
+        if not isinstance(docs_of, Mapping):
+            raise InputFormatError(where, None, f"query {qid!r}: expected {{doc_id: {value}}}, got {type(docs_of)}")
+        qids.extend([qid] * len(docs_of))
+        docs.extend(docs_of.keys())
+        vals.extend(docs_of.values())
+    return pd.DataFrame({QUERY_ID: pd.Series(qids, dtype=object), DOC_ID: pd.Series(docs, dtype=object), value: vals})
+
+
+def _tuples_frame(items: Iterable, fields: tuple[str, ...], where: str) -> pd.DataFrame:
+    rows = list(items)
+    for i, r in enumerate(rows):
+        if not all(hasattr(r, f) for f in fields):
+            raise InputFormatError(where, None, f"row {i}: expected a tuple with fields {', '.join(fields)}, got {r!r}")
+    return pd.DataFrame({f: pd.Series([getattr(r, f) for r in rows], dtype=object) for f in fields})
+
+
+def as_run(obj: Any, *, dedupe: str = "error") -> Run:
+    """A ``Run`` from a path, a DataFrame, a ``{qid: {docid: score}}`` dict, ir_measures ``ScoredDoc``s,
+    a ``toolkit.Run`` or a ``records.Run``; see the module docstring for the validation."""
+    from toolkit.trec_io import read_run
+
+    if isinstance(obj, Run):
+        return obj
+    inner = getattr(obj, "inner", None)
+    if isinstance(inner, Run):
+        return inner
+    if isinstance(obj, (str, os.PathLike)):
+        return read_run(obj, dedupe=dedupe)  # type: ignore[arg-type]
+    if isinstance(obj, pd.DataFrame):
+        return run_from_frame(obj, dedupe=dedupe)
+    if isinstance(obj, Mapping):
+        return run_from_frame(_nested_frame(obj, SCORE, DICT), dedupe=dedupe, where=DICT)
+    if isinstance(obj, Iterable):
+        return run_from_frame(
+            _tuples_frame(obj, ("query_id", "doc_id", "score"), ITERABLE), dedupe=dedupe, where=ITERABLE
+        )
+    raise ConfigError(f"cannot read a run from {type(obj).__name__}: give a path, a DataFrame, a dict or ScoredDocs")
+
+
+# -------------------------------------------------------------------- qrels
+def qrels_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", where: str = FRAME) -> Qrels:
+    """A ``Qrels`` from a DataFrame with query, document and integer label columns."""
+    q = _column(frame, QUERY_COLUMNS, "query id", where)
+    d = _column(frame, DOC_COLUMNS, "document id", where)
+    r = _column(frame, LABEL_COLUMNS, "relevance label", where)
+    labels = _numbers(frame[r], "relevance label", where)
+    frac = labels != np.floor(labels)
+    if frac.any():
+        row = int(np.flatnonzero(frac)[0])
+        raise InputFormatError(where, None, f"row {row}: relevance {_show(frame[r].iloc[row])} is not an integer")
+    out = pd.DataFrame(
+        {
+            QUERY_ID: _text_column(_ids(frame[q], "query", where)),
+            DOC_ID: _text_column(_ids(frame[d], "document", where)),
+            RELEVANCE: labels.astype(np.int64),
+        }
+    )
+    out, dropped = _dedupe(out, where, dedupe, "qrels")
+    return Qrels(frame=out, path=where, sha256=_frame_sha256(out), duplicates_dropped=dropped)
+
+
+def _relabel(qrels: Qrels, relevance_map: str | None) -> Qrels:
+    import dataclasses
+
+    from toolkit.catalog import relevance_map as parse_map
+    from toolkit.trec_io import apply_relevance_map
+
+    if not relevance_map:
+        return qrels
+    mapping, name = parse_map(relevance_map)
+    frame = apply_relevance_map(qrels.frame, mapping, qrels.path)
+    return dataclasses.replace(qrels, frame=frame, relevance_map=mapping, relevance_map_name=name)
+
+
+def as_qrels(
+    obj: Any, *, dedupe: str = "error", relevance_map: str | None = None, data_dir: str | os.PathLike | None = None
+) -> Qrels:
+    """A ``Qrels`` from a path, a collection name, a DataFrame, a ``{qid: {docid: label}}`` dict, ir_measures
+    ``Qrel``s or a ``records.Qrels``; ``relevance_map`` (``1:0,2:1`` or a preset) relabels at load time."""
+    from toolkit.catalog import resolve_qrels
+
+    if isinstance(obj, Qrels):
+        return _relabel(obj, relevance_map)
+    if isinstance(obj, (str, os.PathLike)):
+        source = resolve_qrels(str(obj), data_dir)
+        for note in source.notes:
+            log.info("%s", note)
+        if relevance_map:
+            from toolkit.catalog import relevance_map as parse_map
+
+            mapping, name = parse_map(relevance_map)
+            return source.read(dedupe, mapping, name)
+        return source.read(dedupe)
+    if isinstance(obj, pd.DataFrame):
+        return _relabel(qrels_from_frame(obj, dedupe=dedupe), relevance_map)
+    if isinstance(obj, Mapping):
+        return _relabel(qrels_from_frame(_nested_frame(obj, RELEVANCE, DICT), dedupe=dedupe, where=DICT), relevance_map)
+    if isinstance(obj, Iterable):
+        frame = _tuples_frame(obj, ("query_id", "doc_id", "relevance"), ITERABLE)
+        return _relabel(qrels_from_frame(frame, dedupe=dedupe, where=ITERABLE), relevance_map)
+    raise ConfigError(f"cannot read qrels from {type(obj).__name__}: give a path, a name, a DataFrame, a dict or Qrels")
+
+
+def parse_measure_args(measures: Any, version: int, default: Iterable[str] | None = None) -> list:
+    """Measures from one or a list of: trec_eval or ir_measures names, ir_measures measure objects (by their
+    string form) and the toolkit's own ``Measure`` values; ``default`` (trec_eval's ``official``) when none."""
+    from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measures
+
+    if measures is None:
+        items: list = []
+    elif isinstance(measures, (str, Measure)) or not isinstance(measures, Iterable):
+        items = [measures]
+    else:
+        items = list(measures)
+    own = [m for m in items if isinstance(m, Measure)]
+    texts = [str(m) for m in items if not isinstance(m, Measure)]
+    if not items:
+        texts = list(default if default is not None else DEFAULT_MEASURES)
+    return own + (parse_measures(texts, version) if texts else [])

@@ -1,0 +1,112 @@
+"""``Run``: a ranked result list that the verbs return and take, with its settings sidecar."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from toolkit import records
+from toolkit.records import DOC_ID, QUERY_ID, SCORE
+
+
+@dataclass(frozen=True)
+class Run:
+    """A TREC run in memory: ``frame`` (query_id, doc_id, score) plus how it was made (``meta``).
+
+    Pass it straight to ``evaluate``, ``compare`` or ``diagnose``; ``write`` stores it in TREC format with
+    ``PATH.meta.json`` (what ``twostage bm25/dense/fuse/rerank --out`` writes beside a run).
+    """
+
+    inner: records.Run
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike, *, dedupe: str = "error") -> Run:
+        """A run file (TREC format, gz allowed) and its ``PATH.meta.json`` sidecar when there is one."""
+        from toolkit.sidecar import read_meta
+        from toolkit.trec_io import read_run
+
+        return cls(read_run(path, dedupe=dedupe), read_meta(path) or {})  # type: ignore[arg-type]
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, *, tag: str = "", dedupe: str = "error") -> Run:
+        """A run from a DataFrame: PyTerrier's ``qid, docno, score`` or ``query_id, doc_id, score`` (a rank
+        column is ignored, as trec_eval ignores it); validated like a file (see ``toolkit.api.inputs``)."""
+        from toolkit.api.inputs import run_from_frame
+
+        return cls(run_from_frame(frame, tag=tag, dedupe=dedupe))
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The rows as stored: query_id, doc_id, score, in input order."""
+        return self.inner.frame
+
+    @property
+    def tag(self) -> str:
+        """The run's tag (trec_eval's runid)."""
+        return self.inner.runid
+
+    @property
+    def query_ids(self) -> list[str]:
+        """The queries the run holds, sorted."""
+        return self.inner.query_ids
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def to_frame(self, style: str = "twostage") -> pd.DataFrame:
+        """Rows in trec_eval's order (score descending, ties by doc id descending) with rank 1..n per query.
+
+        ``style="twostage"``: query_id, doc_id, score, rank; ``style="pyterrier"``: qid, docno, score, rank.
+        """
+        from toolkit.ranking import ranked_positions
+
+        order, rank = ranked_positions(self.inner.frame, "float64")
+        f = self.inner.frame
+        out = pd.DataFrame(
+            {
+                QUERY_ID: f[QUERY_ID].to_numpy()[order],
+                DOC_ID: f[DOC_ID].to_numpy()[order],
+                SCORE: f[SCORE].to_numpy()[order],
+                "rank": rank,
+            }
+        ).astype({QUERY_ID: "str", DOC_ID: "str"})
+        if style == "pyterrier":
+            return out.rename(columns={QUERY_ID: "qid", DOC_ID: "docno"})
+        if style != "twostage":
+            from toolkit.errors import ConfigError
+
+            raise ConfigError(f"style must be 'twostage' or 'pyterrier', not {style!r}")
+        return out
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        """pytrec_eval / ranx style ``{query_id: {doc_id: score}}``."""
+        out: dict[str, dict[str, float]] = {}
+        f = self.inner.frame
+        for q, d, s in zip(f[QUERY_ID].tolist(), f[DOC_ID].tolist(), f[SCORE].tolist()):
+            out.setdefault(q, {})[d] = s
+        return out
+
+    def write(self, path: str | os.PathLike, *, tag: str | None = None, depth: int | None = None) -> None:
+        """Write the run in TREC format (atomically, trec_eval order, full-precision scores) and, when the run
+        has settings, ``PATH.meta.json`` beside it."""
+        from toolkit.trec_io import sha256_file, write_json, write_run
+
+        write_run(self.inner, path, tag=tag, depth=depth)
+        if self.meta:
+            meta = dict(self.meta)
+            meta["run"] = {"path": str(path), "sha256": sha256_file(path)}
+            write_json(str(path) + ".meta.json", meta)
+
+    def __repr__(self) -> str:
+        n = len(self.inner)
+        return f"Run({self.tag or 'untagged'!r}, {len(self.query_ids)} queries, {n} rows, from {self.inner.path})"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        head = self.to_frame().head(10).to_html(index=False)
+        return f"<p><b>Run</b> {escape(repr(self))}</p>{head}"

@@ -1,0 +1,226 @@
+"""Comparing systems: per-query values of several runs paired, tested against one or more baselines.
+
+The input is, per system, its tidy per-query values (query_id, measure, value) and its provenance (what
+``evaluate`` gives, or a saved ``twostage eval -q --format json`` result). ``compare_runs`` refuses systems
+whose provenance or evaluated queries differ from a baseline's (``ProvenanceMismatchError``) unless forced,
+then tests every system against every baseline with ``significance.compare_table`` and applies one
+multiple-comparison correction per measure over the whole family of (baseline, system) tests.
+
+With several baselines, each pair of baselines is tested once (the later against the earlier), and the
+randomization test of each baseline uses a generator seeded with ``seed``, so each baseline's p-values are
+the ones a comparison with that baseline alone gives.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from toolkit.errors import ConfigError, InputFormatError, ProvenanceMismatchError
+from toolkit.evaluation.significance import Comparison, adjust, comparability, compare_table
+
+TESTS = {"randomization": "p_permutation", "t": "p_ttest"}
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    """What a comparison computed: the tidy per-query table (run, query_id, measure, value) the tests read, the
+    tests (one per measure, baseline and system, ``p_adjusted`` over the family), and the JSON document."""
+
+    table: pd.DataFrame
+    tests: tuple[Comparison, ...]
+    doc: dict
+    baselines: tuple[str, ...]
+    measures: tuple[str, ...]
+
+
+def load_result_json(path: str, measures: Sequence[str]) -> tuple[pd.DataFrame, dict]:
+    """Per-query values and provenance saved by `twostage eval -q --format json --out FILE`."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputFormatError(path, None, "no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputFormatError(path, None, f"not JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("per_query"), dict) or "provenance" not in doc:
+        raise InputFormatError(
+            path,
+            None,
+            "not a saved evaluation with per-query values; "
+            "write one with `twostage eval -q --format json --out FILE QRELS RUN`",
+        )
+    rows = [(str(qid), m, v) for qid, vals in doc["per_query"].items() for m, v in vals.items()]
+    frame = pd.DataFrame(rows, columns=["query_id", "measure", "value"]).astype({"value": "float64"})
+    have = set(frame["measure"])
+    missing = [m for m in measures if m not in have]
+    if missing:
+        raise InputFormatError(
+            path, None, f"has no per-query values for {', '.join(missing)} (it has: {', '.join(sorted(have))})"
+        )
+    return frame, doc["provenance"]
+
+
+def _check(per_query: Mapping, baselines: Sequence[str], test: str, correction: str) -> None:
+    if len(per_query) < 2:
+        raise ConfigError("give at least two systems: a baseline and a system to compare with it")
+    unknown = [b for b in baselines if b not in per_query]
+    if unknown or not baselines:
+        raise ConfigError(f"baseline(s) {unknown or '(none)'} not among the systems ({', '.join(per_query)})")
+    if len(set(baselines)) != len(baselines):
+        raise ConfigError("a baseline is named twice")
+    if test not in TESTS:
+        raise ConfigError(f"test must be one of {', '.join(TESTS)}, not {test!r}")
+    if correction not in ("holm", "bonferroni", "none"):
+        raise ConfigError(f"correction must be holm, bonferroni or none, not {correction!r}")
+
+
+def paired_table(
+    per_query: Mapping[str, pd.DataFrame],
+    provenance: Mapping[str, dict],
+    baselines: Sequence[str],
+    measures: Sequence[str],
+    force: bool = False,
+) -> tuple[pd.DataFrame, dict, int]:
+    """The tidy table of every system (run, query_id, measure, value), the provenance differences found, and the
+    number of queries every system shares. Differences raise unless ``force`` (then only shared queries pair)."""
+    query_sets = {r: set(f["query_id"].unique().tolist()) for r, f in per_query.items()}
+    diff: dict = {}
+    for b in baselines:
+        diff.update(comparability(dict(provenance), query_sets, b))
+    if diff and not force:
+        raise ProvenanceMismatchError(diff)
+    shared = set.intersection(*query_sets.values())
+    frames = []
+    for r, f in per_query.items():
+        f = f[f["measure"].isin(list(measures))][["query_id", "measure", "value"]].copy()
+        if diff:  # forced: pair on the queries every run has
+            f = f[f["query_id"].isin(shared)]
+        f.insert(0, "run", r)
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True), diff, len(shared)
+
+
+def run_tests(
+    table: pd.DataFrame,
+    baselines: Sequence[str],
+    *,
+    test: str = "randomization",
+    permutations: int = 10_000,
+    seed: int = 42,
+    correction: str = "holm",
+) -> list[Comparison]:
+    """Every system against every baseline, per measure; ``p_adjusted`` corrects the chosen test's p-values
+    over all (baseline, system) tests of the measure."""
+    runs = list(dict.fromkeys(table["run"].tolist()))
+    tests: list[Comparison] = []
+    for i, b in enumerate(baselines):
+        earlier = set(baselines[:i])  # a pair of baselines is tested once
+        part = table[~table["run"].isin(earlier)]
+        if len([r for r in runs if r not in earlier]) < 2:
+            continue
+        tests += compare_table(part, b, permutations=permutations, seed=seed, correction="none")
+    key = TESTS[test]
+    out: list[Comparison] = []
+    for measure in dict.fromkeys(c.measure for c in tests):
+        family = [c for c in tests if c.measure == measure]
+        adjusted = adjust([getattr(c, key) for c in family], correction)
+        out += [replace(c, p_adjusted=float(p)) for c, p in zip(family, adjusted)]
+    return out
+
+
+def _json_number(x: float):
+    return x if isinstance(x, float) and math.isfinite(x) else (None if x != x else str(x))
+
+
+def _results(tests: Sequence[Comparison], baseline: str) -> dict:
+    out: dict = {}
+    for c in tests:
+        if c.baseline != baseline:
+            continue
+        d = c.as_dict()
+        d.pop("measure")
+        out.setdefault(c.measure, {})[c.run] = {k: _json_number(v) if isinstance(v, float) else v for k, v in d.items()}
+    return out
+
+
+def compare_doc(
+    tests: Sequence[Comparison],
+    provenance: Mapping[str, dict],
+    baselines: Sequence[str],
+    measures: Sequence[str],
+    *,
+    test: str,
+    permutations: int,
+    seed: int,
+    correction: str,
+    diff: dict,
+    n_shared: int,
+) -> dict:
+    """The JSON document of ``twostage compare --format json`` (``results`` against the first baseline,
+    ``results_by_baseline`` against each)."""
+    n_family = len({(c.baseline, c.run) for c in tests})
+    by_baseline = {b: _results(tests, b) for b in baselines}
+    return {
+        "baseline": baselines[0],
+        "baselines": list(baselines),
+        "runs": list(provenance),
+        "measures": list(measures),
+        "tests": {
+            "t_test": "paired Student t-test, two-sided (scipy.stats.t)",
+            "permutation": f"paired randomization test, two-sided, statistic mean difference, {permutations} "
+            "random sign flips (exact enumeration when 2^n <= that), p = (1 + hits) / (1 + N)",
+            "permutations": permutations,
+            "seed": seed,
+            "rng": "numpy.random.default_rng(seed) per baseline, consumed measure by measure, run by run",
+            "test": test,
+            "correction": correction,
+            "correction_applies_to": f"{TESTS[test]}, per measure, over the {n_family} (baseline, run) "
+            f"comparison(s) of the family",
+        },
+        "baseline_mean": {c.measure: c.baseline_mean for c in tests if c.baseline == baselines[0]},
+        "results": by_baseline[baselines[0]],
+        "results_by_baseline": by_baseline,
+        "forced": bool(diff),
+        "provenance_differences": {k: list(v) for k, v in diff.items()},
+        "queries_compared": n_shared if diff else None,
+        "provenance": dict(provenance),
+    }
+
+
+def compare_runs(
+    per_query: Mapping[str, pd.DataFrame],
+    provenance: Mapping[str, dict],
+    baselines: Sequence[str],
+    measures: Sequence[str],
+    *,
+    test: str = "randomization",
+    permutations: int = 10_000,
+    seed: int = 42,
+    correction: str = "holm",
+    force: bool = False,
+) -> ComparisonResult:
+    """Pair, check and test systems given as {name: per-query values} and {name: provenance}."""
+    _check(per_query, baselines, test, correction)
+    table, diff, n_shared = paired_table(per_query, provenance, baselines, measures, force)
+    tests = run_tests(table, baselines, test=test, permutations=permutations, seed=seed, correction=correction)
+    doc = compare_doc(
+        tests,
+        provenance,
+        baselines,
+        measures,
+        test=test,
+        permutations=permutations,
+        seed=seed,
+        correction=correction,
+        diff=diff,
+        n_shared=n_shared,
+    )
+    return ComparisonResult(table, tuple(tests), doc, tuple(baselines), tuple(measures))
+
+
+__all__ = ["TESTS", "ComparisonResult", "compare_doc", "compare_runs", "load_result_json", "paired_table", "run_tests"]
