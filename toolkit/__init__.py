@@ -31,12 +31,15 @@ _PUBLIC = {
     "fuse": "pipeline",
     "rerank": "pipeline",
     "read_run": "pipeline",
+    "experiment": "experiment",
+    "Experiment": "experiment",
 }
 
 __all__ = [
     "Comparison",
     "Diagnosis",
     "Evaluation",
+    "Experiment",
     "Run",
     "__version__",
     "bm25",
@@ -44,6 +47,7 @@ __all__ = [
     "dense",
     "diagnose",
     "evaluate",
+    "experiment",
     "fuse",
     "index",
     "read_run",
@@ -54,6 +58,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.comparison import Comparison, compare
     from toolkit.api.diagnosis import Diagnosis, diagnose
     from toolkit.api.evaluation import Evaluation, evaluate
+    from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.run import Run
 

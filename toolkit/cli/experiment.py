@@ -29,8 +29,8 @@ def run_command(experiment_file, out, force, cache_dir, data_dir):
     Example:
       twostage experiment run docs/experiments/cacm.yaml --out reports/cacm-experiment
     """
-    from toolkit.experiment.cache import StageCache
-    from toolkit.experiment.results import run_experiment, table_text
+    from toolkit.experiments.cache import StageCache
+    from toolkit.experiments.results import run_experiment, table_text
 
     result = run_experiment(
         experiment_file,
@@ -52,7 +52,7 @@ def diff_command(a, b, tolerance):
 
     Exit status 0 when nothing differs, 1 otherwise (as diff(1)).
     """
-    from toolkit.experiment.diff import experiment_diff
+    from toolkit.experiments.diff import experiment_diff
 
     lines = experiment_diff(a, b, tolerance)
     for line in lines:

@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from toolkit.errors import ConfigError
-from toolkit.experiment.cache import StageCache
-from toolkit.experiment.runner import Config, Context, run_stages, topics_checksum
-from toolkit.experiment.spec import Experiment, parse_experiment
+from toolkit.experiments.cache import StageCache
+from toolkit.experiments.runner import Config, Context, run_stages, topics_checksum
+from toolkit.experiments.spec import Experiment, parse_experiment
 from toolkit.records import QUERY_ID
 
 
@@ -50,7 +50,7 @@ def _index(exp: Experiment, data_dir: str | None, say) -> str:
         p = p if p.is_absolute() else Path(exp.path).parent / p
         return str(check_lucene_index(p))
     from toolkit.corpus import resolve_corpus
-    from toolkit.experiment.cache import default_folder
+    from toolkit.experiments.cache import default_folder
     from toolkit.retrieval.indexing import build_lucene_index
 
     name = str(exp.index["collection"])
@@ -227,7 +227,7 @@ def run_experiment(
     say: Callable[[str], None] = print,
 ) -> ExperimentResult:
     """Run the experiment file ``path`` into ``out``; returns the results table (also in results.csv)."""
-    from toolkit.experiment.report import write_index_html
+    from toolkit.experiments.report import write_index_html
     from toolkit.trec_io import atomic_write, write_json
 
     started = time.perf_counter()

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toolkit.experiment.cache import ENTRY_FILE, StageCache
-from toolkit.experiment.results import run_experiment, safe_name
+from toolkit.experiments.cache import ENTRY_FILE, StageCache
+from toolkit.experiments.results import run_experiment, safe_name
 from toolkit.records import Topic, Topics
 from toolkit.retrieval.lucene import LuceneRetriever
 
@@ -306,3 +306,20 @@ def test_cross_validated_run_takes_each_folds_choice_and_serves_unjudged_queries
             zip(want["query_id"], want["doc_id"], want["score"])
         )
     assert set(frame["query_id"]) == {"1", "2", "3", "4", "5"}
+
+
+def test_python_api_runs_the_experiment_as_the_cli_does(tiny_index, tmp_path, cli):
+    import toolkit as ts
+
+    path = experiment(tmp_path, tiny_index, GRID)
+    res = cli("experiment", "run", path, "--out", tmp_path / "cli", "--cache-dir", tmp_path / "cache")
+    assert res.exit_code == 0, res.output
+    table = ts.experiment(path, tmp_path / "api", cache_dir=tmp_path / "cache")
+    from_cli = pd.read_csv(tmp_path / "cli" / "results.csv")
+    assert set(table["cache"]) == {"reused"} and set(from_cli["cache"]) == {"computed"}
+    same = ["config", "k1", "b", "map", "P_2"]
+    assert table[same].to_csv(index=False) == from_cli[same].to_csv(index=False)
+    exp = ts.Experiment.from_yaml(path)
+    again = exp.run(tmp_path / "api2", cache_dir=tmp_path / "cache")
+    assert again.counts == {"computed": 0, "reused": 4}  # the CLI's run filled the shared cache
+    assert again.table.to_csv(index=False) == table.to_csv(index=False)

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from toolkit.errors import InputFormatError
-from toolkit.experiment.spec import config_names, outputs, parse_experiment
+from toolkit.experiments.spec import config_names, outputs, parse_experiment
 
 GOOD = """\
 name: t

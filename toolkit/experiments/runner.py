@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from toolkit.experiment.cache import StageCache, stage_key
-from toolkit.experiment.spec import Experiment, Stage, outputs, tuned_label
-from toolkit.experiment.tuning import TuneResult, cross_validate, tuning_set
+from toolkit.experiments.cache import StageCache, stage_key
+from toolkit.experiments.spec import Experiment, Stage, outputs, tuned_label
+from toolkit.experiments.tuning import TuneResult, cross_validate, tuning_set
 from toolkit.records import QUERY_ID, Run, Topics
 
 

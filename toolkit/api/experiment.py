@@ -1,0 +1,77 @@
+"""``experiment``: an experiment file (stages, grids, tuning, evaluation) run in one warm process."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from toolkit.experiments.cache import StageCache
+from toolkit.experiments.results import ExperimentResult, run_experiment
+from toolkit.experiments.spec import Experiment as ExperimentSpec
+from toolkit.experiments.spec import parse_experiment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment file, parsed and checked: every mistake is reported with its YAML line before anything runs.
+
+    ``Experiment.from_yaml(path).run(out)`` is ``twostage experiment run PATH --out OUT``.
+    """
+
+    path: Path
+    spec: ExperimentSpec
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike) -> Experiment:
+        """Read and check the experiment file at ``path``.
+
+        Args:
+            path: the YAML experiment file (see ``docs/experiments/cacm.yaml``).
+        """
+        return cls(Path(path), parse_experiment(Path(path)))
+
+    def run(
+        self,
+        out: str | os.PathLike,
+        *,
+        force: Sequence[str] = (),
+        data_dir: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> ExperimentResult:
+        """Run every configuration into ``out``, reusing cached stages; the result's ``table`` is results.csv.
+
+        Args:
+            out: the results folder (results.csv, index.html, experiment.json, runs/, one diagnosis per rerank).
+            force: stage names to recompute even when their cached run is valid.
+            data_dir: where named collections are found (default: ``$TWOSTAGE_DATA`` or ``../shared/data``).
+            cache_dir: the stage cache folder (default ``$TWOSTAGE_CACHE/stages``), shared by experiments.
+        """
+        return run_experiment(self.path, Path(out), tuple(force), data_dir, StageCache(cache_dir), say=log.info)
+
+
+def experiment(
+    path: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    force: Sequence[str] = (),
+    data_dir: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> pd.DataFrame:
+    """Run the experiment file ``path`` into ``out`` and return its results table (one row per configuration).
+
+    Args:
+        path: the YAML experiment file.
+        out: the results folder.
+        force: stage names to recompute even when their cached run is valid.
+        data_dir: where named collections are found.
+        cache_dir: the stage cache folder (default ``$TWOSTAGE_CACHE/stages``).
+    """
+    exp = Experiment.from_yaml(path)
+    return exp.run(out, force=force, data_dir=data_dir, cache_dir=cache_dir).table
