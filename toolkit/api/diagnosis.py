@@ -144,23 +144,15 @@ def _reranked_from_path(
     listwise: Iterable[str],
     pairs: Mapping[str, str],
 ) -> tuple[core.Reranked, dict]:
-    """A reranked run read from a file, its depth and first stage from the flags, else its sidecar."""
+    """A reranked run read from a file, its depth and first stage from the flags, else its sidecar (the
+    CLI's rule: ``diagnosis.reranked_input``)."""
     from toolkit.sidecar import read_meta
 
     meta = read_meta(path) or {}
-    from_sidecar = meta.get("depth") if meta.get("reranker") else None  # a `twostage rerank` sidecar
-    if depth:
-        d, d_from = depth, "given"
-    elif from_sidecar:
-        d, d_from = int(from_sidecar), "the run's sidecar"
-    else:
-        d, d_from = core.longest_list(run), "the reranked run's longest list"
-    by_sha = {r.sha256: n for n, r in firsts.items() if r.sha256}
-    first = pairs.get(name) or by_sha.get((meta.get("first_stage") or {}).get("sha256"), "")
-    is_listwise = (
-        name in listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
+    r = core.reranked_input(
+        name, run, firsts, depth=depth, first_stage=pairs.get(name, ""), listwise=name in listwise, meta=meta
     )
-    return core.Reranked(name, run, first, d, is_listwise, d_from), meta
+    return r, meta
 
 
 def _named(runs: Any, what: str) -> dict[str, Any]:
