@@ -111,9 +111,13 @@ def test_ideal_run_and_measures_without_a_ceiling():
     ideal = ideal_run(qrels, EvalSettings())
     assert sorted(ideal.frame["doc_id"]) == list("ABCDF")
     assert parse_headline_measure("ndcg_cut.10") == "ndcg_cut_10" and parse_headline_measure("P.5") == "P_5"
+    assert parse_headline_measure("Rndcg") == "Rndcg" and parse_headline_measure("infAP") == "infAP"
     for bad, message in (
         ("num_rel", "has no ceiling"),
         ("judged.10", "has no ceiling"),
+        ("unj", "has no ceiling"),  # the registry declares these (Family.ceiling), no name tests
+        ("rbp_resid", "has no ceiling"),
+        ("ideal_dcg", "has no ceiling"),
         ("ndcg_cut.5,10", "names 2 measures"),
     ):
         with pytest.raises(ConfigError, match=message):

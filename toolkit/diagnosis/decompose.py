@@ -46,7 +46,6 @@ from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 #: Rerank depths of the curve by default; the run's own depth is always added.
 DEFAULT_CURVE_DEPTHS = (10, 20, 30, 50, 100)
 #: Measure families without a ceiling: counts and judged coverage.
-_NO_CEILING = ("num_", "judged")
 LOSS_COLUMNS = ("first_stage", "ceiling", "reranked", "ideal", "lost_in_candidates", "lost_in_reranking")
 
 
@@ -56,7 +55,7 @@ def parse_headline_measure(text: str) -> str:
     if len(measures) != 1:
         raise ConfigError(f"{text!r} names {len(measures)} measures; give one, e.g. ndcg_cut.10")
     name = measures[0].name
-    if name.startswith(_NO_CEILING) or measures[0].spec.aggregate in ("none", "count", "sum"):
+    if not measures[0].spec.ceiling:  # the family declares it (counts, judged coverage, residuals)
         raise ConfigError(
             f"{name} has no ceiling (it counts documents or judgments); give a ranking measure such "
             "as ndcg_cut.10, P.10, recall.100 or map"

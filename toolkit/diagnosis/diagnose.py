@@ -40,7 +40,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -64,7 +63,7 @@ from toolkit.diagnosis.query_views import (
 )
 from toolkit.errors import ConfigError
 from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, agreement, ranked_lists
-from toolkit.evaluation.evaluate import evaluate
+from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.evaluation.significance import adjust, compare_table
 from toolkit.measures.names import EvalSettings, parse_measures
 from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
@@ -89,21 +88,8 @@ TextLookup = Callable[[Iterable[str]], dict[str, str]]
 
 
 def measure_label(name: str) -> str:
-    """A short display name of a trec_eval measure name: ndcg_cut_10 -> nDCG@10, P_10 -> P@10, map -> MAP."""
-    m = re.fullmatch(r"([A-Za-z_]+?)_(\d+)", name)
-    family, cutoff = (m.group(1), m.group(2)) if m else (name, None)
-    short = {
-        "ndcg_cut": "nDCG",
-        "ndcg": "nDCG",
-        "P": "P",
-        "recall": "R",
-        "map": "MAP",
-        "map_cut": "MAP",
-        "recip_rank": "RR",
-        "success": "Success",
-        "Rprec": "R-prec",
-    }.get(family, family)
-    return f"{short}@{cutoff}" if cutoff else short
+    """A measure's display label from its family's declaration (``ndcg_cut_10`` -> nDCG@10, ``map`` -> MAP)."""
+    return parse_measures([name], 10)[0].label
 
 
 # ------------------------------------------------------------- thresholds
@@ -302,7 +288,9 @@ class _RunValues:
     notes: tuple[str, ...]
 
 
-def _evaluate_run(qrels: Qrels, run: Run, measure: str, recall_cutoffs: Iterable[int], s: _Settings) -> _RunValues:
+def _evaluate_run(
+    qrels: Qrels | PreparedJudgments, run: Run, measure: str, recall_cutoffs: Iterable[int], s: _Settings
+) -> _RunValues:
     cuts = ",".join(str(c) for c in sorted(set(recall_cutoffs)))
     graded = evaluate(qrels, run, parse_measures(["ndcg_cut.10", "judged.10"]), s.graded)
     condensed = evaluate(qrels, run, parse_measures(["ndcg_cut.10"]), s.condensed)
@@ -799,7 +787,8 @@ def _evaluate_all(
     """Step 1: evaluate every run once, fix the query set, rank every run's lists."""
     runs = {**firsts, **{r.name: r.run for r in inputs}}
     cutoffs = _recall_cutoffs(firsts, inputs)
-    evaluated = {n: _evaluate_run(qrels, run, measure, cutoffs[n], s) for n, run in runs.items()}
+    prepared = prepare_judgments(qrels)  # factorised once for the three settings groups of every run
+    evaluated = {n: _evaluate_run(prepared, run, measure, cutoffs[n], s) for n, run in runs.items()}
     qids = _query_set(evaluated, complete)
     precision = s.binary.score_precision
     return _Evaluated(
