@@ -122,7 +122,8 @@ def test_core_diagnose_gives_the_full_installs_diagnosis(core, tmp_path, cli):
 
     diagnosis = {r["query_id"]: r["diagnosis"] for r in csv.DictReader(core_rows.splitlines())}
     # what tests/support/samples.tiny() was built to show
-    assert diagnosis["q2"] == "candidates-missed" and diagnosis["q3"] == "reranker-misordered"
+    assert diagnosis["q2"] == "reranker-hurt" and diagnosis["q3"] == "reranker-misordered"
+    assert diagnosis["q6"] == "candidates-missed"
     assert diagnosis["q4"] == "unjudged-top" and diagnosis["q7"] == "no-relevant"
 
 
