@@ -32,12 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from toolkit.errors import ConfigError
-from toolkit.evaluation.evaluate import evaluate
+from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.measures.gains import GainTable
 from toolkit.measures.names import EvalSettings, Measure, parse_measures
 from toolkit.ranking import order_run, top_k, within_group_rank
@@ -63,7 +64,9 @@ def parse_headline_measure(text: str) -> str:
     return name
 
 
-def measure_values(qrels: Qrels, run: Run, measure: str, settings: EvalSettings, query_ids: Iterable[str]) -> pd.Series:
+def measure_values(
+    qrels: Qrels | PreparedJudgments, run: Run, measure: str, settings: EvalSettings, query_ids: Iterable[str]
+) -> pd.Series:
     """Per-query values of ``measure`` (a trec_eval name) over ``query_ids``; a query the run lacks scores 0."""
     result = evaluate(qrels, run, parse_measures([measure], settings.trec_eval), settings)
     pq = result.per_query
@@ -198,7 +201,7 @@ class Decomposition:
 
 
 def decompose(
-    qrels: Qrels,
+    qrels: Qrels | PreparedJudgments,
     first: Run,
     reranked: Run,
     *,
@@ -215,24 +218,27 @@ def decompose(
     """Decompose ``reranked``'s loss on ``measure`` (a trec_eval name) over ``first``'s top ``depth``.
 
     ``settings`` evaluate the measure; ``recall_settings`` (the binary relevance level) the curve's recall.
-    Per-query values of the two runs may be passed in when the caller has them already. Pure.
+    Per-query values of the two runs may be passed in when the caller has them already, and the qrels
+    prepared (``prepare_judgments``) so the ceiling and curve evaluations do not factorise them again. Pure.
     """
     if depth < 1:
         raise ConfigError("rerank depth must be >= 1")
+    prepared = prepare_judgments(qrels)
+    raw = cast(Qrels, prepared.judgments)  # graded qrels: diagnose reads no preferences
     qids = list(query_ids)
-    cands = candidate_table(qrels, first, reranked, depth, settings, measure)
+    cands = candidate_table(raw, first, reranked, depth, settings, measure)
     if first_values is None:
-        first_values = measure_values(qrels, first, measure, settings, qids)
+        first_values = measure_values(prepared, first, measure, settings, qids)
     if reranked_values is None:
-        reranked_values = measure_values(qrels, reranked, measure, settings, qids)
-    ideal = measure_values(qrels, ideal_run(qrels, settings, measure), measure, settings, qids)
+        reranked_values = measure_values(prepared, reranked, measure, settings, qids)
+    ideal = measure_values(prepared, ideal_run(raw, settings, measure), measure, settings, qids)
     ks = curve_depths(depth, depths)
-    recall = evaluate(qrels, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
+    recall = evaluate(prepared, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
     recall_wide = recall.wide().reindex(index=qids, fill_value=0.0)
     curve = []
     for k in ks:
-        at_k = measure_values(qrels, reordered_run(cands, k, "reranked"), measure, settings, qids)
-        best = measure_values(qrels, reordered_run(cands, k, "best"), measure, settings, qids)
+        at_k = measure_values(prepared, reordered_run(cands, k, "reranked"), measure, settings, qids)
+        best = measure_values(prepared, reordered_run(cands, k, "best"), measure, settings, qids)
         curve.append(
             {
                 "depth": k,

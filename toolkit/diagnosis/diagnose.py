@@ -766,6 +766,7 @@ class _Evaluated:
     """What every step reads: the runs, their per-query values over the one query set, their ranked lists."""
 
     qrels: Qrels
+    prepared: PreparedJudgments
     measure: str
     settings: _Settings
     firsts: dict[str, Run]
@@ -793,6 +794,7 @@ def _evaluate_all(
     precision = s.binary.score_precision
     return _Evaluated(
         qrels=qrels,
+        prepared=prepared,
         measure=measure,
         settings=s,
         firsts=firsts,
@@ -812,7 +814,7 @@ def _diagnose_reranked(
     relevant-document counts, and its per-query rows with labels."""
     first = ev.firsts[r.first_stage]
     dec = decompose(
-        ev.qrels,
+        ev.prepared,
         first,
         r.run,
         measure=ev.measure,
