@@ -19,6 +19,15 @@ from toolkit.trec_io import atomic_write, read_prefs, read_qrels_jg, read_run, r
 REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
 
 
+def echo_qrels_notes(spec: str, data_dir: str | None) -> None:
+    """How a named collection's qrels were converted (Cranfield's), on stderr; nothing for files."""
+    from toolkit.catalog import is_collection_name
+
+    if is_collection_name(spec):
+        for note in resolve_qrels(spec, data_dir).notes:
+            click.echo(f"twostage: {note}", err=True)
+
+
 def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None) -> Qrels:
     """Qrels from a path or a collection name, with the collection's or the user's relevance map."""
     source = resolve_qrels(spec, data_dir)
