@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from toolkit.cli.eval import echo_qrels_notes
-from toolkit.cli.options import evaluation_options, pop_settings, settings_from, significance_options
+from toolkit.cli.options import api_options, evaluation_options, pop_settings, settings_from, significance_options
 
 log = logging.getLogger(__name__)
 
@@ -274,14 +274,6 @@ def _run_names(opts: dict) -> tuple[dict[str, str], dict[str, str]]:
     return first_named, reranked_named
 
 
-def _api_options(s: dict) -> dict:
-    """The shared evaluation options as ``toolkit.diagnose``'s keywords."""
-    out = {{"rel_map": "relevance_map"}.get(k, k): v for k, v in s.items() if v is not None}
-    if "trec_eval" in out:
-        out["trec_eval"] = int(out["trec_eval"])
-    return out
-
-
 def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, depths: list[int]):
     """The library's diagnosis of the named runs; a measure without a ceiling is a usage error of -m."""
     from toolkit.api.diagnosis import diagnose
@@ -310,7 +302,7 @@ def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, dept
             name=opts["name"] or Path(opts["out"]).name,
             **{k: opts[k] for k in ("ok", "max_unjudged", "hurt", "worst_n", "most_changed_n", "disagree_n")},
             **{k: opts[k] for k in ("missed_shown", "explore_depth", "permutations", "seed", "correction")},
-            **_api_options(s),
+            **api_options(s),
         )
     except ConfigError as exc:
         if "measure" in str(exc) or "ceiling" in str(exc):
