@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -180,7 +179,6 @@ def compare(qrels, measure_texts, baselines, test, permutations, seed, correctio
     """
     from toolkit.api.comparison import compare as compare_systems
     from toolkit.cli.options import api_options, pop_settings, settings_from
-    from toolkit.report.comparison import compare_text
 
     if len(runs) < 2:
         raise click.UsageError("give at least two runs: the baseline first, then the systems to compare with it")
@@ -207,14 +205,8 @@ def compare(qrels, measure_texts, baselines, test, permutations, seed, correctio
     )
     if out:
         result.write(out)
-    if fmt == "json":
-        click.echo(json.dumps(result.doc, indent=2, default=str))
-    elif fmt == "latex":
-        click.echo(result.to_latex(), nl=False)
-    elif fmt == "markdown":
-        click.echo(result.to_markdown(), nl=False)
-    else:
-        click.echo(compare_text(result.doc), nl=False)
+    rendered = {"json": result.to_json, "latex": result.to_latex, "markdown": result.to_markdown}
+    click.echo(rendered.get(fmt, result.to_text)(), nl=False)
 
 
 COMMANDS = [reproduce, compare]
