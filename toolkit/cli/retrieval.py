@@ -36,13 +36,6 @@ def _command_line(ctx: click.Context) -> str:
     return shlex.join(parts)
 
 
-def versions() -> dict[str, str]:
-    """Versions of what a run depends on (``toolkit.api.sidecars.versions``)."""
-    from toolkit.api.sidecars import versions as run_versions
-
-    return run_versions()
-
-
 def write_run_with_meta(ctx: click.Context, run, out: str, hits: int, tag: str | None) -> None:
     """OUT and OUT.meta.json: the API's run and sidecar, with the command line that made them; then its notes."""
     from toolkit.api.run import Run
@@ -78,61 +71,13 @@ def _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_
 @DATA_DIR
 @click.option("--no-jvm", is_flag=True, help="Do not start the JVM (skips the Lucene version check).")
 def doctor(data_dir, no_jvm):
-    """Print what the toolkit found: Python, Pyserini, Lucene/Anserini, Java, torch, faiss, data."""
-    from toolkit import catalog
-    from toolkit.jvm import find_java, lucene_version, pyserini_jar
+    """Print what the toolkit found: Python, Pyserini, Lucene/Anserini, Java, torch, faiss, the extras, data."""
+    from toolkit.api.environment import doctor as report
 
-    v = versions()
-    lines = [f"twostage     {v['twostage']}", f"python       {v['python']} ({sys.executable})"]
-    for pkg in ("pyserini", "pyjnius", "torch", "transformers", "sentence-transformers", "faiss-cpu", "openai"):
-        lines.append(f"{pkg:<12} {v[pkg]}" if len(pkg) <= 12 else f"{pkg} {v[pkg]}")
-    problems = []
-    try:
-        java = find_java()
-        lines.append(
-            f"java         {java.describe()}; jdk.incubator.vector: "
-            f"{'yes' if java.has_vector_module else 'absent (not requested)'}"
-        )
-        lines.append(f"anserini     {v.get('anserini')} ({pyserini_jar()})")
-        if not no_jvm:
-            lines.append(f"lucene       {lucene_version()}")
-    except ConfigError as exc:
-        problems.append(str(exc))
-        lines.append(f"java         NOT FOUND: {exc}")
-    lines += _ray_lines()
-    folder = catalog.data_dir(data_dir)
-    lines.append(f"data folder  {folder or 'none (set TWOSTAGE_DATA or --data-dir)'}")
-    lines.append(f"cache        {catalog.cache_dir()}")
-    for name in catalog.collection_names():
-        status = []
-        for role in catalog.CATALOG[name].files:
-            try:
-                catalog.collection_file(name, role, data_dir)
-                status.append(f"{role} ok")
-            except ConfigError:
-                status.append(f"{role} missing")
-            except Exception as exc:  # ChecksumError
-                status.append(f"{role} BAD ({exc.__class__.__name__})")
-        lines.append(f"  {name:<13} {', '.join(status)}")
+    lines, problems = report(data_dir, jvm=not no_jvm)
     click.echo("\n".join(lines))
     if problems:
         raise ConfigError("; ".join(problems))
-
-
-def _ray_lines() -> list[str]:
-    """Ray's version and the cluster ``--ray auto`` would join (read from the environment: Ray is not imported)."""
-    from toolkit.jobs.distributed import current_cluster, ray_version, reachable
-
-    version = ray_version()
-    if version is None:
-        return ["ray          not installed (pip install -e '.[ray]' for --ray)"]
-    address, source = current_cluster()
-    if address is None:
-        cluster = f"--ray auto: {source}; --ray alone starts a private local Ray"
-    else:
-        state = "reachable" if reachable(address) else "NOT reachable"
-        cluster = f"--ray auto joins {address} ({state}; from {source})"
-    return [f"ray          {version}", f"ray cluster  {cluster}"]
 
 
 # ------------------------------------------------------------------- index
