@@ -324,6 +324,7 @@ def diagnose(
     """
     from toolkit.api.evaluation import settings
     from toolkit.api.inputs import as_qrels, as_run
+    from toolkit.evaluation.groups import each_warning_once
 
     s = settings(complete=complete, **options)  # the relevance levels are diagnose's own
     q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
@@ -331,28 +332,29 @@ def diagnose(
     firsts = {n: as_run(r, dedupe=dedupe) for n, r in _named(first_stage, "first stage").items()}
     inputs, metas = _reranked_inputs(reranked, firsts, depth, depth_as, listwise, dict(pairs or {}), dedupe)
     queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, data_dir)
-    result = core.diagnose(
-        q,
-        firsts,
-        inputs,
-        name=name,
-        measure=measure,
-        settings=s,
-        curve_depths=list(curve_depths),
-        recall_level=level,
-        complete=complete,
-        queries=queries,
-        texts=lookup,
-        **_query_typing(query_types, type_rules),
-        thresholds=core.Thresholds(ok=ok, max_unjudged=max_unjudged, hurt=hurt),
-        worst_n=worst_n,
-        most_changed_n=most_changed_n,
-        disagree_n=disagree_n,
-        missed_shown=missed_shown,
-        explore_depth=explore_depth,
-        permutations=permutations,
-        seed=seed,
-        correction=correction,
-        sources=_sources(q, first_stage, reranked, metas, texts),
-    )
+    with each_warning_once():  # every run is evaluated several times (headline, curve, ceiling): warn once
+        result = core.diagnose(
+            q,
+            firsts,
+            inputs,
+            name=name,
+            measure=measure,
+            settings=s,
+            curve_depths=list(curve_depths),
+            recall_level=level,
+            complete=complete,
+            queries=queries,
+            texts=lookup,
+            **_query_typing(query_types, type_rules),
+            thresholds=core.Thresholds(ok=ok, max_unjudged=max_unjudged, hurt=hurt),
+            worst_n=worst_n,
+            most_changed_n=most_changed_n,
+            disagree_n=disagree_n,
+            missed_shown=missed_shown,
+            explore_depth=explore_depth,
+            permutations=permutations,
+            seed=seed,
+            correction=correction,
+            sources=_sources(q, first_stage, reranked, metas, texts),
+        )
     return Diagnosis(result)
