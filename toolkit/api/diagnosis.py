@@ -190,7 +190,9 @@ def _reranked_inputs(
     return inputs, metas
 
 
-def _texts(candidates: Sequence[Any], corpus: Any, index: Any, topics: Any, metas: dict, data_dir: Any):
+def _texts(
+    candidates: Sequence[Any], corpus: Any, index: Any, topics: Any, metas: dict, data_dir: Any
+) -> tuple[dict[str, str], Any, dict]:
     """Query and document texts as given, else from the reranked runs' sidecars; and where they came from."""
     from toolkit.catalog import resolve_topics
 

@@ -146,9 +146,19 @@ def build_index(
     )
     settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
     settings = _on_device(settings, device, precision, sharding, gpus_per_worker)
-    options = {"hnsw": hnsw, "hnsw_m": hnsw_m, "threads": threads, "limit": limit, "force": force}
     try:
-        info = build_dense_index(corpus, out, settings, progress=progress, sharding=sharding, **options)
+        info = build_dense_index(
+            corpus,
+            out,
+            settings,
+            hnsw=hnsw,
+            hnsw_m=hnsw_m,
+            threads=threads,
+            limit=limit,
+            force=force,
+            progress=progress,
+            sharding=sharding,
+        )
     finally:
         _shutdown(sharding)
     return info, corpus.notes
@@ -456,9 +466,9 @@ def _embedding_cache(spec: Any, reranker: Any, sharding: Any, embedding_cache: A
 def _topics_source(topics: Any, cand: Any) -> dict:
     """Where the query texts came from, as the rerank sidecar records it."""
     given = ("<dict>" if isinstance(topics, Mapping) else str(topics)) if topics is not None else None
-    source = given or (cand.path if cand is not None else None)
-    exists = bool(source) and source != "<dict>" and Path(source).exists()
-    return {"topics": source, "topics_resolved": str(Path(source).resolve()) if exists else None}
+    source: str | None = given or (str(cand.path) if cand is not None and cand.path else None)
+    resolved = str(Path(source).resolve()) if source and source != "<dict>" and Path(source).exists() else None
+    return {"topics": source, "topics_resolved": resolved}
 
 
 def rerank_job(
