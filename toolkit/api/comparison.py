@@ -168,6 +168,18 @@ class Comparison:
             legend = legend.replace(f"{sym} vs", f"${tex}$ vs")
         return "\n".join(lines) + f"\n% {legend}\n"
 
+    def to_text(self) -> str:
+        """What ``twostage compare`` prints by default: per measure, every test against each baseline."""
+        from toolkit.report.comparison import compare_text
+
+        return compare_text(self.doc)
+
+    def to_json(self) -> str:
+        """What ``twostage compare --format json`` prints (the ``doc``, indented)."""
+        import json
+
+        return json.dumps(self.doc, indent=2, default=str) + "\n"
+
     def write(self, folder: str | os.PathLike) -> None:
         """What ``twostage compare --out FOLDER`` writes: compare.json and compare.html (difference plots)."""
         from toolkit.report.comparison import write_compare_report

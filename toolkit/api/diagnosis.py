@@ -7,6 +7,7 @@ sidecar that says listwise marks the run's depth curve as an approximation, exac
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from typing import Any
 import pandas as pd
 
 from toolkit.diagnosis import diagnose as core
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -135,26 +138,6 @@ def _for_notebooks(fig: Any) -> Any:
     return fig
 
 
-def _reranked_from_path(
-    name: str,
-    path: str,
-    run: Any,
-    firsts: Mapping[str, Any],
-    depth: int | None,
-    listwise: Iterable[str],
-    pairs: Mapping[str, str],
-) -> tuple[core.Reranked, dict]:
-    """A reranked run read from a file, its depth and first stage from the flags, else its sidecar (the
-    CLI's rule: ``diagnosis.reranked_input``)."""
-    from toolkit.sidecar import read_meta
-
-    meta = read_meta(path) or {}
-    r = core.reranked_input(
-        name, run, firsts, depth=depth, first_stage=pairs.get(name, ""), listwise=name in listwise, meta=meta
-    )
-    return r, meta
-
-
 def _named(runs: Any, what: str) -> dict[str, Any]:
     from toolkit.api.comparison import _named as named_runs
 
@@ -165,14 +148,102 @@ def _named(runs: Any, what: str) -> dict[str, Any]:
     return named_runs(runs)
 
 
-def _sources(q: Any, first_stage: Any, reranked: Any, topics: str | None) -> dict:
-    """What the report names as its inputs (the file paths, as ``twostage diagnose`` records them)."""
+def _meta_of(run: Any) -> dict:
+    """The settings a reranked run brings: a file's ``RUN.meta.json`` sidecar, a ``toolkit.Run``'s ``meta``."""
+    from toolkit.sidecar import read_meta
+
+    if isinstance(run, (str, os.PathLike)):
+        return read_meta(run) or {}
+    return dict(getattr(run, "meta", None) or {})
+
+
+def _reranked_inputs(
+    reranked: Any,
+    firsts: Mapping[str, Any],
+    depth: int | None,
+    depth_as: str,
+    listwise: Any,
+    pairs: Mapping,
+    dedupe: str,
+) -> tuple[list[core.Reranked], dict[str, dict]]:
+    """Each reranked run paired and sized (``diagnosis.reranked_input``: the depth given, else the sidecar's, else
+    its longest list; the pair given, else the sidecar's first stage), and the settings each brought."""
+    from toolkit.api.inputs import as_run
+
+    every = listwise is True
+    names = set() if every else set(listwise or ())
+    inputs, metas = [], {}
+    for n, r in _named(reranked, "reranked").items():
+        metas[n] = _meta_of(r)
+        run = as_run(r, dedupe=dedupe)
+        item = core.reranked_input(
+            n,
+            run,
+            firsts,
+            depth=depth,
+            depth_as=depth_as,
+            first_stage=pairs.get(n, ""),
+            listwise=every or n in names,
+            meta=metas[n],
+        )
+        inputs.append(item)
+    return inputs, metas
+
+
+def _texts(
+    candidates: Sequence[Any], corpus: Any, index: Any, topics: Any, metas: dict, data_dir: Any
+) -> tuple[dict[str, str], Any, dict]:
+    """Query and document texts as given, else from the reranked runs' sidecars; and where they came from."""
+    from toolkit.catalog import resolve_topics
+
+    given = bool(candidates) or bool(corpus) or bool(index)
+    from_meta = {} if given else core.sources_from_metas(metas.values())
+    queries, lookup, described = core.texts_from_sources(
+        [str(c) for c in candidates] or from_meta.get("candidates", []),
+        str(corpus) if corpus else from_meta.get("corpus"),
+        str(index) if index else from_meta.get("index"),
+    )
+    topics = topics or (from_meta.get("topics") if not queries else None)
+    if isinstance(topics, Mapping):
+        queries.update({str(q): str(t) for q, t in topics.items()})
+    elif topics:
+        queries.update(resolve_topics(str(topics), data_dir).as_dict())
+    if not queries:
+        log.warning("no query texts (give --topics or --candidates): query types are 'unknown'")
+    source = {
+        "topics": "<dict>" if isinstance(topics, Mapping) else topics,
+        "texts": ", ".join(d["path"] for d in described) or None,
+        "texts_from": "the reranked runs' sidecars" if from_meta and described else None,
+    }
+    return queries, lookup, source
+
+
+def _sources(q: Any, first_stage: Any, reranked: Any, metas: dict, texts: dict) -> dict:
+    """Where every input came from, as the report states it (run files by path; empty ones left out)."""
 
     def paths(runs: Any) -> str:
         return ", ".join(str(r) for r in _named(runs, "").values() if isinstance(r, (str, os.PathLike)))
 
-    found = {"qrels": str(q.path), "first_stage": paths(first_stage), "reranked": paths(reranked), "topics": topics}
+    models = [f"{n}: {m['reranker']['model']}" for n, m in metas.items() if (m.get("reranker") or {}).get("model")]
+    found = {
+        "qrels": str(q.path),
+        "first_stage": paths(first_stage),
+        "reranked": paths(reranked),
+        **texts,
+        "reranker": ", ".join(models) or None,
+    }
     return {k: v for k, v in found.items() if v}
+
+
+def _query_typing(query_types: Any, type_rules: Any) -> dict:
+    """``query_types`` (a ``qid<TAB>type`` file or a dict) and ``type_rules`` (a file or ``TypeRule``s)."""
+    from toolkit.diagnosis.query_types import load_type_rules, read_query_types
+
+    if isinstance(query_types, (str, os.PathLike)):
+        query_types = read_query_types(query_types)
+    if isinstance(type_rules, (str, os.PathLike)):
+        type_rules = load_type_rules(type_rules)
+    return {"query_types": query_types, "type_rules": type_rules}
 
 
 def diagnose(
@@ -183,18 +254,32 @@ def diagnose(
     measure: str = "ndcg_cut.10",
     depth: int | None = None,
     curve_depths: Iterable[int] = (10, 20, 30, 50, 100),
-    listwise: Iterable[str] = (),
+    listwise: Iterable[str] | bool = (),
     pairs: Mapping[str, str] | None = None,
-    topics: str | None = None,
+    topics: Any = None,
+    candidates: Sequence[str | os.PathLike] = (),
+    corpus: str | os.PathLike | None = None,
+    index: str | os.PathLike | None = None,
+    query_types: Any = None,
+    type_rules: Any = None,
     recall_level: int | None = None,
     complete: bool = True,
     name: str = "diagnosis",
+    ok: float = 0.6,
+    max_unjudged: float = 0.3,
+    hurt: float = 0.05,
+    worst_n: int = 10,
+    most_changed_n: int = 10,
+    disagree_n: int = 5,
+    missed_shown: int = 5,
+    explore_depth: int = 10,
     permutations: int = 10_000,
     seed: int = 42,
     correction: str = "holm",
     relevance_map: str | None = None,
     dedupe: str = "error",
     data_dir: str | os.PathLike | None = None,
+    depth_as: str = "given",
     **options: Any,
 ) -> Diagnosis:
     """Diagnose reranked runs over their first stages (what ``twostage diagnose`` computes).
@@ -202,70 +287,76 @@ def diagnose(
     Args:
         qrels: as for ``evaluate``.
         first_stage: a run or ``{name: run}`` (paths, ``Run``s, DataFrames, dicts): the candidates.
-        reranked: a run or ``{name: run}``; the first is the primary run of the headline.
+        reranked: a run or ``{name: run}``; the first is the primary run of the headline. A run file's
+            ``RUN.meta.json`` (a ``Run``'s ``meta``) gives its depth, first stage and texts, as in the CLI.
         measure: the headline measure the loss is decomposed on (``ndcg_cut.10``, ``P.10``, ``recall.20``...).
-        depth: rerank depth N [default: a run file's sidecar's, else the reranked run's longest list].
+        depth: rerank depth N [default: the sidecar's, else the reranked run's longest list].
         curve_depths: depths of the rerank-depth curve (those up to N, plus N).
-        listwise: names of reranked runs whose depth curve is an approximation.
+        listwise: names of reranked runs whose depth curve is an approximation (``True``: every one).
         pairs: {reranked name: first-stage name} with several first stages [default: the sidecar's first
             stage, else the first stage holding most of the run's documents].
-        topics: query texts (a file or a collection name) for query types and snippets.
+        topics: query texts (a file, a collection name or ``{qid: text}``) for query types and snippets
+            [default: the candidates' queries, else the sidecar's topics].
+        candidates: candidates JSONs for query and passage texts [default: the sidecars'].
+        corpus: a JSONL corpus for document snippets.
+        index: a Lucene index with stored texts for snippets.
+        query_types: ``{qid: type}`` or a ``qid<TAB>type`` file; overrides the rules.
+        type_rules: the query-type rules replacing the defaults (a file, or ``TypeRule``s).
         recall_level: relevance level of recall and binary measures [default: 2 when the qrels are graded
             above 1, else 1].
         complete: ``-c``: every qrels query counts (missing ones score 0).
         name: the report's title.
+        ok: ``ok`` when reranked >= ok x ideal; candidates-missed when even the ceiling is below it.
+        max_unjudged: unjudged-top when more than this share of the reranked top 10 is unjudged.
+        hurt: reranker-hurt when reranked < first stage - hurt x ideal.
+        worst_n: how many worst queries to list.
+        most_changed_n: how many most changed queries (lowest RBO) to list per reranked run.
+        disagree_n: how many queries to list per pair of reranked runs where they differ most.
+        missed_shown: best missed judged documents listed per query.
+        explore_depth: top k of every system shown side by side for a chosen query.
         permutations: random sign flips of the randomization tests.
         seed: their generator's seed.
         correction: ``holm``, ``bonferroni`` or ``none``, within each family of comparisons.
         relevance_map: relabel the qrels at load time, as for ``evaluate``.
         dedupe: ``error`` or ``first``, as for ``evaluate``.
         data_dir: where collection names are looked up.
+        depth_as: how the report names a given ``depth`` (``twostage diagnose``: ``--depth``).
         **options: the other evaluation settings of ``evaluate`` (``gain``, ``discount``, ``max_docs``,
-            ``judged_only``, ``trec_eval``, ``score_precision``).
+            ``judged_only``, ``num_docs``, ``trec_eval``, ``score_precision``, ``judged_compat``).
     """
     from toolkit.api.evaluation import settings
     from toolkit.api.inputs import as_qrels, as_run
+    from toolkit.evaluation.groups import each_warning_once
 
+    s = settings(complete=complete, **options)  # the relevance levels are diagnose's own
     q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
     level = recall_level if recall_level is not None else (2 if q.frame["relevance"].max() >= 2 else 1)
     firsts = {n: as_run(r, dedupe=dedupe) for n, r in _named(first_stage, "first stage").items()}
-    listwise = set(listwise)
-    inputs = []
-    for n, r in _named(reranked, "reranked").items():
-        run = as_run(r, dedupe=dedupe)
-        path = str(r) if isinstance(r, (str, os.PathLike)) else ""
-        if path:
-            item, _ = _reranked_from_path(n, path, run, firsts, depth, listwise, dict(pairs or {}))
-        else:
-            d = depth or core.longest_list(run)
-            item = core.Reranked(
-                n,
-                run,
-                (pairs or {}).get(n, ""),
-                d,
-                n in listwise,
-                "given" if depth else "the reranked run's longest list",
-            )
-        inputs.append(item)
-    queries: dict[str, str] = {}
-    if topics:
-        from toolkit.catalog import resolve_topics
-
-        queries = resolve_topics(topics, data_dir).as_dict()
-    result = core.diagnose(
-        q,
-        firsts,
-        inputs,
-        name=name,
-        measure=measure,
-        settings=settings(complete=complete, **options),  # the relevance levels are diagnose's own
-        curve_depths=list(curve_depths),
-        recall_level=level,
-        complete=complete,
-        queries=queries,
-        permutations=permutations,
-        seed=seed,
-        correction=correction,
-        sources=_sources(q, first_stage, reranked, topics),
-    )
+    inputs, metas = _reranked_inputs(reranked, firsts, depth, depth_as, listwise, dict(pairs or {}), dedupe)
+    queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, data_dir)
+    with each_warning_once():  # every run is evaluated several times (headline, curve, ceiling): warn once
+        result = core.diagnose(
+            q,
+            firsts,
+            inputs,
+            name=name,
+            measure=measure,
+            settings=s,
+            curve_depths=list(curve_depths),
+            recall_level=level,
+            complete=complete,
+            queries=queries,
+            texts=lookup,
+            **_query_typing(query_types, type_rules),
+            thresholds=core.Thresholds(ok=ok, max_unjudged=max_unjudged, hurt=hurt),
+            worst_n=worst_n,
+            most_changed_n=most_changed_n,
+            disagree_n=disagree_n,
+            missed_shown=missed_shown,
+            explore_depth=explore_depth,
+            permutations=permutations,
+            seed=seed,
+            correction=correction,
+            sources=_sources(q, first_stage, reranked, metas, texts),
+        )
     return Diagnosis(result)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,13 @@ class Evaluation:
         from toolkit.evaluation.trec_format import render_json
 
         return render_json(self.result, per_query)
+
+    def to_csv(self, per_query: bool = False, *, provenance: bool = True) -> str:
+        """What ``twostage eval --format csv`` prints (full precision; ``provenance=False`` drops the ``#`` header,
+        as ``--no-provenance`` and ``--out`` do)."""
+        from toolkit.evaluation.trec_format import render_csv
+
+        return render_csv(self.result, per_query, provenance=provenance)
 
     def write(self, path: str | os.PathLike, per_query: bool = False) -> None:
         """What ``twostage eval --out PATH`` writes: trec_eval's text and ``PATH.provenance.json``, atomically."""
@@ -232,11 +239,6 @@ def evaluate(
         InputFormatError: malformed input, naming the file or row.
         UnknownMeasureError: a measure that does not exist or that these options cannot give.
     """
-    from toolkit.api.inputs import as_run
-    from toolkit.evaluation.evaluate import check_measures
-    from toolkit.evaluation.groups import evaluate_groups
-    from toolkit.trec_io import read_zscores
-
     s = settings(
         complete=complete,
         relevance_level=relevance_level,
@@ -250,13 +252,71 @@ def evaluate(
         judged_compat=judged_compat,
         allow_no_common=allow_no_common,
     )
+    prepared = _prepare(qrels, measures, s, rel_format, relevance_map, dedupe, data_dir, zscores, many=False)
+    return _evaluate_one(prepared, run, dedupe)
+
+
+def evaluate_many(
+    qrels: Any, runs: Mapping[str, Any], measures: str | Iterable[Any] | None = None, **options: Any
+) -> dict[str, Evaluation]:
+    """Evaluate several runs against qrels read (and prepared) once: ``{name: Evaluation}``, each exactly what
+    ``evaluate(qrels, run, measures, **options)`` gives; what ``twostage eval QRELS RUN RUN ...`` prints.
+
+    Args:
+        qrels: as for ``evaluate``.
+        runs: ``{name: run}``, each run as for ``evaluate``.
+        measures: as for ``evaluate``.
+        **options: the keywords of ``evaluate``.
+    """
+    io = {k: options.pop(k) for k in ("rel_format", "relevance_map", "dedupe", "data_dir", "zscores") if k in options}
+    dedupe = io.get("dedupe", "error")
+    s = settings(**options)
+    prepared = _prepare(
+        qrels,
+        measures,
+        s,
+        io.get("rel_format", "qrels"),
+        io.get("relevance_map"),
+        dedupe,
+        io.get("data_dir"),
+        io.get("zscores"),
+        many=len(runs) > 1,
+    )
+    return {str(name): _evaluate_one(prepared, run, dedupe) for name, run in runs.items()}
+
+
+def _prepare(
+    qrels: Any,
+    measures: Any,
+    s: Any,
+    rel_format: str,
+    relevance_map: str | None,
+    dedupe: str,
+    data_dir: Any,
+    zscores: Any,
+    many: bool,
+) -> tuple:
+    """(judgments, measure groups, settings, z-scores): measures checked before anything is read; judgments
+    factorised once when several runs share them."""
+    from toolkit.evaluation.evaluate import check_measures, prepare_judgments
+    from toolkit.trec_io import read_zscores
+
     groups = _groups(measures, s.trec_eval)
     for group in groups:  # before reading anything
         check_measures(group.measures, group.overrides.apply(s), rel_format)
     judgments = _judgments(qrels, rel_format, relevance_map, dedupe, data_dir)
-    r = as_run(run, dedupe=dedupe)
+    if many:
+        judgments = prepare_judgments(judgments)
     z = read_zscores(zscores) if zscores else None
-    result = evaluate_groups(judgments, r, groups, s, zscores=z)
+    return judgments, groups, s, z
+
+
+def _evaluate_one(prepared: tuple, run: Any, dedupe: str) -> Evaluation:
+    from toolkit.api.inputs import as_run
+    from toolkit.evaluation.groups import evaluate_groups
+
+    judgments, groups, s, z = prepared
+    result = evaluate_groups(judgments, as_run(run, dedupe=dedupe), groups, s, zscores=z)
     for note in result.notes:
         log.info("%s", note)
     return Evaluation(result)

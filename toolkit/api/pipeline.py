@@ -8,13 +8,16 @@ search and reranking as sharded, resumable Ray jobs, recorded in ``shards/manife
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit.api.run import Run
+
+log = logging.getLogger(__name__)
 
 
 def read_run(path: str | os.PathLike, *, dedupe: str = "error") -> Run:
@@ -23,7 +26,14 @@ def read_run(path: str | os.PathLike, *, dedupe: str = "error") -> Run:
 
 
 def _sharding(
-    ray: str | None, shards: str | os.PathLike | None, workers: int | None, gpus_per_worker: float | None, force: bool
+    ray: str | None,
+    shards: str | os.PathLike | None,
+    workers: int | None,
+    gpus_per_worker: float | None,
+    force: bool,
+    cpus_per_worker: float | None = None,
+    shard_size: int | None = None,
+    max_retries: int | None = None,
 ) -> Any:
     """A Ray ``Sharding`` for ``ray=`` (shards recorded under ``shards``); None runs in this process."""
     if ray is None:
@@ -34,8 +44,14 @@ def _sharding(
 
     if shards is None:
         raise ConfigError("ray= needs shards=FOLDER: where the job's manifest and shard results are kept")
-    options = RayOptions(ray, workers or 2, gpus_per_worker or 0.0, 1.0, 3)
-    return Sharding(RayExecutor(options), Path(shards), None, force)
+    options = RayOptions(
+        ray,
+        workers or 2,
+        gpus_per_worker or 0.0,
+        1.0 if cpus_per_worker is None else cpus_per_worker,
+        3 if max_retries is None else max_retries,
+    )
+    return Sharding(RayExecutor(options), Path(shards), shard_size, force)
 
 
 def _shutdown(sharding: Any) -> None:
@@ -45,16 +61,107 @@ def _shutdown(sharding: Any) -> None:
         shutdown()
 
 
-def _topics(topics: Any, data_dir: str | os.PathLike | None, max_queries: int | None) -> Any:
-    from toolkit.catalog import resolve_topics
+def _on_device(settings: Any, device: str, precision: str, sharding: Any, gpus_per_worker: float | None) -> Any:
+    """Encoder settings where the model runs: here (``auto``: cuda when available), or on the Ray workers
+    (``auto``: cuda when they hold a GPU), resolved on the driver so the sidecar states what the workers run."""
+    from dataclasses import replace
+
+    from toolkit.errors import ConfigError
+    from toolkit.models import resolve_precision
+
+    if sharding is None:
+        return settings.on_device(device, precision)
+    dev = ("cuda" if gpus_per_worker else "cpu") if device == "auto" else device
+    if dev.startswith("cuda") and not gpus_per_worker:
+        raise ConfigError("device cuda with ray= needs gpus_per_worker (Ray hides GPUs from workers without)")
+    return replace(settings, device=dev, precision=resolve_precision(precision, dev))
+
+
+def _topics(topics: Any, data_dir: str | os.PathLike | None, max_queries: int | None) -> tuple[Any, tuple[str, ...]]:
+    """The topics (a file, a name, or ``{qid: text}``), the first ``max_queries``, and what reading them noted
+    (Cranfield's query renumbering)."""
+    from toolkit import catalog
     from toolkit.records import Topic, Topics
     from toolkit.retrieval.search import limit_topics
 
     if isinstance(topics, Mapping):
-        t = Topics(tuple(Topic(str(q), str(text)) for q, text in topics.items()))
-    else:
-        t = resolve_topics(str(topics), data_dir)
-    return limit_topics(t, max_queries)
+        return limit_topics(Topics(tuple(Topic(str(q), str(t)) for q, t in topics.items())), max_queries), ()
+    spec = str(topics)
+    t = catalog.resolve_topics(spec, data_dir)
+    notes: tuple[str, ...] = ()
+    if catalog.is_collection_name(spec) and catalog.get_collection(spec).corpus == "smart":
+        notes = tuple(catalog.convert_cranfield(data_dir).notes[1:2])  # the query renumbering
+    return limit_topics(t, max_queries), notes
+
+
+def build_index(
+    collection: str,
+    out: str | os.PathLike | None = None,
+    *,
+    collection_class: str | None = None,
+    dense: bool = False,
+    encoder: str = "all-MiniLM-L6-v2",
+    pooling: str = "mean",
+    normalize: bool = True,
+    max_length: int = 256,
+    batch_size: int = 32,
+    query_prefix: str = "",
+    doc_prefix: str = "",
+    hnsw: bool = False,
+    hnsw_m: int = 32,
+    limit: int | None = None,
+    threads: int = 2,
+    positions: bool = True,
+    docvectors: bool = True,
+    raw: bool = True,
+    device: str = "cpu",
+    precision: str = "auto",
+    ray: str | None = None,
+    workers: int | None = None,
+    gpus_per_worker: float | None = None,
+    cpus_per_worker: float | None = None,
+    shard_size: int | None = None,
+    max_retries: int | None = None,
+    force: bool = False,
+    download: bool = True,
+    progress: bool = False,
+    data_dir: str | os.PathLike | None = None,
+) -> tuple[Any, tuple[str, ...]]:
+    """``index`` with every option of ``twostage index``; returns the ``IndexInfo`` (path, kind, documents,
+    whether it was reused, seconds, its ``index.meta.json``) and what reading the collection noted."""
+    from toolkit.corpus import resolve_corpus
+    from toolkit.errors import ConfigError
+    from toolkit.retrieval.indexing import EncoderSettings, build_dense_index, build_lucene_index
+
+    corpus = resolve_corpus(collection, collection_class, data_dir, download)
+    out = out or f"indexes/{corpus.name}{'.dense' if dense else ''}"
+    if ray is not None and not dense:
+        raise ConfigError("--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini")
+    if not dense:
+        return build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress), corpus.notes
+    from toolkit.jobs.shards import shards_dir
+
+    sharding = _sharding(
+        ray, shards_dir(out), workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries
+    )
+    settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
+    settings = _on_device(settings, device, precision, sharding, gpus_per_worker)
+    try:
+        info = build_dense_index(
+            corpus,
+            out,
+            settings,
+            hnsw=hnsw,
+            hnsw_m=hnsw_m,
+            threads=threads,
+            limit=limit,
+            force=force,
+            progress=progress,
+            sharding=sharding,
+        )
+    finally:
+        _shutdown(sharding)
+    return info, corpus.notes
 
 
 def index(
@@ -77,6 +184,7 @@ def index(
     force: bool = False,
     progress: bool = False,
     data_dir: str | os.PathLike | None = None,
+    **options: Any,
 ) -> Path:
     """Build (or reuse, when built with the same inputs and settings) a Lucene index, or a FAISS index with
     ``dense=True``, as ``twostage index`` does; returns its folder.
@@ -94,51 +202,53 @@ def index(
         threads: indexing threads.
         device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``.
         precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
-        ray: a Ray address: encode as a sharded job (dense only).
+        ray: a Ray address: encode as a sharded job (dense only; shards in ``OUT.shards``).
         workers: Ray workers.
         gpus_per_worker: GPUs per Ray worker.
         force: rebuild even when a matching index exists.
         progress: show progress bars.
         data_dir: where collection names are looked up.
+        **options: the other options of ``twostage index`` (``collection_class``, ``query_prefix``,
+            ``doc_prefix``, ``hnsw_m``, ``limit``, ``positions``, ``docvectors``, ``raw``, ``download``,
+            ``cpus_per_worker``, ``shard_size``, ``max_retries``): see ``build_index``.
     """
-    from toolkit.corpus import resolve_corpus
-    from toolkit.errors import ConfigError
-    from toolkit.retrieval.indexing import EncoderSettings, build_dense_index, build_lucene_index
-
-    corpus = resolve_corpus(collection, None, data_dir)
-    out = out or f"indexes/{corpus.name}{'.dense' if dense else ''}"
-    if ray is not None and not dense:
-        raise ConfigError("ray= distributes dense encoding (dense=True); Lucene indexing runs in Anserini")
-    if not dense:
-        return build_lucene_index(corpus, out, threads, force=force, progress=progress).path
-    settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size).on_device(device, precision)
-    sharding = _sharding(ray, str(out) + ".shards", workers, gpus_per_worker, force)
-    try:
-        info = build_dense_index(
-            corpus, out, settings, hnsw=hnsw, threads=threads, force=force, progress=progress, sharding=sharding
-        )
-    finally:
-        _shutdown(sharding)
+    info, notes = build_index(
+        collection,
+        out,
+        dense=dense,
+        encoder=encoder,
+        pooling=pooling,
+        normalize=normalize,
+        max_length=max_length,
+        batch_size=batch_size,
+        hnsw=hnsw,
+        threads=threads,
+        device=device,
+        precision=precision,
+        ray=ray,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        force=force,
+        progress=progress,
+        data_dir=data_dir,
+        **options,
+    )
+    for note in notes:
+        log.info("%s", note)
     return info.path
 
 
-def _search_meta(result: Any, index_path: Any, topics: Any, t: Any, params: dict, started: float) -> dict:
-    from toolkit.retrieval.indexing import read_meta
+def _searched(
+    result: Any, index_path: Any, topics: Any, t: Any, notes: tuple, params: dict, hits: int, started: float
+) -> Run:
+    """The run of a search with the sidecar ``twostage bm25/dense`` writes (less the command line)."""
+    from toolkit.api.sidecars import empty_note, index_record, run_meta, topics_record
 
-    return {
-        "parameters": params,
-        "index": {"path": str(index_path), "meta": read_meta(index_path)},
-        "topics": {
-            "spec": str(topics) if not isinstance(topics, Mapping) else "<dict>",
-            "path": t.path,
-            "count": len(t),
-        },
-        "queries": result.queries,
-        "empty_queries": list(result.empty_queries),
-        "search_seconds": round(result.seconds, 3),
-        "seconds": round(time.perf_counter() - started, 3),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    extra = index_record(index_path) | topics_record(topics, t)
+    notes = notes + empty_note(result)
+    for note in notes:
+        log.info("%s", note)
+    return Run(result.run, run_meta(result, hits, params, extra, started), notes)
 
 
 def bm25(
@@ -160,6 +270,8 @@ def bm25(
 ) -> Run:
     """Lucene retrieval through Pyserini: BM25 (``k1``, ``b``), or query likelihood with Dirichlet smoothing
     (``qld=True``, ``mu``); ``rm3=True`` adds RM3 feedback (``fb_terms``, ``fb_docs``, ``original_query_weight``).
+
+    The run's ``meta`` is the sidecar ``twostage bm25 --out`` writes, less the command line.
 
     Args:
         index: a Lucene index folder.
@@ -184,10 +296,9 @@ def bm25(
     validate_hits(hits)
     rm3_params = RM3(fb_terms, fb_docs, original_query_weight) if rm3 else None
     retriever = LuceneRetriever(index, "qld" if qld else "bm25", k1, b, mu, rm3_params)
-    t = _topics(topics, data_dir, max_queries)
+    t, notes = _topics(topics, data_dir, max_queries)
     result = retriever.search(t, hits, threads)
-    params = retriever.params() | {"threads": threads, "hits": hits}
-    return Run(result.run, _search_meta(result, index, topics, t, params, started))
+    return _searched(result, index, topics, t, notes, retriever.params() | {"threads": threads}, hits, started)
 
 
 def dense(
@@ -208,9 +319,10 @@ def dense(
     force: bool = False,
     progress: bool = False,
     data_dir: str | os.PathLike | None = None,
+    **ray_options: Any,
 ) -> Run:
     """Dense retrieval over a FAISS index built by ``index(..., dense=True)``, queries encoded with the index's
-    own encoder.
+    own encoder. The run's ``meta`` is the sidecar ``twostage dense --out`` writes, less the command line.
 
     Args:
         index: a dense index folder.
@@ -229,22 +341,22 @@ def dense(
         force: with ``ray``: discard a different earlier job's shards.
         progress: show progress bars.
         data_dir: where collection names are looked up.
+        **ray_options: with ``ray``: ``cpus_per_worker``, ``shard_size``, ``max_retries`` (as ``--ray``'s).
     """
     from toolkit.retrieval.dense import DenseRetriever
     from toolkit.retrieval.search import validate_hits
 
     started = time.perf_counter()
     validate_hits(hits)
+    sharding = _sharding(ray, shards, workers, gpus_per_worker, force, **ray_options)
     retriever = DenseRetriever(index, batch_size=batch_size, ef_search=ef_search)
-    retriever.settings = retriever.settings.on_device(device, precision)
-    t = _topics(topics, data_dir, max_queries)
-    sharding = _sharding(ray, shards, workers, gpus_per_worker, force)
+    retriever.settings = _on_device(retriever.settings, device, precision, sharding, gpus_per_worker)
+    t, notes = _topics(topics, data_dir, max_queries)
     try:
         result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
     finally:
         _shutdown(sharding)
-    params = result.params | {"threads": threads, "hits": hits}
-    return Run(result.run, _search_meta(result, index, topics, t, params, started))
+    return _searched(result, index, topics, t, notes, result.params | {"threads": threads}, hits, started)
 
 
 def fuse(
@@ -259,6 +371,7 @@ def fuse(
 ) -> Run:
     """Fuse runs: reciprocal rank fusion (``method="rrf"``, constant ``k``) or score interpolation
     (``method="interpolation"``, ``alpha`` the first run's weight, ``normalize`` ``none`` or ``minmax``).
+    The run's ``meta`` is the sidecar ``twostage fuse --out`` writes, less the command line.
 
     Args:
         runs: the runs (paths, ``Run``s, DataFrames, dicts).
@@ -270,10 +383,13 @@ def fuse(
         hits: documents per query in the result.
     """
     from toolkit.api.inputs import as_run
+    from toolkit.api.sidecars import run_meta
     from toolkit.errors import ConfigError
     from toolkit.ranking import candidate_selection
     from toolkit.retrieval.fusion import interpolate, rrf
+    from toolkit.retrieval.search import SearchResult
 
+    started = time.perf_counter()
     loaded = [as_run(r) for r in runs]
     if method == "rrf":
         fused = rrf(loaded, k, depth, hits)
@@ -283,8 +399,11 @@ def fuse(
         params = {"method": "interpolation", "alpha": alpha, "normalize": normalize, "depth": depth}
     else:
         raise ConfigError(f"method must be rrf or interpolation, not {method!r}")
-    params |= {"hits": hits, "candidate_selection": candidate_selection()}
-    return Run(fused, {"parameters": params, "inputs": [{"path": r.path, "sha256": r.sha256} for r in loaded]})
+    params["candidate_selection"] = candidate_selection()
+    qids = set().union(*(set(r.frame["query_id"]) for r in loaded))
+    result = SearchResult(fused, (), params, time.perf_counter() - started, len(qids))
+    extra = {"inputs": [{"path": r.path, "sha256": r.sha256} for r in loaded]}
+    return Run(fused, run_meta(result, hits, params, extra, started))
 
 
 def _texts(first: Any, candidates: Any, corpus: Any, index: Any) -> Any:
@@ -300,6 +419,109 @@ def _texts(first: Any, candidates: Any, corpus: Any, index: Any) -> Any:
     if candidates is not None:
         return candidates.text_source()
     raise ConfigError("a run needs a text source: corpus=JSONL or index=LUCENE_INDEX (or candidates=JSON)")
+
+
+def _rerank_inputs(run: Any, candidates: Any, topics: Any, corpus: Any, index: Any) -> tuple[Any, Any, dict, Any]:
+    """(the candidates file or None, the first-stage run, the query texts, the document texts)."""
+    from toolkit.api.inputs import as_run
+    from toolkit.errors import ConfigError
+    from toolkit.texts import read_candidates
+
+    if (run is None) == (candidates is None):
+        raise ConfigError("give exactly one of run= or candidates=")
+    cand = read_candidates(candidates) if candidates is not None else None
+    first = cand.run if cand is not None else as_run(run)
+    queries = dict(cand.topics.as_dict()) if cand is not None else {}
+    if topics is not None:
+        queries.update(_topics(topics, None, None)[0].as_dict())
+    if not queries:
+        raise ConfigError("reranking a run needs topics= (query texts)")
+    return cand, first, queries, _texts(first, cand, corpus, index)
+
+
+def _rerank_query_ids(query_ids: Iterable[str] | None, judged_only: Any) -> list[str] | None:
+    """The queries to rerank: ``query_ids``, only those judged in ``judged_only`` (or all of those)."""
+    ids = [str(q) for q in query_ids or ()]
+    if judged_only is not None:
+        from toolkit.api.inputs import as_qrels
+
+        judged = set(as_qrels(judged_only).query_ids)
+        ids = [q for q in ids if q in judged] if ids else sorted(judged)
+    return ids or None
+
+
+def _embedding_cache(spec: Any, reranker: Any, sharding: Any, embedding_cache: Any) -> Any:
+    """The bi-encoder's embedding cache: ``True`` the default folder, a path that folder; None for
+    cross-encoders and ``embedding_cache=False``."""
+    if spec.kind != "bi-encoder" or embedding_cache is False or embedding_cache is None:
+        return None
+    from toolkit.jobs.embed_cache import EmbeddingCache, default_folder
+    from toolkit.reranking.job import embedding_namespace
+
+    desc = reranker.describe() if sharding is None else spec.describe()  # on Ray the model is built remotely
+    folder = default_folder() if embedding_cache is True else embedding_cache
+    return EmbeddingCache(folder, embedding_namespace(desc))
+
+
+def _topics_source(topics: Any, cand: Any) -> dict:
+    """Where the query texts came from, as the rerank sidecar records it."""
+    given = ("<dict>" if isinstance(topics, Mapping) else str(topics)) if topics is not None else None
+    source: str | None = given or (str(cand.path) if cand is not None and cand.path else None)
+    resolved = str(Path(source).resolve()) if source and source != "<dict>" and Path(source).exists() else None
+    return {"topics": source, "topics_resolved": resolved}
+
+
+def rerank_job(
+    run: Any = None,
+    *,
+    model: str,
+    topics: Any = None,
+    candidates: str | os.PathLike | None = None,
+    corpus: str | os.PathLike | None = None,
+    index: str | os.PathLike | None = None,
+    kind: str = "auto",
+    depth: int = 100,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    device: str = "cpu",
+    backend: str = "torch",
+    precision: str = "auto",
+    missing_text: str = "error",
+    query_ids: Iterable[str] | None = None,
+    judged_only: Any = None,
+    embedding_cache: str | os.PathLike | bool = False,
+    tag: str = "twostage-rerank",
+    ray: str | None = None,
+    workers: int | None = None,
+    gpus_per_worker: float | None = None,
+    cpus_per_worker: float | None = None,
+    shard_size: int | None = None,
+    max_retries: int | None = None,
+    shards: str | os.PathLike | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> tuple[Any, dict]:
+    """``rerank`` with every option of ``twostage rerank``; returns the ``RerankResult`` (run, settings,
+    seconds, queries, pairs, missing texts) and where the query texts came from (``topics``,
+    ``topics_resolved``)."""
+    from toolkit.reranking.backends import RerankerSpec
+    from toolkit.reranking.job import rerank_run
+
+    # a Ray address that does not answer fails first, before any input is read
+    sharding = _sharding(ray, shards, workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries)
+    try:  # what the job started is stopped, whatever fails
+        cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
+        spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision)
+        if sharding is not None and backend == "torch":  # the workers' device, resolved here for the sidecar
+            spec = _on_device(spec, device, precision, sharding, gpus_per_worker)
+        spec = spec.resolved()
+        reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
+        cache = _embedding_cache(spec, reranker, sharding, embedding_cache)
+        ids = _rerank_query_ids(query_ids, judged_only)
+        result = rerank_run(first, queries, texts, reranker, depth, missing_text, ids, progress, tag, sharding, cache)
+    finally:
+        _shutdown(sharding)
+    return result, _topics_source(topics, cand)
 
 
 def rerank(
@@ -324,6 +546,7 @@ def rerank(
     gpus_per_worker: float | None = None,
     shards: str | os.PathLike | None = None,
     progress: bool = False,
+    **options: Any,
 ) -> Run:
     """Rerank a first-stage run's top ``depth`` candidates with a bi- or cross-encoder (``twostage rerank``).
 
@@ -348,37 +571,32 @@ def rerank(
         gpus_per_worker: GPUs per Ray worker.
         shards: with ``ray``: the folder of the job's manifest and shards (resumable).
         progress: show a progress bar.
+        **options: the other options of ``twostage rerank``: ``query_ids`` (only these queries),
+            ``judged_only`` (qrels: only the queries they judge), ``embedding_cache`` (``True``: reuse
+            bi-encoder embeddings from ``$TWOSTAGE_CACHE/embeddings``, or a folder), ``force``,
+            ``cpus_per_worker``, ``shard_size``, ``max_retries``: see ``rerank_job``.
     """
-    from toolkit.api.inputs import as_run
-    from toolkit.errors import ConfigError
-    from toolkit.reranking.backends import RerankerSpec
-    from toolkit.reranking.job import rerank_run
-    from toolkit.texts import read_candidates
-
-    if (run is None) == (candidates is None):
-        raise ConfigError("give exactly one of run= or candidates=")
-    cand = read_candidates(candidates) if candidates is not None else None
-    first = cand.run if cand is not None else as_run(run)
-    queries = dict(cand.topics.as_dict()) if cand is not None else {}
-    if topics is not None:
-        queries.update(_topics(topics, None, None).as_dict())
-    if not queries:
-        raise ConfigError("reranking a run needs topics= (query texts)")
-    texts = _texts(first, cand, corpus, index)
-    spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).resolved()
-    sharding = _sharding(ray, shards, workers, gpus_per_worker, False)
-    try:
-        result = rerank_run(
-            first,
-            queries,
-            texts,
-            spec if sharding is not None else spec.build(),
-            depth=depth,
-            missing_text=missing_text,
-            progress=progress,
-            tag=tag,
-            sharding=sharding,
-        )
-    finally:
-        _shutdown(sharding)
-    return Run(result.run, dict(result.settings))
+    result, source = rerank_job(
+        run,
+        model=model,
+        topics=topics,
+        candidates=candidates,
+        corpus=corpus,
+        index=index,
+        kind=kind,
+        depth=depth,
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        backend=backend,
+        precision=precision,
+        missing_text=missing_text,
+        tag=tag,
+        ray=ray,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        shards=shards,
+        progress=progress,
+        **options,
+    )
+    return Run(result.run, dict(result.settings) | source)

@@ -22,6 +22,8 @@ class Run:
 
     inner: records.Run
     meta: dict[str, Any] = field(default_factory=dict)
+    #: What the matching command prints on stderr: queries that retrieved nothing, how topics were converted.
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def read(cls, path: str | os.PathLike, *, dedupe: str = "error") -> Run:
@@ -98,7 +100,10 @@ class Run:
         write_run(self.inner, path, tag=tag, depth=depth)
         if self.meta:
             meta = dict(self.meta)
-            meta["run"] = {"path": str(path), "sha256": sha256_file(path)}
+            meta.pop("run", None)  # a sidecar read with the run names the file it was read from
+            # the command line (when a command wrote it) first, then the file's checksum, then the settings
+            head = {k: meta.pop(k) for k in ("command", "argv") if k in meta}
+            meta = head | {"run": {"path": str(path), "sha256": sha256_file(path)}} | meta
             write_json(str(path) + ".meta.json", meta)
 
     def __repr__(self) -> str:

@@ -8,22 +8,14 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.eval import load_qrels
-from toolkit.cli.options import evaluation_options, settings_from, significance_options
+from toolkit.cli.eval import echo_qrels_notes
+from toolkit.cli.options import api_options, evaluation_options, pop_settings, settings_from, significance_options
 
 log = logging.getLogger(__name__)
 
 #: Evaluation options diagnose declares itself (its -c is on by default, its -l is the binary level).
 _OWN = ("complete", "relevance_level")
 _LISTWISE_ALL = "\0all"
-
-
-def _settings(values: dict):
-    """The shared evaluation settings; diagnose's own -c is on by default and its -l is the binary level."""
-    values = dict(values)
-    values.setdefault("complete", True)
-    values.setdefault("relevance_level", 1)
-    return settings_from(values)
 
 
 def _named_paths(values: tuple[str, ...], option: str, taken: dict[str, str] | None = None) -> dict[str, str]:
@@ -244,18 +236,15 @@ def diagnose_command(**opts):
       twostage diagnose --qrels dl19-passage --first-stage bm25=run.dl19.bm25.top100.txt \\
           --reranked minilm=minilm.trec --reranked llm=rank_zephyr.trec --listwise llm --out reports/dl19
     """
-    from toolkit.report.diagnosis import write_diagnosis_report
-
     depths = _curve_depths(opts["curve_depths"])
-    q = load_qrels(opts["qrels"], opts.get("rel_map"), opts.get("dedupe", "error"), opts.get("data_dir"))
-    level = opts["recall_level"] or (2 if q.frame["relevance"].max() >= 2 else 1)
+    s = pop_settings(opts)
+    opts["complete"] = s.pop("complete")  # diagnose's own -c/--no-complete, on by default
+    settings_from(s)  # a bad --gain or --discount is a usage error, before anything is read
     first_named, reranked_named = _run_names(opts)
-    firsts, inputs, metas = _read_runs(first_named, reranked_named, opts)
-    queries, lookup, text_sources = _texts(opts, metas)
-    sources = _sources(str(q.path), first_named, reranked_named, metas, text_sources)
-    diag = _diagnose(q, firsts, inputs, opts, depths, level, queries, lookup, sources)
-    paths = write_diagnosis_report(diag, opts["out"])
-    _print_summary(diag)
+    echo_qrels_notes(opts["qrels"], s.get("data_dir"))
+    diag = _diagnose(first_named, reranked_named, opts, s, depths)
+    paths = diag.write(opts["out"])
+    _print_summary(diag.result)
     click.echo(paths["index.html"])
 
 
@@ -285,99 +274,35 @@ def _run_names(opts: dict) -> tuple[dict[str, str], dict[str, str]]:
     return first_named, reranked_named
 
 
-def _read_runs(first_named: dict[str, str], reranked_named: dict[str, str], opts: dict):
-    """Step 2: read every run and every reranked run's sidecar; the library pairs and sizes each reranked run
-    (``reranked_input``: --depth, else the sidecar's, else its longest list; --pair, else the sidecar)."""
-    from toolkit.diagnosis.diagnose import reranked_input
-    from toolkit.sidecar import read_meta
-    from toolkit.trec_io import read_run
-
-    dedupe, listwise, pairs = opts.get("dedupe", "error"), opts["listwise"], _pairs(opts["pair_values"])
-    firsts = {n: read_run(p, dedupe=dedupe) for n, p in first_named.items()}
-    inputs, metas = [], {}
-    for n, path in reranked_named.items():
-        metas[n] = read_meta(path) or {}
-        inputs.append(
-            reranked_input(
-                n,
-                read_run(path, dedupe=dedupe),
-                firsts,
-                depth=opts["depth"],
-                depth_as="--depth",
-                first_stage=pairs.get(n, ""),
-                listwise=_LISTWISE_ALL in listwise or n in listwise,
-                meta=metas[n],
-            )
-        )
-    return firsts, inputs, metas
-
-
-def _texts(opts: dict, metas: dict[str, dict]):
-    """Step 3: query and document texts from the options, else from the reranked runs' sidecars."""
-    from toolkit.catalog import resolve_topics
-    from toolkit.diagnosis.diagnose import sources_from_metas, texts_from_sources
-
-    given = opts["candidates_paths"] or opts["corpus"] or opts["index_path"]
-    from_meta = {} if given else sources_from_metas(metas.values())
-    queries, lookup, described = texts_from_sources(
-        list(opts["candidates_paths"]) or from_meta.get("candidates", []),
-        opts["corpus"] or from_meta.get("corpus"),
-        opts["index_path"] or from_meta.get("index"),
-    )
-    topics = opts["topics"] or (from_meta.get("topics") if not queries else None)
-    if topics:
-        queries.update(resolve_topics(topics, opts.get("data_dir")).as_dict())
-    if not queries:
-        log.warning("no query texts (give --topics or --candidates): query types are 'unknown'")
-    return (
-        queries,
-        lookup,
-        {
-            "topics": topics,
-            "texts": ", ".join(d["path"] for d in described) or None,
-            "texts_from": "the reranked runs' sidecars" if from_meta and described else None,
-        },
-    )
-
-
-def _sources(qrels: str, first_named: dict, reranked_named: dict, metas: dict[str, dict], texts: dict) -> dict:
-    """Where every input came from, as the report states it (empty ones left out)."""
-    models = [f"{n}: {m['reranker']['model']}" for n, m in metas.items() if (m.get("reranker") or {}).get("model")]
-    sources = {
-        "qrels": qrels,
-        "first_stage": ", ".join(first_named.values()),
-        "reranked": ", ".join(reranked_named.values()),
-        **texts,
-        "reranker": ", ".join(models) or None,
-    }
-    return {k: v for k, v in sources.items() if v}
-
-
-def _diagnose(q, firsts, inputs, opts: dict, depths, level: int, queries, lookup, sources: dict):
-    """Step 4: the diagnosis itself; a measure without a ceiling is a usage error of -m."""
-    from toolkit.diagnosis.diagnose import Thresholds, diagnose
-    from toolkit.diagnosis.query_types import load_type_rules, read_query_types
+def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, depths: list[int]):
+    """The library's diagnosis of the named runs; a measure without a ceiling is a usage error of -m."""
+    from toolkit.api.diagnosis import diagnose
     from toolkit.errors import ConfigError
 
+    listwise = True if _LISTWISE_ALL in opts["listwise"] else list(opts["listwise"])
     try:
         return diagnose(
-            q,
-            firsts,
-            inputs,
-            name=opts["name"] or Path(opts["out"]).name,
+            opts["qrels"],
+            first_named,
+            reranked_named,
             measure=opts["measure"],
-            settings=_settings(opts),
+            depth=opts["depth"],
+            depth_as="--depth",
             curve_depths=depths,
-            recall_level=level,
+            listwise=listwise,
+            pairs=_pairs(opts["pair_values"]),
+            topics=opts["topics"],
+            candidates=list(opts["candidates_paths"]),
+            corpus=opts["corpus"],
+            index=opts["index_path"],
+            query_types=opts["types_path"],
+            type_rules=opts["rules_path"],
+            recall_level=opts["recall_level"],
             complete=opts["complete"],
-            queries=queries,
-            texts=lookup,
-            query_types=read_query_types(opts["types_path"]) if opts["types_path"] else None,
-            type_rules=load_type_rules(opts["rules_path"]) if opts["rules_path"] else None,
-            thresholds=Thresholds(ok=opts["ok"], max_unjudged=opts["max_unjudged"], hurt=opts["hurt"]),
-            **{k: opts[k] for k in ("worst_n", "most_changed_n", "disagree_n", "missed_shown", "explore_depth")},
-            **{k: opts[k] for k in ("permutations", "seed", "correction")},
-            sources=sources,
+            name=opts["name"] or Path(opts["out"]).name,
+            **{k: opts[k] for k in ("ok", "max_unjudged", "hurt", "worst_n", "most_changed_n", "disagree_n")},
+            **{k: opts[k] for k in ("missed_shown", "explore_depth", "permutations", "seed", "correction")},
+            **api_options(s),
         )
     except ConfigError as exc:
         if "measure" in str(exc) or "ceiling" in str(exc):

@@ -8,15 +8,23 @@ from pathlib import Path
 import click
 
 from toolkit.catalog import relevance_map, resolve_qrels
-from toolkit.cli.options import evaluation_options, pop_settings, settings_from, trec_eval_option
-from toolkit.evaluation.evaluate import EvalResult, check_measures, prepare_judgments
-from toolkit.evaluation.groups import evaluate_groups
+from toolkit.cli.options import api_options, evaluation_options, pop_settings, settings_from, trec_eval_option
+from toolkit.evaluation.evaluate import EvalResult
 from toolkit.evaluation.trec_format import format_value, provenance_lines, render_csv, render_json, render_text
-from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measure_groups, parse_measures
+from toolkit.measures.names import parse_measure_groups
 from toolkit.records import Qrels
-from toolkit.trec_io import atomic_write, read_prefs, read_qrels_jg, read_run, read_zscores, write_json
+from toolkit.trec_io import atomic_write, read_run, write_json
 
 REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
+
+
+def echo_qrels_notes(spec: str, data_dir: str | None) -> None:
+    """How a named collection's qrels were converted (Cranfield's), on stderr; nothing for files."""
+    from toolkit.catalog import is_collection_name
+
+    if is_collection_name(spec):
+        for note in resolve_qrels(spec, data_dir).notes:
+            click.echo(f"twostage: {note}", err=True)
 
 
 def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None) -> Qrels:
@@ -26,22 +34,6 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
         click.echo(f"twostage: {note}", err=True)
     mapping, name = relevance_map(rel_map) if rel_map else ({}, "")
     return source.read(dedupe, mapping, name)
-
-
-def load_judgments(spec: str, rel_format: str, rel_map: str | None, dedupe: str, data_dir: str | None):
-    """The judgments as ``-R`` says: qrels (a file or a collection name), prefs, qrels_prefs or qrels_jg."""
-    if rel_format == "qrels":
-        return load_qrels(spec, rel_map, dedupe, data_dir)
-    if rel_map:
-        raise click.UsageError("--relevance-map applies to -R qrels only")
-    if rel_format == "qrels_jg":
-        return read_qrels_jg(spec)
-    return read_prefs(spec, rel_format)
-
-
-def measures_from(texts, version: int, default=DEFAULT_MEASURES) -> list[Measure]:
-    """Parse -m values; a bad name or parameter is an input error (exit 1, 'Error: ...'), not a usage error."""
-    return parse_measures(list(texts) or list(default), version)
 
 
 @click.command("eval")
@@ -132,73 +124,81 @@ def eval_command(
       twostage eval -m ndcg_cut.10 --gain exp --format json qrels.txt run.txt
       twostage eval -m map -m P.30 cacm runs/ other.trec 'sweep/*.trec'
     """
+    from toolkit.api.evaluation import evaluate_many
     from toolkit.evaluation.multi import expand_runs
 
     s = pop_settings(options)
-    settings = settings_from(s, allow_no_common=allow_no_common)
-    groups = parse_measure_groups(list(measure_texts) or list(DEFAULT_MEASURES), settings.trec_eval)
-    for group in groups:  # before reading anything
-        check_measures(group.measures, group.overrides.apply(settings), rel_format)
+    settings_from(s, allow_no_common=allow_no_common)  # a bad --gain or -l is a usage error, before any reading
+    if rel_format != "qrels" and s.get("rel_map"):
+        raise click.UsageError("--relevance-map applies to -R qrels only")
     paths = expand_runs(runs)
-    judgments = load_judgments(qrels, rel_format, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
-    if getattr(judgments, "duplicates_dropped", 0):
-        click.echo(
-            f"twostage: --dedupe first dropped {judgments.duplicates_dropped} duplicate line(s) from the qrels",
-            err=True,
-        )
-    zscores = read_zscores(zscore_file) if zscore_file else None
+    if rel_format == "qrels":
+        echo_qrels_notes(qrels, s.get("data_dir"))
+    evaluations = evaluate_many(
+        qrels,
+        dict(paths),
+        list(measure_texts) or None,
+        rel_format=rel_format,
+        zscores=zscore_file,
+        allow_no_common=allow_no_common,
+        **api_options(s),
+    )
+    _echo_notes(evaluations, dict(paths))
     if len(paths) > 1:
-        judgments = prepare_judgments(judgments)  # factorised once for every run
-        return _eval_many(
-            paths, judgments, groups, settings, s, zscores, per_query, no_summary, fmt, out, no_provenance
-        )
-    result = _evaluate_one(paths[0][1], judgments, groups, settings, s, zscores)
+        return _eval_many(evaluations, per_query, no_summary, fmt, out, no_provenance)
+    ev = next(iter(evaluations.values()))
     if fmt == "json":
-        text = render_json(result, per_query)
+        text = ev.to_json(per_query)
     elif fmt == "csv":
-        text = render_csv(result, per_query, provenance=not no_provenance and out is None)
+        text = ev.to_csv(per_query, provenance=not no_provenance and out is None)
     else:
-        text = render_text(result, per_query, provenance=not no_provenance, summary=not no_summary)
+        text = ev.to_trec_eval(per_query, provenance=not no_provenance, summary=not no_summary)
+    _emit(text, out, ev.provenance, "")
+
+
+def _echo_notes(evaluations: dict, paths: dict[str, str]) -> None:
+    """stderr: duplicates --dedupe first dropped (qrels once, then per run) and each evaluation's notes."""
+    dropped = [e.provenance["duplicates_dropped"] for e in evaluations.values()]
+    if dropped and dropped[0]["qrels"]:
+        n = dropped[0]["qrels"]
+        click.echo(f"twostage: --dedupe first dropped {n} duplicate line(s) from the qrels", err=True)
+    for (name, ev), d in zip(evaluations.items(), dropped):
+        if d["run"]:
+            click.echo(
+                f"twostage: --dedupe first dropped {d['run']} duplicate line(s) from the run ({paths[name]})", err=True
+            )
+        for note in ev.notes:
+            click.echo(f"twostage: {note}", err=True)
+
+
+def _emit(text: str, out: str | None, provenance: dict, what: str) -> None:
+    """The result on stdout, or in OUT (atomically) with OUT.provenance.json."""
     if out:
         with atomic_write(out) as fh:
             fh.write(text)
-        write_json(out + ".provenance.json", result.provenance)
-        click.echo(f"twostage: wrote {out} and {out}.provenance.json", err=True)
+        write_json(out + ".provenance.json", provenance)
+        click.echo(f"twostage: wrote {out}{what} and {out}.provenance.json", err=True)
     else:
         click.echo(text, nl=False)
 
 
-def _evaluate_one(path: str, judgments, groups, settings, s: dict, zscores) -> EvalResult:
-    r = read_run(path, dedupe=s.get("dedupe", "error"))
-    if r.duplicates_dropped:
-        click.echo(
-            f"twostage: --dedupe first dropped {r.duplicates_dropped} duplicate line(s) from the run ({path})", err=True
-        )
-    result = evaluate_groups(judgments, r, groups, settings, zscores=zscores)
-    for note in result.notes:
-        click.echo(f"twostage: {note}", err=True)
-    return result
-
-
-def _eval_many(paths, judgments, groups, settings, s, zscores, per_query, no_summary, fmt, out, no_provenance):
+def _eval_many(evaluations: dict, per_query, no_summary, fmt, out, no_provenance) -> None:
     """Several runs against judgments read once: text blocks, or one wide CSV/JSON table."""
     from toolkit.evaluation import multi
 
-    results = [(name, _evaluate_one(path, judgments, groups, settings, s, zscores)) for name, path in paths]
+    results = [(name, ev.result) for name, ev in evaluations.items()]
     if fmt == "json":
         text = multi.render_json_many(results, per_query)
     elif fmt == "csv":
         text = multi.render_csv_many(results, per_query, provenance=not no_provenance and out is None)
     else:
-        blocks = [render_text(r, per_query, provenance=not no_provenance, summary=not no_summary) for _, r in results]
-        text = "".join(f"# run: {name}\n{block}" for (name, _), block in zip(results, blocks))
-    if out:
-        with atomic_write(out) as fh:
-            fh.write(text)
-        write_json(out + ".provenance.json", {name: r.provenance for name, r in results})
-        click.echo(f"twostage: wrote {out} ({len(results)} runs) and {out}.provenance.json", err=True)
-    else:
-        click.echo(text, nl=False)
+        blocks = [
+            ev.to_trec_eval(per_query, provenance=not no_provenance, summary=not no_summary)
+            for ev in evaluations.values()
+        ]
+        text = "".join(f"# run: {name}\n{block}" for name, block in zip(evaluations, blocks))
+    provenance = {name: ev.provenance for name, ev in evaluations.items()}
+    _emit(text, out, provenance, f" ({len(results)} runs)")
 
 
 @click.command("measures")
@@ -289,7 +289,6 @@ __all__ = [
     "EvalResult",
     "eval_command",
     "format_value",
-    "load_judgments",
     "load_qrels",
     "provenance_lines",
     "render_csv",

@@ -208,3 +208,12 @@ def settings_from(options: dict, **fixed) -> EvalSettings:
 def pop_settings(options: dict) -> dict:
     """Remove the evaluation options from a command's keyword arguments; returns them."""
     return {k: options.pop(k) for k in list(_OPTIONS) if k in options}
+
+
+def api_options(s: dict) -> dict:
+    """The shared evaluation options (``pop_settings``) as the library's keywords (``toolkit.evaluate``'s)."""
+    names = {"level": "relevance_level", "rel_map": "relevance_map"}
+    out = {names.get(k, k): v for k, v in s.items() if v is not None}
+    if "trec_eval" in out:
+        out["trec_eval"] = int(out["trec_eval"])
+    return out

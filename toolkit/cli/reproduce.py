@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -110,15 +109,6 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _api_options(s: dict) -> dict:
-    """The shared evaluation options as ``toolkit.compare``'s keywords."""
-    names = {"level": "relevance_level", "rel_map": "relevance_map"}
-    out = {names.get(k, k): v for k, v in s.items() if v is not None}
-    if "trec_eval" in out:
-        out["trec_eval"] = int(out["trec_eval"])
-    return out
-
-
 @click.command("compare")
 @click.option(
     "--qrels", default=None, help="Qrels file or collection name (cacm, dl19-passage, ...); needed for run files."
@@ -188,8 +178,7 @@ def compare(qrels, measure_texts, baselines, test, permutations, seed, correctio
       twostage compare --qrels q.txt A B C -m ndcg_cut.10 -m recall.100 --format json --out reports/abc
     """
     from toolkit.api.comparison import compare as compare_systems
-    from toolkit.cli.options import pop_settings, settings_from
-    from toolkit.report.comparison import compare_text
+    from toolkit.cli.options import api_options, pop_settings, settings_from
 
     if len(runs) < 2:
         raise click.UsageError("give at least two runs: the baseline first, then the systems to compare with it")
@@ -212,18 +201,12 @@ def compare(qrels, measure_texts, baselines, test, permutations, seed, correctio
         permutations=permutations,
         seed=seed,
         force=force,
-        **_api_options(s),
+        **api_options(s),
     )
     if out:
         result.write(out)
-    if fmt == "json":
-        click.echo(json.dumps(result.doc, indent=2, default=str))
-    elif fmt == "latex":
-        click.echo(result.to_latex(), nl=False)
-    elif fmt == "markdown":
-        click.echo(result.to_markdown(), nl=False)
-    else:
-        click.echo(compare_text(result.doc), nl=False)
+    rendered = {"json": result.to_json, "latex": result.to_latex, "markdown": result.to_markdown}
+    click.echo(rendered.get(fmt, result.to_text)(), nl=False)
 
 
 COMMANDS = [reproduce, compare]

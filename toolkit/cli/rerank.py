@@ -8,23 +8,16 @@ from pathlib import Path
 import click
 
 from toolkit.cli.options import DEVICE, PRECISION
-from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, shutdown_ray, worker_device
+from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.extras import require, require_command
 from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
 
 log = logging.getLogger(__name__)
 
 
-def _query_ids(values: tuple[str, ...], qrels_path: str | None) -> list[str] | None:
-    ids: list[str] = []
-    for v in values:
-        ids += [x for x in v.replace(",", " ").split() if x]
-    if qrels_path:
-        from toolkit.catalog import resolve_qrels
-
-        judged = set(resolve_qrels(qrels_path).read().query_ids)
-        ids = [q for q in ids if q in judged] if ids else sorted(judged)
-    return ids or None
+def _query_ids(values: tuple[str, ...]) -> list[str]:
+    """--query-id values: ids separated by commas or spaces, repeatable."""
+    return [x for v in values for x in v.replace(",", " ").split() if x]
 
 
 @click.command("rerank")
@@ -169,36 +162,51 @@ def rerank(
     With --ray the model work is split into shards recorded in OUT.shards/manifest.json;
     running the same command again after an interruption does only the unfinished shards.
     """
-    from toolkit.reranking.backends import RerankerSpec
-    from toolkit.reranking.job import rerank_run
+    from toolkit.api.pipeline import rerank_job
+    from toolkit.jobs.shards import shards_dir
 
-    _check_sources(candidates, run_path, corpus, index_path)
+    _check_sources(candidates, run_path, topics, corpus, index_path)
     _require_extras(backend, index_path)
-    sharding = sharding_from_options(**ray, out=out, force=force)
-    cand, first, queries, texts = _inputs(candidates, run_path, topics, corpus, index_path)
-    if sharding is not None and backend == "torch":
+    if ray["ray_address"] is None:  # --workers and friends without --ray are a usage error
+        sharding_from_options(**ray, out=out, force=force)
+    elif backend == "torch":
         device, precision = worker_device(device, precision, ray["gpus_per_worker"])
-    spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).resolved()
-    reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
-    cache = _embedding_cache(spec, reranker, sharding, cache_dir, no_embedding_cache)
     tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
-    query_ids = _query_ids(query_id_values, judged_qrels)
-    try:
-        result = rerank_run(
-            first, queries, texts, reranker, depth, missing_text, query_ids, not no_progress, tag, sharding, cache
-        )
-    finally:
-        shutdown_ray(sharding)
-    settings = _write_outputs(result, out, tag, topics, cand)
-    _report(result, settings, sharding, cache, f"{spec.kind} {model}")
+    result, source = rerank_job(
+        run_path,
+        model=model,
+        topics=topics,
+        candidates=candidates,
+        corpus=corpus,
+        index=index_path,
+        kind=kind,
+        depth=depth,
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        backend=backend,
+        precision=precision,
+        missing_text=missing_text,
+        query_ids=_query_ids(query_id_values),
+        judged_only=judged_qrels,
+        embedding_cache=False if no_embedding_cache else (cache_dir or True),
+        tag=tag,
+        ray=ray["ray_address"],
+        **{k: v for k, v in ray.items() if k != "ray_address"},
+        shards=shards_dir(out),
+        force=force,
+        progress=not no_progress,
+    )
+    settings = _write_outputs(result, out, tag, source)
+    _report(result, settings, ray["ray_address"], f"{settings['reranker']['kind']} {model}")
     click.echo(str(out))
 
 
-def _report(result, settings: dict, sharding, cache, what: str) -> None:
+def _report(result, settings: dict, ray_address, what: str) -> None:
     """stderr: the sharded job's shards, the embedding cache's hits and the speed."""
-    echo_job(sharding, result.settings["model_work"])
-    if cache is not None:
-        c = result.settings["embedding_cache"]
+    echo_job(ray_address, result.settings["model_work"])
+    c = result.settings.get("embedding_cache")
+    if c is not None:
         click.echo(f"twostage: embedding cache {c['folder']}: {c['hits']} texts found, {c['added']} added", err=True)
     rate = result.pairs / result.seconds if result.seconds > 0 else float("inf")
     click.echo(
@@ -218,60 +226,25 @@ def _require_extras(backend: str, index_path) -> None:
         require("pyserini", "twostage rerank --index (texts stored in a Lucene index)")
 
 
-def _check_sources(candidates, run_path, corpus, index_path) -> None:
+def _check_sources(candidates, run_path, topics, corpus, index_path) -> None:
+    """Usage errors of the text sources, before anything is read."""
     if bool(candidates) == bool(run_path):
         raise click.UsageError("give exactly one of --candidates or --run")
     if corpus and index_path:
         raise click.UsageError("give at most one of --corpus or --index")
-
-
-def _inputs(candidates, run_path, topics, corpus, index_path):
-    """(candidates file or None, first-stage run, query texts, document text source) from the options."""
-    from toolkit.catalog import resolve_topics
-    from toolkit.texts import lucene_text_source, read_candidates, read_jsonl_corpus
-    from toolkit.trec_io import read_run
-
-    cand = read_candidates(candidates) if candidates else None
-    first = cand.run if cand else read_run(run_path)
-    queries = dict(cand.topics.as_dict()) if cand else {}
-    if topics:
-        queries.update(resolve_topics(topics).as_dict())
-    if not queries:
+    if run_path and not topics:
         raise click.UsageError("--run needs --topics (query texts)")
-    if corpus:
-        texts = read_jsonl_corpus(corpus, wanted=set(first.frame["doc_id"].unique().tolist()))
-    elif index_path:
-        texts = lucene_text_source(index_path)
-    elif cand is not None:
-        texts = cand.text_source()
-    else:
+    if run_path and not (corpus or index_path):
         raise click.UsageError("--run needs a text source: --corpus JSONL or --index LUCENE_INDEX")
-    return cand, first, queries, texts
 
 
-def _embedding_cache(spec, reranker, sharding, cache_dir, disabled: bool):
-    """The bi-encoder's embedding cache (None for cross-encoders and with --no-embedding-cache)."""
-    if spec.kind != "bi-encoder" or disabled:
-        return None
-    from toolkit.jobs.embed_cache import EmbeddingCache, default_folder
-    from toolkit.reranking.job import embedding_namespace
-
-    desc = reranker.describe() if sharding is None else spec.describe()
-    return EmbeddingCache(cache_dir or default_folder(), embedding_namespace(desc))
-
-
-def _write_outputs(result, out: str, tag: str, topics: str | None, cand) -> dict:
+def _write_outputs(result, out: str, tag: str, source: dict) -> dict:
     """OUT (the reranked run) and OUT.meta.json; returns the sidecar's settings."""
     from toolkit.sidecar import meta_path
     from toolkit.trec_io import write_json, write_run
 
     write_run(result.run, out, tag=tag)
-    settings = dict(result.settings)
-    settings["out"] = str(out)
-    settings["topics"] = str(topics) if topics else (cand.path if cand else None)
-    settings["topics_resolved"] = (
-        str(Path(settings["topics"]).resolve()) if settings["topics"] and Path(settings["topics"]).exists() else None
-    )
+    settings = dict(result.settings) | {"out": str(out)} | source
     write_json(meta_path(out), settings)
     return settings
 

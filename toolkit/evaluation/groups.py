@@ -27,7 +27,7 @@ def evaluate_groups(
     """One result for every group; a single group without overrides is plain ``evaluate``."""
     if len(groups) == 1 and not groups[0].overrides:
         return evaluate(judgments, run, groups[0].measures, settings, zscores=zscores)
-    with _each_warning_once():  # every group checks the same run: say each thing once
+    with each_warning_once():  # every group checks the same run: say each thing once
         results = [
             (g, evaluate(judgments, run, g.measures, g.overrides.apply(settings), zscores=zscores)) for g in groups
         ]
@@ -56,7 +56,8 @@ def evaluate_groups(
 
 
 @contextlib.contextmanager
-def _each_warning_once():
+def each_warning_once():
+    """Within the block, each input warning (``checks``) is logged once, however often the input is evaluated."""
     seen: set[str] = set()
 
     def first_time(record: logging.LogRecord) -> bool:

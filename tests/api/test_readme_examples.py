@@ -1,0 +1,436 @@
+"""Every ``twostage ...`` example in README.md (and in each command's ``--help`` Examples), checked against the CLI
+and, for the examples below, run next to the equivalent ``toolkit`` call with the outputs compared.
+
+The examples are read from the README itself: 4-space-indented lines and ``$ twostage`` lines in fenced blocks,
+backslash continuations joined, ``#`` comments dropped. Every one must parse with the command it names (its
+options and arguments exist), so an example that drifts from the CLI fails here. ``RUN`` below lists the examples
+that are also run, each by its exact README text (an edited example fails until its check is updated), on
+substituted small inputs:
+
+* DL19 examples (``eval``, ``compare``, ``diagnose``, ``fuse``): the DL19 runs of ../shared/data
+  (``RUN_A``/``RUN_B`` = BM25/SPLADE++, ``BM25 RM3 TASB`` = those runs, CACM runs given to ``fuse`` = the DL19
+  BM25 and SPLADE++ runs); ``diagnose``'s reranked run is BM25's top 100 reordered by SPLADE++'s scores (made
+  without a model) and ``--permutations 500`` is appended (the default 10,000 costs time, not coverage);
+* CACM examples (``index``, ``bm25`` plain/RM3/QL, ``eval ... cacm``, ``index --dense``, ``dense``,
+  ``rerank --run ... --index``): a six-document JSONL corpus with three topics and hand-made qrels stands for
+  CACM (``--collection cacm`` / ``--topics cacm`` / qrels ``cacm``);
+* ``rerank --candidates``: the two-query candidates file of tests/support/samples.py for DL19's.
+
+Every ``reports/...`` and ``indexes/...`` path goes to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+import pytest
+
+import toolkit as ts
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _join_continuations(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for number, text in lines:
+        if pending is not None:
+            number, text = pending[0], pending[1] + " " + text.strip()
+        if text.rstrip().endswith("\\"):
+            pending = (number, text.rstrip()[:-1].rstrip())
+            continue
+        pending = None
+        out.append((number, text.strip()))
+    return out
+
+
+def readme_examples(text: str) -> list[tuple[int, str]]:
+    """(line number, command text) of every ``twostage`` example in the README."""
+    found: list[tuple[int, str]] = []
+    fenced, current = False, None
+    raw = text.splitlines()
+    for i, line in enumerate(raw, 1):
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if current is not None:  # inside a continued example
+            current.append((i, line))
+            if not line.rstrip().endswith("\\"):
+                found += _join_continuations(current)
+                current = None
+            continue
+        if fenced and line.startswith("$ twostage "):
+            found.append((i, line[2:].strip()))
+        elif not fenced and line.startswith("    twostage "):
+            current = [(i, line)]
+            if not line.rstrip().endswith("\\"):
+                found += _join_continuations(current)
+                current = None
+    return found
+
+
+def help_examples() -> list[tuple[str, str]]:
+    """(command, example) of the Examples block of every command's docstring."""
+    from toolkit.cli import main
+
+    out = []
+    for name, cmd in _commands(main):
+        doc = cmd.help or ""
+        examples = doc.split("Examples:", 1)[1] if "Examples:" in doc else doc.split("Example:", 1)[-1]
+        if "Example" not in doc:
+            continue
+        lines = [(0, ln) for ln in examples.splitlines() if ln.strip()]
+        joined = _join_continuations([(n, ln) for n, ln in lines])
+        out += [(name, t) for _, t in joined if t.startswith("twostage ")]
+    return out
+
+
+def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    out = []
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            out += _commands(cmd, f"{prefix}{name} ")
+        else:
+            out.append((prefix + name, cmd))
+    return out
+
+
+def parse(example: str) -> click.Context:
+    """The click context the example's argv gives (options and arguments checked; nothing is run)."""
+    from toolkit.cli import main
+
+    args = shlex.split(example, comments=True)
+    assert args[0] == "twostage", example
+    args = args[1:]
+    cmd: click.Command = main
+    parent = main.make_context("twostage", [], resilient_parsing=True)
+    while isinstance(cmd, click.Group):
+        name, args = args[0], args[1:]
+        sub = cmd.get_command(parent, name)
+        assert sub is not None, f"no command {name!r} in: {example}"
+        cmd = sub
+    try:
+        return cmd.make_context(cmd.name or "", args, parent=parent)
+    except click.BadParameter as exc:
+        if "does not exist" not in exc.message:  # an input file absent here is not a drifted example
+            raise
+        return parent
+
+
+EXAMPLES = readme_examples(README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_has_its_examples():
+    commands = {shlex.split(t, comments=True)[1] for _, t in EXAMPLES}
+    want = {"eval", "compare", "diagnose", "fuse", "rerank", "bm25", "index", "dense", "reproduce", "experiment"}
+    assert want <= commands, sorted(want - commands)
+
+
+@pytest.mark.parametrize("line, example", EXAMPLES, ids=[f"L{n}" for n, _ in EXAMPLES])
+def test_every_readme_example_parses(line, example):
+    parse(example)
+
+
+@pytest.mark.parametrize("command, example", help_examples())
+def test_every_help_example_parses(command, example):
+    parse(example)
+
+
+# ------------------------------------------------------------------ running the examples
+DOCS = {
+    "d1": "time sharing systems for computers",
+    "d2": "the operating system of a time sharing computer",
+    "d3": "matrix inversion algorithms",
+    "d4": "algorithms for sorting and searching",
+    "d5": "computer time and cost accounting",
+    "d6": "numerical methods for matrix problems",
+}
+TOPICS = {"1": "time sharing system", "2": "matrix algorithms", "3": "computer accounting"}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory, msmarco) -> dict[str, Path]:
+    """The substituted inputs, by the README's names for them."""
+    from samples import CANDIDATES
+
+    folder = tmp_path_factory.mktemp("readme")
+    runs = msmarco / "runs"
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS.items()))
+    topics = folder / "topics.tsv"
+    topics.write_text("".join(f"{q}\t{t}\n" for q, t in TOPICS.items()))
+    qrels = folder / "qrels.tiny.txt"
+    qrels.write_text("1 0 d1 1\n1 0 d2 1\n2 0 d3 1\n2 0 d6 1\n3 0 d5 1\n")
+    candidates = folder / "candidates.json"
+    candidates.write_text(json.dumps(CANDIDATES))
+    return {
+        "run.dl19.bm25.top100.txt": runs / "run.dl19.bm25.top100.txt",
+        "qrels.dl19-passage.txt": msmarco / "qrels.dl19-passage.txt",
+        "../shared/data/msmarco-passage/qrels.dl19-passage.txt": msmarco / "qrels.dl19-passage.txt",
+        "RUN_A": runs / "run.dl19.bm25.top100.txt",
+        "RUN_B": runs / "run.dl19.splade-pp-ed.top100.txt",
+        "BM25": runs / "run.dl19.bm25.top100.txt",
+        "RM3": runs / "run.dl19.bm25-rm3.top100.txt",
+        "TASB": runs / "run.dl19.tasb.top100.txt",
+        "bm25.txt": runs / "run.dl19.bm25.top100.txt",
+        "splade.txt": runs / "run.dl19.splade-pp-ed.top100.txt",
+        "rr.txt": runs / "run.dl19.tasb.top100.txt",
+        "reports/runs/cacm.bm25.trec<fuse>": runs / "run.dl19.bm25.top100.txt",
+        "reports/runs/cacm.minilm.trec<fuse>": runs / "run.dl19.splade-pp-ed.top100.txt",
+        "reports/runs/dl19.bm25.minilm.trec": _splade_order(runs, folder),
+        "../shared/data/msmarco-passage/candidates/dl19.bm25.top100.json": candidates,
+        "cacm<collection>": corpus,
+        "cacm<topics>": topics,
+        "cacm<qrels>": qrels,
+        "folder": folder,
+    }
+
+
+def _splade_order(runs: Path, folder: Path) -> Path:
+    """BM25's top 100 reordered by SPLADE++'s scores: a reranked run made without a model."""
+    bm = ts.Run.read(runs / "run.dl19.bm25.top100.txt").to_frame()
+    sp = ts.Run.read(runs / "run.dl19.splade-pp-ed.top100.txt").frame.set_index(["query_id", "doc_id"])["score"]
+    s = sp.reindex(pd.MultiIndex.from_frame(bm[["query_id", "doc_id"]])).to_numpy()
+    bm["score"] = np.where(np.isnan(s), bm["score"].to_numpy() - 1e6, s)
+    path = folder / "splade-order.txt"
+    ts.Run.from_frame(bm, tag="splade-order").write(path)
+    return path
+
+
+def substitute(example: str, small: dict, work: Path) -> list[str]:
+    """The example's argv with the small inputs in place of the README's and every output in ``work``."""
+    args = shlex.split(example, comments=True)[1:]
+    out = []
+    for i, a in enumerate(args):
+        prev = args[i - 1] if i else ""
+        name, sep, path = a.partition("=")
+        if sep and "/" not in name and path in small:  # NAME=RUN
+            out.append(f"{name}={small[path]}")
+        elif a == "cacm" and prev in ("--collection", "--topics"):
+            out.append(str(small[f"cacm<{prev[2:]}>"]))
+        elif a == "cacm" and args[0] == "eval":
+            out.append(str(small["cacm<qrels>"]))
+        elif args[0] == "fuse" and f"{a}<fuse>" in small:
+            out.append(str(small[f"{a}<fuse>"]))
+        elif a in small:
+            out.append(str(small[a]))
+        elif a.startswith(("reports/", "indexes/")):
+            out.append(str(work / a))
+        else:
+            out.append(a)
+    return out
+
+
+def _out(argv: list[str]) -> Path:
+    return Path(argv[argv.index("--out") + 1])
+
+
+def _dl19(argv: list[str]) -> dict:
+    return {"complete": "-c" in argv, "relevance_level": int(argv[argv.index("-l") + 1]) if "-l" in argv else 1}
+
+
+def _measures(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == "-m"]
+
+
+def check_eval(res, argv, small, work):
+    qrels, run = argv[-2], argv[-1]
+    gain = argv[argv.index("--gain") + 1] if "--gain" in argv else "linear"
+    ev = ts.evaluate(qrels, run, _measures(argv), gain=gain, **_dl19(argv))
+    assert res.stdout == ev.to_trec_eval()
+
+
+def _runs_of(argv: list[str]) -> dict[str, str]:
+    from toolkit.cli.reproduce import _named_runs
+
+    skip_next = {"--qrels", "-m", "-l", "--out", "--format", "--baseline"}
+    runs, i = [], 0
+    while i < len(argv[1:]):
+        a = argv[1:][i]
+        if a in skip_next:
+            i += 2
+            continue
+        if not a.startswith("-"):
+            runs.append(a)
+        i += 1
+    return _named_runs(tuple(runs))
+
+
+def _compare(argv):
+    baselines = [argv[i + 1] for i, a in enumerate(argv) if a == "--baseline"] or None
+    qrels = argv[argv.index("--qrels") + 1]
+    return ts.compare(qrels, _runs_of(argv), baseline=baselines, measures=_measures(argv), **_dl19(argv))
+
+
+def check_compare(res, argv, small, work):
+    cmp = _compare(argv)
+    fmt = argv[argv.index("--format") + 1] if "--format" in argv else "text"
+    want = {"json": cmp.to_json, "latex": cmp.to_latex, "markdown": cmp.to_markdown, "text": cmp.to_text}[fmt]()
+    assert res.stdout == want
+    if "--out" in argv:
+        cmp.write(work / "api-compare")
+        assert (work / "api-compare" / "compare.json").read_text() == (_out(argv) / "compare.json").read_text()
+
+
+def check_diagnose(res, argv, small, work):
+    first = dict(a.split("=", 1) for a in [argv[argv.index("--first-stage") + 1]])
+    reranked = dict(a.split("=", 1) for a in [argv[argv.index("--reranked") + 1]])
+    out = _out(argv)
+    d = ts.diagnose("dl19-passage", first, reranked, permutations=500, name=out.name, depth_as="--depth")
+    d.write(work / "api-diagnose")
+    for name in ("per_query.csv", "pairs.csv", "report.md", "summary.json"):
+        assert (work / "api-diagnose" / name).read_text() == (out / name).read_text(), name
+    assert res.stdout.strip() == str(out / "index.html")
+
+
+def check_fuse(res, argv, small, work):
+    runs = [a for a in argv[1:] if not a.startswith("-") and a not in ("rrf", str(_out(argv)))]
+    ts.fuse(runs, method="rrf").write(work / "api-fused.trec")
+    assert (work / "api-fused.trec").read_bytes() == _out(argv).read_bytes()
+
+
+def _same_sidecar(api: Path, cli: Path) -> None:
+    volatile = ("command", "argv", "run", "seconds", "search_seconds", "created")
+    a, c = (json.loads(Path(f"{p}.meta.json").read_text()) for p in (api, cli))
+    assert {k: v for k, v in a.items() if k not in volatile} == {k: v for k, v in c.items() if k not in volatile}
+
+
+def check_index(res, argv, small, work):
+    out = _out(argv)
+    dense = "--dense" in argv
+    options = {"dense": True, "encoder": argv[argv.index("--encoder") + 1], "device": "auto"} if dense else {}
+    assert ts.index(argv[argv.index("--collection") + 1], out, **options) == out
+    assert (out / "index.meta.json").exists() and res.stdout.strip() == str(out)
+
+
+def check_bm25(res, argv, small, work):
+    flags = {"rm3": "--rm3" in argv, "qld": "--qld" in argv}
+    if "--mu" in argv:
+        flags["mu"] = float(argv[argv.index("--mu") + 1])
+    hits = int(argv[argv.index("--hits") + 1]) if "--hits" in argv else 1000
+    run = ts.bm25(argv[argv.index("--index") + 1], argv[argv.index("--topics") + 1], hits=hits, **flags)
+    run.write(work / "api.trec", depth=hits)
+    assert (work / "api.trec").read_bytes() == _out(argv).read_bytes()
+    _same_sidecar(work / "api.trec", _out(argv))
+
+
+def check_dense(res, argv, small, work):
+    run = ts.dense(argv[argv.index("--index") + 1], argv[argv.index("--topics") + 1], device="auto")
+    run.write(work / "api.trec", depth=1000)
+    assert (work / "api.trec").read_bytes() == _out(argv).read_bytes()
+    _same_sidecar(work / "api.trec", _out(argv))
+
+
+def check_rerank(res, argv, small, work):
+    keys = {"--candidates": "candidates", "--run": "run", "--topics": "topics", "--index": "index"}
+    given = {keys[a]: argv[i + 1] for i, a in enumerate(argv) if a in keys}
+    out = _out(argv)
+    run = ts.rerank(model=argv[argv.index("--model") + 1], batch_size=64, device="auto", tag=out.stem, **given)
+    run.write(work / "api.trec")
+    assert (work / "api.trec").read_bytes() == out.read_bytes()
+
+
+#: The examples that are run, by their README text, with the check of their ``toolkit`` equivalent.
+RUN = {
+    "twostage eval -c -m 'AP(rel=2)@1000' -m 'RR(rel=2)@10' -m nDCG@10 -m RR@10 dl19-passage "
+    "run.dl19.bm25.top100.txt": check_eval,
+    "twostage eval -c -m ndcg_cut.10 --gain exp qrels.dl19-passage.txt run.dl19.bm25.top100.txt": check_eval,
+    "twostage compare --qrels ../shared/data/msmarco-passage/qrels.dl19-passage.txt RUN_A RUN_B -m ndcg_cut.10 "
+    "--format json": check_compare,
+    "twostage compare --qrels dl19-passage -c BM25 RM3 TASB -m ndcg_cut.10 -m recall.100 -l 2 "
+    "--out reports/cmp": check_compare,
+    "twostage diagnose --qrels dl19-passage --first-stage bm25=run.dl19.bm25.top100.txt "
+    "--reranked minilm=reports/runs/dl19.bm25.minilm.trec --out reports/dl19-minilm": check_diagnose,
+    "twostage fuse --method rrf reports/runs/cacm.bm25.trec reports/runs/cacm.minilm.trec "
+    "--out reports/runs/cacm.rrf.trec": check_fuse,
+}
+
+#: The CACM walk-through, in README order (each step reads what the one before wrote), on the tiny corpus.
+CACM_STEPS = {
+    "twostage index --collection cacm --out indexes/cacm        # Lucene: positions, docvectors, raw": check_index,
+    "twostage bm25 --index indexes/cacm --topics cacm --hits 1000 --out reports/runs/cacm.bm25.trec": check_bm25,
+    "twostage bm25 --index indexes/cacm --topics cacm --hits 1000 --rm3 --out reports/runs/cacm.bm25-rm3.trec": (
+        check_bm25
+    ),
+    "twostage bm25 --index indexes/cacm --topics cacm --qld --mu 1000 --out reports/runs/cacm.qld.trec": check_bm25,
+    "twostage eval -m map -m P.30 cacm reports/runs/cacm.bm25.trec                # qrels by name": check_eval,
+    "twostage index --collection cacm --dense --encoder all-MiniLM-L6-v2 --out indexes/cacm.minilm": check_index,
+    "twostage dense --index indexes/cacm.minilm --topics cacm --out reports/runs/cacm.minilm.trec": check_dense,
+}
+
+#: The help examples that are run too: compare's NAME=RUN with --format latex, and the same as markdown.
+COMPARE_NAMED = (
+    "twostage compare --qrels dl19-passage -c -l 2 bm25=bm25.txt splade=splade.txt rr=rr.txt "
+    "--baseline bm25 --baseline splade -m nDCG@10 -m R@100 --format latex"
+)
+
+RERANK = (
+    "twostage rerank --candidates ../shared/data/msmarco-passage/candidates/dl19.bm25.top100.json "
+    "--model all-MiniLM-L6-v2 --out reports/runs/dl19.bm25.minilm.trec"
+)
+
+
+def _readme_texts() -> set[str]:
+    return {t for _, t in EXAMPLES}
+
+
+def _raw_readme_lines() -> set[str]:
+    return {ln.strip() for ln in README.read_text(encoding="utf-8").splitlines()}
+
+
+def test_every_run_example_is_still_in_the_readme():
+    texts = _readme_texts()
+    missing = [e for e in [*RUN, RERANK] if e not in texts]
+    lines = _raw_readme_lines()
+    missing += [e for e in CACM_STEPS if e not in lines]
+    assert not missing, f"README examples changed; update tests/api/test_readme_examples.py: {missing}"
+    assert COMPARE_NAMED in {t for _, t in help_examples()}
+
+
+def _run(cli, argv: list[str]):
+    res = cli(*argv)
+    assert res.exit_code == 0, res.output
+    return res
+
+
+@pytest.mark.parametrize("example", list(RUN), ids=[e.split()[1] + f"-{i}" for i, e in enumerate(RUN)])
+def test_readme_example_equals_its_api_call(cli, small, tmp_path, example):
+    argv = substitute(example, small, tmp_path)
+    if argv[0] == "diagnose":
+        argv += ["--permutations", "500"]
+    RUN[example](_run(cli, argv), argv, small, tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["latex", "markdown"])
+def test_compare_named_runs_paper_table_equals_the_api(cli, small, tmp_path, fmt):
+    argv = substitute(COMPARE_NAMED.replace("--format latex", f"--format {fmt}"), small, tmp_path)
+    check_compare(_run(cli, argv), argv, small, tmp_path)
+
+
+def test_readme_rerank_candidates_equals_the_api(cli, small, tmp_path, minilm):
+    argv = substitute(RERANK, small, tmp_path) + ["--no-progress"]
+    check_rerank(_run(cli, argv), argv, small, tmp_path)
+
+
+def test_readme_cacm_walkthrough_equals_the_api(cli, small, tmp_path, minilm, monkeypatch):
+    """index, bm25 (plain, RM3, QL), eval, index --dense, dense, then rerank --run --index, in README order."""
+    pytest.importorskip("pyserini", reason="the [pyserini] extra is not installed")
+    monkeypatch.chdir(tmp_path)
+    for example, check in CACM_STEPS.items():
+        argv = substitute(re.sub(r"\s+#.*$", "", example), small, tmp_path)
+        if argv[0] in ("index", "dense"):
+            argv.append("--no-progress")
+        check(_run(cli, argv), argv, small, tmp_path)
+    rerank = [e for _, e in EXAMPLES if e.startswith("twostage rerank --run ") and "--index indexes/cacm" in e]
+    assert len(rerank) == 1
+    run = tmp_path / "reports/runs/cacm.bm25.top100.trec"
+    run.parent.mkdir(parents=True, exist_ok=True)
+    ts.bm25(tmp_path / "indexes/cacm", str(small["cacm<topics>"]), hits=100).write(run)
+    argv = substitute(rerank[0], small, tmp_path) + ["--no-progress"]
+    check_rerank(_run(cli, argv), argv, small, tmp_path)
