@@ -114,7 +114,7 @@ def build_index(
     positions: bool = True,
     docvectors: bool = True,
     raw: bool = True,
-    device: str = "cpu",
+    device: str = "auto",
     precision: str = "auto",
     ray: str | None = None,
     workers: int | None = None,
@@ -176,7 +176,7 @@ def index(
     batch_size: int = 32,
     hnsw: bool = False,
     threads: int = 2,
-    device: str = "cpu",
+    device: str = "auto",
     precision: str = "auto",
     ray: str | None = None,
     workers: int | None = None,
@@ -200,7 +200,7 @@ def index(
         batch_size: passages per encoding batch.
         hnsw: an HNSW index instead of a flat one.
         threads: indexing threads.
-        device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``.
+        device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
         precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
         ray: a Ray address: encode as a sharded job (dense only; shards in ``OUT.shards``).
         workers: Ray workers.
@@ -308,7 +308,7 @@ def dense(
     hits: int = 1000,
     batch_size: int = 32,
     ef_search: int = 256,
-    device: str = "cpu",
+    device: str = "auto",
     precision: str = "auto",
     threads: int = 2,
     max_queries: int | None = None,
@@ -330,7 +330,7 @@ def dense(
         hits: documents per query.
         batch_size: query encoding batch size.
         ef_search: HNSW efSearch.
-        device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``.
+        device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
         precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
         threads: search threads.
         max_queries: only the first N topics.
@@ -483,7 +483,7 @@ def rerank_job(
     depth: int = 100,
     batch_size: int = 32,
     max_length: int | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     backend: str = "torch",
     precision: str = "auto",
     missing_text: str = "error",
@@ -536,7 +536,7 @@ def rerank(
     depth: int = 100,
     batch_size: int = 32,
     max_length: int | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     backend: str = "torch",
     precision: str = "auto",
     missing_text: str = "error",
@@ -561,7 +561,7 @@ def rerank(
         depth: candidates reranked per query.
         batch_size: texts per model batch.
         max_length: tokens per text [default: the model's].
-        device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``.
+        device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
         backend: ``torch``, ``onnx`` or ``onnx-int8``.
         precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
         missing_text: ``error``, or ``bottom`` (keep a candidate without text below the scored ones).
