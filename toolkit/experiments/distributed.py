@@ -112,7 +112,7 @@ class RayGrid:
                 Run(frame=arrays["frame"], tag=arrays["tag"]),
                 record | {"seconds": stats.get("seconds"), "worker": worker},
             )
-            ctx.fresh.add(key)
+            ctx.fresh[key] = False
             self.computed.append({"key": key, "worker": worker, "seconds": stats.get("seconds")})
 
     def close(self) -> None:

@@ -54,10 +54,10 @@ class Context:
     texts: object = None
     counts: dict = field(default_factory=lambda: {"computed": 0, "reused": 0})
     # --ray (toolkit.experiments.distributed): the grid executor; the first pass's missing points (None outside
-    # it); the keys the executor computed this run (cache hits that count as computed, not reused)
+    # it); the keys the executor computed this run (their cache hits count as computed, not reused)
     grid: Any = None
     pending: list | None = None
-    fresh: set = field(default_factory=set)
+    fresh: dict = field(default_factory=dict)
 
 
 def topics_checksum(topics: Topics) -> str:
@@ -75,11 +75,16 @@ def _cached(
     ctx: Context, stage: Stage, params: dict, inputs: dict, compute: Callable[[], Run], task: dict | None = None
 ) -> tuple[Run, str, bool]:
     key = stage_key(stage.type, params, inputs)
-    fresh = key in ctx.fresh  # put into the cache by a Ray worker moments ago (--ray), also under --force
-    hit = None if stage.name in ctx.force and not fresh else ctx.cache.get(key)
+    # put into the cache by a Ray worker moments ago (--ray; also under --force): False until counted as computed
+    # once, True after (tuned folds sharing a point count it computed once, reused after, as in one process)
+    fresh = ctx.fresh.get(key)
+    hit = None if stage.name in ctx.force and fresh is None else ctx.cache.get(key)
     if hit is not None:
-        ctx.counts["computed" if fresh else "reused"] += 1
-        return hit[0], key, not fresh
+        new = fresh is False
+        if new:
+            ctx.fresh[key] = True
+        ctx.counts["computed" if new else "reused"] += 1
+        return hit[0], key, not new
     record = {"stage": stage.type, "params": params, "inputs": inputs}
     if ctx.pending is not None:  # --ray's first pass: note the point for a worker (task), compute nothing here
         if task is not None:
