@@ -44,6 +44,8 @@ class Experiment:
         force: Sequence[str] = (),
         data_dir: str | None = None,
         cache_dir: str | os.PathLike | None = None,
+        ray: str | None = None,
+        workers: int | None = None,
     ) -> ExperimentResult:
         """Run every configuration into ``out``, reusing cached stages; the result's ``table`` is results.csv.
 
@@ -52,8 +54,26 @@ class Experiment:
             force: stage names to recompute even when their cached run is valid.
             data_dir: where named collections are found (default: ``$TWOSTAGE_DATA`` or ``../shared/data``).
             cache_dir: the stage cache folder (default ``$TWOSTAGE_CACHE/stages``), shared by experiments.
+            ray: a Ray address (``"local"``, ``"auto"``, ``host:port``, ``ray://host:port``): the search
+                stages' missing grid points run as Ray tasks on warm workers (same runs as without).
+            workers: with ``ray``: how many workers (default 2).
         """
-        return run_experiment(self.path, Path(out), tuple(force), data_dir, StageCache(cache_dir), say=log.info)
+        grid = None
+        if ray is not None:
+            from toolkit.experiments.distributed import RayGrid
+
+            grid = RayGrid.at(ray, workers)  # checks the address before anything is read
+        elif workers is not None:
+            from toolkit.errors import ConfigError
+
+            raise ConfigError("workers= only applies with ray=")
+        try:
+            return run_experiment(
+                self.path, Path(out), tuple(force), data_dir, StageCache(cache_dir), say=log.info, grid=grid
+            )
+        finally:
+            if grid is not None:
+                grid.close()
 
 
 def experiment(
@@ -63,6 +83,8 @@ def experiment(
     force: Sequence[str] = (),
     data_dir: str | None = None,
     cache_dir: str | os.PathLike | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
 ) -> pd.DataFrame:
     """Run the experiment file ``path`` into ``out`` and return its results table (one row per configuration).
 
@@ -72,6 +94,8 @@ def experiment(
         force: stage names to recompute even when their cached run is valid.
         data_dir: where named collections are found.
         cache_dir: the stage cache folder (default ``$TWOSTAGE_CACHE/stages``).
+        ray: a Ray address: the search stages' missing grid points run as Ray tasks (see ``Experiment.run``).
+        workers: with ``ray``: how many workers (default 2).
     """
     exp = Experiment.from_yaml(path)
-    return exp.run(out, force=force, data_dir=data_dir, cache_dir=cache_dir).table
+    return exp.run(out, force=force, data_dir=data_dir, cache_dir=cache_dir, ray=ray, workers=workers).table

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from toolkit.cli.ray_options import ray_options, sharding_from_options, shutdown_ray
+
 
 @click.group("experiment")
 def experiment_group():
@@ -22,24 +24,56 @@ def experiment_group():
 @click.option(
     "--data-dir", default=None, help="Folder of the named collections (default $TWOSTAGE_DATA or ../shared/data)."
 )
-def run_command(experiment_file, out, force, cache_dir, data_dir):
+@ray_options
+def run_command(
+    experiment_file,
+    out,
+    force,
+    cache_dir,
+    data_dir,
+    ray_address,
+    workers,
+    gpus_per_worker,
+    cpus_per_worker,
+    shard_size,
+    max_retries,
+):
     """Run EXPERIMENT_FILE; stages whose inputs and parameters are unchanged are reused from the cache.
+
+    With --ray, each search stage's grid points (BM25, QL, RM3) missing from the cache run as Ray tasks on
+    warm workers (one JVM and searcher each); the results are the one-process results, byte for byte.
 
     \b
     Example:
       twostage experiment run docs/experiments/cacm.yaml --out reports/cacm-experiment
+      twostage experiment run docs/experiments/cacm.yaml --out reports/cacm-experiment --ray auto --workers 4
     """
     from toolkit.experiments.cache import StageCache
     from toolkit.experiments.results import run_experiment, table_text
 
-    result = run_experiment(
-        experiment_file,
-        out,
-        force=tuple(force),
-        data_dir=data_dir,
-        cache=StageCache(cache_dir),
-        say=lambda text: click.echo(f"twostage: {text}", err=True),
+    if shard_size is not None:
+        raise click.UsageError("--shard-size does not apply to experiment run: each grid point is one Ray task")
+    # the shared check: Ray installed, address answering, --workers only with --ray; before any input is read
+    sharding = sharding_from_options(
+        ray_address, workers, gpus_per_worker, cpus_per_worker, None, max_retries, out, False
     )
+    try:
+        grid = None
+        if sharding is not None:
+            from toolkit.experiments.distributed import RayGrid
+
+            grid = RayGrid(sharding.executor)
+        result = run_experiment(
+            experiment_file,
+            out,
+            force=tuple(force),
+            data_dir=data_dir,
+            cache=StageCache(cache_dir),
+            say=lambda text: click.echo(f"twostage: {text}", err=True),
+            grid=grid,
+        )
+    finally:
+        shutdown_ray(sharding)
     click.echo(table_text(result.table))
 
 

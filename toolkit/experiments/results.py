@@ -225,14 +225,19 @@ def run_experiment(
     data_dir: str | None = None,
     cache: StageCache | None = None,
     say: Callable[[str], None] = print,
+    grid=None,
 ) -> ExperimentResult:
-    """Run the experiment file ``path`` into ``out``; returns the results table (also in results.csv)."""
+    """Run the experiment file ``path`` into ``out``; returns the results table (also in results.csv).
+
+    ``grid``: a ``toolkit.experiments.distributed.RayGrid`` (``--ray``) computes the search points on Ray.
+    """
     from toolkit.experiments.report import write_index_html
     from toolkit.trec_io import atomic_write, write_json
 
     started = time.perf_counter()
     exp = parse_experiment(path)  # every check before anything runs
     ctx = _context(exp, cache or StageCache(), data_dir, force, say)
+    ctx.grid = grid
     configs = run_stages(ctx)
     measures, means, tidy = _evaluate(ctx, configs)
     baseline = _baseline(exp, configs)
@@ -253,6 +258,7 @@ def run_experiment(
             "measures": [m.name for m in measures],
             "configurations": [_resolved(ctx, c) for c in configs],
             "cache": {"folder": str(ctx.cache.folder), **ctx.counts},
+            "execution": {"engine": "local"} if grid is None else grid.describe() | {"points": grid.computed},
             "versions": _versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },

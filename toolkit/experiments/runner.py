@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -52,6 +53,11 @@ class Context:
     rerankers: dict = field(default_factory=dict)
     texts: object = None
     counts: dict = field(default_factory=lambda: {"computed": 0, "reused": 0})
+    # --ray (toolkit.experiments.distributed): the grid executor; the first pass's missing points (None outside
+    # it); the keys the executor computed this run (their cache hits count as computed, not reused)
+    grid: Any = None
+    pending: list | None = None
+    fresh: dict = field(default_factory=dict)
 
 
 def topics_checksum(topics: Topics) -> str:
@@ -66,16 +72,27 @@ def topics_checksum(topics: Topics) -> str:
 
 # ------------------------------------------------------------------ stages
 def _cached(
-    ctx: Context, stage: Stage, params: dict, inputs: dict, compute: Callable[[], Run]
+    ctx: Context, stage: Stage, params: dict, inputs: dict, compute: Callable[[], Run], task: dict | None = None
 ) -> tuple[Run, str, bool]:
     key = stage_key(stage.type, params, inputs)
-    hit = None if stage.name in ctx.force else ctx.cache.get(key)
+    # put into the cache by a Ray worker moments ago (--ray; also under --force): False until counted as computed
+    # once, True after (tuned folds sharing a point count it computed once, reused after, as in one process)
+    fresh = ctx.fresh.get(key)
+    hit = None if stage.name in ctx.force and fresh is None else ctx.cache.get(key)
     if hit is not None:
-        ctx.counts["reused"] += 1
-        return hit[0], key, True
+        new = fresh is False
+        if new:
+            ctx.fresh[key] = True
+        ctx.counts["computed" if new else "reused"] += 1
+        return hit[0], key, not new
+    record = {"stage": stage.type, "params": params, "inputs": inputs}
+    if ctx.pending is not None:  # --ray's first pass: note the point for a worker (task), compute nothing here
+        if task is not None:
+            ctx.pending.append((key, record, task))
+        return Run(frame=pd.DataFrame({"query_id": [], "doc_id": [], "score": []}), tag=stage.name), key, False
     started = time.perf_counter()
     run = compute()
-    record = {"stage": stage.type, "params": params, "inputs": inputs, "seconds": time.perf_counter() - started}
+    record["seconds"] = time.perf_counter() - started
     run, _ = ctx.cache.put(key, run, record)
     ctx.counts["computed"] += 1
     return run, key, False
@@ -101,7 +118,8 @@ def _lucene_run(ctx: Context, stage: Stage, base: dict, rm3: dict | None) -> tup
         r.configure(base["model"], base.get("k1", 0.9), base.get("b", 0.4), base.get("mu", 1000.0), rm3_value)
         return r.search(ctx.topics, ctx.exp.hits, ctx.exp.threads).run
 
-    return _cached(ctx, stage, params, inputs, compute)
+    task = {"index": ctx.index, "params": params, "topics": ctx.topics, "threads": ctx.exp.threads}
+    return _cached(ctx, stage, params, inputs, compute, task)
 
 
 def assignments(tuned: TuneResult, queries: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
@@ -279,10 +297,15 @@ def run_stages(ctx: Context) -> list[Config]:
     plan = outputs(exp.stages, exp.order)
     for name in exp.order:
         stage = exp.stages[name]
-        if stage.type == "fuse":
-            configs = _fuse_stage(ctx, stage, plan[name], made, offered)
-        else:
-            configs = STAGE_RUNNERS[stage.type](ctx, stage, plan[name], made)
+
+        def configs_of(stage=stage, rows=plan[name]) -> list[Config]:
+            if stage.type == "fuse":
+                return _fuse_stage(ctx, stage, rows, made, offered)
+            return STAGE_RUNNERS[stage.type](ctx, stage, rows, made)
+
+        if ctx.grid is not None:  # --ray: the stage's missing points computed on workers, into the cache
+            ctx.grid.prefetch(ctx, stage, configs_of)
+        configs = configs_of()
         reused = sum(c.reused for c in configs)
         ctx.say(
             f"stage {name}: {len(configs)} configuration(s), {reused} reused from the cache, {len(configs) - reused} computed"
