@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Iterator
 
@@ -93,3 +94,23 @@ def _aligned_chunks(col: pa.ChunkedArray, other: pa.ChunkedArray) -> Iterator[pa
     bounds = np.union1d(np.cumsum([0] + [len(c) for c in col.chunks]), np.cumsum([0] + [len(c) for c in other.chunks]))
     for lo, hi in itertools.pairwise(bounds):
         yield col.slice(int(lo), int(hi - lo)).combine_chunks()
+
+
+def text_digests(column: pa.ChunkedArray) -> tuple[bytes, bytes]:
+    """sha256 of a large_string column's UTF-8 bytes, and of its string lengths (little-endian int64), in row order.
+
+    Read straight from the arrow buffers (no per-row objects); the chunking does not change them, and the
+    two together determine the column exactly (the bytes alone would not tell ``["ab"]`` from ``["a", "b"]``).
+    """
+    data, lengths = hashlib.sha256(), hashlib.sha256()
+    for chunk in column.chunks:
+        chunk = chunk.cast(pa.large_string()) if not pa.types.is_large_string(chunk.type) else chunk
+        n = len(chunk)
+        if n == 0:
+            continue
+        _, offsets_buf, data_buf = chunk.buffers()
+        offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=n + 1, offset=8 * chunk.offset)
+        lengths.update(np.diff(offsets).astype("<i8", copy=False).data)
+        if data_buf is not None:
+            data.update(memoryview(data_buf)[int(offsets[0]) : int(offsets[-1])])
+    return data.digest(), lengths.digest()
