@@ -162,3 +162,14 @@ def test_empty_dict_and_frame():
     assert len(as_run({}).frame) == 0
     assert len(as_run(pd.DataFrame({"qid": [], "docno": [], "score": []})).frame) == 0
     assert len(as_run({"q1": {}}).frame) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["q1", "q22", "", "q333333333"]), st.integers(1, 30)), max_size=8))
+def test_block_hashing_equals_row_hashing(blocks):
+    # the duplicate check hashes each block of a run's equal query ids once; the hashes must be string_hashes'
+    from toolkit.columns import _repeated_string_hashes, string_hashes
+
+    column = pa.array([q for q, n in blocks for _ in range(n)], type=pa.large_string())
+    for part in (column, column.slice(min(3, len(column)))):
+        assert _repeated_string_hashes(part).tolist() == string_hashes(part).tolist()
