@@ -228,22 +228,23 @@ def _nested_frame(obj: Mapping, value: str, where: str) -> pd.DataFrame:
         if not isinstance(docs_of, Mapping):
             raise InputFormatError(where, None, f"query {qid!r}: expected {{doc_id: {value}}}, got {type(docs_of)}")
     counts = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
-    docs = list(chain.from_iterable(inner))
-    vals = list(chain.from_iterable(map(methodcaller("values"), inner)))
+    n = int(counts.sum())
     qids = pd.Series(list(obj), dtype=object)
     try:  # text ids (the usual case): arrow columns the frame path takes without another conversion
         qid_text = pa.array(qids.to_numpy(), type=pa.large_string())
-        doc_text = pa.array(docs, type=pa.large_string())
+        doc_text = pa.array(chain.from_iterable(inner), type=pa.large_string(), size=n)
         if qid_text.null_count or doc_text.null_count:
             raise pa.ArrowInvalid("None is not text")  # the frame path names the row, showing None as given
         query: pd.Series = _text_column(_chunked(qid_text.take(pa.array(np.repeat(np.arange(len(inner)), counts)))))
         doc: pd.Series = _text_column(_chunked(doc_text))
     except (pa.ArrowTypeError, pa.ArrowInvalid):  # ints or worse: the frame path converts or names the row
-        query, doc = pd.Series(np.repeat(qids.to_numpy(), counts), dtype=object), pd.Series(docs, dtype=object)
+        query = pd.Series(np.repeat(qids.to_numpy(), counts), dtype=object)
+        doc = pd.Series(list(chain.from_iterable(inner)), dtype=object)
+    values = map(methodcaller("values"), inner)
     try:
-        numbers = pd.Series(np.array(vals, dtype=np.float64) if vals else np.zeros(0))
-    except (ValueError, TypeError):
-        numbers = pd.Series(vals, dtype=object)  # the frame path names the first row that is not a number
+        numbers = pd.Series(np.fromiter(chain.from_iterable(values), dtype=np.float64, count=n))
+    except (ValueError, TypeError):  # the frame path names the first row that is not a number
+        numbers = pd.Series(list(chain.from_iterable(map(methodcaller("values"), inner))), dtype=object)
     return pd.DataFrame({QUERY_ID: query, DOC_ID: doc, value: numbers}, copy=False)
 
 
