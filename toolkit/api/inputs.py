@@ -199,6 +199,22 @@ def _frame_sha256(query: Any, doc: Any, values: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def _checked(
+    query: Any, doc: Any, values: np.ndarray, where: str, dedupe: str, what: str
+) -> tuple[Any, Any, np.ndarray, int, str]:
+    """The duplicate check and the checksum at once: the checksum in a thread (hashlib and numpy release the
+    GIL on large buffers, so on two cores it costs almost nothing), taken again if ``dedupe="first"`` drops."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_frame_sha256, query, doc, values)
+        out_query, out_doc, out_values, dropped = _dedupe(query, doc, values, where, dedupe, what)
+        sha = pending.result()
+    if dropped:
+        sha = _frame_sha256(out_query, out_doc, out_values)
+    return out_query, out_doc, out_values, dropped, sha
+
+
 def _table(query: Any, doc: Any, name: str, values: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({QUERY_ID: _text_column(query), DOC_ID: _text_column(doc), name: values}, copy=False)
 
@@ -211,8 +227,7 @@ def run_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", tag: str = "",
     s = _column(frame, SCORE_COLUMNS, "score", where)
     query, doc = _ids(frame[q], "query", where), _ids(frame[d], "document", where)
     scores = _numbers(frame[s], "score", where)
-    query, doc, scores, dropped = _dedupe(query, doc, scores, where, dedupe, "run")
-    sha = _frame_sha256(query, doc, scores)
+    query, doc, scores, dropped, sha = _checked(query, doc, scores, where, dedupe, "run")
     if not tag and "name" in frame.columns and frame["name"].nunique() == 1:
         tag = str(frame["name"].iloc[0])  # PyTerrier's transformer name
     out = _table(query, doc, SCORE, scores)
@@ -291,9 +306,9 @@ def qrels_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", where: str =
         row = int(np.flatnonzero(frac)[0])
         raise InputFormatError(where, None, f"row {row}: relevance {_show(frame[r].iloc[row])} is not an integer")
     query, doc = _ids(frame[q], "query", where), _ids(frame[d], "document", where)
-    query, doc, labels, dropped = _dedupe(query, doc, labels.astype(np.int64), where, dedupe, "qrels")
+    query, doc, labels, dropped, sha = _checked(query, doc, labels.astype(np.int64), where, dedupe, "qrels")
     out = _table(query, doc, RELEVANCE, labels)
-    return Qrels(frame=out, path=where, sha256=_frame_sha256(query, doc, labels), duplicates_dropped=dropped)
+    return Qrels(frame=out, path=where, sha256=sha, duplicates_dropped=dropped)
 
 
 def _relabel(qrels: Qrels, relevance_map: str | None) -> Qrels:
