@@ -17,9 +17,11 @@ speed-up (the issue's goal: >= 10x) and whether every run's values agree.
 
     .venv/bin/python scripts/bench_eval.py --api
 
---api: ``toolkit.evaluate`` on the run held in memory as a PyTerrier DataFrame (arrow-backed and
-object columns) and as a ``{qid: {doc: score}}`` dict, against the same call on the parsed run
-(what ``twostage eval`` does after parsing) and pytrec_eval's ``evaluate`` on the same dict.
+--api: ndcg_cut.10 and recall.100 from memory, each step in its own process, best of two: parsing the
+file (``read_run``), ``toolkit.evaluate`` on the parsed Run (what ``twostage eval`` does after parsing), on
+the run as a PyTerrier DataFrame with arrow-backed and with object columns, and as a ``{qid: {doc: score}}``
+dict, and pytrec_eval's ``RelevanceEvaluator(...).evaluate`` on the same dict (its conversion and
+evaluation); prints seconds, the memory each step adds above its input, and whether the values agree.
 
 Default: ndcg_cut.10 and recall.100 with twostage, pytrec_eval and
 ``python -m pyserini.eval.trec_eval``. --shuffled also times twostage and pytrec_eval
@@ -76,34 +78,74 @@ for m in names:
 """
 
 API = r"""
-import json, os, sys, time
+import json, os, sys, threading, time
 import pandas as pd
+step, qrels, path = sys.argv[1], sys.argv[2], sys.argv[3]
 import pytrec_eval
 import toolkit as ts
 from toolkit.trec_io import read_run
-qrels, path = sys.argv[1], sys.argv[2]
 M = ["ndcg_cut.10", "recall.100"]
-out = {}
-t = time.perf_counter(); r = read_run(path); out["parse the file (read_run)"] = time.perf_counter() - t
-t = time.perf_counter(); want = ts.evaluate(qrels, r, M); out["evaluate the parsed Run"] = time.perf_counter() - t
-frame = pd.DataFrame({"qid": r.frame["query_id"], "docno": r.frame["doc_id"], "score": r.frame["score"]})
-t = time.perf_counter(); ev = ts.evaluate(qrels, frame, M); out["evaluate a PyTerrier DataFrame (str columns)"] = time.perf_counter() - t
-assert ev.summary.equals(want.summary)
-frame = frame.astype({"qid": object, "docno": object})
-t = time.perf_counter(); ev = ts.evaluate(qrels, frame, M); out["evaluate a PyTerrier DataFrame (object columns)"] = time.perf_counter() - t
-assert ev.summary.equals(want.summary)
-del frame
-nested = {}
-for q, d, s in zip(r.frame["query_id"].tolist(), r.frame["doc_id"].tolist(), r.frame["score"].tolist()):
-    nested.setdefault(q, {})[d] = s
-t = time.perf_counter(); ev = ts.evaluate(qrels, nested, M); out["evaluate a {qid: {doc: score}} dict"] = time.perf_counter() - t
-assert ev.summary.equals(want.summary)
-with open(qrels) as f:
-    q = pytrec_eval.parse_qrel(f)
-t = time.perf_counter(); pytrec_eval.RelevanceEvaluator(q, {"ndcg_cut.10", "recall.100"}).evaluate(nested)
-out["pytrec_eval on the same dict"] = time.perf_counter() - t
-print(json.dumps({"seconds": out, "values": {k: round(v, 4) for k, v in want.summary.items()}}))
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def measured(call):
+    # best of two calls; memory: the highest RSS seen while either ran, above the RSS before the first
+    base, peak, done = rss(), [0], threading.Event()
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss())
+            time.sleep(0.005)
+    threading.Thread(target=watch, daemon=True).start()
+    times, result = [], None
+    for _ in range(2):
+        result = None  # the previous result is freed before the next call, not held through it
+        t = time.perf_counter(); result = call(); times.append(time.perf_counter() - t)
+    done.set()
+    return min(times), max(peak[0], rss()) - base, result
+
+
+if step == "parse":
+    seconds, extra, r = measured(lambda: read_run(path))
+    values = {}
+else:
+    r = read_run(path)
+    if step == "run":
+        arg = r
+    elif step in ("arrow", "object"):
+        arg = pd.DataFrame({"qid": r.frame["query_id"], "docno": r.frame["doc_id"], "score": r.frame["score"]})
+        if step == "object":
+            arg = arg.astype({"qid": object, "docno": object})
+    else:
+        arg = {}
+        for q, d, s in zip(r.frame["query_id"].tolist(), r.frame["doc_id"].tolist(), r.frame["score"].tolist()):
+            arg.setdefault(q, {})[d] = s
+    del r
+    if step == "pytrec_eval":
+        with open(qrels) as f:
+            q = pytrec_eval.parse_qrel(f)
+        def call():
+            res = pytrec_eval.RelevanceEvaluator(q, set(M)).evaluate(arg)
+            return {m: sum(v[m] for v in res.values()) / len(res) for m in ("ndcg_cut_10", "recall_100")}
+        seconds, extra, values = measured(call)
+    else:
+        seconds, extra, ev = measured(lambda: ts.evaluate(qrels, arg, M))
+        values = {k: float(v) for k, v in ev.summary.items()}
+print(json.dumps({"seconds": seconds, "extra_mib": extra / 2**20, "values": values}))
 """
+
+API_STEPS = {
+    "parse": "parse the file (read_run)",
+    "run": "ts.evaluate on the parsed Run",
+    "arrow": "ts.evaluate on a DataFrame (arrow str columns)",
+    "object": "ts.evaluate on a DataFrame (object columns)",
+    "dict": "ts.evaluate on a {qid: {doc: score}} dict",
+    "pytrec_eval": "pytrec_eval on the same dict (conversion + evaluate)",
+}
 
 SHUFFLE = r"""
 import random, sys
@@ -203,16 +245,23 @@ def main() -> None:
 
 
 def api(run: Path, qrels: Path, size_mib: float) -> None:
-    """``toolkit.evaluate`` from memory, in one child process (this checkout's toolkit), each step timed alone."""
+    """Each in-memory form in its own child process (this checkout's toolkit), so one step's memory is its own.
+
+    A child builds its input from the file untimed, then times the step twice (best printed) and reports the
+    highest RSS it saw during the step above the RSS before it (the input itself not counted).
+    """
     import json
 
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    wall, rss, out = run_measured([sys.executable, "-c", API, str(qrels), str(run)], env)
-    doc = json.loads(out.strip().splitlines()[-1])
-    print(f"input: {run} ({size_mib:.0f} MiB); one process, wall {wall:.1f} s, peak RSS {rss:.0f} MiB")
-    for step, seconds in doc["seconds"].items():
-        print(f"{step:<50} {seconds:7.2f} s")
-    print("values (identical for every input form):", doc["values"])
+    print(f"input: {run} ({size_mib:.0f} MiB); best of 2 per step, memory above the step's input")
+    want = None
+    for step, label in API_STEPS.items():
+        _, rss, out = run_measured([sys.executable, "-c", API, step, str(qrels), str(run)], env)
+        doc = json.loads(out.strip().splitlines()[-1])
+        values = {k: round(v, 4) for k, v in doc["values"].items()}
+        same = "" if not values else ("  values as the parsed Run's" if values == want else f"  values {values}")
+        want = want or values or None
+        print(f"{label:<56} {doc['seconds']:7.2f} s  +{doc['extra_mib']:6.0f} MiB (child peak {rss:5.0f} MiB){same}")
 
 
 def compare(tools: dict, size_mib: float) -> None:

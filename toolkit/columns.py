@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def arrow_of(series: pd.Series) -> pa.ChunkedArray | pa.Array:
@@ -80,7 +82,7 @@ def row_hashes(query: pa.ChunkedArray, doc: pa.ChunkedArray) -> np.ndarray:
     at = 0
     # chunk by chunk keeps the temporaries in cache; the two columns may be chunked differently
     for qc, dc in zip(_aligned_chunks(query, doc), _aligned_chunks(doc, query)):
-        h = string_hashes(qc)
+        h = _repeated_string_hashes(qc)
         h *= _GOLDEN
         h += string_hashes(dc)
         out[at : at + len(h)] = _mix(h)
@@ -88,8 +90,50 @@ def row_hashes(query: pa.ChunkedArray, doc: pa.ChunkedArray) -> np.ndarray:
     return out
 
 
+def _repeated_string_hashes(chunk: pa.Array) -> np.ndarray:
+    """``string_hashes(chunk)``, hashing each block of equal adjacent strings once (a run lists a query's
+    lines together: a few thousand blocks in a million lines); the values are the same either way."""
+    n = len(chunk)
+    if n < 2:
+        return string_hashes(chunk)
+    changes = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
+    if len(starts) > n // 8:  # not in blocks (a shuffled file): hashing every row is cheaper
+        return string_hashes(chunk)
+    return np.repeat(string_hashes(chunk.take(pa.array(starts))), np.diff(np.append(starts, n)))
+
+
 def _aligned_chunks(col: pa.ChunkedArray, other: pa.ChunkedArray) -> Iterator[pa.Array]:
     """``col``'s rows in chunks whose boundaries are the union of both columns' chunk boundaries."""
     bounds = np.union1d(np.cumsum([0] + [len(c) for c in col.chunks]), np.cumsum([0] + [len(c) for c in other.chunks]))
     for lo, hi in itertools.pairwise(bounds):
-        yield col.slice(int(lo), int(hi - lo)).combine_chunks()
+        part = col.slice(int(lo), int(hi - lo))
+        yield part.chunk(0) if part.num_chunks == 1 else part.combine_chunks()  # a view where it can be one
+
+
+def text_digests(column: pa.ChunkedArray) -> tuple[bytes, bytes]:
+    """sha256 of a large_string column's UTF-8 bytes, and of its string lengths, in row order.
+
+    Read straight from the arrow buffers (no per-row objects); the chunking does not change them, and the
+    two together determine the column exactly (the bytes alone would not tell ``["ab"]`` from ``["a", "b"]``).
+    The lengths are hashed as the narrowest unsigned integers that hold the longest (its width first), so
+    short ids cost a byte each.
+    """
+    data, lengths = hashlib.sha256(), hashlib.sha256()
+    parts = []
+    for chunk in column.chunks:
+        chunk = chunk.cast(pa.large_string()) if not pa.types.is_large_string(chunk.type) else chunk
+        n = len(chunk)
+        if n == 0:
+            continue
+        _, offsets_buf, data_buf = chunk.buffers()
+        offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=n + 1, offset=8 * chunk.offset)
+        parts.append(np.diff(offsets))
+        if data_buf is not None:
+            data.update(memoryview(data_buf)[int(offsets[0]) : int(offsets[-1])])
+    longest = max((int(p.max()) for p in parts), default=0)
+    width = next(w for w in ("<u1", "<u2", "<u4", "<u8") if longest < 2 ** (8 * int(w[-1])))
+    lengths.update(width.encode())
+    for p in parts:
+        lengths.update(p.astype(width).data)
+    return data.digest(), lengths.digest()

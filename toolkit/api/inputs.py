@@ -20,6 +20,8 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
+from itertools import chain
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -62,54 +64,81 @@ def _id_kind(v: object) -> int:
     return 2 if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) else 0
 
 
-def _ids(values: pd.Series, what: str, where: str) -> pd.Series:
-    """Ids as text: strings as they are, integers as decimal text (logged), anything else refused."""
-    if pd.api.types.is_integer_dtype(values.dtype):
-        log.info("%s: integer %s ids converted to text (str)", where, what)
-        return values.astype("str")
-    if pd.api.types.is_object_dtype(values.dtype):
-        import pyarrow as pa
-
-        try:  # all text (PyTerrier's frames): converted in C, no Python loop
-            text = pa.array(values.to_numpy(), type=pa.large_string(), from_pandas=True)
-            if text.null_count == 0:
-                return pd.Series(pd.arrays.ArrowStringArray(text), index=values.index, copy=False)
-        except (pa.ArrowTypeError, pa.ArrowInvalid):
-            pass
-        kind = values.map(_id_kind).to_numpy()
-        bad = kind == 0
-        if (kind == 2).any() and not bad.any():
-            log.info("%s: integer %s ids converted to text (str)", where, what)
-    elif pd.api.types.is_string_dtype(values.dtype):
-        bad = values.isna().to_numpy()
-    else:
-        bad = np.ones(len(values), dtype=bool)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputFormatError(
-            where, None, f"row {row}: {what} id {_show(values.iloc[row])} is not text (give ids as str or int)"
-        )
-    return values.astype("str")
-
-
-def _text_column(values: pd.Series) -> pd.Series:
-    """An arrow-backed text column with a fresh index, as the file readers make (no per-row Python objects)."""
+def _chunked(a: Any) -> Any:
+    """A large_string ``ChunkedArray`` (string columns are cast: their offsets are 32-bit)."""
     import pyarrow as pa
 
-    text = values if isinstance(values.array, pd.arrays.ArrowStringArray) else values.astype("str")
-    a = pa.array(text.array).cast(pa.large_string())
     if not isinstance(a, pa.ChunkedArray):
         a = pa.chunked_array([a])
-    return pd.Series(pd.arrays.ArrowStringArray(a), copy=False)
+    return a.cast(pa.large_string()) if not pa.types.is_large_string(a.type) else a
+
+
+def _not_text(values: pd.Series, row: int, what: str, where: str) -> InputFormatError:
+    return InputFormatError(
+        where, None, f"row {row}: {what} id {_show(values.iloc[row])} is not text (give ids as str or int)"
+    )
+
+
+def _ids(values: pd.Series, what: str, where: str) -> Any:
+    """Ids as a large_string arrow column: text as it is, integers as decimal text (logged), anything else refused.
+
+    Arrow-backed text is taken without a copy and object columns of ``str`` are converted in C; only a column
+    that mixes kinds is looked at row by row, to name the first bad row.
+    """
+    import pyarrow as pa
+
+    if isinstance(values.array, pd.arrays.ArrowStringArray):
+        text = _chunked(pa.array(values.array))
+    elif pd.api.types.is_integer_dtype(values.dtype):
+        if values.hasnans:  # a nullable Int64 column with a missing value
+            raise _not_text(values, int(np.flatnonzero(values.isna().to_numpy())[0]), what, where)
+        log.info("%s: integer %s ids converted to text (str)", where, what)
+        text = _chunked(pa.array(values.to_numpy()))  # arrow's cast writes the same decimal text as str()
+    elif pd.api.types.is_object_dtype(values.dtype):
+        try:  # all text (PyTerrier's frames): converted in C, no Python loop
+            text = _chunked(pa.array(values.to_numpy(), type=pa.large_string(), from_pandas=True))
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            return _mixed_ids(values, what, where)
+    elif pd.api.types.is_string_dtype(values.dtype):
+        text = _chunked(pa.array(values.to_numpy(dtype=object), type=pa.large_string(), from_pandas=True))
+    elif len(values):
+        raise _not_text(values, 0, what, where)
+    else:  # an empty column has no dtype worth checking
+        text = _chunked(pa.array([], pa.large_string()))
+    if text.null_count:
+        raise _not_text(values, int(np.flatnonzero(text.is_null().to_numpy(zero_copy_only=False))[0]), what, where)
+    return text
+
+
+def _mixed_ids(values: pd.Series, what: str, where: str) -> Any:
+    """An object column that is not all text: integers become text (logged), the first other value is refused."""
+    import pyarrow as pa
+
+    kind = values.map(_id_kind).to_numpy()
+    bad = np.flatnonzero(kind == 0)
+    if len(bad):
+        raise _not_text(values, int(bad[0]), what, where)
+    log.info("%s: integer %s ids converted to text (str)", where, what)
+    return _chunked(pa.array(values.astype("str").to_numpy(dtype=object), type=pa.large_string()))
+
+
+def _text_column(text: Any) -> pd.Series:
+    """An arrow-backed text column with a fresh index, as the file readers make (no per-row Python objects)."""
+    return pd.Series(pd.arrays.ArrowStringArray(text), copy=False)
 
 
 def _numbers(values: pd.Series, what: str, where: str) -> np.ndarray:
-    try:
-        out = pd.to_numeric(values, errors="raise").to_numpy(dtype=np.float64)
-    except (ValueError, TypeError):
-        parsed = pd.to_numeric(values, errors="coerce")
-        row = int(np.flatnonzero(parsed.isna().to_numpy() & values.notna().to_numpy())[0])
-        raise InputFormatError(where, None, f"row {row}: {what} {_show(values.iloc[row])} is not a number") from None
+    if values.dtype == np.float64:
+        out = values.to_numpy()  # already numbers: no conversion, no copy
+    else:
+        try:
+            out = pd.to_numeric(values, errors="raise").to_numpy(dtype=np.float64)
+        except (ValueError, TypeError):
+            parsed = pd.to_numeric(values, errors="coerce")
+            row = int(np.flatnonzero(parsed.isna().to_numpy() & values.notna().to_numpy())[0])
+            raise InputFormatError(
+                where, None, f"row {row}: {what} {_show(values.iloc[row])} is not a number"
+            ) from None
     nan = np.isnan(out)
     if nan.any():
         row = int(np.flatnonzero(nan)[0])
@@ -119,31 +148,32 @@ def _numbers(values: pd.Series, what: str, where: str) -> np.ndarray:
     return out
 
 
-def _arrow(column: pd.Series) -> Any:
+def _for_hashing(a: Any) -> Any:
+    """``a`` cut in pieces of 2**19 rows, so the pair hashing's temporaries stay small."""
     import pyarrow as pa
 
-    from toolkit.columns import arrow_of
-
-    a = arrow_of(column)
-    chunks = a.chunks if isinstance(a, pa.ChunkedArray) else [a]
-    # the hashing works chunk by chunk: a column converted in one piece is cut so its temporaries stay small
     step = 1 << 19
-    return pa.chunked_array([c.slice(i, step) for c in chunks for i in range(0, len(c), step)], type=a.type)
+    return pa.chunked_array([c.slice(i, step) for c in a.chunks for i in range(0, len(c), step)], type=a.type)
 
 
-def _dedupe(frame: pd.DataFrame, where: str, dedupe: str, what: str) -> tuple[pd.DataFrame, int]:
+def _dedupe(
+    query: Any, doc: Any, values: np.ndarray, where: str, dedupe: str, what: str
+) -> tuple[Any, Any, np.ndarray, int]:
     """Repeated (query, doc) rows, found as files' are (64-bit pair hashes, then the exact strings)."""
+    import pyarrow as pa
+
     from toolkit.trec_io import _duplicate_rows
 
-    rows = _duplicate_rows(_arrow(frame[QUERY_ID]), _arrow(frame[DOC_ID]))
+    rows = _duplicate_rows(_for_hashing(query), _for_hashing(doc))
     if not len(rows):
-        return frame, 0
+        return query, doc, values, 0
     if dedupe == "first":
-        keep = np.ones(len(frame), dtype=bool)
+        keep = np.ones(len(values), dtype=bool)
         keep[rows] = False
-        return frame[keep].reset_index(drop=True), len(rows)
+        mask = pa.array(keep)
+        return query.filter(mask), doc.filter(mask), values[keep], len(rows)
     row = int(rows[0])
-    q, d = frame[QUERY_ID].iloc[row], frame[DOC_ID].iloc[row]
+    q, d = query[row].as_py(), doc[row].as_py()
     raise InputFormatError(
         where,
         None,
@@ -152,14 +182,41 @@ def _dedupe(frame: pd.DataFrame, where: str, dedupe: str, what: str) -> tuple[pd
     )
 
 
-def _frame_sha256(frame: pd.DataFrame) -> str:
-    """A content checksum of an in-memory table (pair hashes and values, vectorised), so provenance can tell
-    inputs apart."""
-    from toolkit.columns import row_hashes
+def _frame_sha256(query: Any, doc: Any, values: np.ndarray) -> str:
+    """The sha256 content checksum of an in-memory table, for provenance to tell inputs apart.
 
-    h = hashlib.sha256(row_hashes(_arrow(frame[QUERY_ID]), _arrow(frame[DOC_ID])).tobytes())
-    h.update(np.ascontiguousarray(frame.iloc[:, 2].to_numpy()).tobytes())
+    It covers, in row order, each id column's UTF-8 bytes and string lengths and the values as little-endian
+    float64 (scores) or int64 (labels): equal tables give equal checksums whatever their dtype or chunking,
+    a change of one id or one value changes it, and so does a change of row order.
+    """
+    from toolkit.columns import text_digests
+
+    h = hashlib.sha256(b"twostage in-memory table v2\0")
+    for column in (query, doc):
+        for digest in text_digests(column):
+            h.update(digest)
+    h.update(hashlib.sha256(np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).data).digest())
     return h.hexdigest()
+
+
+def _checked(
+    query: Any, doc: Any, values: np.ndarray, where: str, dedupe: str, what: str
+) -> tuple[Any, Any, np.ndarray, int, str]:
+    """The duplicate check and the checksum at once: the checksum in a thread (hashlib and numpy release the
+    GIL on large buffers, so on two cores it costs almost nothing), taken again if ``dedupe="first"`` drops."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_frame_sha256, query, doc, values)
+        out_query, out_doc, out_values, dropped = _dedupe(query, doc, values, where, dedupe, what)
+        sha = pending.result()
+    if dropped:
+        sha = _frame_sha256(out_query, out_doc, out_values)
+    return out_query, out_doc, out_values, dropped, sha
+
+
+def _table(query: Any, doc: Any, name: str, values: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({QUERY_ID: _text_column(query), DOC_ID: _text_column(doc), name: values}, copy=False)
 
 
 # --------------------------------------------------------------------- runs
@@ -168,30 +225,42 @@ def run_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", tag: str = "",
     q = _column(frame, QUERY_COLUMNS, "query id", where)
     d = _column(frame, DOC_COLUMNS, "document id", where)
     s = _column(frame, SCORE_COLUMNS, "score", where)
-    out = pd.DataFrame(
-        {
-            QUERY_ID: _text_column(_ids(frame[q], "query", where)),
-            DOC_ID: _text_column(_ids(frame[d], "document", where)),
-            SCORE: _numbers(frame[s], "score", where),
-        }
-    )
-    out, dropped = _dedupe(out, where, dedupe, "run")
+    query, doc = _ids(frame[q], "query", where), _ids(frame[d], "document", where)
+    scores = _numbers(frame[s], "score", where)
+    query, doc, scores, dropped, sha = _checked(query, doc, scores, where, dedupe, "run")
     if not tag and "name" in frame.columns and frame["name"].nunique() == 1:
         tag = str(frame["name"].iloc[0])  # PyTerrier's transformer name
-    return Run(frame=out, path=where, tag=tag, sha256=_frame_sha256(out), duplicates_dropped=dropped, last_tag=tag)
+    out = _table(query, doc, SCORE, scores)
+    return Run(frame=out, path=where, tag=tag, sha256=sha, duplicates_dropped=dropped, last_tag=tag)
 
 
 def _nested_frame(obj: Mapping, value: str, where: str) -> pd.DataFrame:
-    qids: list[Any] = []
-    docs: list[Any] = []
-    vals: list[Any] = []
-    for qid, docs_of in obj.items():
+    """``{qid: {doc: value}}`` as columns, built in C: keys and values chained, query ids repeated by count."""
+    import pyarrow as pa
+
+    inner = list(obj.values())
+    for qid, docs_of in zip(obj, inner):  # one check per query, not per document
         if not isinstance(docs_of, Mapping):
             raise InputFormatError(where, None, f"query {qid!r}: expected {{doc_id: {value}}}, got {type(docs_of)}")
-        qids.extend([qid] * len(docs_of))
-        docs.extend(docs_of.keys())
-        vals.extend(docs_of.values())
-    return pd.DataFrame({QUERY_ID: pd.Series(qids, dtype=object), DOC_ID: pd.Series(docs, dtype=object), value: vals})
+    counts = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
+    n = int(counts.sum())
+    qids = pd.Series(list(obj), dtype=object)
+    try:  # text ids (the usual case): arrow columns the frame path takes without another conversion
+        qid_text = pa.array(qids.to_numpy(), type=pa.large_string())
+        doc_text = pa.array(chain.from_iterable(inner), type=pa.large_string(), size=n)
+        if qid_text.null_count or doc_text.null_count:
+            raise pa.ArrowInvalid("None is not text")  # the frame path names the row, showing None as given
+        query: pd.Series = _text_column(_chunked(qid_text.take(pa.array(np.repeat(np.arange(len(inner)), counts)))))
+        doc: pd.Series = _text_column(_chunked(doc_text))
+    except (pa.ArrowTypeError, pa.ArrowInvalid):  # ints or worse: the frame path converts or names the row
+        query = pd.Series(np.repeat(qids.to_numpy(), counts), dtype=object)
+        doc = pd.Series(list(chain.from_iterable(inner)), dtype=object)
+    values = map(methodcaller("values"), inner)
+    try:
+        numbers = pd.Series(np.fromiter(chain.from_iterable(values), dtype=np.float64, count=n))
+    except (ValueError, TypeError):  # the frame path names the first row that is not a number
+        numbers = pd.Series(list(chain.from_iterable(map(methodcaller("values"), inner))), dtype=object)
+    return pd.DataFrame({QUERY_ID: query, DOC_ID: doc, value: numbers}, copy=False)
 
 
 def _tuples_frame(items: Iterable, fields: tuple[str, ...], where: str) -> pd.DataFrame:
@@ -236,15 +305,10 @@ def qrels_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", where: str =
     if frac.any():
         row = int(np.flatnonzero(frac)[0])
         raise InputFormatError(where, None, f"row {row}: relevance {_show(frame[r].iloc[row])} is not an integer")
-    out = pd.DataFrame(
-        {
-            QUERY_ID: _text_column(_ids(frame[q], "query", where)),
-            DOC_ID: _text_column(_ids(frame[d], "document", where)),
-            RELEVANCE: labels.astype(np.int64),
-        }
-    )
-    out, dropped = _dedupe(out, where, dedupe, "qrels")
-    return Qrels(frame=out, path=where, sha256=_frame_sha256(out), duplicates_dropped=dropped)
+    query, doc = _ids(frame[q], "query", where), _ids(frame[d], "document", where)
+    query, doc, labels, dropped, sha = _checked(query, doc, labels.astype(np.int64), where, dedupe, "qrels")
+    out = _table(query, doc, RELEVANCE, labels)
+    return Qrels(frame=out, path=where, sha256=sha, duplicates_dropped=dropped)
 
 
 def _relabel(qrels: Qrels, relevance_map: str | None) -> Qrels:
