@@ -208,20 +208,8 @@ def _dense_retriever(ctx: Context, index: str, point: dict):
     if key not in ctx.retrievers:
         r = DenseRetriever(index, batch_size=int(point["batch_size"]), ef_search=int(point["ef_search"]))
         r.settings = r.settings.on_device(str(point["device"]), str(point["precision"]))
-        if point["encoder"]:
-            _check_encoder(ctx, r, point["encoder"], index)
         ctx.retrievers[key] = r
     return ctx.retrievers[key]
-
-
-def _check_encoder(ctx: Context, retriever, encoder: str, index: str) -> None:
-    from toolkit.errors import ConfigError
-    from toolkit.retrieval.indexing import resolve_encoder
-
-    if resolve_encoder(str(encoder)) != resolve_encoder(retriever.settings.model):
-        raise ConfigError(
-            f"{ctx.exp.path}: dense index {index} was built with {retriever.settings.model}, not {encoder}"
-        )
 
 
 def _dense_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> list[Config]:
