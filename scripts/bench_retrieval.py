@@ -58,7 +58,7 @@ def cold_bm25(args) -> None:
     env = os.environ | {"PYTHONPATH": str(repo) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [sys.executable, "-m", "toolkit.cli", "bm25", "--index", str(args.index), "--topics", "cacm"]
     cmd += ["--hits", "1000", "--threads", str(args.threads)] + (["--data-dir", args.data_dir] if args.data_dir else [])
-    walls, cpus = [], []
+    walls, cpus, peaks = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.cold):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -68,10 +68,67 @@ def cold_bm25(args) -> None:
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             # CPU seconds too: on a shared machine they move less with the load than the wall time
             cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            peaks.append(after.ru_maxrss / 1024)  # the largest child so far, MiB (Linux: KiB)
     print(f"`twostage bm25` on CACM end to end (fresh process, 64 queries x 1000 hits), {args.cold} calls")
     print(f"  wall best {min(walls):.2f} s, median {statistics.median(walls):.2f} s  (target < 4 s)")
     print(f"  cpu  best {min(cpus):.2f} s, median {statistics.median(cpus):.2f} s  (user + sys, JVM threads included)")
+    print(f"  peak memory {max(peaks):.0f} MiB (max RSS of the calls)")
     print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    breakdown(args, env)
+
+
+# Where a cold call's time goes, phase by phase, in one fresh process (the same steps `twostage bm25` takes).
+BREAKDOWN = """\
+import json, os, sys, time
+marks = [("start", time.perf_counter(), time.process_time())]
+def mark(name):
+    marks.append((name, time.perf_counter(), time.process_time()))
+import toolkit.cli
+mark("import toolkit.cli (click, pandas, numpy, pyarrow)")
+from toolkit import catalog
+from toolkit.jvm import start_jvm, java_class
+from toolkit.retrieval.lucene import LuceneRetriever
+start_jvm()
+mark("JVM start (pyjnius, Anserini jar on the classpath)")
+r = LuceneRetriever(sys.argv[1])
+s = r.searcher
+mark("SimpleSearcher class loading and index open")
+topics = catalog.resolve_topics("cacm", sys.argv[3] or None)
+mark("topics read")
+AL = java_class("java.util.ArrayList")
+jq, jid = AL(), AL()
+for t in topics.topics:
+    jq.add(t.text)
+    jid.add(t.query_id)
+m = s.batch_search(jq, jid, 1000, int(sys.argv[2]))
+mark("batch search in Java (hits' stored documents loaded)")
+got = {e.getKey(): e.getValue() for e in m.entrySet().toArray()}
+rows = [(q, h.docid, h.score) for q in got for h in got[q]]
+mark("results into Python (pyjnius proxies)")
+from toolkit.records import Run
+from toolkit.retrieval.search import results_frame
+from toolkit.trec_io import write_run
+run = Run(frame=results_frame(*map(list, zip(*rows))), tag="bm25")
+write_run(run, sys.argv[4], tag="bm25", depth=1000)
+mark("frame built and run written")
+print(json.dumps([(n, t - marks[i - 1][1], c - marks[i - 1][2]) for i, (n, t, c) in enumerate(marks) if i]))
+"""
+
+
+def breakdown(args, env) -> None:
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [str(args.index), str(args.threads), args.data_dir or "", f"{tmp}/run.trec"]
+        proc = subprocess.run(
+            [sys.executable, "-c", BREAKDOWN, *argv], check=True, env=env, capture_output=True, text=True
+        )
+    phases = json.loads(proc.stdout.strip().splitlines()[-1])
+    print("  breakdown of one cold call (wall s / cpu s of the process, JVM threads included in cpu):")
+    for name, wall, cpu in phases:
+        print(f"    {wall:6.2f} / {cpu:6.2f}  {name}")
 
 
 SWEEP_YAML = """\

@@ -75,9 +75,11 @@ def _context(exp: Experiment, cache: StageCache, data_dir, force, say) -> Contex
     unknown = set(force) - set(exp.stages)
     if unknown:
         raise ConfigError(f"--force {', '.join(sorted(unknown))}: not a stage of {exp.path} ({', '.join(exp.stages)})")
-    return Context(
+    ctx = Context(
         exp, cache, topics, topics_checksum(topics), qrels, settings, index, index_checksum(index), set(force), say
     )
+    ctx.data_dir = data_dir  # dense stages build their index from a collection looked up there
+    return ctx
 
 
 def _evaluate(ctx: Context, configs: list[Config]):

@@ -58,6 +58,8 @@ class Context:
     grid: Any = None
     pending: list | None = None
     fresh: dict = field(default_factory=dict)
+    data_dir: object = None
+    dense_indexes: dict = field(default_factory=dict)  # build settings -> (dense index folder, checksum)
 
 
 def topics_checksum(topics: Topics) -> str:
@@ -169,6 +171,88 @@ def _rm3_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> lis
             continue
         run, key, reused = _lucene_run(ctx, stage, _lucene_params(base.point, src_stage.type), rm3)
         out.append(Config(label, stage, point, src, run, key, reused))
+    return out
+
+
+def _dense_build_settings(point: dict):
+    from toolkit.retrieval.indexing import EncoderSettings
+
+    encoder = str(point["encoder"] or "all-MiniLM-L6-v2")  # `twostage index --dense`'s default encoder
+    return EncoderSettings(
+        encoder, str(point["pooling"]), bool(point["normalize"]), int(point["max_length"]), int(point["batch_size"])
+    ).on_device(str(point["device"]), str(point["precision"]))
+
+
+def _dense_index(ctx: Context, point: dict) -> tuple[str, str]:
+    """(folder, checksum) of the stage's dense index: the given one, or one built (and reused by content) from
+    the stage's collection, else the experiment's, under ``$TWOSTAGE_CACHE/indexes``."""
+    import hashlib
+    import json
+    import re
+    from pathlib import Path
+
+    from toolkit.retrieval.indexing import index_checksum
+
+    if point["index"]:
+        p = Path(str(point["index"]))
+        p = p if p.is_absolute() else Path(ctx.exp.path).parent / p
+        key = ("path", str(p))
+        if key not in ctx.dense_indexes:
+            ctx.dense_indexes[key] = (str(p), index_checksum(p))
+        return ctx.dense_indexes[key]
+    settings = _dense_build_settings(point)
+    name = str(point["collection"] or ctx.exp.index["collection"])
+    desc = {"collection": name, "encoder": settings.result_settings(), "hnsw": bool(point["hnsw"])}
+    key = ("build", json.dumps(desc, sort_keys=True))
+    if key not in ctx.dense_indexes:
+        from toolkit.corpus import resolve_corpus
+        from toolkit.experiments.cache import default_folder
+        from toolkit.retrieval.indexing import build_dense_index
+
+        tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(name).name) + "-" + hashlib.sha256(key[1].encode()).hexdigest()[:12]
+        corpus = resolve_corpus(name, data=ctx.data_dir)
+        out = default_folder().parent / "indexes" / f"{tag}.dense"
+        info = build_dense_index(corpus, out, settings, hnsw=bool(point["hnsw"]), progress=False)
+        ctx.say(f"{'reused' if info.reused else 'built'} dense index {info.path} ({info.documents} documents)")
+        ctx.dense_indexes[key] = (str(info.path), index_checksum(info.path))
+    return ctx.dense_indexes[key]
+
+
+def _dense_retriever(ctx: Context, index: str, point: dict):
+    """One retriever per dense index and query-encoding settings, so its encoder and FAISS index load once."""
+    from toolkit.retrieval.dense import DenseRetriever
+
+    key = ("dense", index, int(point["batch_size"]), str(point["device"]), str(point["precision"]), point["ef_search"])
+    if key not in ctx.retrievers:
+        r = DenseRetriever(index, batch_size=int(point["batch_size"]), ef_search=int(point["ef_search"]))
+        r.settings = r.settings.on_device(str(point["device"]), str(point["precision"]))
+        ctx.retrievers[key] = r
+    return ctx.retrievers[key]
+
+
+def _dense_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> list[Config]:
+    out = []
+    for label, _, point in rows:
+        index, index_sha = _dense_index(ctx, point)
+        retriever = _dense_retriever(ctx, index, point)
+        hits = int(point["hits"] or ctx.exp.hits)
+        enc = retriever.settings
+        # Device, precision and batch size can move float scores in the last digits: part of the key.
+        params = {
+            "model": "dense",
+            "hits": hits,
+            "ef_search": int(point["ef_search"]),
+            "device": enc.device,
+            "precision": enc.precision,
+            "batch_size": enc.batch_size,
+        }
+        inputs = {"index": index_sha, "topics": ctx.topics_sha}
+
+        def compute(retriever=retriever, hits=hits) -> Run:
+            return retriever.search(ctx.topics, hits, ctx.exp.threads, progress=False).run
+
+        run, key, reused = _cached(ctx, stage, params, inputs, compute)
+        out.append(Config(label, stage, point, "", run, key, reused))
     return out
 
 
@@ -286,7 +370,13 @@ def _tune(ctx: Context, stage: Stage, configs: list[Config]) -> Config:
 
 
 # ------------------------------------------------------------------ the whole experiment
-STAGE_RUNNERS = {"bm25": _first_stage, "qld": _first_stage, "rm3": _rm3_stage, "rerank": _rerank_stage}
+STAGE_RUNNERS = {
+    "bm25": _first_stage,
+    "qld": _first_stage,
+    "rm3": _rm3_stage,
+    "rerank": _rerank_stage,
+    "dense": _dense_stage,
+}
 
 
 def run_stages(ctx: Context) -> list[Config]:

@@ -13,6 +13,7 @@ Layout (docs/experiments/cacm.yaml is the worked example)::
       bm25: {type: bm25, k1: [0.6, 0.9, 1.2], b: [0.4, 0.75], tune: {metric: map, folds: 5, seed: 0}}
       rm3: {type: rm3, input: bm25}
       minilm: {type: rerank, input: bm25, model: all-MiniLM-L6-v2, depth: [20, 50, 100]}
+      dense: {type: dense, encoder: all-MiniLM-L6-v2}   # a FAISS index built from the collection
 
 A list value of a stage parameter is a grid over it (the grid of a stage is the product of its
 lists); ``input`` names the stage whose output a stage consumes (its tuned configuration when
@@ -44,7 +45,25 @@ STAGE_PARAMS: dict[str, dict[str, object]] = {
         "precision": "auto",
     },
     "fuse": {"inputs": None, "method": "rrf", "k": 60.0, "depth": 1000},
+    # A dense first stage: an existing dense index (``index``), or one built from ``collection`` (default:
+    # the experiment's index collection) with ``encoder`` and the build settings after it.
+    "dense": {
+        "index": None,
+        "collection": None,
+        "encoder": None,
+        "hits": None,
+        "batch_size": 32,
+        "device": "auto",
+        "precision": "auto",
+        "ef_search": 256,
+        "pooling": "mean",
+        "normalize": True,
+        "max_length": 256,
+        "hnsw": False,
+    },
 }
+#: Parameters whose default None means "not given" rather than "required".
+OPTIONAL = {"max_length", "index", "collection", "encoder", "hits"}
 #: Parameters that are never grids (a list there is the value itself).
 LIST_VALUED = {"inputs"}
 STAGE_KEYS = {"type", "tune"}
@@ -180,7 +199,7 @@ def _stage(doc: Located, name: str, body) -> Stage:
     fixed, grid = {}, {}
     for p, default in params.items():
         value = body.get(p, default)
-        if value is None and default is None and p not in ("max_length",):
+        if value is None and default is None and p not in OPTIONAL:
             raise doc.error(keys, f"stage {name!r} ({kind}) needs {p!r}")
         if isinstance(value, list) and p not in LIST_VALUED:
             if not value:
@@ -188,10 +207,37 @@ def _stage(doc: Located, name: str, body) -> Stage:
             grid[p] = value
         else:
             fixed[p] = value
+    if kind == "dense":
+        _check_dense(doc, keys, name, body)
     tune = None
     if "tune" in body:
         tune = _tune(doc, (*keys, "tune"), body["tune"], name, grid)
     return Stage(name, kind, fixed, grid, tune)
+
+
+def _check_dense(doc: Located, keys: tuple, name: str, body: dict) -> None:
+    """A dense stage reads one dense index: given, or built; its encoder is the index's when given."""
+    if "index" in body and "collection" in body:
+        raise doc.error((*keys, "collection"), f"stage {name!r}: give index (a dense index) or collection, not both")
+    if "index" in body and "encoder" in body:
+        raise doc.error(
+            (*keys, "encoder"), f"stage {name!r}: a dense index has its own encoder; give encoder only to build one"
+        )
+    building = {"pooling", "normalize", "max_length", "hnsw"} & set(body)
+    if "index" in body and building:
+        p = sorted(building)[0]
+        raise doc.error((*keys, p), f"stage {name!r}: {p!r} sets how an index is built; the given index is built")
+    top_index = doc.data.get("index") if isinstance(doc.data, dict) else None
+    if (
+        "index" not in body
+        and "collection" not in body
+        and not (isinstance(top_index, dict) and "collection" in top_index)
+    ):
+        raise doc.error(
+            keys,
+            f"stage {name!r} (dense) needs index: (a dense index) or collection: (to build one), "
+            "as the experiment's index is a path",
+        )
 
 
 def _tune(doc: Located, keys: tuple, body, name: str, grid: dict) -> Tune:
