@@ -14,18 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from samples import TINY_DOCS as DOCS
+from samples import TINY_TOPICS as TOPICS
+from samples import write_tiny_corpus
 
 import toolkit as ts
 
-DOCS = {
-    "d1": "time sharing systems for computers",
-    "d2": "the operating system of a time sharing computer",
-    "d3": "matrix inversion algorithms",
-    "d4": "algorithms for sorting and searching",
-    "d5": "computer time and cost accounting",
-    "d6": "numerical methods for matrix problems",
-}
-TOPICS = {"1": "time sharing system", "2": "matrix algorithms", "3": "computer accounting"}
 #: d1, d2 relevant to 1; d3, d6 to 2; d5 to 3: hand-made judgments to evaluate with.
 QRELS = "1 0 d1 1\n1 0 d2 1\n1 0 d4 0\n2 0 d3 1\n2 0 d6 1\n3 0 d5 1\n"
 
@@ -42,10 +36,7 @@ FLAGS = {
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("tiny-corpus")
-    corpus = folder / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS.items()))
-    topics = folder / "topics.tsv"
-    topics.write_text("".join(f"{q}\t{t}\n" for q, t in TOPICS.items()))
+    corpus, topics = write_tiny_corpus(folder)
     qrels = folder / "qrels.txt"
     qrels.write_text(QRELS)
     return {"corpus": corpus, "topics": topics, "qrels": qrels, "folder": folder}

@@ -30,6 +30,7 @@ import click
 import numpy as np
 import pandas as pd
 import pytest
+from samples import write_tiny_corpus
 
 import toolkit as ts
 
@@ -143,15 +144,6 @@ def test_every_help_example_parses(command, example):
 
 
 # ------------------------------------------------------------------ running the examples
-DOCS = {
-    "d1": "time sharing systems for computers",
-    "d2": "the operating system of a time sharing computer",
-    "d3": "matrix inversion algorithms",
-    "d4": "algorithms for sorting and searching",
-    "d5": "computer time and cost accounting",
-    "d6": "numerical methods for matrix problems",
-}
-TOPICS = {"1": "time sharing system", "2": "matrix algorithms", "3": "computer accounting"}
 
 
 @pytest.fixture(scope="module")
@@ -161,10 +153,7 @@ def small(tmp_path_factory, msmarco) -> dict[str, Path]:
 
     folder = tmp_path_factory.mktemp("readme")
     runs = msmarco / "runs"
-    corpus = folder / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS.items()))
-    topics = folder / "topics.tsv"
-    topics.write_text("".join(f"{q}\t{t}\n" for q, t in TOPICS.items()))
+    corpus, topics = write_tiny_corpus(folder)
     qrels = folder / "qrels.tiny.txt"
     qrels.write_text("1 0 d1 1\n1 0 d2 1\n2 0 d3 1\n2 0 d6 1\n3 0 d5 1\n")
     candidates = folder / "candidates.json"

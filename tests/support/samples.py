@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from toolkit.records import qrels_from_rows, run_from_rows
 
 CANDIDATES = [
@@ -85,3 +88,23 @@ def write_tiny(tmp_path):
     write_run(reranked, tmp_path / "rr.trec")
     (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
     return qp
+
+
+# ------------------------------------------------------------ a six-document collection to index
+TINY_DOCS = {
+    "d1": "time sharing systems for computers",
+    "d2": "the operating system of a time sharing computer",
+    "d3": "matrix inversion algorithms",
+    "d4": "algorithms for sorting and searching",
+    "d5": "computer time and cost accounting",
+    "d6": "numerical methods for matrix problems",
+}
+TINY_TOPICS = {"1": "time sharing system", "2": "matrix algorithms", "3": "computer accounting"}
+
+
+def write_tiny_corpus(folder: Path) -> tuple[Path, Path]:
+    """``TINY_DOCS`` as a JSONL corpus and ``TINY_TOPICS`` as a TSV topics file in ``folder``."""
+    corpus, topics = folder / "corpus.jsonl", folder / "topics.tsv"
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in TINY_DOCS.items()))
+    topics.write_text("".join(f"{q}\t{t}\n" for q, t in TINY_TOPICS.items()))
+    return corpus, topics
