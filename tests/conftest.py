@@ -44,6 +44,24 @@ def msmarco(shared_data: Path) -> Path:
     return p
 
 
+@pytest.fixture(scope="session")
+def cacm_index(shared_data, tmp_path_factory) -> Path:
+    """CACM indexed once per test session through the CLI (HtmlCollection, positions/docvectors/raw), for every
+    test folder that searches it."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import main
+
+    out = tmp_path_factory.mktemp("indexes") / "cacm"
+    res = CliRunner().invoke(
+        main,
+        ["index", "--collection", "cacm", "--out", str(out), "--data-dir", str(shared_data), "--no-progress"],
+        catch_exceptions=False,
+    )
+    assert res.exit_code == 0, res.output
+    return out
+
+
 @pytest.fixture()
 def cli():
     """Invoke the twostage click group in-process; returns click's Result."""

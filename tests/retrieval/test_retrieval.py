@@ -1,6 +1,6 @@
 """Retrieval: parameter checks, corpora, fusion (fast); CACM reproduction and dense runs (slow, real data).
 
-The CACM index is built once per session (about 15 s) in a temporary folder;
+The CACM index comes from tests/conftest.py (built once per session, about 15 s, in a temporary folder);
 the reproduction targets are Anserini's published CACM regression figures.
 """
 
@@ -221,23 +221,6 @@ def test_anserini_class_passthrough(tmp_path):
 
 
 # --------------------------------------------------------- real collections
-@pytest.fixture(scope="session")
-def cacm_index(shared_data, tmp_path_factory) -> Path:
-    """CACM indexed once per session through the CLI (HtmlCollection, positions/docvectors/raw)."""
-    from click.testing import CliRunner
-
-    from toolkit.cli import main
-
-    out = tmp_path_factory.mktemp("indexes") / "cacm"
-    res = CliRunner().invoke(
-        main,
-        ["index", "--collection", "cacm", "--out", str(out), "--data-dir", str(shared_data), "--no-progress"],
-        catch_exceptions=False,
-    )
-    assert res.exit_code == 0, res.output
-    return out
-
-
 @pytest.mark.data
 @pytest.mark.slow
 def test_index_is_reused_when_inputs_match(cli, cacm_index, shared_data):

@@ -235,7 +235,13 @@ _RUN_OPTIONS = [
         help="Topics: a file (TSV, JSONL, TREC, Anserini), a collection name, or a Pyserini name.",
     ),
     click.option("--hits", type=int, default=1000, show_default=True, help="Documents per query."),
-    click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True),
+    click.option(
+        "--threads",
+        type=click.IntRange(min=1),
+        default=2,
+        show_default=True,
+        help="Threads: Lucene searches this many queries at once; dense retrieval gives them to the encoder and FAISS.",
+    ),
     click.option(
         "--out", required=True, type=click.Path(dir_okay=False), help="Run file; RUN.meta.json is written beside it."
     ),

@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from toolkit.errors import ConfigError
 from toolkit.records import Run, Topics
 from toolkit.retrieval.search import DEFAULT_HITS, SearchResult, results_frame, validate_hits
@@ -72,10 +74,14 @@ def check_lucene_index(index: str | os.PathLike) -> Path:
 
 # ---------------------------------------------------------------- Lucene
 class LuceneRetriever:
-    """BM25 or query likelihood (Dirichlet) over a Lucene index, optionally with RM3,
-    through Anserini's ``SimpleSearcher.batch_search`` (what Pyserini's ``LuceneSearcher``
-    wraps), reached without importing Pyserini's Python modules: those pull in torch,
-    transformers and faiss, which a Lucene search never uses."""
+    """BM25 or query likelihood (Dirichlet) over a Lucene index, optionally with RM3, with the hits
+    and scores of Anserini's ``SimpleSearcher`` (what Pyserini's ``LuceneSearcher`` wraps), reached
+    without importing Pyserini's Python modules: those pull in torch, transformers and faiss, which
+    a Lucene search never uses.
+
+    BM25 and QL run on Lucene's ``IndexSearcher`` directly (``lucene_direct``: the same query, sort
+    and tie adjustment, without loading each hit's stored document); RM3 and Lucene 8 indexes go
+    through ``SimpleSearcher.batch_search``. Both search on ``threads`` threads."""
 
     def __init__(
         self,
@@ -93,6 +99,7 @@ class LuceneRetriever:
         self.index = check_lucene_index(index)
         self.model, self.k1, self.b, self.mu, self.rm3 = model, float(k1), float(b), float(mu), rm3
         self._searcher = None
+        self._direct = None
 
     @property
     def searcher(self):
@@ -115,6 +122,21 @@ class LuceneRetriever:
         self.model, self.k1, self.b, self.mu, self.rm3 = model, float(k1), float(b), float(mu), rm3
         if self._searcher is not None:
             self._apply()
+        if self._direct is not None:
+            self._direct.configure(self.model, self.k1, self.b, self.mu)
+
+    @property
+    def direct(self):
+        """The index opened on Lucene's ``IndexSearcher`` for BM25/QL without RM3; None where
+        ``SimpleSearcher`` must search (RM3, a Lucene 8 index)."""
+        if self.rm3 is not None:
+            return None
+        if self._direct is None:
+            from toolkit.retrieval.lucene_direct import DirectSearcher
+
+            self._direct = DirectSearcher(self.index)
+            self._direct.configure(self.model, self.k1, self.b, self.mu)
+        return None if self._direct.lucene8 else self._direct
 
     def _apply(self) -> None:
         """Set the similarity and feedback on the Java searcher as Pyserini's wrappers do."""
@@ -156,26 +178,31 @@ class LuceneRetriever:
     def search(self, topics: Topics, hits: int = DEFAULT_HITS, threads: int = 1) -> SearchResult:
         validate_hits(hits)
         qids = [t.query_id for t in topics.topics]
-        texts = [t.text for t in topics.topics]
-        _ = self.searcher  # opened before the clock starts: seconds measure the search alone
+        direct = self.direct
+        if direct is None:
+            _ = self.searcher  # opened before the clock starts: seconds measure the search alone
         started = time.perf_counter()
-        results = self._batch_search(qids, texts, hits, threads)
-        qs: list[str] = []
-        ds: list[str] = []
-        ss: list[float] = []
-        empty = []
-        for qid in qids:
-            found = results.get(qid) or []
-            if not found:
-                empty.append(qid)
-                continue
-            for hit in found:
-                ds.append(hit.docid)
-                ss.append(hit.score)
-            qs.extend([qid] * len(found))
+        if direct is not None:
+            found = dict(zip(qids, direct.search_many([t.text for t in topics.topics], hits, threads)))
+        else:
+            found = self._simple_search(qids, [t.text for t in topics.topics], hits, threads)
+        empty = tuple(q for q in qids if not len(found[q][0]))
+        kept = [q for q in qids if q not in empty]
+        qs = np.repeat(kept, [len(found[q][0]) for q in kept]).tolist()
+        ds = [d for q in kept for d in found[q][0]]
+        ss = np.concatenate([np.asarray(found[q][1], dtype=np.float64) for q in kept]) if kept else []
         seconds = time.perf_counter() - started
         run = Run(frame=results_frame(qs, ds, ss), path="<memory>", tag=self.tag())
-        return SearchResult(run, tuple(empty), self.params(), seconds, len(qids))
+        return SearchResult(run, empty, self.params(), seconds, len(qids))
+
+    def _simple_search(self, qids: list[str], texts: list[str], hits: int, threads: int) -> dict:
+        """{qid: (ids, scores)} from ``SimpleSearcher.batch_search`` (the scores its float32 values)."""
+        results = self._batch_search(qids, texts, hits, threads)
+        out = {}
+        for qid in qids:
+            found = results.get(qid) or []
+            out[qid] = ([h.docid for h in found], [h.score for h in found])
+        return out
 
     def tag(self) -> str:
         base = "bm25" if self.model == "bm25" else "qld"
