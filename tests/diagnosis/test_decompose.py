@@ -175,3 +175,16 @@ def test_query_the_reranked_run_lacks():
     idcg = 3 + 2 / _log2(2) + 2 / _log2(3)
     assert d.curve["reranked"].iloc[0] == pytest.approx((1 / _log2(3)) / idcg / 2)  # q: C third; p: 0
     assert d.uncovered == 0 and d.curve_exact
+
+
+def test_no_input_warning_about_the_diagnosis_own_rankings(caplog):
+    """A query judged only 0 gives its ideal ranking all-equal gains; that ranking is the toolkit's, not the
+    user's: no warning names it (the users' own tied run still gets its warning)."""
+    qrels = qrels_from_rows([("q", "A", 1), ("q", "B", 0), ("z", "C", 0), ("z", "D", 0)])
+    first = run_from_rows([("q", "A", 2.0), ("q", "B", 1.0), ("z", "C", 2.0), ("z", "D", 1.0)])
+    tied = run_from_rows([("q", "A", 2.0), ("q", "B", 1.0), ("z", "C", 1.0), ("z", "D", 1.0)])
+    with caplog.at_level("WARNING"):
+        _decompose(qrels, first, tied, measure="ndcg_cut_3", depth=2)
+    warnings = [r.getMessage() for r in caplog.records if "warning" in r.getMessage()]
+    assert not [w for w in warnings if "<ideal" in w or "reordered" in w], warnings
+    assert any("1 of 2 queries" in w and "all scores equal" in w for w in warnings), warnings

@@ -65,10 +65,16 @@ def parse_headline_measure(text: str) -> str:
 
 
 def measure_values(
-    qrels: Qrels | PreparedJudgments, run: Run, measure: str, settings: EvalSettings, query_ids: Iterable[str]
+    qrels: Qrels | PreparedJudgments,
+    run: Run,
+    measure: str,
+    settings: EvalSettings,
+    query_ids: Iterable[str],
+    warn: bool = True,
 ) -> pd.Series:
-    """Per-query values of ``measure`` (a trec_eval name) over ``query_ids``; a query the run lacks scores 0."""
-    result = evaluate(qrels, run, parse_measures([measure], settings.trec_eval), settings)
+    """Per-query values of ``measure`` (a trec_eval name) over ``query_ids``; a query the run lacks scores 0.
+    ``warn=False``: ``run`` is one the diagnosis built (no input warnings about it)."""
+    result = evaluate(qrels, run, parse_measures([measure], settings.trec_eval), settings, warn=warn)
     pq = result.per_query
     values = pq.loc[pq["measure"] == measure].set_index(QUERY_ID)["value"].astype(float)
     values.index = values.index.astype(str)
@@ -231,14 +237,15 @@ def decompose(
         first_values = measure_values(prepared, first, measure, settings, qids)
     if reranked_values is None:
         reranked_values = measure_values(prepared, reranked, measure, settings, qids)
-    ideal = measure_values(prepared, ideal_run(raw, settings, measure), measure, settings, qids)
+    ideal = measure_values(prepared, ideal_run(raw, settings, measure), measure, settings, qids, warn=False)
     ks = curve_depths(depth, depths)
     recall = evaluate(prepared, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
     recall_wide = recall.wide().reindex(index=qids, fill_value=0.0)
     curve = []
     for k in ks:
-        at_k = measure_values(prepared, reordered_run(cands, k, "reranked"), measure, settings, qids)
-        best = measure_values(prepared, reordered_run(cands, k, "best"), measure, settings, qids)
+        # the diagnosis's own reorderings of the user's runs, whose warnings were given on their evaluation
+        at_k = measure_values(prepared, reordered_run(cands, k, "reranked"), measure, settings, qids, warn=False)
+        best = measure_values(prepared, reordered_run(cands, k, "best"), measure, settings, qids, warn=False)
         curve.append(
             {
                 "depth": k,

@@ -141,10 +141,17 @@ def check_measures(measures, settings: EvalSettings, rel_format: str) -> None:
 
 
 def evaluate(
-    judgments, run: Run, measures, settings: EvalSettings | None = None, *, zscores: dict | None = None
+    judgments,
+    run: Run,
+    measures,
+    settings: EvalSettings | None = None,
+    *,
+    zscores: dict | None = None,
+    warn: bool = True,
 ) -> EvalResult:
     """Evaluate ``run`` against ``judgments`` (Qrels, Prefs, JudgmentGroups, or those prepared by
-    ``prepare_judgments``); see each family's definition."""
+    ``prepare_judgments``); see each family's definition. ``warn=False`` skips the input warnings, for runs the
+    toolkit builds itself (an ideal ranking ties equal gains on purpose: nothing the user gave is wrong)."""
     settings = settings or EvalSettings()
     measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
     prepared = prepare_judgments(judgments)
@@ -159,7 +166,7 @@ def evaluate(
     in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
     extra = len(run_queries - set(qids.tolist()))
     require_common_queries(judgments, run, int(in_run.sum()), nq, len(run_queries), settings)
-    warnings = input_warnings(judgments, run, measures, settings)
+    warnings = input_warnings(judgments, run, measures, settings) if warn else []
     placeholder = settings.complete and version == 10 and not in_run.all()
     scored = _with_placeholders(run, qids[~in_run]) if placeholder else run
     evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
