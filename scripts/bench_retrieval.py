@@ -157,11 +157,30 @@ def sweep(args) -> None:
                 cmd += ["--k1", str(k1), "--b", str(b), "--threads", str(args.threads), "--out", f"{tmp}/r.trec", *data]
                 subprocess.run(cmd, check=True, env=env, capture_output=True)
         six = time.perf_counter() - t
+    pyserini = pyserini_sweep(args)
     print("CACM BM25 sweep, k1 0.6/0.9/1.2 x b 0.4/0.75, 1000 hits")
     print(f"  one `twostage experiment run` : {one:7.2f} s  (evaluation and files included)")
     print(f"  the six searches themselves   : {searches:7.2f} s  (ratio {one / searches:.2f})")
     print(f"  six `twostage bm25` calls     : {six:7.2f} s  ({six / one:.1f}x the experiment)")
+    print(f"  six Pyserini batch_search     : {pyserini:7.2f} s  (one warm process, LuceneSearcher.set_bm25 each)")
     print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def pyserini_sweep(args) -> float:
+    """The same six points through Pyserini's LuceneSearcher in this process, after one warm-up search."""
+    from toolkit.catalog import resolve_topics
+    from toolkit.jvm import import_pyserini
+
+    topics = resolve_topics("cacm", args.data_dir)
+    qids, texts = [t.query_id for t in topics.topics], [t.text for t in topics.topics]
+    searcher = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(args.index))
+    searcher.batch_search(texts, qids, k=1000, threads=args.threads)
+    t = time.perf_counter()
+    for k1 in (0.6, 0.9, 1.2):
+        for b in (0.4, 0.75):
+            searcher.set_bm25(k1, b)
+            searcher.batch_search(texts, qids, k=1000, threads=args.threads)
+    return time.perf_counter() - t
 
 
 def main() -> int:
