@@ -6,7 +6,12 @@ counted as done (``toolkit.jobs.shards``), with inputs streamed from the driver 
 shards still to do. A pool of actors (one model load per worker) fed with at most two
 shards each does exactly that; Ray restarts a killed worker (``max_restarts``) and
 re-runs its shard (``max_task_retries``), so the job finishes without the driver doing
-anything.
+anything. ``ActorPool`` is that pool; it can serve several ``map`` calls (an experiment's
+stages) and run *lanes*: items that must run one at a time, in order, on one actor.
+
+Ray's driver prints the cluster's notices (a worker died, a task will be retried) on
+stdout; ``connect`` sends them to stderr (``_notices_to_stderr``), so a command's stdout
+holds its results only.
 
 Addresses: ``None``/``"local"`` starts a private local Ray for this command (never joins a
 cluster that happens to run here), ``auto`` joins the cluster of ``RAY_ADDRESS`` or the
