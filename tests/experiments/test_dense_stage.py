@@ -29,8 +29,8 @@ def rows(frame) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def commands(tiny_index, tmp_path_factory):
-    """The separate commands' runs on the tiny collection (dense index built with the same encoder)."""
+def commands(tiny_index, tiny_dense_index, tmp_path_factory):
+    """The separate commands' runs on the tiny collection (the dense index: `twostage index --dense`, conftest.py)."""
     from click.testing import CliRunner
 
     from tests.experiments.test_experiment import TOPICS
@@ -44,8 +44,7 @@ def commands(tiny_index, tmp_path_factory):
         res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
         assert res.exit_code == 0, res.output
 
-    dense = folder / "dense"
-    invoke("index", "--dense", "--collection", corpus, "--out", dense, "--device", "cpu", "--no-progress")
+    dense = tiny_dense_index
     topics = folder / "topics.tsv"
     invoke("dense", "--index", dense, "--topics", topics, "--hits", 10, "--device", "cpu", "--out", folder / "d.trec")
     invoke("bm25", "--index", tiny_index, "--topics", topics, "--hits", 10, "--out", folder / "b.trec")

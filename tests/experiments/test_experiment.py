@@ -183,19 +183,6 @@ def test_rerank_stage_reuses_its_input_and_writes_a_diagnosis(tiny_index, tmp_pa
     assert deeper.counts == {"computed": 1, "reused": 1}
 
 
-@pytest.fixture(scope="module")
-def cacm_index(shared_data, tmp_path_factory) -> Path:
-    from click.testing import CliRunner
-
-    from toolkit.cli import main
-
-    out = tmp_path_factory.mktemp("indexes") / "cacm"
-    args = ["index", "--collection", "cacm", "--out", str(out), "--data-dir", str(shared_data), "--no-progress"]
-    res = CliRunner().invoke(main, args, catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    return out
-
-
 def average_precision(ranked: list[str], relevant: set[str]) -> float:
     hits, total = 0, 0.0
     for i, d in enumerate(ranked, 1):

@@ -54,3 +54,55 @@ def test_second_rerank_embeds_nothing(cli, tmp_path):
     off = cli(*args[:-2], "--no-embedding-cache", "--out", tmp_path / "c.trec")
     assert json.loads((tmp_path / "c.trec.meta.json").read_text())["embedding_cache"] is None
     assert off.exit_code == 0
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+import numpy as np
+from toolkit.jobs.embed_cache import EmbeddingCache, text_key
+
+folder, seed = sys.argv[1], int(sys.argv[2])
+go = Path(folder).parent / "go"
+while not go.exists():  # every writer starts at once
+    time.sleep(0.005)
+rng = np.random.default_rng(seed)
+cache = EmbeddingCache(folder, {"model": "m", "max_length": 8})
+for _ in range(25):
+    texts = [f"text {i}" for i in rng.choice(120, 16, replace=False)]
+    vectors = np.array([[len(t), sum(map(ord, t)), int(t.split()[1])] for t in texts], dtype=np.float32)
+    cache.add([text_key(t) for t in texts], vectors)
+"""
+
+
+def test_concurrent_writers_lose_and_damage_nothing(tmp_path, caplog):
+    """Four processes add overlapping texts to one namespace at the same moment (as Ray workers of two experiments
+    may): every part has its own name and appears by one rename, so a reader finds every text each wrote, with
+    its vector, and no unreadable part."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "cache"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(folder), str(seed)], stderr=subprocess.PIPE, text=True)
+        for seed in range(4)
+    ]
+    (tmp_path / "go").touch()
+    for w in writers:
+        assert w.wait(timeout=120) == 0, w.stderr.read()
+    written = set()
+    for seed in range(4):  # what each writer drew (the same generator, replayed)
+        rng = np.random.default_rng(seed)
+        for _ in range(25):
+            written |= {f"text {i}" for i in rng.choice(120, 16, replace=False)}
+    reader = EmbeddingCache(folder, {"model": "m", "max_length": 8})
+    assert len(reader) == len(written)
+    texts = sorted(written)
+    found, vecs = reader.lookup([text_key(t) for t in texts])
+    assert found.all()
+    want = np.array([[len(t), sum(map(ord, t)), int(t.split()[1])] for t in texts], dtype=np.float32)
+    assert (vecs == want).all()
+    parts = list(reader.folder.glob("part-*.npz"))
+    assert len(parts) >= 4 and len({p.name for p in parts}) == len(parts)
+    assert sorted(p.name for p in reader.folder.iterdir() if not p.name.startswith("part-")) == ["namespace.json"]
+    assert "unreadable" not in caplog.text

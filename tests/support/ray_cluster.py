@@ -40,7 +40,8 @@ class RayCluster:
     def __init__(self, cpus_per_node: int = 1):
         self.ray = str(Path(sys.executable).with_name("ray"))
         self.tmp = Path(tempfile.mkdtemp(prefix="tsray", dir="/tmp"))  # short: Ray's socket paths are limited
-        self.port = free_port()
+        self.base = 20000 + (os.getpid() % 200) * 100  # worker port ranges of our own: base .. base + 99
+        self.port = self.free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.cpus = cpus_per_node
         self.procs: list[subprocess.Popen] = []
@@ -56,7 +57,7 @@ class RayCluster:
         }
 
     def _start(self, args: list[str], name: str, worker_ports: tuple[int, int]) -> None:
-        ports = [x for flag in NODE_PORT_FLAGS for x in (flag, str(free_port()))]
+        ports = [x for flag in NODE_PORT_FLAGS for x in (flag, str(self.free_port()))]
         cmd = [
             self.ray,
             "start",
@@ -76,8 +77,16 @@ class RayCluster:
                 subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
             )
 
+    def free_port(self) -> int:
+        """A free port outside this cluster's worker port ranges (the kernel's ephemeral ports can fall there, and
+        Ray refuses a component port inside a worker range)."""
+        while True:
+            port = free_port()
+            if not self.base <= port < self.base + 100:
+                return port
+
     def start(self, timeout: float = 120) -> RayCluster:
-        base = 20000 + (os.getpid() % 200) * 100  # worker port ranges of our own
+        base = self.base
         self._start(
             [
                 "--head",
@@ -88,7 +97,7 @@ class RayCluster:
                 "--temp-dir",
                 str(self.tmp),
                 "--ray-client-server-port",
-                str(free_port()),
+                str(self.free_port()),
             ],
             "head",
             (base, base + 49),

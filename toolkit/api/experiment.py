@@ -54,8 +54,8 @@ class Experiment:
             force: stage names to recompute even when their cached run is valid.
             data_dir: where named collections are found (default: ``$TWOSTAGE_DATA`` or ``../shared/data``).
             cache_dir: the stage cache folder (default ``$TWOSTAGE_CACHE/stages``), shared by experiments.
-            ray: a Ray address (``"local"``, ``"auto"``, ``host:port``, ``ray://host:port``): the search
-                stages' missing grid points run as Ray tasks on warm workers (same runs as without).
+            ray: a Ray address (``"local"``, ``"auto"``, ``host:port``, ``ray://host:port``): the missing
+                search, dense and rerank grid points run as Ray tasks on warm workers (same runs as without).
             workers: with ``ray``: how many workers (default 2).
         """
         grid = None
@@ -94,7 +94,8 @@ def experiment(
         force: stage names to recompute even when their cached run is valid.
         data_dir: where named collections are found.
         cache_dir: the stage cache folder (default ``$TWOSTAGE_CACHE/stages``).
-        ray: a Ray address: the search stages' missing grid points run as Ray tasks (see ``Experiment.run``).
+        ray: a Ray address: the missing search, dense and rerank grid points run as Ray tasks (see
+            ``Experiment.run``).
         workers: with ``ray``: how many workers (default 2).
     """
     exp = Experiment.from_yaml(path)

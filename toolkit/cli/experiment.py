@@ -40,8 +40,9 @@ def run_command(
 ):
     """Run EXPERIMENT_FILE; stages whose inputs and parameters are unchanged are reused from the cache.
 
-    With --ray, each search stage's grid points (BM25, QL, RM3) missing from the cache run as Ray tasks on
-    warm workers (one JVM and searcher each); the results are the one-process results, byte for byte.
+    With --ray, the grid points missing from the cache (BM25, QL, RM3, dense and rerank; fusion stays here) run
+    as Ray tasks on warm workers (each keeps its JVM, searchers, encoders and models across the points it
+    gets); the results are the one-process results, byte for byte.
 
     \b
     Example:
@@ -73,6 +74,8 @@ def run_command(
             grid=grid,
         )
     finally:
+        if grid is not None:
+            grid.close()
         shutdown_ray(sharding)
     click.echo(table_text(result.table))
 

@@ -1,22 +1,34 @@
-"""An experiment's grid on Ray (``--ray [ADDRESS]``): a stage's missing points as tasks on warm workers.
+"""An experiment's grid on Ray (``--ray [ADDRESS]``): each stage's missing points as tasks on warm workers.
 
 Each stage runs in two passes. The first (``collect``) walks the stage's points as the one-process
-runner does, but a point missing from the stage cache is only noted as a task (its key, its
-record and what a worker needs to compute it); the tasks go to a pool of Ray actors, and the
-driver writes each returned run into the same content-keyed stage cache (``cache.StageCache``:
-one atomic rename per entry) the moment it arrives. The second pass is the ordinary runner, which
-now finds every point in the cache; the points computed on Ray count as computed, the others as
-reused. So the runs are the one-process runs byte for byte (the same search, through the same
-cache file), a killed driver leaves whole entries only and a rerun submits just the points still
+runner does, but a point missing from the stage cache is only noted (its key, its record and the
+point itself: ``toolkit.experiments.points``); the points go to a pool of Ray actors, each holding a
+``Warm`` (the class the driver uses without Ray, running the same point code), and the driver
+writes each returned run into the same content-keyed stage cache (``cache.StageCache``: one atomic
+rename per entry) the moment it arrives. The second pass is the ordinary runner, which now finds
+every point in the cache; the points computed on Ray count as computed, the others as reused. So
+the runs are the one-process runs byte for byte (the same point code, through the same cache
+file), a killed driver leaves whole entries only and a rerun submits just the points still
 missing, and a killed worker is restarted by Ray and its point re-run (the actor pool of
 ``toolkit.jobs.distributed``: ``max_restarts`` / ``max_task_retries``).
 
-Each actor keeps its JVM and one Lucene searcher per index open across the points it gets
-(``LuceneRetriever.configure`` switches k1/b/mu/RM3 without reopening). Workers read the index by
-its path: on a cluster of several machines it must be on a file system every node sees.
+Which points go to Ray: every search point (BM25, QL, RM3), every dense point and every rerank
+point. Stages still run in the experiment's order, so a stage's points go out only once the runs
+they read exist (a rerank point carries its input run's frame). The pool is started at the first
+stage with a missing point and kept until the stages are done, so each actor keeps its JVM and
+Lucene searchers, its dense encoders and FAISS indexes and its rerank models warm across stages.
+Workers open indexes and the embedding cache by the driver's paths: on a cluster of several
+machines these must be on a file system every node sees.
 
-Which points go to Ray: BM25, QL and RM3 points (the searches). Reranking, fusion and tuning run
-in the driver as before (its model is built once there; see the README).
+Bi-encoder rerank points of one model run in one *lane*: one at a time, in the one-process order,
+on one actor (``RerankPoint.lane``), because each reads the vectors the previous ones put in the
+embedding cache and a vector embedded with other batch companions may differ in its last bit; the
+other points run on any actor, two at a time per actor.
+
+Fusion points stay in the driver (``FusePoint`` through the driver's ``Warm``): reciprocal rank fusion
+of two CACM runs of 1,000 hits takes milliseconds in the driver, while sending it to an actor
+means pickling both input frames out and the fused frame back, which costs more than the fusion
+itself; and its inputs are already in the driver's memory. See the README for the figures.
 """
 
 from __future__ import annotations
@@ -25,42 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.jobs.distributed import RayExecutor, RayOptions, shutdown
+from toolkit.jobs.distributed import ActorPool, RayExecutor, RayOptions, shutdown
 from toolkit.records import Run
 
-#: Stage types whose points run on Ray: the searches. Reranking, fusion and tuning stay in the driver.
-DISTRIBUTED = ("bm25", "qld", "rm3")
-
-
-class GridWorker:
-    """What one Ray actor holds: a Lucene searcher per index, opened on its first point and kept."""
-
-    def __init__(self) -> None:
-        self.retrievers: dict = {}
-
-    def __call__(self, task: dict) -> tuple[dict, dict]:
-        """One search: ``task`` is the runner's (index path, params as in the cache key, topics, threads)."""
-        from toolkit.retrieval.lucene import RM3, LuceneRetriever
-
-        p, rm3, index = task["params"], task["params"].get("rm3"), task["index"]
-        r = self.retrievers.get(index)
-        if r is None:
-            r = self.retrievers[index] = LuceneRetriever(index)
-        rm3_value = RM3(int(rm3["fb_terms"]), int(rm3["fb_docs"]), float(rm3["original_query_weight"])) if rm3 else None
-        r.configure(p["model"], p.get("k1", 0.9), p.get("b", 0.4), p.get("mu", 1000.0), rm3_value)
-        run = r.search(task["topics"], int(p["hits"]), int(task["threads"])).run
-        return {"frame": run.frame, "tag": run.tag}, {"warm_indexes": len(self.retrievers)}
-
-
-@dataclass(frozen=True)
-class GridWorkerSpec:
-    """The picklable recipe Ray sends to each actor (``toolkit.jobs.shards.WorkerSpec``)."""
-
-    def build(self) -> GridWorker:
-        return GridWorker()
-
-    def describe(self) -> dict:
-        return {"worker": "experiment grid (Lucene)"}
+#: Stage types whose missing points run on Ray; ``fuse`` stays in the driver (see the module docstring).
+DISTRIBUTED = ("bm25", "qld", "rm3", "dense", "rerank")
 
 
 @dataclass
@@ -72,8 +53,9 @@ class RayGrid:
     """
 
     executor: RayExecutor
-    #: one dict per point computed on Ray this run: cache key, worker (host, pid), seconds
+    #: one dict per point computed on Ray this run: cache key, stage, type, worker (host, pid), seconds
     computed: list[dict] = field(default_factory=list)
+    pool: ActorPool | None = None
 
     @classmethod
     def at(cls, address: str, workers: int | None = None, max_retries: int | None = None) -> RayGrid:
@@ -86,7 +68,10 @@ class RayGrid:
         return self.executor.options.workers
 
     def describe(self) -> dict:
-        return self.executor.description
+        shipped: dict[str, int] = {}
+        for p in self.computed:
+            shipped[p["type"]] = shipped.get(p["type"], 0) + 1
+        return self.executor.description | {"point_types_on_ray": list(DISTRIBUTED), "points_by_type": shipped}
 
     def prefetch(self, ctx: Any, stage: Any, collect: Callable[[], object]) -> None:
         """Run the stage's first pass (``collect``), then its missing points on Ray, into ``ctx.cache``."""
@@ -96,14 +81,29 @@ class RayGrid:
         ctx.pending = []
         try:
             collect()
-            todo = list({key: (key, record, task) for key, record, task in ctx.pending}.values())  # folds share points
+            todo = list({key: (key, record, p) for key, record, p in ctx.pending}.values())  # folds share points
         finally:
             ctx.pending = None
             ctx.counts.update(counts)
         if not todo:
             return
-        ctx.say(f"stage {stage.name}: {len(todo)} point(s) to compute on Ray ({self.workers} workers)")
-        for i, arrays, stats in self.executor.map(GridWorkerSpec(), enumerate(t[2] for t in todo)):
+        if self.pool is None:  # started once, at the first stage with work, and kept warm for the next stages
+            from toolkit.experiments.points import WarmSpec
+
+            self.pool = self.executor.pool(WarmSpec())
+        lanes = list(dict.fromkeys(p.lane for _, _, p in todo if p.lane is not None))
+        where = ""
+        for lane in lanes:
+            w = self.pool.worker_of(lane)
+            n = sum(p.lane == lane for _, _, p in todo)
+            where += f"; {n} bi-encoder point(s) in order on worker pid {w['pid']} ({w['host']})"
+        ctx.say(f"stage {stage.name}: {len(todo)} point(s) to compute on Ray ({self.workers} workers){where}")
+
+        def name(i: int) -> str:
+            return f"stage {stage.name}: point {i + 1} of {len(todo)} (cache key {todo[i][0][:12]})"
+
+        items = enumerate(p for _, _, p in todo)
+        for i, arrays, stats in self.pool.map(items, lane=lambda p: p.lane, name=name):
             key, record, _ = todo[i]
             worker = stats.get("worker") or {}
             # the driver writes each run as it arrives (one atomic rename): a killed driver keeps these
@@ -113,8 +113,14 @@ class RayGrid:
                 record | {"seconds": stats.get("seconds"), "worker": worker},
             )
             ctx.fresh[key] = False
-            self.computed.append({"key": key, "worker": worker, "seconds": stats.get("seconds")})
+            self.computed.append(
+                {"key": key, "stage": stage.name, "type": stage.type, "worker": worker, "seconds": stats.get("seconds")}
+            )
 
     def close(self) -> None:
-        """Stop what ``--ray`` started (a private local Ray, the driver's connection)."""
+        """Stop the workers (their JVMs and models are not needed past the stages), then what ``--ray`` started
+        (a private local Ray, the driver's connection). Safe to call twice."""
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
         shutdown()

@@ -231,7 +231,8 @@ def run_experiment(
 ) -> ExperimentResult:
     """Run the experiment file ``path`` into ``out``; returns the results table (also in results.csv).
 
-    ``grid``: a ``toolkit.experiments.distributed.RayGrid`` (``--ray``) computes the search points on Ray.
+    ``grid``: a ``toolkit.experiments.distributed.RayGrid`` (``--ray``) computes the missing search, dense and
+    rerank points on Ray; it is closed (workers stopped) once the stages are done.
     """
     from toolkit.experiments.report import write_index_html
     from toolkit.trec_io import atomic_write, write_json
@@ -240,7 +241,11 @@ def run_experiment(
     exp = parse_experiment(path)  # every check before anything runs
     ctx = _context(exp, cache or StageCache(), data_dir, force, say)
     ctx.grid = grid
-    configs = run_stages(ctx)
+    try:
+        configs = run_stages(ctx)
+    finally:
+        if grid is not None:  # the workers' JVMs and models are not needed for the evaluation and reports
+            grid.close()
     measures, means, tidy = _evaluate(ctx, configs)
     baseline = _baseline(exp, configs)
     table = _table(exp, configs, measures, means, _significance(exp, tidy, baseline), baseline)

@@ -1,10 +1,13 @@
 """Running an experiment in one warm process: every stage through the stage cache, then the table.
 
-The JVM starts once; each Lucene index is opened once and its searcher switched between grid
-points (``LuceneRetriever.configure``); each reranking model is built once and its embeddings
-kept in the embedding cache, so depths 20/50/100 embed each text once. Every stage's run is
-looked up by content key first (``cache.StageCache``) and computed only when missing or named
-in ``force``; the log says which.
+Each grid point is described as a picklable point (``toolkit.experiments.points``) and computed by
+the context's ``Warm`` holder: the JVM starts once; each Lucene index is opened once and its
+searcher switched between grid points (``LuceneRetriever.configure``); each dense index and
+encoder is loaded once; each reranking model is built once and its embeddings kept in the
+embedding cache, so depths 20/50/100 embed each text once. Every stage's run is looked up by
+content key first (``cache.StageCache``) and computed only when missing or named in ``force``; the
+log says which. With ``--ray`` the same points go to Ray actors holding their own ``Warm``
+(``toolkit.experiments.distributed``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.experiments.cache import StageCache, stage_key
+from toolkit.experiments.points import DensePoint, FusePoint, Point, RerankPoint, SearchPoint, Warm
 from toolkit.experiments.spec import Experiment, Stage, outputs, tuned_label
 from toolkit.experiments.tuning import TuneResult, cross_validate, tuning_set
 from toolkit.records import QUERY_ID, Run, Topics
@@ -49,12 +53,11 @@ class Context:
     index_sha: str
     force: set[str] = field(default_factory=set)
     say: Callable[[str], None] = print
-    retrievers: dict = field(default_factory=dict)
-    rerankers: dict = field(default_factory=dict)
-    texts: object = None
+    warm: Warm = field(default_factory=Warm)  # what this process keeps open across the points it computes
     counts: dict = field(default_factory=lambda: {"computed": 0, "reused": 0})
-    # --ray (toolkit.experiments.distributed): the grid executor; the first pass's missing points (None outside
-    # it); the keys the executor computed this run (their cache hits count as computed, not reused)
+    # --ray (toolkit.experiments.distributed): the grid executor; the first pass's missing points as (key, record,
+    # point) (None outside it); the keys the executor computed this run (their cache hits count as computed, not
+    # reused)
     grid: Any = None
     pending: list | None = None
     fresh: dict = field(default_factory=dict)
@@ -73,9 +76,9 @@ def topics_checksum(topics: Topics) -> str:
 
 
 # ------------------------------------------------------------------ stages
-def _cached(
-    ctx: Context, stage: Stage, params: dict, inputs: dict, compute: Callable[[], Run], task: dict | None = None
-) -> tuple[Run, str, bool]:
+def _cached(ctx: Context, stage: Stage, params: dict, inputs: dict, point: Point) -> tuple[Run, str, bool]:
+    """The point's run from the cache, else computed by this process's ``Warm`` and cached (``--ray``'s first
+    pass: noted for a worker instead, and an empty stand-in returned)."""
     key = stage_key(stage.type, params, inputs)
     # put into the cache by a Ray worker moments ago (--ray; also under --force): False until counted as computed
     # once, True after (tuned folds sharing a point count it computed once, reused after, as in one process)
@@ -88,12 +91,11 @@ def _cached(
         ctx.counts["computed" if new else "reused"] += 1
         return hit[0], key, not new
     record = {"stage": stage.type, "params": params, "inputs": inputs}
-    if ctx.pending is not None:  # --ray's first pass: note the point for a worker (task), compute nothing here
-        if task is not None:
-            ctx.pending.append((key, record, task))
+    if ctx.pending is not None:  # --ray's first pass: note the point for a worker, compute nothing here
+        ctx.pending.append((key, record, point))
         return Run(frame=pd.DataFrame({"query_id": [], "doc_id": [], "score": []}), tag=stage.name), key, False
     started = time.perf_counter()
-    run = compute()
+    run = ctx.warm.run(point)
     record["seconds"] = time.perf_counter() - started
     run, _ = ctx.cache.put(key, run, record)
     ctx.counts["computed"] += 1
@@ -107,21 +109,9 @@ def _lucene_params(point: dict, kind: str) -> dict:
 
 
 def _lucene_run(ctx: Context, stage: Stage, base: dict, rm3: dict | None) -> tuple[Run, str, bool]:
-    from toolkit.retrieval.lucene import RM3, LuceneRetriever
-
     params = base | {"rm3": rm3, "hits": ctx.exp.hits}
     inputs = {"index": ctx.index_sha, "topics": ctx.topics_sha}
-
-    def compute() -> Run:
-        r = ctx.retrievers.get(ctx.index)
-        if r is None:
-            r = ctx.retrievers[ctx.index] = LuceneRetriever(ctx.index)
-        rm3_value = RM3(int(rm3["fb_terms"]), int(rm3["fb_docs"]), float(rm3["original_query_weight"])) if rm3 else None
-        r.configure(base["model"], base.get("k1", 0.9), base.get("b", 0.4), base.get("mu", 1000.0), rm3_value)
-        return r.search(ctx.topics, ctx.exp.hits, ctx.exp.threads).run
-
-    task = {"index": ctx.index, "params": params, "topics": ctx.topics, "threads": ctx.exp.threads}
-    return _cached(ctx, stage, params, inputs, compute, task)
+    return _cached(ctx, stage, params, inputs, SearchPoint(ctx.index, params, ctx.topics, ctx.exp.threads))
 
 
 def assignments(tuned: TuneResult, queries: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
@@ -218,50 +208,44 @@ def _dense_index(ctx: Context, point: dict) -> tuple[str, str]:
     return ctx.dense_indexes[key]
 
 
-def _dense_retriever(ctx: Context, index: str, point: dict):
-    """One retriever per dense index and query-encoding settings, so its encoder and FAISS index load once."""
+def _dense_point(ctx: Context, index: str, point: dict) -> DensePoint:
+    """The dense search of ``point``: the query side's device and precision resolved here, in the driver, so the
+    cache key and every worker agree on them (reading the index's settings loads no model)."""
     from toolkit.retrieval.dense import DenseRetriever
 
-    key = ("dense", index, int(point["batch_size"]), str(point["device"]), str(point["precision"]), point["ef_search"])
-    if key not in ctx.retrievers:
-        r = DenseRetriever(index, batch_size=int(point["batch_size"]), ef_search=int(point["ef_search"]))
-        r.settings = r.settings.on_device(str(point["device"]), str(point["precision"]))
-        ctx.retrievers[key] = r
-    return ctx.retrievers[key]
+    enc = DenseRetriever(index, batch_size=int(point["batch_size"])).settings
+    enc = enc.on_device(str(point["device"]), str(point["precision"]))
+    hits = int(point["hits"] or ctx.exp.hits)
+    return DensePoint(
+        index, enc.batch_size, enc.device, enc.precision, int(point["ef_search"]), hits, ctx.topics, ctx.exp.threads
+    )
 
 
 def _dense_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> list[Config]:
     out = []
     for label, _, point in rows:
         index, index_sha = _dense_index(ctx, point)
-        retriever = _dense_retriever(ctx, index, point)
-        hits = int(point["hits"] or ctx.exp.hits)
-        enc = retriever.settings
+        task = _dense_point(ctx, index, point)
         # Device, precision and batch size can move float scores in the last digits: part of the key.
         params = {
             "model": "dense",
-            "hits": hits,
-            "ef_search": int(point["ef_search"]),
-            "device": enc.device,
-            "precision": enc.precision,
-            "batch_size": enc.batch_size,
+            "hits": task.hits,
+            "ef_search": task.ef_search,
+            "device": task.device,
+            "precision": task.precision,
+            "batch_size": task.batch_size,
         }
         inputs = {"index": index_sha, "topics": ctx.topics_sha}
-
-        def compute(retriever=retriever, hits=hits) -> Run:
-            return retriever.search(ctx.topics, hits, ctx.exp.threads, progress=False).run
-
-        run, key, reused = _cached(ctx, stage, params, inputs, compute)
+        run, key, reused = _cached(ctx, stage, params, inputs, task)
         out.append(Config(label, stage, point, "", run, key, reused))
     return out
 
 
-def _reranker(ctx: Context, point: dict):
-    from toolkit.jobs.embed_cache import EmbeddingCache, default_folder
+def _reranker_spec(point: dict):
+    """The point's reranker, resolved (its kind read from the model's config); nothing is loaded."""
     from toolkit.reranking.backends import RerankerSpec
-    from toolkit.reranking.job import embedding_namespace
 
-    spec = RerankerSpec(
+    return RerankerSpec(
         str(point["model"]),
         point["kind"],
         point["device"],
@@ -270,24 +254,15 @@ def _reranker(ctx: Context, point: dict):
         point["backend"],
         point["precision"],
     ).resolved()
-    if spec not in ctx.rerankers:
-        built = spec.build()
-        cache = None
-        if spec.kind == "bi-encoder":
-            cache = EmbeddingCache(default_folder(), embedding_namespace(built.describe()))
-        ctx.rerankers[spec] = (built, cache)
-    return spec, *ctx.rerankers[spec]
 
 
 def _rerank_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> list[Config]:
-    from toolkit.jobs.embed_cache import model_fingerprint
-    from toolkit.reranking.job import rerank_run
+    from toolkit.jobs.embed_cache import default_folder, model_fingerprint
 
     out = []
-    queries = dict(ctx.topics.as_dict())
     for label, src, point in rows:
         first = made[src].run
-        spec, built, emb = _reranker(ctx, point)
+        spec = _reranker_spec(point)
         desc = spec.describe()
         params = {k: point[k] for k in ("depth", "kind", "max_length", "backend", "precision")} | {
             "model": desc.get("model_path") or desc.get("model"),
@@ -299,32 +274,22 @@ def _rerank_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> 
             "texts": ctx.index_sha,
             "model": model_fingerprint(str(params["model"])),
         }
-
-        def compute(first=first, point=point, built=built, emb=emb) -> Run:
-            if ctx.texts is None:
-                from toolkit.texts import lucene_text_source
-
-                ctx.texts = lucene_text_source(ctx.index)
-            res = rerank_run(first, queries, ctx.texts, built, depth=int(point["depth"]), progress=False, cache=emb)
-            return res.run
-
-        run, key, reused = _cached(ctx, stage, params, inputs, compute)
+        embeddings = str(default_folder()) if spec.kind == "bi-encoder" else None
+        task = RerankPoint(first, ctx.topics, ctx.index, spec, int(point["depth"]), embeddings, ctx.exp.threads)
+        run, key, reused = _cached(ctx, stage, params, inputs, task)
         out.append(Config(label, stage, point, src, run, key, reused, depth=int(point["depth"])))
     return out
 
 
 def _fuse_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config], offered: dict) -> list[Config]:
-    from toolkit.retrieval.fusion import rrf
-
     out = []
     for label, _, point in rows:
         srcs = [offered[s][0] for s in stage.inputs]
         runs = [made[s].run for s in srcs]
         params = {"method": point["method"], "k": float(point["k"]), "depth": int(point["depth"]), "hits": ctx.exp.hits}
         inputs = {"runs": [r.sha256 or _frame_sha(r) for r in runs]}
-        run, key, reused = _cached(
-            ctx, stage, params, inputs, lambda runs=runs, p=params: rrf(runs, p["k"], p["depth"], p["hits"])
-        )
+        task = FusePoint(tuple(runs), params["k"], params["depth"], params["hits"])
+        run, key, reused = _cached(ctx, stage, params, inputs, task)
         out.append(Config(label, stage, point, "+".join(srcs), run, key, reused))
     return out
 

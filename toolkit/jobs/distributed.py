@@ -6,7 +6,12 @@ counted as done (``toolkit.jobs.shards``), with inputs streamed from the driver 
 shards still to do. A pool of actors (one model load per worker) fed with at most two
 shards each does exactly that; Ray restarts a killed worker (``max_restarts``) and
 re-runs its shard (``max_task_retries``), so the job finishes without the driver doing
-anything.
+anything. ``ActorPool`` is that pool; it can serve several ``map`` calls (an experiment's
+stages) and run *lanes*: items that must run one at a time, in order, on one actor.
+
+Ray's driver prints the cluster's notices (a worker died, a task will be retried) on
+stdout; ``connect`` sends them to stderr (``_notices_to_stderr``), so a command's stdout
+holds its results only.
 
 Addresses: ``None``/``"local"`` starts a private local Ray for this command (never joins a
 cluster that happens to run here), ``auto`` joins the cluster of ``RAY_ADDRESS`` or the
@@ -20,7 +25,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,6 +181,7 @@ def connect(options: RayOptions):
     ray = import_ray()
     if ray.is_initialized():
         return ray
+    _notices_to_stderr()
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     kwargs: dict[str, Any] = {
         "runtime_env": {"env_vars": env},
@@ -197,6 +203,31 @@ def connect(options: RayOptions):
     except (ValueError, RuntimeError) as exc:
         raise ConfigError(f"--ray {address}: {exc}") from None
     return ray
+
+
+def _notices_to_stderr() -> None:
+    """Send the cluster's notices to the driver's stderr instead of its stdout.
+
+    A Ray driver prints what the cluster publishes for its job ("(raylet) A worker died or was killed while
+    executing a task ...") from a background thread, on stdout, in the middle of a command's results. No
+    ``ray.init`` option turns that off (``log_to_driver=False`` only silences the workers' own output), so
+    this wraps Ray's printer (``ray._private.worker.print_to_stdstream``: private, hence the guard) to mark
+    every notice an error line: Ray prints it, with its prefix, on stderr, where twostage's log goes. Nothing
+    is dropped, and a task's exception still reaches the driver through ``ray.get`` (the executor's errors).
+    """
+    try:
+        from ray._private import worker as ray_worker
+    except ImportError:  # another Ray layout: its notices stay where Ray puts them
+        return
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "twostage_stderr", False):
+        return
+
+    def to_stderr(data: dict, ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.twostage_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def shutdown() -> None:
@@ -221,6 +252,9 @@ class _ShardActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def identity(self) -> dict:
+        return worker_identity()
+
 
 @dataclass
 class RayExecutor:
@@ -235,64 +269,133 @@ class RayExecutor:
         check_address(self.options.address)  # before the job makes its shard folder
         self.description = self.options.describe()
 
+    def pool(self, spec: WorkerSpec) -> ActorPool:
+        """Connect and start ``workers`` actors built from ``spec``, kept for several ``map`` calls until ``close``."""
+        return ActorPool(connect(self.options), spec, self.options, self.in_flight)
+
     def map(self, spec: WorkerSpec, payloads: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, dict, dict]]:
-        ray = connect(self.options)
+        pool = self.pool(spec)
+        try:
+            yield from pool.map(payloads)
+        finally:
+            pool.close()
+
+
+class ActorPool:
+    """Ray actors built once from one ``WorkerSpec`` and fed (shard, payload) items by ``map``, as often as asked.
+
+    Each actor takes at most ``in_flight`` items at a time, the least loaded first. An item may belong to a
+    *lane* (``map(..., lane=...)``): the items of one lane run one at a time, in the order given, on the one
+    actor the lane was given when first seen (``worker_of``). Ray alone would not keep that order when it
+    retries the tasks of a restarted actor, hence one at a time. Work whose result depends on what ran before
+    it (a bi-encoder's embedding cache) goes in a lane, so it runs in the same order as in one process.
+    """
+
+    def __init__(self, ray, spec: WorkerSpec, options: RayOptions, in_flight: int = 2):
+        self.ray, self.options, self.in_flight = ray, options, in_flight
+        actor_cls = ray.remote(
+            num_cpus=options.cpus_per_worker,
+            num_gpus=options.gpus_per_worker,
+            max_restarts=options.max_retries,
+            max_task_retries=options.max_retries,
+        )(_ShardActor)
+        self.actors = [actor_cls.remote(spec) for _ in range(options.workers)]
+        self.lanes: dict[Hashable, int] = {}  # lane -> actor, for the pool's lifetime
+
+    def _lane_actor(self, lane: Hashable) -> int:
+        if lane not in self.lanes:  # the actor with the fewest lanes, the first of equals
+            taken = [sum(1 for a in self.lanes.values() if a == i) for i in range(len(self.actors))]
+            self.lanes[lane] = min(range(len(self.actors)), key=lambda i: (taken[i], i))
+        return self.lanes[lane]
+
+    def worker_of(self, lane: Hashable) -> dict:
+        """The host and pid of the actor that runs ``lane``'s items (the lane is given one now if new)."""
+        return self.ray.get(self.actors[self._lane_actor(lane)].identity.remote())
+
+    def map(
+        self,
+        payloads: Iterable[tuple[int, Any]],
+        lane: Callable[[Any], Hashable | None] | None = None,
+        name: Callable[[int], str] = "shard {}".format,
+    ) -> Iterator[tuple[int, dict, dict]]:
+        """Yield (shard, arrays, info) as each item finishes; ``lane(payload)`` names an item's lane (None: any
+        actor); ``name(shard)`` names an item in errors."""
+        ray, o = self.ray, self.options
         from ray.exceptions import ActorDiedError, RayActorError, RayError, RayTaskError
 
-        o = self.options
-        actor_cls = ray.remote(
-            num_cpus=o.cpus_per_worker,
-            num_gpus=o.gpus_per_worker,
-            max_restarts=o.max_retries,
-            max_task_retries=o.max_retries,
-        )(_ShardActor)
-        actors = [actor_cls.remote(spec) for _ in range(o.workers)]
-        pending: dict[Any, tuple[int, int]] = {}  # ref -> (shard, actor)
-        load = [0] * len(actors)
+        pending: dict[Any, tuple[int, int, Hashable | None]] = {}  # ref -> (shard, actor, lane)
+        load = [0] * len(self.actors)
+        busy: set[Hashable] = set()  # lanes with an item in flight
+        backlog: list[tuple[int, Any, Hashable | None]] = []  # items read but not yet submitted, in order
         feed = iter(payloads)
         exhausted = False
 
+        def place(item_lane: Hashable | None) -> int | None:
+            if item_lane is not None:
+                a = self._lane_actor(item_lane)
+                return a if item_lane not in busy and load[a] < self.in_flight else None
+            free = [i for i, n in enumerate(load) if n < self.in_flight]
+            return min(free, key=lambda i: load[i]) if free else None
+
         def submit() -> None:
             nonlocal exhausted
-            while not exhausted:
-                free = [i for i, n in enumerate(load) if n < self.in_flight]
-                if not free:
+            while True:
+                blocked: set[Hashable] = set()  # a lane whose first waiting item cannot go yet: none of it can
+                for item in list(backlog):
+                    shard, payload, item_lane = item
+                    if item_lane in blocked:
+                        continue
+                    a = place(item_lane)
+                    if a is None:
+                        if item_lane is not None:
+                            blocked.add(item_lane)
+                        continue
+                    backlog.remove(item)
+                    pending[self.actors[a].run.remote(shard, payload)] = (shard, a, item_lane)
+                    load[a] += 1
+                    if item_lane is not None:
+                        busy.add(item_lane)
+                if exhausted or all(n >= self.in_flight for n in load):
                     return
                 try:
                     shard, payload = next(feed)
                 except StopIteration:
                     exhausted = True
                     return
-                a = min(free, key=lambda i: load[i])
-                pending[actors[a].run.remote(shard, payload)] = (shard, a)
-                load[a] += 1
+                backlog.append((shard, payload, lane(payload) if lane else None))
 
         try:
             submit()
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
-                shard, a = pending.pop(done[0])
+                shard, a, item_lane = pending.pop(done[0])
                 load[a] -= 1
+                busy.discard(item_lane)
                 try:
                     result = ray.get(done[0])
                 except RayTaskError as exc:  # the worker code raised: bad input, model error
                     cause = exc.cause if getattr(exc, "cause", None) is not None else exc
                     raise TwostageError(
-                        f"shard {shard} failed on a Ray worker: {type(cause).__name__}: {cause}"
+                        f"{name(shard)} failed on a Ray worker: {type(cause).__name__}: {cause}"
                     ) from None
                 except (ActorDiedError, RayActorError) as exc:
                     raise TwostageError(
-                        f"shard {shard}: its Ray worker died {o.max_retries + 1} times "
+                        f"{name(shard)}: its Ray worker died {o.max_retries + 1} times "
                         f"({type(exc).__name__}); the last error: {str(exc).splitlines()[0]}"
                     ) from None
                 submit()
                 yield result
+            if backlog:  # cannot happen: every lane frees when its item returns
+                raise TwostageError(f"{len(backlog)} item(s) were never submitted")
         except RayError as exc:  # the cluster itself went away (head node stopped, network gone)
             raise TwostageError(
                 f"the Ray cluster ({o.address or LOCAL}) failed mid-job: {type(exc).__name__}: "
                 f"{(str(exc).splitlines() or [''])[0]}"
             ) from None
-        finally:
-            for actor in actors:  # also ends the shards still in flight (they were not recorded)
-                with contextlib.suppress(Exception):  # a dead cluster cannot kill anything
-                    ray.kill(actor)
+
+    def close(self) -> None:
+        """Kill the actors (also ends items still in flight: they were not recorded)."""
+        for actor in self.actors:
+            with contextlib.suppress(Exception):  # a dead cluster cannot kill anything
+                self.ray.kill(actor)
+        self.actors = []
