@@ -37,4 +37,3 @@ def tiny_dense_index(tiny_index) -> Path:
     res = CliRunner().invoke(main, [*args, "--device", "cpu", "--no-progress"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return out
-
