@@ -43,10 +43,7 @@ class SearchPoint:
     topics: Topics
     threads: int
     kind = "search"
-
-    @property
-    def lane(self) -> Hashable | None:
-        return None
+    lane = None  # any actor, in any order
 
     def compute(self, warm: Warm) -> Run:
         from toolkit.retrieval.lucene import RM3
@@ -71,10 +68,7 @@ class DensePoint:
     topics: Topics
     threads: int
     kind = "dense"
-
-    @property
-    def lane(self) -> Hashable | None:
-        return None
+    lane = None  # any actor, in any order
 
     def compute(self, warm: Warm) -> Run:
         r = warm.dense(self.index, self.batch_size, self.device, self.precision, self.ef_search)
@@ -136,10 +130,7 @@ class FusePoint:
     depth: int
     hits: int
     kind = "fuse"
-
-    @property
-    def lane(self) -> Hashable | None:
-        return None
+    lane = None  # any actor, in any order
 
     def compute(self, warm: Warm) -> Run:
         from toolkit.retrieval.fusion import rrf

@@ -178,16 +178,17 @@ class LuceneRetriever:
     def search(self, topics: Topics, hits: int = DEFAULT_HITS, threads: int = 1) -> SearchResult:
         validate_hits(hits)
         qids = [t.query_id for t in topics.topics]
+        texts = [t.text for t in topics.topics]
         direct = self.direct
         if direct is None:
             _ = self.searcher  # opened before the clock starts: seconds measure the search alone
         started = time.perf_counter()
         if direct is not None:
-            found = dict(zip(qids, direct.search_many([t.text for t in topics.topics], hits, threads)))
+            found = dict(zip(qids, direct.search_many(texts, hits, threads)))
         else:
-            found = self._simple_search(qids, [t.text for t in topics.topics], hits, threads)
+            found = self._simple_search(qids, texts, hits, threads)
         empty = tuple(q for q in qids if not len(found[q][0]))
-        kept = [q for q in qids if q not in empty]
+        kept = [q for q in qids if len(found[q][0])]
         qs = np.repeat(kept, [len(found[q][0]) for q in kept]).tolist()
         ds = [d for q in kept for d in found[q][0]]
         ss = np.concatenate([np.asarray(found[q][1], dtype=np.float64) for q in kept]) if kept else []
