@@ -50,7 +50,8 @@ PRECISION = click.option(
     type=click.Choice(PRECISIONS),
     default="auto",
     show_default=True,
-    help="auto: fp16 on CUDA, fp32 elsewhere (stated in the run's sidecar or the index's index.meta.json).",
+    help="auto: fp32 everywhere (the CPU's ranking, also on CUDA); tf32, fp16, bf16: faster on CUDA only, and "
+    "they change some rankings (the run's sidecar states the measured change; see docs/gpu.md).",
 )
 
 

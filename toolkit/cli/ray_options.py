@@ -95,7 +95,7 @@ def shutdown_ray(sharding) -> None:
 
 
 def worker_device(device: str, precision: str, gpus_per_worker: float | None) -> tuple[str, str]:
-    """(device, precision) on Ray workers: cuda when they hold a GPU (``auto``), fp16 there (``auto``).
+    """(device, precision) on Ray workers: cuda when they hold a GPU (``auto``), fp32 (``auto``).
 
     Resolved on the driver, so the sidecar and the manifest state what the workers run."""
     from toolkit.models import resolve_precision

@@ -79,7 +79,11 @@ class _PairWorker:
 
     def __call__(self, items: list[tuple[str, list[str]]]) -> tuple[dict, dict]:
         before = getattr(self.reranker, "model_calls", 0)
-        parts = [np.asarray(self.reranker.score(q, texts), dtype=np.float64) for q, texts in items]
+        many = getattr(self.reranker, "score_many", None)  # one pipeline run across queries, where offered
+        if many is not None:
+            parts = [np.asarray(s, dtype=np.float64) for s in many(items)]
+        else:
+            parts = [np.asarray(self.reranker.score(q, texts), dtype=np.float64) for q, texts in items]
         scores = np.concatenate(parts) if parts else np.zeros(0)
         return {"scores": scores}, {
             "pairs_scored": len(scores),
@@ -310,11 +314,16 @@ def _score_pairs(
             disable=not progress,
             dynamic_ncols=True,
         ) as bar:
-            for i, q in enumerate(qids):
-                arrays, info = worker(items(i, i + 1))
-                out[q] = arrays["scores"]
+            for lo in range(0, len(qids), PAIR_SHARD_QUERIES):  # the same chunks as a sharded job's
+                hi = min(len(qids), lo + PAIR_SHARD_QUERIES)
+                arrays, info = worker(items(lo, hi))
+                at = 0
+                for q in qids[lo:hi]:
+                    n = len(docs_by_query[q])
+                    out[q] = arrays["scores"][at : at + n]
+                    at += n
                 stats["model_calls"] += info["model_calls"]
-                bar.update(len(out[q]))
+                bar.update(at)
         return out, stats
     ranges = plan(len(qids), sharding.size(PAIR_SHARD_QUERIES))
     manifest = open_manifest(sharding.folder, "rerank-pairs", {**identity, "ranges": ranges}, sharding.force)

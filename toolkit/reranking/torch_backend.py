@@ -1,5 +1,9 @@
 """sentence-transformers rerankers on torch: a bi-encoder (cosine of normalised embeddings) and a cross-encoder (raw logit).
 
+Both feed the model through ``toolkit.model_inputs.ModelPipeline``: every text (pair) tokenised once,
+length-sorted batches built ahead of the device, outputs kept on the device until one copy back.
+The model itself is the sentence-transformers model's own modules (its pooling, its head).
+
 torch and sentence-transformers are imported when a model is built.
 """
 
@@ -10,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.extras import require
-from toolkit.models import batched_by_length, model_load_error, resolve_model
+from toolkit.models import apply_precision, model_load_error, precision_effect, resolve_model
 
 
 @dataclass
@@ -35,10 +39,14 @@ class BiEncoder:
             raise model_load_error(self.model_name, exc) from exc
         if self.max_length is not None:
             self._model.max_seq_length = self.max_length
-        if self.precision == "fp16":
-            self._model.half()
         self._model.eval()
-        self.model_calls = 0
+        apply_precision(self._model, self.precision)
+        self._pipeline = _pipeline(self._model, self._model.max_seq_length, self._embed_forward, self)
+
+    @property
+    def model_calls(self) -> int:
+        """Forward passes so far (one per batch)."""
+        return self._pipeline.model_calls
 
     def score(self, query: str, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -47,24 +55,20 @@ class BiEncoder:
         return (emb[1:] @ emb[0]).astype(np.float64)
 
     def token_lengths(self, texts: list[str]) -> np.ndarray:
-        enc = self._model.tokenizer(texts, truncation=True, max_length=self._model.max_seq_length)
-        return np.fromiter((len(ids) for ids in enc["input_ids"]), dtype=np.int64, count=len(texts))
+        return self._pipeline.tokenizer.encode(texts).lengths
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
+    def _embed_forward(self, features: dict):
         import torch
-        from sentence_transformers.util import batch_to_device
 
-        with torch.inference_mode():
-            features = batch_to_device(self._model.preprocess(texts), self._model.device)
-            emb = self._model(features)["sentence_embedding"]
-            emb = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
-        self.model_calls += 1
-        return emb.cpu().numpy()
+        emb = self._model({**features, "modality": "text"})["sentence_embedding"]
+        return torch.nn.functional.normalize(emb.float(), p=2, dim=1)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """L2-normalised embeddings, one row per text: the model's own modules (sentence-transformers'
-        ``encode`` pipeline), in batches of similar token length."""
-        return batched_by_length(texts, self.token_lengths(texts), self.batch_size, self._forward)
+        ``encode`` pipeline), in batches of similar token length, each text tokenised once."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return self._pipeline.run(texts)
 
     def describe(self) -> dict:
         return {
@@ -77,6 +81,7 @@ class BiEncoder:
             "max_length": self._model.max_seq_length,
             "backend": self.backend,
             "precision": self.precision,
+            "precision_effect": precision_effect(self.precision),
         }
 
 
@@ -103,27 +108,35 @@ class CrossEncoderReranker:
             self._model = CrossEncoder(resolve_model(self.model_name), **kwargs)
         except Exception as exc:
             raise model_load_error(self.model_name, exc) from exc
-        if self.precision == "fp16":
-            self._model.half()
-        self.model_calls = 0
+        self._model.eval()
+        apply_precision(self._model, self.precision)
+        self._pipeline = _pipeline(self._model, self._model.max_seq_length, self._pair_forward, self)
+
+    @property
+    def model_calls(self) -> int:
+        """Forward passes so far (one per batch)."""
+        return self._pipeline.model_calls
+
+    def _pair_forward(self, features: dict):
+        scores = self._model({**features, "modality": "text"})["scores"]
+        # several labels: the last one is "relevant" by convention; the activation is the identity
+        return scores[:, -1] if scores.ndim == 2 else scores
 
     def score(self, query: str, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros(0)
-        import torch
+        return self.score_pairs([(query, t) for t in texts])
 
-        scores = self._model.predict(
-            [(query, t) for t in texts],
-            batch_size=self.batch_size,
-            activation_fn=torch.nn.Identity(),
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        self.model_calls += 1
-        scores = np.asarray(scores, dtype=np.float64)
-        if scores.ndim == 2:  # several labels: the last one is "relevant" by convention
-            scores = scores[:, -1]
-        return scores
+    def score_many(self, items: list[tuple[str, list[str]]]) -> list[np.ndarray]:
+        """Scores of several queries' passages in one pipeline run (batches across queries)."""
+        pairs = [(q, t) for q, texts in items for t in texts]
+        flat = self.score_pairs(pairs) if pairs else np.zeros(0)
+        bounds = np.cumsum([0, *(len(t) for _, t in items)])
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def score_pairs(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        """One logit per (query, passage) pair, in order."""
+        return self._pipeline.run(pairs).astype(np.float64)
 
     def describe(self) -> dict:
         return {
@@ -136,4 +149,12 @@ class CrossEncoderReranker:
             "max_length": getattr(self._model, "max_seq_length", None),
             "backend": self.backend,
             "precision": self.precision,
+            "precision_effect": precision_effect(self.precision),
         }
+
+
+def _pipeline(model, max_length: int, forward, owner):
+    """The input pipeline of a sentence-transformers model: its tokenizer, at ``max_length``, on its device."""
+    from toolkit.model_inputs import ModelPipeline, Tokenizer
+
+    return ModelPipeline(Tokenizer(model.tokenizer, max_length), forward, owner.device, owner.batch_size)
