@@ -504,21 +504,27 @@ def rerank_job(
     """``rerank`` with every option of ``twostage rerank``; returns the ``RerankResult`` (run, settings,
     seconds, queries, pairs, missing texts) and where the query texts came from (``topics``,
     ``topics_resolved``)."""
+    from toolkit.profiling import phase
     from toolkit.reranking.backends import RerankerSpec
     from toolkit.reranking.job import rerank_run
 
     # a Ray address that does not answer fails first, before any input is read
     sharding = _sharding(ray, shards, workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries)
     try:  # what the job started is stopped, whatever fails
-        cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
+        with phase("reading"):
+            cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
         spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision)
         if sharding is not None and backend == "torch":  # the workers' device, resolved here for the sidecar
             spec = _on_device(spec, device, precision, sharding, gpus_per_worker)
         spec = spec.resolved()
-        reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
+        with phase("model load"):
+            reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
         cache = _embedding_cache(spec, reranker, sharding, embedding_cache)
         ids = _rerank_query_ids(query_ids, judged_only)
-        result = rerank_run(first, queries, texts, reranker, depth, missing_text, ids, progress, tag, sharding, cache)
+        with phase("scoring"):
+            result = rerank_run(
+                first, queries, texts, reranker, depth, missing_text, ids, progress, tag, sharding, cache
+            )
     finally:
         _shutdown(sharding)
     return result, _topics_source(topics, cand)

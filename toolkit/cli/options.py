@@ -218,3 +218,10 @@ def api_options(s: dict) -> dict:
     if "trec_eval" in out:
         out["trec_eval"] = int(out["trec_eval"])
     return out
+
+
+PROFILE = click.option(
+    "--profile",
+    is_flag=True,
+    help="Print where the time goes to stderr (imports, model load, CUDA context, reading, scoring, writing).",
+)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DEVICE, PRECISION
+from toolkit.cli.options import DEVICE, PRECISION, PROFILE
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.extras import require, require_command
 from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
@@ -125,6 +125,7 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
 @click.option(
     "--out", required=True, type=click.Path(dir_okay=False), help="Reranked TREC run; settings go to OUT.meta.json."
 )
+@PROFILE
 def rerank(
     candidates,
     run_path,
@@ -148,6 +149,7 @@ def rerank(
     no_embedding_cache,
     force,
     out,
+    profile,
     **ray,
 ):
     """Rerank a first-stage run's top-N candidates with a bi- or cross-encoder.
@@ -162,8 +164,13 @@ def rerank(
     With --ray the model work is split into shards recorded in OUT.shards/manifest.json;
     running the same command again after an interruption does only the unfinished shards.
     """
+    from toolkit import profiling
     from toolkit.api.pipeline import rerank_job
     from toolkit.jobs.shards import shards_dir
+
+    if profile:
+        profiling.start()
+        _profile_imports(device if ray["ray_address"] is None and backend == "torch" else "cpu")
 
     _check_sources(candidates, run_path, topics, corpus, index_path)
     _require_extras(backend, index_path)
@@ -197,9 +204,25 @@ def rerank(
         force=force,
         progress=not no_progress,
     )
-    settings = _write_outputs(result, out, tag, source)
+    with profiling.phase("writing"):
+        settings = _write_outputs(result, out, tag, source)
     _report(result, settings, ray["ray_address"], f"{settings['reranker']['kind']} {model}")
     click.echo(str(out))
+    profiling.report()
+
+
+def _profile_imports(device: str) -> None:
+    """--profile: the heavy imports and the CUDA context, each timed alone before the work."""
+    from toolkit import profiling
+
+    with profiling.phase("import torch"):
+        import torch
+    with profiling.phase("import sentence-transformers"):
+        import sentence_transformers  # noqa: F401
+    if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
+        with profiling.phase("CUDA context"):
+            torch.zeros(1, device="cuda" if device == "auto" else device)
+            torch.cuda.synchronize()
 
 
 def _report(result, settings: dict, ray_address, what: str) -> None:
