@@ -9,6 +9,7 @@ torch and sentence-transformers are imported when a model is built.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,7 +133,7 @@ class CrossEncoderReranker:
         pairs = [(q, t) for q, texts in items for t in texts]
         flat = self.score_pairs(pairs) if pairs else np.zeros(0)
         bounds = np.cumsum([0, *(len(t) for _, t in items)])
-        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        return [flat[a:b] for a, b in itertools.pairwise(bounds)]
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         """One logit per (query, passage) pair, in order."""
