@@ -310,6 +310,14 @@ def test_dense_subset_end_to_end(cli, shared_data, tmp_path, monkeypatch):
     doc_id, text = next(iter_corpus_texts(resolve_corpus("cacm", data=shared_data)))
     top = retr.search(Topics((Topic("self", text),)), hits=1).run.frame
     assert top["doc_id"].tolist() == [doc_id] and top["score"].iloc[0] == pytest.approx(1.0, abs=1e-4)
+    # the GPU's exact search (torch, in chunks), forced on the CPU: the same hits as FAISS' flat index
+    monkeypatch.setenv("TWOSTAGE_EXACT_SEARCH", "torch")
+    out_torch = tmp_path / "dense.torch.trec"
+    res = cli("dense", "--index", idx, "--topics", "cacm", "--hits", "20", "--max-queries", "5", "--out", out_torch)
+    assert res.exit_code == 0, res.output
+    a, b = read_run(out).frame, read_run(out_torch).frame
+    assert a[["query_id", "doc_id"]].values.tolist() == b[["query_id", "doc_id"]].values.tolist()
+    assert np.allclose(a["score"], b["score"], atol=1e-6)
 
 
 def test_doctor_without_pyserini_names_the_extra_and_passes(cli, monkeypatch, tmp_path):

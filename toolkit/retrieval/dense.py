@@ -49,9 +49,13 @@ class DenseRetriever:
         self._faiss = None
         self._docids: np.ndarray | None = None
         self._encoder = None
+        self._gpu_vectors = None
+        self._ranks: np.ndarray | None = None
 
     def params(self) -> dict:
-        return {"model": "dense", "encoder": asdict(self.settings), "faiss": self.meta.get("faiss")}
+        device = self.exact_search_device() if self.meta.get("faiss") != "IndexHNSWFlat" else None
+        search = f"exact inner product by torch on {device}, in chunks" if device else "faiss"
+        return {"model": "dense", "encoder": asdict(self.settings), "faiss": self.meta.get("faiss"), "search": search}
 
     def _load(self, threads: int):
         from toolkit.extras import require
@@ -76,7 +80,32 @@ class DenseRetriever:
         """(scores, row indices), one row per query text, ``min(hits, index size)`` columns (-1: no hit)."""
         self._load(threads)
         vecs = self._encoder.encode_batched(texts, queries=True)
-        return self._faiss.search(vecs, min(hits, self._faiss.ntotal))
+        k = min(hits, self._faiss.ntotal)
+        device = self.exact_search_device()
+        if device is None:
+            return self._faiss.search(vecs, k)
+        from toolkit.retrieval.exact_search import exact_search, tie_ranks
+
+        if self._gpu_vectors is None:  # the flat index's vectors, once, on the device
+            import torch
+
+            flat = self._faiss.reconstruct_n(0, self._faiss.ntotal)
+            self._gpu_vectors = torch.from_numpy(flat).to(device)
+            self._ranks = tie_ranks(self._docids)
+        return exact_search(self._gpu_vectors, vecs, k, device, self._ranks)
+
+    def exact_search_device(self) -> str | None:
+        """Where a flat index is searched by torch (exact inner products in chunks): the encoder's CUDA device,
+        or ``$TWOSTAGE_EXACT_SEARCH`` (``torch``: on the encoder's device, even a CPU; ``faiss``: never);
+        None: FAISS searches (an HNSW index always)."""
+        forced = os.environ.get("TWOSTAGE_EXACT_SEARCH", "")
+        if forced not in ("", "torch", "faiss"):
+            raise ConfigError(f"TWOSTAGE_EXACT_SEARCH must be torch or faiss, not {forced!r}")
+        if forced == "faiss" or (self._faiss is not None and hasattr(self._faiss, "hnsw")):
+            return None
+        if forced == "torch" or self.settings.device.startswith("cuda"):
+            return self.settings.device
+        return None
 
     def search(
         self, topics: Topics, hits: int = DEFAULT_HITS, threads: int = 1, sharding=None, progress: bool = True
