@@ -37,7 +37,7 @@ def test_chunked_torch_search_equals_faiss_flat():
     assert np.array_equal(got_i, ref_i)
     assert np.allclose(got_s, ref_s, atol=1e-6)
     # k beyond the index: every document, once
-    s, i = exact_search(docs[:20], queries, 50, "cpu", doc_chunk=7)
+    _s, i = exact_search(docs[:20], queries, 50, "cpu", doc_chunk=7)
     assert i.shape == (37, 20) and all(sorted(r) == list(range(20)) for r in i)
 
 

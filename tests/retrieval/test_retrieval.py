@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from toolkit.corpus import iter_corpus_texts, resolve_corpus
