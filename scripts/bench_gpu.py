@@ -35,6 +35,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -263,8 +264,8 @@ def profile(args, bi_dir: str, cands: Path, work: Path) -> None:
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("profile:")]
     for ln in lines:
         print(ln, file=sys.stderr)
-    parts = dict(ln.split(":", 1)[1].rsplit(" ", 1)[0].strip().split(" ", 1)[::-1] for ln in lines if ln.endswith(" s"))
-    work_s = float(parts.get("scoring", 0.0) or 0.0)
+    parts = {m[1]: float(m[2]) for ln in lines if (m := re.match(r"profile: (.*) ([\d.]+) s$", ln))}
+    work_s = parts.get("scoring", 0.0)
     row("twostage rerank DL19 wall (process), s", f"{wall:.2f}; profile: " + "; ".join(ln[9:] for ln in lines))
     row(
         "  outside the model work / unavoidable",

@@ -376,7 +376,11 @@ class Encoder:
         self._model = model
         self.dim = int(model.config.hidden_size)
         self._pipeline = ModelPipeline(
-            Tokenizer(tokenizer, settings.max_length), self._forward, settings.device, settings.batch_size, type_ids=False
+            Tokenizer(tokenizer, settings.max_length),
+            self._forward,
+            settings.device,
+            settings.batch_size,
+            type_ids=False,
         )
 
     @property
