@@ -37,7 +37,7 @@ def test_tiny_labels_and_values():
     d = diagnose(qrels, first, reranked, queries=queries, texts=lambda ids: {i: texts[i] for i in ids if i in texts})
     t = d.per_query.set_index("query_id")
     assert list(t.index) == ["q1", "q2", "q3", "q4", "q5", "q6", "q7"]  # -c: every qrels query, one row each
-    assert d.primary.depth == 10 and d.primary.depth_from == "the reranked run's longest list"
+    assert d.primary.depth == 10 and d.primary.depth_from == "detected"  # every query holds the rule at 10
     assert t["diagnosis"].to_dict() == {
         "q1": "ok",
         "q2": "reranker-hurt",  # the first stage had r1 at rank 1: not the candidates' fault
@@ -670,7 +670,7 @@ def test_cli_reads_depth_and_listwise_from_the_sidecar(tmp_path, cli):
     )
     assert res.exit_code == 0, res.output
     run = json.loads((tmp_path / "o" / "summary.json").read_text())["reranked_runs"][0]
-    assert (run["depth"], run["depth_from"], run["listwise"]) == (8, "the run's sidecar", True)
+    assert (run["depth"], run["depth_from"], run["listwise"]) == (8, "sidecar", True)
 
 
 def test_diagnosis_modules_import_light():
