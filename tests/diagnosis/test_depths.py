@@ -4,6 +4,7 @@ only at the depths in use). Hand-built runs; the DL19 check is in test_depth_dl1
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -48,7 +49,7 @@ def test_detected_depth_of_a_rank_llm_run_with_short_and_unchanged_queries():
 def test_detection_with_ties_in_the_first_stage():
     """Equal first-stage scores in pairs; the tail written in another order among equal scores (docid
     ascending, as Lucene breaks ties) still repeats the first stage."""
-    qrels, first = collection(n_queries=8, length=40, ties=True)
+    _, first = collection(n_queries=8, length=40, ties=True)
     generated = {}
     for q, d, _ in first.frame.itertuples(index=False):
         generated.setdefault(q, []).append(d)  # ascending doc ids: not trec_eval's order within a tie
@@ -70,8 +71,8 @@ def test_promoted_from_the_bottom_or_outside_the_first_stage():
     rows = [tuple(r) for r in rr.frame.itertuples(index=False)]
     # in every query but one, swap rank 1 with rank 30 (a document from the bottom promoted to the top)
     bad = []
-    for q, docs in lists.items():
-        order = [d for qq, d, _ in sorted((r for r in rows if r[0] == q), key=lambda r: -r[2])]
+    for q in lists:
+        order = [d for _, d, _ in sorted((r for r in rows if r[0] == q), key=lambda r: -r[2])]
         if q != "q0":
             order[0], order[-1] = order[-1], order[0]
         bad += [(q, d, 1.0 / (i + 1)) for i, d in enumerate(order)]
@@ -142,7 +143,7 @@ def test_the_ceiling_never_decreases_with_depth(seed, measure):
     rr = rank_llm_run(lists, 50, order=_shuffle(seed))
     d = diagnose(qrels, first, rr, depth=50, measure=measure, curve_depths=range(1, 51), worst_n=0, permutations=200)
     ceiling = d.primary.decomposition.curve["ceiling"].tolist()
-    assert len(ceiling) == 50 and all(b >= a - 1e-12 for a, b in zip(ceiling, ceiling[1:]))
+    assert len(ceiling) == 50 and all(b >= a - 1e-12 for a, b in itertools.pairwise(ceiling))
 
 
 def test_depth_per_run_and_recall_only_at_the_depths_in_use():
