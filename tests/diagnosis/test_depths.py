@@ -191,3 +191,14 @@ def test_a_sidecar_depth_wins_over_detection():
     d = diagnose(qrels, first, [r], worst_n=0, permutations=200)
     assert (d.primary.depth, d.primary.depth_from) == (30, "sidecar")
     assert d.primary.detection["depth"] == 10  # detection is still recorded beside it
+
+
+def test_repr_states_each_runs_depth_and_source():
+    from toolkit.api.diagnosis import Diagnosis
+
+    qrels, first = collection(n_queries=4, length=30)
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    d = diagnose(qrels, first, {"rv10": rank_llm_run(lists, 10), "all": rank_llm_run(lists, 30)}, worst_n=0)
+    text = repr(Diagnosis(d))
+    assert "rv10 (top 10 (detected: below rank 10 it repeats first stage's order in 4 of 4 queries))" in text
+    assert "all (top 30 (detected" in text
