@@ -302,7 +302,7 @@ def test_cli_diagnose_writes_report(tmp_path, cli):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["queries"] == 7 and len(summary["worst_queries"]) == 2
     html = (out / "index.html").read_text()
-    assert html.count("data:image/png;base64,") == 6 and "<link" not in html and 'src="http' not in html
+    assert html.count("data:image/png;base64,") == 7 and "<link" not in html and 'src="http' not in html
     assert "Reorder check passed" in html and "how to bake apple pie" in html
     md = (out / "report.md").read_text()
     assert (
@@ -315,6 +315,7 @@ def test_cli_diagnose_writes_report(tmp_path, cli):
         "decomposition.png",
         "depth_curve.png",
         "judged_hist.png",
+        "promotion_profile.png",
         "query_types.png",
         "stage_scatter.png",
     ]
@@ -481,14 +482,14 @@ def test_cli_recall_level_follows_the_qrels(tmp_path, cli):
         "--out",
         tmp_path / "o",
         "--depth",
-        "100",
+        "3",  # a depth beyond the first stage's 3 documents is an error (issue 23)
     )
     assert res.exit_code == 0, res.output
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["settings"]["recall_level"] == 1
     head = {r["key"]: r for r in s["headline"]}
-    assert head["recall_100"]["first_stage"] == 0.5 and head["recall_100"]["reranked"] == 0.5
-    assert "R@100 (-l 1)" in (tmp_path / "o" / "index.html").read_text()
+    assert head["recall_3"]["first_stage"] == 0.5 and head["recall_3"]["reranked"] == 0.5
+    assert "R@3 (-l 1)" in (tmp_path / "o" / "index.html").read_text()
 
 
 def test_condensed_ndcg_beside_plain_on_dl19_ada2(msmarco):
