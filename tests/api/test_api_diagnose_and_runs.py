@@ -43,7 +43,9 @@ def test_write_is_diagnose_out(cli, msmarco, splade_order, tmp_path):
         out,
     )
     assert res.exit_code == 0, res.output
-    d = ts.diagnose("dl19-passage", {"bm25": str(first)}, {"splade-order": str(rr)}, permutations=500, name="cli")
+    d = ts.diagnose(
+        "dl19-passage", {"bm25": str(first)}, {"splade-order": str(rr)}, permutations=500
+    )  # default titles: the runs
     files = d.write(tmp_path / "api")
     assert set(files) == {"index.html", "report.md", "per_query.csv", "pairs.csv", "summary.json"}
     for name in ("per_query.csv", "pairs.csv", "report.md"):

@@ -37,7 +37,7 @@ def test_tiny_labels_and_values():
     d = diagnose(qrels, first, reranked, queries=queries, texts=lambda ids: {i: texts[i] for i in ids if i in texts})
     t = d.per_query.set_index("query_id")
     assert list(t.index) == ["q1", "q2", "q3", "q4", "q5", "q6", "q7"]  # -c: every qrels query, one row each
-    assert d.primary.depth == 10 and d.primary.depth_from == "the reranked run's longest list"
+    assert d.primary.depth == 10 and d.primary.depth_from == "detected"  # every query holds the rule at 10
     assert t["diagnosis"].to_dict() == {
         "q1": "ok",
         "q2": "reranker-hurt",  # the first stage had r1 at rank 1: not the candidates' fault
@@ -302,7 +302,7 @@ def test_cli_diagnose_writes_report(tmp_path, cli):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["queries"] == 7 and len(summary["worst_queries"]) == 2
     html = (out / "index.html").read_text()
-    assert html.count("data:image/png;base64,") == 6 and "<link" not in html and 'src="http' not in html
+    assert html.count("data:image/png;base64,") == 7 and "<link" not in html and 'src="http' not in html
     assert "Reorder check passed" in html and "how to bake apple pie" in html
     md = (out / "report.md").read_text()
     assert (
@@ -315,6 +315,7 @@ def test_cli_diagnose_writes_report(tmp_path, cli):
         "decomposition.png",
         "depth_curve.png",
         "judged_hist.png",
+        "promotion_profile.png",
         "query_types.png",
         "stage_scatter.png",
     ]
@@ -481,14 +482,14 @@ def test_cli_recall_level_follows_the_qrels(tmp_path, cli):
         "--out",
         tmp_path / "o",
         "--depth",
-        "100",
+        "3",  # a depth beyond the first stage's 3 documents is an error (issue 23)
     )
     assert res.exit_code == 0, res.output
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["settings"]["recall_level"] == 1
     head = {r["key"]: r for r in s["headline"]}
-    assert head["recall_100"]["first_stage"] == 0.5 and head["recall_100"]["reranked"] == 0.5
-    assert "R@100 (-l 1)" in (tmp_path / "o" / "index.html").read_text()
+    assert head["recall_3"]["first_stage"] == 0.5 and head["recall_3"]["reranked"] == 0.5
+    assert "R@3 (-l 1)" in (tmp_path / "o" / "index.html").read_text()
 
 
 def test_condensed_ndcg_beside_plain_on_dl19_ada2(msmarco):
@@ -670,7 +671,7 @@ def test_cli_reads_depth_and_listwise_from_the_sidecar(tmp_path, cli):
     )
     assert res.exit_code == 0, res.output
     run = json.loads((tmp_path / "o" / "summary.json").read_text())["reranked_runs"][0]
-    assert (run["depth"], run["depth_from"], run["listwise"]) == (8, "the run's sidecar", True)
+    assert (run["depth"], run["depth_from"], run["listwise"]) == (8, "sidecar", True)
 
 
 def test_diagnosis_modules_import_light():

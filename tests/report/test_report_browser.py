@@ -103,7 +103,7 @@ def _visible_ids(driver) -> list[str]:
 
 def test_headline_and_plots(page):
     driver, _out, summary, _ = page
-    assert driver.title == "Two-stage diagnosis: tiny"
+    assert driver.title == "Two-stage diagnosis: rr over first"  # the default title names the runs
     assert _js(driver, "return document.styleSheets.length") >= 1
     imgs = _js(
         driver,
@@ -114,6 +114,7 @@ def test_headline_and_plots(page):
         "plot-decomposition",
         "plot-depth_curve",
         "plot-judged_hist",
+        "plot-promotion_profile",
         "plot-query_types",
         "plot-stage_scatter",
     ]

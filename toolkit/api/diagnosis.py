@@ -96,12 +96,16 @@ class Diagnosis:
         return write_diagnosis_report(self.result, folder)
 
     def __repr__(self) -> str:
-        m = self.result.primary.decomposition.means()
-        return (
-            f"Diagnosis({self.result.primary.name}: {self.result.measure_label} first stage "
-            f"{m['first_stage']:.4f}, ceiling {m['ceiling']:.4f}, reranked {m['reranked']:.4f}; "
-            f"lost in candidates {m['lost_in_candidates']:.4f}, in reranking {m['lost_in_reranking']:.4f})"
-        )
+        parts = []
+        for p in self.result.pipelines:
+            m = p.decomposition.means()
+            reps = f", {p.repeats['n']} repeats" if p.repeats else ""
+            parts.append(
+                f"{p.name} ({p.depth_source}{reps}): {self.result.measure_label} first stage "
+                f"{m['first_stage']:.4f}, ceiling {m['ceiling']:.4f}, reranked {m['reranked']:.4f}; "
+                f"lost in candidates {m['lost_in_candidates']:.4f}, in reranking {m['lost_in_reranking']:.4f}"
+            )
+        return f"Diagnosis({'; '.join(parts)})"
 
     def _repr_html_(self) -> str:
         from html import escape
@@ -118,6 +122,11 @@ class Diagnosis:
             + self.decomposition.to_html(float_format=lambda v: f"{v:.4f}")
             + figs
         )
+
+
+def default_title(reranked: Sequence[str], first_stages: Sequence[str]) -> str:
+    """The report's title when none is given: the runs it diagnoses (``rv20, rv100 over bm25``)."""
+    return f"{', '.join(reranked)} over {', '.join(first_stages)}"
 
 
 def _for_notebooks(fig: Any) -> Any:
@@ -157,34 +166,48 @@ def _meta_of(run: Any) -> dict:
     return dict(getattr(run, "meta", None) or {})
 
 
+def _is_repeats(value: Any) -> bool:
+    """A list of runs under one name: repeats of one system (a list of row tuples is one run)."""
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(isinstance(x, (str, os.PathLike, pd.DataFrame, Mapping)) or hasattr(x, "frame") for x in value)
+    )
+
+
 def _reranked_inputs(
     reranked: Any,
     firsts: Mapping[str, Any],
-    depth: int | None,
+    depth: int | Mapping[str, int] | None,
     depth_as: str,
     listwise: Any,
     pairs: Mapping,
     dedupe: str,
 ) -> tuple[list[core.Reranked], dict[str, dict]]:
-    """Each reranked run paired and sized (``diagnosis.reranked_input``: the depth given, else the sidecar's, else
-    its longest list; the pair given, else the sidecar's first stage), and the settings each brought."""
+    """Each reranked run paired and sized (``diagnosis.reranked_input``: the depth given, else the sidecar's;
+    ``diagnose`` detects the rest; the pair given, else the sidecar's first stage), and the settings each
+    brought. A list of runs under one name is one system's repeats; the first one's sidecar speaks for them."""
     from toolkit.api.inputs import as_run
 
     every = listwise is True
     names = set() if every else set(listwise or ())
+    named = _named(reranked, "reranked")
+    depths = core.depth_per_run(depth, list(named))
     inputs, metas = [], {}
-    for n, r in _named(reranked, "reranked").items():
-        metas[n] = _meta_of(r)
-        run = as_run(r, dedupe=dedupe)
+    for n, r in named.items():
+        given = list(r) if _is_repeats(r) else [r]
+        metas[n] = _meta_of(given[0])
+        runs = [as_run(x, dedupe=dedupe) for x in given]
         item = core.reranked_input(
             n,
-            run,
+            runs[0],
             firsts,
-            depth=depth,
+            depth=depths.get(n),
             depth_as=depth_as,
             first_stage=pairs.get(n, ""),
             listwise=every or n in names,
             meta=metas[n],
+            repeats=runs[1:],
         )
         inputs.append(item)
     return inputs, metas
@@ -218,15 +241,17 @@ def _texts(
     return queries, lookup, source
 
 
-def _sources(q: Any, first_stage: Any, reranked: Any, metas: dict, texts: dict) -> dict:
-    """Where every input came from, as the report states it (run files by path; empty ones left out)."""
+def _sources(q: Any, qrels: Any, first_stage: Any, reranked: Any, metas: dict, texts: dict) -> dict:
+    """Where every input came from, as the report states it: paths and names as given (never resolved, so
+    no symlink or data folder is spelled out), empty ones left out."""
 
     def paths(runs: Any) -> str:
-        return ", ".join(str(r) for r in _named(runs, "").values() if isinstance(r, (str, os.PathLike)))
+        given = [x for r in _named(runs, "").values() for x in (r if _is_repeats(r) else [r])]
+        return ", ".join(str(r) for r in given if isinstance(r, (str, os.PathLike)))
 
     models = [f"{n}: {m['reranker']['model']}" for n, m in metas.items() if (m.get("reranker") or {}).get("model")]
     found = {
-        "qrels": str(q.path),
+        "qrels": str(qrels) if isinstance(qrels, (str, os.PathLike)) else str(q.path),  # as given
         "first_stage": paths(first_stage),
         "reranked": paths(reranked),
         **texts,
@@ -252,7 +277,7 @@ def diagnose(
     reranked: Any,
     *,
     measure: str = "ndcg_cut.10",
-    depth: int | None = None,
+    depth: int | Mapping[str, int] | None = None,
     curve_depths: Iterable[int] = (10, 20, 30, 50, 100),
     listwise: Iterable[str] | bool = (),
     pairs: Mapping[str, str] | None = None,
@@ -264,7 +289,7 @@ def diagnose(
     type_rules: Any = None,
     recall_level: int | None = None,
     complete: bool = True,
-    name: str = "diagnosis",
+    name: str | None = None,
     ok: float = 0.6,
     max_unjudged: float = 0.3,
     hurt: float = 0.05,
@@ -280,6 +305,8 @@ def diagnose(
     dedupe: str = "error",
     data_dir: str | os.PathLike | None = None,
     depth_as: str = "given",
+    window: int | None = None,
+    stride: int | None = None,
     **options: Any,
 ) -> Diagnosis:
     """Diagnose reranked runs over their first stages (what ``twostage diagnose`` computes).
@@ -289,8 +316,12 @@ def diagnose(
         first_stage: a run or ``{name: run}`` (paths, ``Run``s, DataFrames, dicts): the candidates.
         reranked: a run or ``{name: run}``; the first is the primary run of the headline. A run file's
             ``RUN.meta.json`` (a ``Run``'s ``meta``) gives its depth, first stage and texts, as in the CLI.
+            ``{name: [run, run, ...]}``: repeats of one system (its values are the per-query means over the
+            repeats; its spread is reported: ``toolkit.diagnosis.repeats``).
         measure: the headline measure the loss is decomposed on (``ndcg_cut.10``, ``P.10``, ``recall.20``...).
-        depth: rerank depth N [default: the sidecar's, else the reranked run's longest list].
+        depth: rerank depth N, one for every run or ``{name: N}`` [default: the sidecar's, else detected
+            from the runs (the run's top N reorder the first stage's and its ranks below N repeat the first
+            stage's: ``toolkit.diagnosis.depths``), else the reranked run's longest list].
         curve_depths: depths of the rerank-depth curve (those up to N, plus N).
         listwise: names of reranked runs whose depth curve is an approximation (``True``: every one).
         pairs: {reranked name: first-stage name} with several first stages [default: the sidecar's first
@@ -305,7 +336,7 @@ def diagnose(
         recall_level: relevance level of recall and binary measures [default: 2 when the qrels are graded
             above 1, else 1].
         complete: ``-c``: every qrels query counts (missing ones score 0).
-        name: the report's title.
+        name: the report's title [default: the runs, ``rv20, rv100 over bm25``].
         ok: ``ok`` when reranked >= ok x ideal; candidates-missed when even the ceiling is below it.
         max_unjudged: unjudged-top when more than this share of the reranked top 10 is unjudged.
         hurt: reranker-hurt when reranked < first stage - hurt x ideal.
@@ -320,7 +351,10 @@ def diagnose(
         relevance_map: relabel the qrels at load time, as for ``evaluate``.
         dedupe: ``error`` or ``first``, as for ``evaluate``.
         data_dir: where collection names are looked up.
-        depth_as: how the report names a given ``depth`` (``twostage diagnose``: ``--depth``).
+        depth_as: how the report names a given ``depth`` (``given``; ``twostage diagnose``: ``option``).
+        window: the sliding window W a listwise reranker used; with ``stride`` S, the share of windows it
+            returned in their input order is reported (``toolkit.diagnosis.listwise``).
+        stride: the window's stride [default: the window].
         **options: the other evaluation settings of ``evaluate`` (``gain``, ``discount``, ``max_docs``,
             ``judged_only``, ``num_docs``, ``trec_eval``, ``score_precision``, ``judged_compat``).
     """
@@ -333,6 +367,8 @@ def diagnose(
     level = recall_level if recall_level is not None else (2 if q.frame["relevance"].max() >= 2 else 1)
     firsts = {n: as_run(r, dedupe=dedupe) for n, r in _named(first_stage, "first stage").items()}
     inputs, metas = _reranked_inputs(reranked, firsts, depth, depth_as, listwise, dict(pairs or {}), dedupe)
+    if name is None:
+        name = default_title([r.name for r in inputs], list(firsts))
     queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, data_dir)
     with each_warning_once():  # every run is evaluated several times (headline, curve, ceiling): warn once
         result = core.diagnose(
@@ -357,6 +393,8 @@ def diagnose(
             permutations=permutations,
             seed=seed,
             correction=correction,
-            sources=_sources(q, first_stage, reranked, metas, texts),
+            sources=_sources(q, qrels, first_stage, reranked, metas, texts),
+            window=window,
+            stride=stride,
         )
     return Diagnosis(result)

@@ -36,6 +36,40 @@ def _named_paths(values: tuple[str, ...], option: str, taken: dict[str, str] | N
     return out
 
 
+def _repeats(named: dict[str, str]) -> dict[str, str | list[str]]:
+    """NAME=RUN1,RUN2,... -> {name: [RUN1, RUN2, ...]}: repeats of one system (a path that exists as written,
+    commas and all, is one run)."""
+    return {n: p if Path(p).exists() or "," not in p else [x for x in p.split(",") if x] for n, p in named.items()}
+
+
+def _depths(values: tuple[str, ...], names: list[str]) -> int | dict[str, int] | None:
+    """--depth K (every run) or --depth NAME=K (repeatable) -> what ``diagnose`` takes; a name that is no
+    reranked run, or a depth below 1, is a usage error."""
+    if not values:
+        return None
+    every: int | None = None
+    per: dict[str, int] = {}
+    for v in values:
+        name, sep, k = v.rpartition("=")
+        try:
+            depth = int(k)
+        except ValueError:
+            raise click.BadParameter(f"expected K or NAME=K, got {v!r}", param_hint="'--depth'") from None
+        if depth < 1:
+            raise click.BadParameter(f"a rerank depth must be >= 1, got {v!r}", param_hint="'--depth'")
+        if not sep:
+            every = depth
+        elif name not in names:
+            raise click.BadParameter(
+                f"{name!r} names no reranked run (reranked runs: {', '.join(names)})", param_hint="'--depth'"
+            )
+        else:
+            per[name] = depth
+    if every is not None and not per:
+        return every
+    return {n: per.get(n, every) for n in names if n in per or every is not None}  # type: ignore[misc]
+
+
 def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     out = {}
     for v in values:
@@ -61,9 +95,11 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     "reranked_paths",
     required=True,
     multiple=True,
-    metavar="[NAME=]RUN",
+    metavar="[NAME=]RUN[,RUN...]",
     help="Reranked TREC run, from twostage or any other tool (e.g. an LLM listwise reranker); repeatable, "
     "each with a name. Its RUN.meta.json sidecar, when present, gives its depth, first stage and texts. "
+    "NAME=RUN1,RUN2,... are repeated runs of one system (an LLM reranker run again): it is diagnosed on the "
+    "per-query mean over them and its spread is reported. "
     "The first one is the primary run of the headline and the worst queries.",
 )
 @click.option(
@@ -83,10 +119,26 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option(
     "--depth",
+    "depth_values",
+    multiple=True,
+    metavar="[NAME=]N",
+    help="Rerank depth N: the reranked run NAME (without a name: every reranked run) reorders the first "
+    "stage's top N; repeatable [default: the sidecar's depth, else detected: the smallest N at which the run's "
+    "top N are the first stage's top N reordered and its ranks below N repeat the first stage's, as rank_llm "
+    "writes a run that reranked only the top N; else the reranked run's longest list].",
+)
+@click.option(
+    "--window",
     type=click.IntRange(min=1),
     default=None,
-    help="Rerank depth N: the reranked runs reorder the first stage's top N [default: the sidecar's depth, "
-    "else the reranked run's longest list].",
+    help="The sliding window W a listwise reranker used (rank_llm: 20): report the share of windows it "
+    "returned in their input order.",
+)
+@click.option(
+    "--stride",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The sliding window's stride S (rank_llm: 10) [default: the window].",
 )
 @click.option(
     "--curve-depths",
@@ -223,7 +275,7 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     help="Top k of every system shown side by side for a chosen query.",
 )
 @significance_options
-@click.option("--name", default=None, help="Report title (default: the --out folder's name).")
+@click.option("--name", default=None, help="Report title [default: the runs, e.g. 'rv20, rv100 over bm25'].")
 @evaluation_options(exclude=_OWN)
 def diagnose_command(**opts):
     """How much quality is lost in the candidates and how much in the reranking; how deep to rerank; which
@@ -235,6 +287,9 @@ def diagnose_command(**opts):
           --reranked reports/runs/dl19.bm25.minilm.trec --out reports/dl19-minilm
       twostage diagnose --qrels dl19-passage --first-stage bm25=run.dl19.bm25.top100.txt \\
           --reranked minilm=minilm.trec --reranked llm=rank_zephyr.trec --listwise llm --out reports/dl19
+      twostage diagnose --qrels dl19-passage --first-stage bm25=run.dl19.bm25.top100.txt \\
+          --reranked rv20=rv20.a.trec,rv20.b.trec,rv20.c.trec --depth rv20=20 --window 20 --stride 10 \\
+          --out reports/rv20
     """
     depths = _curve_depths(opts["curve_depths"])
     s = pop_settings(opts)
@@ -260,10 +315,10 @@ def _curve_depths(text: str) -> list[int]:
     return depths
 
 
-def _run_names(opts: dict) -> tuple[dict[str, str], dict[str, str]]:
+def _run_names(opts: dict) -> tuple[dict[str, str], dict]:
     """Step 1: name -> path of the first stages and reranked runs; --pair and --listwise must name them."""
     first_named = _named_paths(opts["first_paths"], "'--first-stage'")
-    reranked_named = _named_paths(opts["reranked_paths"], "'--reranked'", first_named)
+    reranked_named = _repeats(_named_paths(opts["reranked_paths"], "'--reranked'", first_named))
     pairs = _pairs(opts["pair_values"])
     unknown = sorted(set(pairs) - set(reranked_named)) + sorted(set(pairs.values()) - set(first_named))
     if unknown:
@@ -286,8 +341,10 @@ def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, dept
             first_named,
             reranked_named,
             measure=opts["measure"],
-            depth=opts["depth"],
-            depth_as="--depth",
+            depth=_depths(opts["depth_values"], list(reranked_named)),
+            depth_as="option",
+            window=opts["window"],
+            stride=opts["stride"],
             curve_depths=depths,
             listwise=listwise,
             pairs=_pairs(opts["pair_values"]),
@@ -299,7 +356,7 @@ def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, dept
             type_rules=opts["rules_path"],
             recall_level=opts["recall_level"],
             complete=opts["complete"],
-            name=opts["name"] or Path(opts["out"]).name,
+            name=opts["name"],
             **{k: opts[k] for k in ("ok", "max_unjudged", "hurt", "worst_n", "most_changed_n", "disagree_n")},
             **{k: opts[k] for k in ("missed_shown", "explore_depth", "permutations", "seed", "correction")},
             **api_options(s),
@@ -321,11 +378,26 @@ def _print_summary(diag) -> None:
     for p in diag.pipelines:
         m = p.decomposition.means()
         click.echo(
-            f"{p.name}: {diag.measure_label} first stage {m['first_stage']:.4f}, ceiling (top {p.depth}) "
-            f"{m['ceiling']:.4f}, reranked {m['reranked']:.4f}; lost in candidates "
+            f"{p.name}: depth {p.depth_source}; {diag.measure_label} first stage {m['first_stage']:.4f}, "
+            f"ceiling {m['ceiling']:.4f}, reranked {m['reranked']:.4f}; lost in candidates "
             f"{m['lost_in_candidates']:.4f}, lost in reranking {m['lost_in_reranking']:.4f}",
             err=True,
         )
+        if p.repeats:
+            r = p.repeats
+            click.echo(
+                f"  {r['n']} repeats: mean {r['mean']:.4f}, min {r['min']:.4f}, max {r['max']:.4f}, sd "
+                f"{r['sd']:.4f}, mean per-query sd {r['per_query_sd']:.4f}",
+                err=True,
+            )
+        if p.behaviour:
+            b = p.behaviour
+            windows = b.get("windows")
+            click.echo(
+                f"  unchanged queries (top {p.depth} in first-stage order): {b['unchanged_queries']:.1%}"
+                + (f"; windows in input order: {windows['share']:.1%}" if windows else ""),
+                err=True,
+            )
         curve = ", ".join(
             f"{int(r.depth)}: {r.reranked:.4f}/{r.ceiling:.4f}" for r in p.decomposition.curve.itertuples(index=False)
         )

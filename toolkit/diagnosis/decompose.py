@@ -110,8 +110,19 @@ def candidate_table(
     qrels: Qrels, first: Run, reranked: Run, depth: int, settings: EvalSettings, measure: str = "ndcg_cut_10"
 ) -> pd.DataFrame:
     """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain
-    (the best order's key for ``measure``, ``order_keys``), and ``reranked_query`` (R has the query at all)."""
-    cands = top_k(first.frame, depth, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
+    (the best order's key for ``measure``, ``order_keys``), and ``reranked_query`` (R has the query at all).
+
+    Where R holds more than ``depth`` documents of a query (a reranker that writes the first stage's ranks
+    below the depth after its reranked top, as rank_llm does), F's ranks below ``depth`` follow, up to as many
+    as R holds: the tail every reordering keeps in F's order, so a run that reorders the top ``depth`` and
+    repeats F's tail is bounded by the ceiling on deep measures too (recall, MAP)."""
+    sizes = reranked.frame.groupby(QUERY_ID).size()
+    deepest = max(depth, int(sizes.max()) if len(sizes) else 0)
+    cands = top_k(first.frame, deepest, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
+    if deepest > depth:
+        ranks = cands["rank"].to_numpy()
+        held = cands[QUERY_ID].map(sizes).fillna(0).to_numpy()
+        cands = cands.loc[(ranks <= depth) | (ranks <= held)].reset_index(drop=True)
     cands = cands.rename(columns={"rank": "first_rank"})
     rr = order_run(reranked.frame, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     table = cands.merge(rr.rename(columns={"rank": "reranked_rank"}), on=[QUERY_ID, DOC_ID], how="left")
@@ -173,9 +184,10 @@ def curve_depths(depth: int, requested: Iterable[int] = DEFAULT_CURVE_DEPTHS) ->
 class Decomposition:
     """The loss decomposition of one reranked run over its first stage, per query and as a depth curve.
 
-    ``per_query``: query_id plus ``LOSS_COLUMNS``; ``curve``: depth, reranked, ceiling, recall (means over the
-    same queries). ``uncovered`` counts candidates of the evaluated queries the reranked run does not hold (in
-    queries it has), ``introduced`` the reranked documents that are not candidates.
+        ``per_query``: query_id plus ``LOSS_COLUMNS``; ``curve``: depth, reranked, ceiling, recall (means over the
+        same queries). ``uncovered`` counts candidates of the evaluated queries the reranked run does not hold (in
+        queries it has), ``introduced`` the reranked documents that are neither candidates nor F's tail in F's order
+    (``depths.classify_documents``).
     """
 
     measure: str
@@ -266,9 +278,10 @@ def decompose(
     )
     per_query["lost_in_candidates"] = per_query["ideal"] - per_query["ceiling"]
     per_query["lost_in_reranking"] = per_query["ceiling"] - per_query["reranked"]
-    in_cands = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]])
-    evaluated = reranked.frame[reranked.frame[QUERY_ID].isin(set(qids))]
-    introduced = int((~pd.MultiIndex.from_frame(evaluated[[QUERY_ID, DOC_ID]]).isin(in_cands)).sum())
+    from toolkit.diagnosis.depths import classify_documents
+
+    kinds = classify_documents(first, reranked, depth, settings.score_precision)
+    introduced = int(((kinds["kind"] == "introduced") & kinds[QUERY_ID].isin(set(qids))).sum())
     return Decomposition(
         measure=measure,
         depth=depth,
@@ -276,7 +289,12 @@ def decompose(
         curve=pd.DataFrame(curve),
         listwise=listwise,
         uncovered=int(
-            (cands["reranked_rank"].isna() & cands["reranked_query"] & cands[QUERY_ID].isin(set(qids))).sum()
+            (
+                cands["reranked_rank"].isna()
+                & cands["reranked_query"]
+                & cands[QUERY_ID].isin(set(qids))
+                & (cands["first_rank"] <= depth)
+            ).sum()
         ),
         introduced=introduced,
     )

@@ -11,8 +11,12 @@ from a run scores 0), or with ``complete=False`` the qrels queries that every ru
   decomposition (ideal, candidate ceiling, ``lost_in_candidates``, ``lost_in_reranking``) and rerank-depth
   curve (``decompose.py``). Binary measures (P, recall, MAP) use ``recall_level``.
 - nDCG@10, nDCG'@10 (the same on the condensed list, ``-J``: the gap is what unjudged documents cost) and
-  judged@10 of every run at relevance level 1 (nDCG uses all grades as gains); R@N of every run and R@1000
-  of a first stage deeper than N at ``recall_level`` (2 for graded qrels: the TREC DL convention).
+  judged@10 of every run at relevance level 1 (nDCG uses all grades as gains); R@N of every run at each rerank
+  depth N it takes part in, at ``recall_level`` (2 for graded qrels: the TREC DL convention), and no other.
+- The rerank depth of each reranked run: given, else its sidecar's, else detected from the two runs (a run that
+  reranked the top k and repeats the first stage's ranks below k, as rank_llm writes it: ``depths.py``), else
+  its longest list. Runs given under one name are repeats of one system (``repeats.py``); how a listwise
+  reranker treats its candidates is read from the runs alone (``listwise.py``).
 - Rank-biased overlap (p = 0.9) and Kendall's tau on the top 10 between each reranked run and its first
   stage and between every two reranked runs (``agreement.py``).
 - Paired significance of M (``significance.py``): every reranked run against its first stage (for each first
@@ -49,6 +53,7 @@ import pandas as pd
 
 from toolkit import __version__
 from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
+from toolkit.diagnosis.depths import DEPTH_RULE
 from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, TypeRule, assign_types
 from toolkit.diagnosis.query_views import (
     add_snippets,
@@ -152,15 +157,25 @@ def label_query(
 class Reranked:
     """A reranked run, the first stage whose top ``depth`` candidates it reorders, and whether it is listwise.
 
-    ``depth_from`` says where the depth came from (given, the run's sidecar, or the run's longest list).
+    ``depth`` None: not said; ``diagnose`` detects it (``depths.detect_depth``), else takes the run's longest
+    list. ``depth_from`` says where the depth came from (``depths.DEPTH_SOURCES``: option, given, sidecar,
+    detected, longest list); ``detection`` is the detection's record when one was tried. ``repeats`` are further
+    runs of the same configuration (``repeats.py``): the run and its repeats are one system.
     """
 
     name: str
     run: Run
     first_stage: str
-    depth: int
+    depth: int | None
     listwise: bool = False
     depth_from: str = "given"
+    detection: dict | None = None
+    repeats: tuple[Run, ...] = ()
+
+    @property
+    def runs(self) -> tuple[Run, ...]:
+        """The run and its repeats."""
+        return (self.run, *self.repeats)
 
 
 def longest_list(run: Run) -> int:
@@ -182,16 +197,18 @@ def pair_first_stage(
     return best, share
 
 
-def rerank_depth(run: Run, given: int | None, meta: Mapping | None = None, given_as: str = "given") -> tuple[int, str]:
+def rerank_depth(
+    run: Run, given: int | None, meta: Mapping | None = None, given_as: str = "given"
+) -> tuple[int | None, str]:
     """The rerank depth of a reranked run and where it came from: ``given`` (said as ``given_as``), else the
-    depth its ``twostage rerank`` sidecar states, else its longest list."""
+    depth its ``twostage rerank`` sidecar states (``sidecar``); else (None, ''): ``diagnose`` detects it."""
     if given:
         return given, given_as
     meta = meta or {}
     stated = meta.get("depth") if meta.get("reranker") else None  # only a `twostage rerank` sidecar says it
     if stated:
-        return int(stated), "the run's sidecar"
-    return longest_list(run), "the reranked run's longest list"
+        return int(stated), "sidecar"
+    return None, ""
 
 
 def reranked_input(
@@ -204,6 +221,7 @@ def reranked_input(
     first_stage: str = "",
     listwise: bool = False,
     meta: Mapping | None = None,
+    repeats: Sequence[Run] = (),
 ) -> Reranked:
     """One reranked run with what its sidecar (``meta``, RUN.meta.json) adds to what the caller says: the
     depth (``rerank_depth``), the first stage whose checksum the sidecar names (else '' and ``diagnose`` pairs
@@ -214,7 +232,7 @@ def reranked_input(
         sha = (meta.get("first_stage") or {}).get("sha256")
         first_stage = next((n for n, r in first_stages.items() if sha and r.sha256 == sha), "")
     listwise = listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
-    return Reranked(name, run, first_stage, d, listwise, d_from)
+    return Reranked(name, run, first_stage, d, listwise, d_from, repeats=tuple(repeats))
 
 
 def _named(runs: Run | Mapping[str, Run], default: str) -> dict[str, Run]:
@@ -222,40 +240,102 @@ def _named(runs: Run | Mapping[str, Run], default: str) -> dict[str, Run]:
 
 
 def _reranked_inputs(
-    reranked, first_stages: Mapping[str, Run], depth: int | None, listwise: Collection[str], score_precision: str
-) -> tuple[list[Reranked], list[str]]:
-    """``Reranked`` inputs (first stage paired, depth set) and notes on how they were paired."""
+    reranked,
+    first_stages: Mapping[str, Run],
+    depth: int | Mapping[str, int] | None,
+    listwise: Collection[str],
+    score_precision: str,
+) -> tuple[list[Reranked], list[str], list[str]]:
+    """``Reranked`` inputs (first stage paired, depth set: ``resolve_depth``), notes on how they were paired
+    and notes on how they were sized."""
     if isinstance(reranked, (Run, Mapping)):
-        items = [
-            reranked_input(name, run, first_stages, depth=depth, listwise=name in listwise)
-            for name, run in _named(reranked, "reranked").items()
-        ]
+        named = _named(reranked, "reranked")
+        depths = depth_per_run(depth, list(named))
+        items = []
+        for name, run in named.items():
+            runs = list(run) if isinstance(run, (list, tuple)) else [run]
+            items.append(
+                reranked_input(
+                    name,
+                    runs[0],
+                    first_stages,
+                    depth=depths.get(name),
+                    listwise=name in listwise,
+                    repeats=runs[1:],
+                )
+            )
     else:
         items = list(reranked)
     if not items:
         raise ConfigError("give at least one reranked run")
-    notes, out = [], []
+    notes, out, depth_notes = [], [], []
     for r in items:
-        if r.depth < 1:
+        if r.depth is not None and r.depth < 1:
             raise ConfigError(f"{r.name}: rerank depth must be >= 1")
         first = r.first_stage
         if not first:
             if len(first_stages) == 1:
                 first = next(iter(first_stages))
             else:
-                first, share = pair_first_stage(r.run, first_stages, r.depth, score_precision)
+                pair_depth = r.depth or longest_list(r.run)
+                first, share = pair_first_stage(r.run, first_stages, pair_depth, score_precision)
                 notes.append(
                     f"{r.name} is taken as a reranking of {first} ({share:.1%} of its documents are in "
-                    f"{first}'s top {r.depth}, the most of any first stage)"
+                    f"{first}'s top {pair_depth}, the most of any first stage)"
                 )
         elif first not in first_stages:
             raise ConfigError(f"{r.name}: no first stage named {first!r} (first stages: {', '.join(first_stages)})")
-        out.append(dataclasses.replace(r, first_stage=first, listwise=r.listwise or r.name in listwise))
+        r = dataclasses.replace(r, first_stage=first, listwise=r.listwise or r.name in listwise)
+        r, note = resolve_depth(r, first_stages[first], score_precision)
+        depth_notes += note
+        out.append(r)
     names = [*first_stages, *(r.name for r in out)]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ConfigError(f"every run needs its own name; repeated: {', '.join(repeated)}")
-    return out, notes
+    return out, notes, depth_notes
+
+
+def depth_per_run(depth: int | Mapping[str, int] | None, names: Sequence[str]) -> dict[str, int]:
+    """``depth`` (one for every run, or {run name: depth}) as {name: depth}; a name that is no reranked run is
+    an error naming it."""
+    if depth is None:
+        return {}
+    if isinstance(depth, Mapping):
+        unknown = sorted(set(depth) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"depth names no reranked run: {', '.join(map(repr, unknown))} (reranked runs: {', '.join(names)})"
+            )
+        return {n: int(k) for n, k in depth.items()}
+    return {n: int(depth) for n in names}
+
+
+def resolve_depth(r: Reranked, first: Run, score_precision: str) -> tuple[Reranked, list[str]]:
+    """``r`` with its depth: as given (checked against the first stage's lists), else detected
+    (``depths.detect_depth``), else its longest list; and the notes that say so. Every repeat must have the
+    same depth and query set as the run."""
+    from toolkit.diagnosis.depths import detect_depth
+    from toolkit.diagnosis.repeats import check_repeats
+
+    notes: list[str] = []
+    deepest = longest_list(first)
+    if r.depth is not None and r.depth_from in ("given", "option") and r.depth > deepest:
+        how = "--depth" if r.depth_from == "option" else "depth"
+        raise ConfigError(
+            f"{how} {r.depth} for {r.name} is larger than the lists of its first stage {r.first_stage} (at most "
+            f"{deepest} documents per query): give a depth of at most {deepest}"
+        )
+    detections = [detect_depth(first, run, score_precision) for run in r.runs]
+    detection = detections[0]
+    if r.depth is None:
+        if detection.depth is not None:
+            r = dataclasses.replace(r, depth=detection.depth, depth_from="detected")
+        else:
+            r = dataclasses.replace(r, depth=longest_list(r.run), depth_from="longest list")
+            notes.append(f"{r.name}: {detection.describe()}; its depth is its longest list, {r.depth}")
+    check_repeats(r, detections)
+    return dataclasses.replace(r, detection=detection.as_dict()), notes
 
 
 # ------------------------------------------------------------ evaluation
@@ -327,17 +407,21 @@ def check_reordering(
 ) -> dict:
     """Does ``reranked`` only reorder ``first``'s candidates? Flags documents the reranker introduced.
 
-    A document counts as introduced when it is in the reranked list of a query
-    but not among that query's first-stage candidates (the top ``depth`` in
-    trec_eval order at ``score_precision`` when ``depth`` is given, else the
-    whole first-stage list).
+    Each reranked document is a candidate (among the first stage's top ``depth`` in trec_eval order at
+    ``score_precision``; its whole list when ``depth`` is None), part of the first stage's tail (below the depth
+    in the first stage and placed below the depth where the first stage has it, as rank_llm writes the ranks it
+    did not rerank), or introduced: not in the first stage at all (``outside_first_stage``), or a document from
+    below the depth moved out of its first-stage place. The check fails only for introduced documents; the tail
+    is reported apart (``tail_documents``).
     """
-    cands = top_k(first.frame, depth, score_precision) if depth else first.frame
-    key_c = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]])
-    rr = reranked.frame[[QUERY_ID, DOC_ID]]
-    introduced_mask = ~pd.MultiIndex.from_frame(rr).isin(key_c)
-    intro = rr.loc[introduced_mask]
+    from toolkit.diagnosis.depths import classify_documents
+
+    docs = classify_documents(first, reranked, depth, score_precision)
+    intro = docs.loc[docs["kind"].to_numpy() == "introduced", [QUERY_ID, DOC_ID]]
+    tail = docs.loc[docs["kind"].to_numpy() == "tail"]
     per_query = intro.groupby(QUERY_ID).size()
+    cands = top_k(first.frame, depth, score_precision) if depth else first.frame
+    rr = reranked.frame[[QUERY_ID, DOC_ID]]
     first_q = set(first.frame[QUERY_ID].unique().tolist())
     rer_q = set(reranked.frame[QUERY_ID].unique().tolist())
     kept = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]]).isin(pd.MultiIndex.from_frame(rr))
@@ -346,9 +430,12 @@ def check_reordering(
         "only_reorders": bool(len(intro) == 0),
         "candidate_depth": depth,
         "introduced_documents": len(intro),
+        "outside_first_stage": int((~docs["in_first_stage"].to_numpy()).sum()),
         "queries_with_introduced_documents": len(per_query),
         "introduced_per_query": {str(k): int(v) for k, v in per_query.items()},
         "examples": [{"query_id": str(q), "doc_id": str(d)} for q, d in intro.head(examples).itertuples(index=False)],
+        "tail_documents": len(tail),
+        "queries_with_tail": int(tail[QUERY_ID].nunique()),
         "queries_only_in_reranked": sorted(rer_q - first_q),
         "queries_only_in_first_stage": sorted(first_q - rer_q),
         "candidates_kept": int(kept[cand_in_rer.to_numpy()].sum()),
@@ -529,6 +616,20 @@ class Pipeline:
     decomposition: Decomposition
     reorder_check: dict
     label_counts: dict[str, int]
+    detection: dict | None = None  # depths.DepthDetection.as_dict(): the depth rule and its share of queries
+    repeats: dict | None = None  # repeats.repeat_stats of the headline measure, with "runs" and "measures"
+    behaviour: dict | None = None  # listwise.listwise_behaviour: promotion profile, unchanged queries, windows
+
+    @property
+    def depth_source(self) -> str:
+        """The depth and where it came from, in words (``20, detected: the rule holds ...``)."""
+        d = self.detection or {}
+        if self.depth_from == "detected" and d:
+            return (
+                f"top {self.depth} (detected: below rank {self.depth} it repeats {self.first_stage}'s order in "
+                f"{d['held']} of {d['queries']} queries)"
+            )
+        return f"top {self.depth} ({self.depth_from})"
 
     def decomposition_summary(self) -> dict:
         return {"system": self.name, "first_stage_run": self.first_stage, **self.decomposition.means()}
@@ -541,7 +642,10 @@ class Pipeline:
             "run": self.run_path,
             "depth": self.depth,
             "depth_from": self.depth_from,
+            "depth_detection": self.detection,
             "listwise": self.listwise,
+            "repeats": self.repeats,
+            "behaviour": self.behaviour,
             "decomposition": self.decomposition_summary(),
             "depth_curve": d.curve_records(),
             "depth_curve_exact": d.curve_exact,
@@ -661,7 +765,7 @@ def diagnose(
     name: str = "diagnosis",
     measure: str = "ndcg_cut.10",
     settings: EvalSettings | None = None,
-    depth: int | None = None,
+    depth: int | Mapping[str, int] | None = None,
     curve_depths: Iterable[int] = DEFAULT_CURVE_DEPTHS,
     listwise: Collection[str] = (),
     recall_level: int = 2,
@@ -681,12 +785,17 @@ def diagnose(
     seed: int = 42,
     correction: str = "holm",
     sources: dict | None = None,
+    window: int | None = None,
+    stride: int | None = None,
 ) -> Diagnosis:
     """Diagnose one or more reranked runs over their first stages; pure (inputs are not modified).
 
-    ``first`` is a run or name -> run; ``reranked`` a run, name -> run (rerank depth ``depth``, else each
-    run's longest list; paired with the only first stage, or with the first stage whose candidates hold most
-    of its documents), or ``Reranked`` values that say all of it. ``listwise`` names the reranked runs whose
+    ``first`` is a run or name -> run; ``reranked`` a run, name -> run, or name -> list of runs (repeats of one
+    system, ``repeats.py``), or ``Reranked`` values that say all of it. Each is paired with the only first
+    stage, or with the first stage whose candidates hold most of its documents. Its rerank depth: ``depth``
+    (one int for every run, or {name: depth}), else detected (``depths.detect_depth``), else its longest list.
+    ``window`` and ``stride``: the sliding window of a listwise reranker, for the share of windows it returned
+    in their input order (``listwise.py``). ``listwise`` names the reranked runs whose
     depth curve is an approximation. ``settings`` are the base evaluation settings (gain, discount, -M, -J,
     score precision); the relevance levels and ``complete`` are set here. ``queries`` gives query texts (query
     types, snippets' highlighted terms), ``texts`` document texts (snippets); ``query_types`` (qid -> type)
@@ -704,9 +813,9 @@ def diagnose(
             raise ConfigError(f"{what} must be >= 0")
     s = _Settings.from_base(settings, recall_level, complete)
     firsts = _named(first, "first stage")
-    inputs, notes = _reranked_inputs(reranked, firsts, depth, listwise, s.binary.score_precision)
+    inputs, notes, depth_notes = _reranked_inputs(reranked, firsts, depth, listwise, s.binary.score_precision)
     ev = _evaluate_all(qrels, firsts, inputs, parse_headline_measure(measure), s, complete)
-    done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t) for r in inputs]
+    done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t, window, stride) for r in inputs]
     pipelines = [p for p, _ in done]
     rules = tuple(type_rules) if type_rules is not None else DEFAULT_TYPE_RULES
     queries = dict(queries or {})
@@ -715,10 +824,12 @@ def diagnose(
     )
     pairs = _pairs(ev, inputs)
     comparisons = _significance(pairs, ev.measure, permutations, seed, correction)
+    comparisons = _with_repeat_readings(comparisons, pipelines)
     worst, views, missed = _query_views(
         ev, per_query, pipelines[0], queries, texts, worst_n, missed_shown, explore_depth, snippet_chars
     )
     notes += _notes(qrels, firsts, inputs, pipelines, ev.evaluated, ev.qids, complete, t, per_query, query_types)
+    notes += depth_notes
     return Diagnosis(
         name=name,
         measure=ev.measure,
@@ -761,6 +872,17 @@ def diagnose(
     )
 
 
+def _with_repeat_readings(comparisons: list[dict], pipelines: Sequence[Pipeline]) -> list[dict]:
+    """Comparisons with a system that has repeats gain the share of repeat pairs won and a reading that says
+    whether the difference is within the repeat spread (``repeats.comparison_reading``)."""
+    from toolkit.diagnosis.repeats import comparison_reading
+
+    stats = {p.name: p.repeats for p in pipelines if p.repeats}
+    if not stats:
+        return comparisons
+    return [{**c, **comparison_reading(c, stats)} for c in comparisons]
+
+
 @dataclass(frozen=True)
 class _Evaluated:
     """What every step reads: the runs, their per-query values over the one query set, their ranked lists."""
@@ -776,6 +898,7 @@ class _Evaluated:
     qids: list[str]
     values: dict[str, pd.DataFrame]
     lists: dict[str, dict[str, list[str]]]
+    repeat_values: dict[str, list[pd.DataFrame]] = field(default_factory=dict)  # per repeat, systems with repeats
 
     @property
     def precision(self) -> str:
@@ -785,13 +908,29 @@ class _Evaluated:
 def _evaluate_all(
     qrels: Qrels, firsts: dict[str, Run], inputs: Sequence[Reranked], measure: str, s: _Settings, complete: bool
 ) -> _Evaluated:
-    """Step 1: evaluate every run once, fix the query set, rank every run's lists."""
+    """Step 1: evaluate every run once, fix the query set, rank every run's lists. A system with repeats is
+    evaluated repeat by repeat; its values are the per-query means over the repeats (``repeats.mean_frame``),
+    its ranked lists (agreement, the query views) its first run's."""
+    from toolkit.diagnosis.repeats import mean_frame
+
     runs = {**firsts, **{r.name: r.run for r in inputs}}
     cutoffs = _recall_cutoffs(firsts, inputs)
     prepared = prepare_judgments(qrels)  # factorised once for the three settings groups of every run
     evaluated = {n: _evaluate_run(prepared, run, measure, cutoffs[n], s) for n, run in runs.items()}
+    extra = {
+        r.name: [_evaluate_run(prepared, run, measure, cutoffs[r.name], s) for run in r.repeats]
+        for r in inputs
+        if r.repeats
+    }
     qids = _query_set(evaluated, complete)
     precision = s.binary.score_precision
+    values = {n: v.values.reindex(qids, fill_value=0.0) for n, v in evaluated.items()}
+    repeat_values = {
+        n: [values[n], *(v.values.reindex(qids, fill_value=0.0)[values[n].columns] for v in more)]
+        for n, more in extra.items()
+    }
+    for n, frames in repeat_values.items():
+        values[n] = mean_frame(frames)
     return _Evaluated(
         qrels=qrels,
         prepared=prepared,
@@ -802,48 +941,79 @@ def _evaluate_all(
         cutoffs=cutoffs,
         evaluated=evaluated,
         qids=qids,
-        values={n: v.values.reindex(qids, fill_value=0.0) for n, v in evaluated.items()},
+        values=values,
         lists={n: ranked_lists(run, qids, precision) for n, run in runs.items()},
+        repeat_values=repeat_values,
     )
 
 
 def _diagnose_reranked(
-    ev: _Evaluated, r: Reranked, curve_depths, recall_level: int, t: Thresholds
+    ev: _Evaluated,
+    r: Reranked,
+    curve_depths,
+    recall_level: int,
+    t: Thresholds,
+    window: int | None = None,
+    stride: int | None = None,
 ) -> tuple[Pipeline, pd.DataFrame]:
     """Step 2, per reranked run: decomposition and depth curve, reorder check, agreement with its first stage,
-    relevant-document counts, and its per-query rows with labels."""
+    relevant-document counts, listwise behaviour, and its per-query rows with labels. A system with repeats:
+    each repeat is decomposed and checked, and the per-query means over repeats make its rows."""
+    from toolkit.diagnosis.listwise import listwise_behaviour
+    from toolkit.diagnosis.repeats import mean_decomposition, mean_frame, merge_checks, repeat_stats
+
     first = ev.firsts[r.first_stage]
-    dec = decompose(
-        ev.prepared,
-        first,
-        r.run,
-        measure=ev.measure,
-        depth=r.depth,
-        settings=ev.settings.binary,
-        recall_settings=ev.settings.binary,
-        query_ids=ev.qids,
-        depths=curve_depths,
-        listwise=r.listwise,
-        first_values=ev.values[r.first_stage]["headline"],
-        reranked_values=ev.values[r.name]["headline"],
-    )
-    check = check_reordering(first, r.run, r.depth, score_precision=ev.precision)
+    depth = int(r.depth or 0)
+    per_repeat = ev.repeat_values.get(r.name) or [ev.values[r.name]]
+    decs = [
+        decompose(
+            ev.prepared,
+            first,
+            run,
+            measure=ev.measure,
+            depth=depth,
+            settings=ev.settings.binary,
+            recall_settings=ev.settings.binary,
+            query_ids=ev.qids,
+            depths=curve_depths,
+            listwise=r.listwise,
+            first_values=ev.values[r.first_stage]["headline"],
+            reranked_values=values["headline"],
+        )
+        for run, values in zip(r.runs, per_repeat)
+    ]
+    dec = mean_decomposition(decs)
+    check = merge_checks([check_reordering(first, run, depth, score_precision=ev.precision) for run in r.runs])
     agree = agreement(ev.lists[r.first_stage], ev.lists[r.name], ev.qids)
-    counts = relevant_counts(ev.qrels, first, r.run, r.depth, recall_level, ev.qids, ev.precision)
-    deeper = [f"recall_{c}" for c in ev.cutoffs[r.first_stage] if c > r.depth]
+    counts = mean_frame(
+        [relevant_counts(ev.qrels, first, run, depth, recall_level, ev.qids, ev.precision) for run in r.runs]
+    )
+    deeper = [f"recall_{c}" for c in ev.cutoffs[r.first_stage] if c > depth]
     table = _pipeline_table(
         r, dec, check, agree, ev.values[r.first_stage], ev.values[r.name], counts, ev.measure, deeper, t
     )
+    repeats = None
+    if r.repeats:
+        repeats = repeat_stats([v["headline"] for v in per_repeat])
+        repeats["runs"] = [run.path for run in r.runs]
+        repeats["measures"] = {
+            c: repeat_stats([v[c] for v in per_repeat]) for c in per_repeat[0].columns if c != "headline"
+        }
     pipeline = Pipeline(
         r.name,
         r.first_stage,
-        r.depth,
+        depth,
         r.depth_from,
         r.listwise,
         r.run.path,
         dec,
         check,
         {lab: int((table["diagnosis"] == lab).sum()) for lab in LABELS},
+        detection=r.detection,
+        repeats=repeats,
+        behaviour=listwise_behaviour(
+            ev.qrels, first, r.runs, depth, ev.qids, ev.precision, window=window, stride=stride
+        ),
     )
     return pipeline, table
 
@@ -904,16 +1074,16 @@ def _query_views(
 
 
 def _recall_cutoffs(firsts: Mapping[str, Run], inputs: Sequence[Reranked]) -> dict[str, list[int]]:
-    """R@N for every rerank depth N a run takes part in; R@1000 too for a first stage deeper than them."""
+    """R@N for every rerank depth N a run takes part in, and nothing else (no cutoff nobody asked for); a first
+    stage no reranked run reorders: R@ the deepest depth in use, at most its longest list."""
     out: dict[str, set[int]] = {n: set() for n in firsts}
     for r in inputs:
-        out[r.first_stage].add(r.depth)
-        out[r.name] = {r.depth}
+        out[r.first_stage].add(int(r.depth or 0))
+        out[r.name] = {int(r.depth or 0)}
+    deepest = max(int(r.depth or 0) for r in inputs)
     for n, run in firsts.items():
         if not out[n]:
-            out[n] = {100}
-        if longest_list(run) > max(out[n]):
-            out[n].add(1000)
+            out[n] = {max(1, min(deepest, longest_list(run)))}
     return {n: sorted(c) for n, c in out.items()}
 
 
@@ -1071,8 +1241,9 @@ def _notes(
             notes.append(
                 f"{p.name} introduced {chk['introduced_documents']} documents that are not among "
                 f"{p.first_stage}'s top-{p.depth} candidates (in {chk['queries_with_introduced_documents']} "
-                "queries): it is not a pure reranking of these candidates, so the ceiling does not bound "
-                "it and its lost_in_reranking can be negative"
+                f"queries; {chk['outside_first_stage']} not in {p.first_stage} at all, the rest from below rank "
+                f"{p.depth} out of {p.first_stage}'s order): it is not a pure reranking of these candidates, so "
+                "the ceiling does not bound it and its lost_in_reranking can be negative"
             )
         if dec.uncovered:
             notes.append(
@@ -1110,7 +1281,7 @@ def _notes(
                 )
     for r in inputs:
         longest = longest_list(firsts[r.first_stage])
-        if longest < r.depth:
+        if longest < int(r.depth or 0):
             notes.append(
                 f"{r.first_stage} retrieved at most {longest} documents per query, fewer than "
                 f"{r.name}'s rerank depth {r.depth}"
@@ -1143,6 +1314,8 @@ def _settings_record(
         "measure_label": label,
         "candidate_depth": primary.depth,
         "rerank_depths": {r.name: {"depth": r.depth, "from": r.depth_from} for r in inputs},
+        "depth_rule": DEPTH_RULE,
+        "repeats": {r.name: [run.path for run in r.runs] for r in inputs if r.repeats},
         "curve_depths": sorted({int(k) for k in curve_depths}),
         "recall_level": recall_level,
         "graded_level": 1,

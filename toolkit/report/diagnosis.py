@@ -27,6 +27,13 @@ from toolkit.diagnosis.diagnose import (
     Diagnosis,
     json_ready,
 )
+from toolkit.report.diagnosis_runs import (
+    behaviour_parts,
+    depth_parts,
+    has_repeats,
+    plot_promotion_profile,
+    repeats_parts,
+)
 from toolkit.report.eval_tables import Table, significance_cells, wtl
 from toolkit.report.html import (
     esc,
@@ -281,7 +288,15 @@ def _judged_by_system(diag: Diagnosis) -> tuple[list[np.ndarray], list[str]]:
 
 
 #: The report's plots, in page order.
-PLOTS = ("decomposition", "depth_curve", "ceiling_vs_reranked", "stage_scatter", "query_types", "judged_hist")
+PLOTS = (
+    "decomposition",
+    "depth_curve",
+    "promotion_profile",
+    "ceiling_vs_reranked",
+    "stage_scatter",
+    "query_types",
+    "judged_hist",
+)
 
 
 def diagnosis_plots(diag: Diagnosis) -> dict[str, tuple[str, bytes]]:
@@ -301,6 +316,11 @@ def _plots(diag: Diagnosis) -> dict[str, tuple[str, bytes]]:
         "depth_curve": (
             f"{label} when only the first stage's top k are reranked, the ceiling at k, and R@k",
             figure_png(plot_depth_curve(diag)),
+        ),
+        "promotion_profile": (
+            "Per bucket of first-stage ranks: the share of its relevant candidates each reranked run puts in its "
+            "top 10 (solid) and the best order puts there (dashed)",
+            figure_png(plot_promotion_profile(diag)),
         ),
         "ceiling_vs_reranked": (
             f"Per query: candidate ceiling vs reranked {label}, coloured by diagnosis",
@@ -668,13 +688,20 @@ def _reorder_text(diag: Diagnosis) -> list[tuple[str, str]]:
     out = []
     for p in diag.pipelines:
         chk = p.reorder_check
+        tail = chk.get("tail_documents", 0)
+        tail_text = (
+            f" Below rank {p.depth} it repeats {p.first_stage}'s own order ({tail} documents in "
+            f"{chk.get('queries_with_tail', 0)} queries): the first stage's tail, not reranked and not introduced."
+            if tail
+            else ""
+        )
         if chk["only_reorders"]:
             out.append(
                 (
                     "ok",
                     f"Reorder check passed for {p.name}: every document is among {p.first_stage}'s top-"
-                    f"{p.depth} candidates of its query ({chk['candidates_kept']} of "
-                    f"{chk['candidates_total']} candidates kept).",
+                    f"{p.depth} candidates of its query or its tail ({chk['candidates_kept']} of "
+                    f"{chk['candidates_total']} candidates kept).{tail_text}",
                 )
             )
         else:
@@ -684,7 +711,9 @@ def _reorder_text(diag: Diagnosis) -> list[tuple[str, str]]:
                     "bad",
                     f"Reorder check FAILED for {p.name}: it introduced {chk['introduced_documents']} "
                     f"documents in {chk['queries_with_introduced_documents']} queries that "
-                    f"{p.first_stage}'s top-{p.depth} does not hold (e.g. {ex}).",
+                    f"{p.first_stage}'s top-{p.depth} does not hold and that do not repeat its order below "
+                    f"rank {p.depth} ({chk.get('outside_first_stage', 0)} not in {p.first_stage} at all; e.g. "
+                    f"{ex}).{tail_text}",
                 )
             )
     return out
@@ -1045,7 +1074,7 @@ def _types(diag: Diagnosis) -> list[Part]:
 
 
 def _other_plots(diag: Diagnosis) -> list[Part]:
-    return [Part.plot(name) for name in PLOTS if name not in ("decomposition", "depth_curve")]
+    return [Part.plot(name) for name in PLOTS if name not in ("decomposition", "depth_curve", "promotion_profile")]
 
 
 def _provenance(diag: Diagnosis) -> list[Part]:
@@ -1060,9 +1089,16 @@ def _provenance(diag: Diagnosis) -> list[Part]:
 #: The sections of the diagnosis report, in page order; HTML and Markdown are both rendered from this list.
 SECTIONS: tuple[Section, ...] = (
     Section(lambda d: None, ("name", "settings", "notes"), _title),
-    Section(lambda d: "Headline", ("headline",), _headline),
+    Section(lambda d: "Headline", ("headline", "pipelines"), lambda d: [*_headline(d), *depth_parts(d)]),
     Section(lambda d: f"Where the loss is: {d.measure_label}", ("pipelines",), _loss),
+    Section(
+        lambda d: "Hurt most and helped most by the reranker (reranked − first stage)",
+        ("hurt_most", "helped_most"),
+        lambda d: _titled_tables(delta_tables(d)),
+    ),
     Section(lambda d: "How deep to rerank", ("pipelines",), _depth),
+    Section(lambda d: "Repeated runs", ("pipelines", "comparisons"), repeats_parts, shown=has_repeats),
+    Section(lambda d: "How the reranker treats its candidates", ("pipelines",), behaviour_parts),
     Section(lambda d: "Systems", ("systems", "comparisons"), _systems),
     Section(
         lambda d: "Where the reranked runs disagree most",
@@ -1078,11 +1114,6 @@ SECTIONS: tuple[Section, ...] = (
         lambda d: _titled_tables(most_changed_tables(d)),
     ),
     Section(lambda d: f"Worst {len(d.worst)} queries ({d.primary.name}, lowest {d.measure_label})", ("worst",), _worst),
-    Section(
-        lambda d: "Hurt most and helped most by the reranker (reranked − first stage)",
-        ("hurt_most", "helped_most"),
-        lambda d: _titled_tables(delta_tables(d)),
-    ),
     Section(lambda d: "Query types", ("types", "settings"), _types),
     Section(lambda d: "Plots", (), _other_plots),
     Section(lambda d: "Provenance", ("settings", "thresholds", "provenance"), _provenance),

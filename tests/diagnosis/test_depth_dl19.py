@@ -1,0 +1,69 @@
+"""DL19 BM25 top 100 reranked rank_llm-style at depth 20 (a seeded shuffle and the best order of the top 20,
+each followed by BM25's ranks 21-100 in BM25's order; no model): the depth is detected, the tail is not
+introduced, and the loss is split at the real depth."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from rankllm import first_stage_lists, oracle_order, rank_llm_run
+
+from toolkit.diagnosis.depths import detect_depth
+from toolkit.diagnosis.diagnose import diagnose
+
+
+@pytest.fixture(scope="module")
+def dl19_runs(msmarco):
+    from toolkit.trec_io import read_qrels, read_run
+
+    qrels = read_qrels(msmarco / "qrels.dl19-passage.txt")
+    bm25 = read_run(msmarco / "runs" / "run.dl19.bm25.top100.txt")
+    lists = first_stage_lists(bm25.frame.itertuples(index=False))
+
+    def shuffle(q, top):
+        out = list(top)
+        random.Random(f"dl19-{q}").shuffle(out)
+        return out
+
+    return qrels, bm25, rank_llm_run(lists, 20, order=shuffle), rank_llm_run(lists, 20, order=oracle_order(qrels))
+
+
+@pytest.mark.data
+def test_dl19_depth_20_is_detected_and_its_tail_is_not_introduced(dl19_runs):
+    qrels, bm25, shuffled, oracle = dl19_runs
+    for rr in (shuffled, oracle):
+        det = detect_depth(bm25, rr)
+        assert (det.depth, det.held, det.queries) == (20, 43, 43)
+    d = diagnose(qrels, {"bm25": bm25}, {"shuffled20": shuffled, "oracle20": oracle}, worst_n=0, permutations=500)
+    for p in d.pipelines:
+        assert (p.depth, p.depth_from) == (20, "detected")
+        chk = p.reorder_check
+        # BM25's ranks 21-100 of all 43 queries: the 3440 documents once reported as "introduced"
+        assert chk["only_reorders"] and chk["tail_documents"] == 43 * 80 and chk["introduced_documents"] == 0
+    assert not any("introduced" in n for n in d.notes)
+    keys = {r["key"] for r in d.headline}
+    assert "recall_20" in keys and "recall_1000" not in keys and "recall_100" not in keys
+    oracle_rows = d.rows("oracle20")
+    assert oracle_rows["lost_in_reranking"].abs().max() < 1e-12  # the best order of the top 20 is the ceiling
+    m = next(p for p in d.pipelines if p.name == "oracle20").decomposition.means()
+    assert m["reranked"] == pytest.approx(m["ceiling"], abs=1e-12)
+
+
+@pytest.mark.data
+def test_dl19_the_split_at_the_real_depth_against_the_longest_list(dl19_runs):
+    """The shuffled depth-20 run diagnosed at its detected depth and, as before, at its longest list (100):
+    at 100 the candidates are blamed less and the reranking more, for the same run."""
+    qrels, bm25, shuffled, _ = dl19_runs
+    real = diagnose(qrels, bm25, {"rv20": shuffled}, worst_n=0, permutations=200).primary.decomposition.means()
+    as100 = diagnose(qrels, bm25, {"rv20": shuffled}, depth=100, worst_n=0, permutations=200).primary
+    longest = as100.decomposition.means()
+    assert as100.depth_from == "given"
+    assert real["reranked"] == pytest.approx(longest["reranked"], abs=1e-12)  # the run is the same
+    # what BM25's top 20 and top 100 lack does not depend on the reranker: the candidate side of the split the
+    # issue reports for rank_llm's RankVicuna top-20 run (0.2738 at depth 20, 0.1078 read as a rerank of 100)
+    assert (round(real["lost_in_candidates"], 4), round(longest["lost_in_candidates"], 4)) == (0.2738, 0.1078)
+    assert real["lost_in_candidates"] > longest["lost_in_candidates"] + 0.05
+    assert real["lost_in_reranking"] < longest["lost_in_reranking"] - 0.05
+    for m in (real, longest):
+        assert m["lost_in_candidates"] + m["lost_in_reranking"] == pytest.approx(m["ideal"] - m["reranked"])

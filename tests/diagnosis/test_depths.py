@@ -1,0 +1,204 @@
+"""Per-run rerank depth: detected from rank_llm-style runs (reranked top k + the first stage's tail), given per
+run, and what follows from it (the tail is never introduced; the ceiling bounds an oracle exactly; recall
+only at the depths in use). Hand-built runs; the DL19 check is in test_depth_dl19.py."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from rankllm import collection, first_stage_lists, oracle_order, rank_llm_run
+
+from toolkit.diagnosis.depths import DETECT_SHARE, classify_documents, detect_depth, rerank_shapes
+from toolkit.diagnosis.diagnose import check_reordering, diagnose
+from toolkit.errors import ConfigError
+from toolkit.records import run_from_rows
+
+
+def _shuffle(seed):
+    def order(q, top):
+        out = list(top)
+        random.Random(f"{seed}-{q}").shuffle(out)
+        if out[-1] == top[-1]:  # the last candidate moves: the rerank reaches the depth in every query
+            out[-1], out[0] = out[0], out[-1]
+        return out
+
+    return order
+
+
+def test_detected_depth_of_a_rank_llm_run_with_short_and_unchanged_queries():
+    qrels, first = collection(n_queries=12, length=60, short={"q3": 12})
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    rr = rank_llm_run(lists, 20, unchanged={"q5"})  # top 20 reversed, the rest in first-stage order
+    shapes = rerank_shapes(first, rr)
+    # reversing the top 20 changes ranks 1 and 20; q3 has 12 documents (ranks 1 and 12); q5 is unchanged
+    assert shapes.loc["q0", "last_change"] == 20 and shapes.loc["q3", "last_change"] == 12
+    assert shapes.loc["q5", "last_change"] == 0 and shapes["reorders"].all()
+    det = detect_depth(first, rr)
+    assert (det.depth, det.held, det.queries, det.unchanged) == (20, 12, 12, 1)
+    assert "for 12 of 12 queries" in det.describe()
+    d = diagnose(qrels, first, {"rv20": rr}, worst_n=0, permutations=200)
+    p = d.primary
+    assert (p.depth, p.depth_from) == (20, "detected")
+    run = d.summary()["reranked_runs"][0]
+    assert (run["depth"], run["depth_from"]) == (20, "detected")
+    assert run["depth_detection"]["share"] == 1.0 and "repeat the first stage" in run["depth_detection"]["rule"]
+
+
+def test_detection_with_ties_in_the_first_stage():
+    """Equal first-stage scores in pairs; the tail written in another order among equal scores (docid
+    ascending, as Lucene breaks ties) still repeats the first stage."""
+    _, first = collection(n_queries=8, length=40, ties=True)
+    generated = {}
+    for q, d, _ in first.frame.itertuples(index=False):
+        generated.setdefault(q, []).append(d)  # ascending doc ids: not trec_eval's order within a tie
+    trec = first_stage_lists(first.frame.itertuples(index=False))
+    assert generated["q0"][:2] == trec["q0"][:2][::-1]
+    rr = rank_llm_run(generated, 20, order=_shuffle(1))
+    det = detect_depth(first, rr)
+    assert det.depth == 20 and det.held == 8
+    chk = check_reordering(first, rr, 20)
+    assert chk["only_reorders"] and chk["tail_documents"] == 8 * 20 and chk["introduced_documents"] == 0
+
+
+def test_promoted_from_the_bottom_or_outside_the_first_stage():
+    """A run that moves a document from the bottom into its top reranks its whole list; one that holds documents
+    the first stage lacks has no depth (the rule holds nowhere)."""
+    qrels, first = collection(n_queries=10, length=30)
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    rr = rank_llm_run(lists, 10)
+    rows = [tuple(r) for r in rr.frame.itertuples(index=False)]
+    # in every query but one, swap rank 1 with rank 30 (a document from the bottom promoted to the top)
+    bad = []
+    for q in lists:
+        order = [d for _, d, _ in sorted((r for r in rows if r[0] == q), key=lambda r: -r[2])]
+        if q != "q0":
+            order[0], order[-1] = order[-1], order[0]
+        bad += [(q, d, 1.0 / (i + 1)) for i, d in enumerate(order)]
+    det = detect_depth(first, run_from_rows(bad))
+    # the rule then holds only at k = 30 (the whole list) for every query: 30 is detected
+    assert det.depth == 30
+    outside = run_from_rows([(q, d + "-new", s) for q, d, s in bad])
+    none = detect_depth(first, outside)
+    assert none.depth is None and none.held == 0 and "no depth detected" in none.describe()
+    d = diagnose(qrels, first, {"x": outside}, worst_n=0, permutations=200)
+    assert d.primary.depth_from == "longest list" and any("no depth detected" in n for n in d.notes)
+    assert DETECT_SHARE == 0.95
+
+
+def test_the_tail_is_never_introduced():
+    qrels, first = collection(n_queries=6, length=50)
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    rr = rank_llm_run(lists, 20)
+    kinds = classify_documents(first, rr, 20)
+    assert (kinds["kind"] == "tail").sum() == 6 * 30 and (kinds["kind"] == "candidate").sum() == 6 * 20
+    chk = check_reordering(first, rr, 20)
+    assert chk["only_reorders"] and chk["introduced_documents"] == 0 and chk["tail_documents"] == 180
+    d = diagnose(qrels, first, {"rv20": rr}, depth=20, worst_n=0, permutations=200)
+    assert d.reorder_check["only_reorders"] and not any("introduced" in n for n in d.notes)
+    assert d.primary.decomposition.introduced == 0 and d.primary.decomposition.uncovered == 0
+    # a document from below the depth moved into the top is introduced; so is one the first stage lacks
+    rows = [tuple(r) for r in rr.frame.itertuples(index=False)]
+    q0 = sorted((r for r in rows if r[0] == "q0"), key=lambda r: -r[2])
+    moved = [r for r in rows if r[0] != "q0"] + [
+        ("q0", d, 1.0 / (i + 1)) for i, d in enumerate([q0[30][1]] + [r[1] for r in q0 if r[1] != q0[30][1]])
+    ]
+    chk = check_reordering(first, run_from_rows(moved), 20)
+    assert not chk["only_reorders"] and chk["outside_first_stage"] == 0 and chk["introduced_per_query"]["q0"] >= 1
+    extra = run_from_rows(rows + [("q1", "stranger", 0.0001)])
+    chk = check_reordering(first, extra, 20)
+    assert chk["introduced_documents"] == 1 and chk["outside_first_stage"] == 1
+
+
+@pytest.mark.parametrize("measure", ["ndcg_cut.10", "map", "recall.50", "P.5"])
+@pytest.mark.parametrize("k", [10, 20])
+def test_oracle_of_depth_k_reaches_the_depth_k_ceiling_and_identity_loses_nothing(measure, k):
+    qrels, first = collection(n_queries=10, length=50, seed=3, short={"q2": 15})
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    oracle = rank_llm_run(lists, k, order=oracle_order(qrels))
+    identity = rank_llm_run(lists, k, order=lambda q, top: top)
+    d = diagnose(
+        qrels, first, {"oracle": oracle, "identity": identity}, depth=k, measure=measure, worst_n=0, permutations=200
+    )
+    o, i = (d.per_query[d.per_query["system"] == n].set_index("query_id") for n in ("oracle", "identity"))
+    m = d.measure
+    # the oracle is the best order of the top k followed by the tail: exactly the ceiling, per query
+    assert o[f"reranked_{m}"].to_numpy() == pytest.approx(o[f"ceiling_{m}"].to_numpy(), abs=1e-12)
+    assert o["lost_in_reranking"].abs().max() < 1e-12
+    # the identity reranker returns the first stage: it changes nothing, so reranking hurt nothing
+    assert i[f"reranked_{m}"].to_numpy() == pytest.approx(i[f"first_{m}"].to_numpy(), abs=1e-12)
+    assert (i["diagnosis"] != "reranker-hurt").all() and (i[f"delta_{m}"].abs() < 1e-12).all()
+    assert d.pipelines[1].behaviour["unchanged_queries"] == 1.0
+    # the oracle's depth curve: at k it is the ceiling
+    curve = d.primary.decomposition.curve.set_index("depth")
+    assert curve.loc[k, "reranked"] == pytest.approx(curve.loc[k, "ceiling"], abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("measure", ["ndcg_cut.10", "map", "P.10", "recall.30"])
+def test_the_ceiling_never_decreases_with_depth(seed, measure):
+    qrels, first = collection(n_queries=8, length=60, seed=seed, ties=seed % 2 == 1, short={"q1": 7})
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    rr = rank_llm_run(lists, 50, order=_shuffle(seed))
+    d = diagnose(qrels, first, rr, depth=50, measure=measure, curve_depths=range(1, 51), worst_n=0, permutations=200)
+    ceiling = d.primary.decomposition.curve["ceiling"].tolist()
+    assert len(ceiling) == 50 and all(b >= a - 1e-12 for a, b in itertools.pairwise(ceiling))
+
+
+def test_depth_per_run_and_recall_only_at_the_depths_in_use():
+    qrels, first = collection(n_queries=6, length=100)
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    rv20, rv100 = rank_llm_run(lists, 20), rank_llm_run(lists, 100, order=_shuffle(2))
+    d = diagnose(qrels, first, {"rv100": rv100, "rv20": rv20}, worst_n=0, permutations=200)
+    assert {p.name: (p.depth, p.depth_from) for p in d.pipelines} == {
+        "rv100": (100, "detected"),
+        "rv20": (20, "detected"),
+    }
+    # as the longest list, rv20 would be a rerank of 100; said per run, its own depth
+    given = diagnose(qrels, first, {"rv100": rv100, "rv20": rv20}, depth={"rv20": 100}, worst_n=0, permutations=200)
+    assert {p.name: (p.depth, p.depth_from) for p in given.pipelines} == {
+        "rv100": (100, "detected"),
+        "rv20": (100, "given"),
+    }
+    keys = [r["key"] for r in d.headline]  # the primary run, rv100: R@100 only
+    assert [k for k in keys if k.startswith("recall")] == ["recall_100"]
+    twenty = diagnose(qrels, first, {"rv20": rv20, "rv100": rv100}, worst_n=0, permutations=200).headline
+    assert [(r["key"], r["reranked"] is None) for r in twenty if r["key"].startswith("recall")] == [
+        ("recall_20", False),
+        ("recall_100", True),  # a depth in use (rv100's), shown for the first stage only
+    ]
+    assert sorted(d.per_query.filter(like="recall_").columns) == [
+        "first_recall_100",
+        "first_recall_20",
+        "reranked_recall_100",
+        "reranked_recall_20",
+    ]
+    assert not any("1000" in n for n in d.notes)
+    with pytest.raises(ConfigError, match=r"depth names no reranked run: 'rv50' \(reranked runs: rv100, rv20\)"):
+        diagnose(qrels, first, {"rv100": rv100, "rv20": rv20}, depth={"rv50": 50})
+    with pytest.raises(ConfigError, match=r"depth 200 for rv20 is larger than the lists of its first stage"):
+        diagnose(qrels, first, {"rv100": rv100, "rv20": rv20}, depth={"rv20": 200})
+
+
+def test_a_sidecar_depth_wins_over_detection():
+    from toolkit.diagnosis.diagnose import reranked_input
+
+    qrels, first = collection(n_queries=4, length=30)
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    rr = rank_llm_run(lists, 10)
+    r = reranked_input("rr", rr, {"first": first}, meta={"depth": 30, "reranker": {"model": "m"}})
+    d = diagnose(qrels, first, [r], worst_n=0, permutations=200)
+    assert (d.primary.depth, d.primary.depth_from) == (30, "sidecar")
+    assert d.primary.detection["depth"] == 10  # detection is still recorded beside it
+
+
+def test_repr_states_each_runs_depth_and_source():
+    from toolkit.api.diagnosis import Diagnosis
+
+    qrels, first = collection(n_queries=4, length=30)
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    d = diagnose(qrels, first, {"rv10": rank_llm_run(lists, 10), "all": rank_llm_run(lists, 30)}, worst_n=0)
+    text = repr(Diagnosis(d))
+    assert "rv10 (top 10 (detected: below rank 10 it repeats first stage's order in 4 of 4 queries))" in text
+    assert "all (top 30 (detected" in text

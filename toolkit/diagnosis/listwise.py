@@ -1,0 +1,170 @@
+"""How a reranker treats the candidates it was given, read from the runs alone (no model is run).
+
+- **Promotion profile.** The first stage's top ``depth`` candidates fall into rank buckets 1-10, 11-20, ...
+  (the last one ends at the depth). For each bucket: the relevant candidates in it (label >= ``level``, pooled
+  over queries), the share of them the reranked run puts in its top 10, and the same share for the best order
+  of the candidates (the ceiling's order: by label, descending, equal labels in first-stage order). A reranker
+  that never promotes from the deep buckets while the ceiling does shows it at once. With repeats, the
+  reranked share is the mean over repeats.
+- **Unchanged queries.** The share of queries (of those the reranked run holds) whose reranked top ``depth``
+  is the first stage's top ``depth`` in the first stage's order (equal first-stage scores count as one
+  position): a failed or "repaired" listwise call returns its input order.
+- **Windows in input order** (with the sliding window the reranker used, ``window`` W and ``stride`` S, as
+  rank_llm slides it: the first window is ranks depth-W+1..depth, each next one S ranks higher, the last at
+  rank 1). For each window's ranks in the final list, whether the documents there stand in the first stage's
+  order. Read from the final list alone: exact while every window before it returned its input unchanged (its
+  input is then the first stage's order), an approximation after a window that changed its input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from toolkit.diagnosis.depths import aligned, rerank_shapes
+from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
+
+BUCKET = 10
+TOP = 10
+
+
+def buckets(depth: int, size: int = BUCKET) -> list[tuple[int, int]]:
+    """(first rank, last rank) of each bucket up to ``depth``: (1, 10), (11, 20), ..., (.., depth)."""
+    return [(lo, min(lo + size - 1, depth)) for lo in range(1, depth + 1, size)]
+
+
+def promotion_profile(
+    qrels: Qrels,
+    first: Run,
+    runs: Sequence[Run],
+    depth: int,
+    query_ids: Sequence[str],
+    level: int = 1,
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+) -> list[dict]:
+    """Per first-stage rank bucket: ``relevant`` candidates (label >= ``level``) over ``query_ids``, how many
+    the reranked run puts in its top 10 (``reranked_top_10``: the mean over ``runs``, the repeats) and the best
+    order does (``ceiling_top_10``), and both as shares of ``relevant``."""
+    qset = {str(q) for q in query_ids}
+    cands = top_k(first.frame, depth, score_precision)[[QUERY_ID, DOC_ID, "rank"]]
+    cands = cands.loc[cands[QUERY_ID].astype(str).isin(qset)]
+    labels = cands.merge(qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], on=[QUERY_ID, DOC_ID], how="left")[RELEVANCE]
+    cands = cands.assign(label=labels.fillna(-1).to_numpy())
+    # the best order: label descending, equal labels in first-stage order; its top 10
+    best = cands.sort_values([QUERY_ID, "label", "rank"], ascending=[True, False, True], kind="stable")
+    best_top = set(map(tuple, best.groupby(QUERY_ID, sort=False).head(TOP)[[QUERY_ID, DOC_ID]].to_numpy()))
+    rel = cands.loc[cands["label"].to_numpy() >= level]
+    rel_keys = list(map(tuple, rel[[QUERY_ID, DOC_ID]].to_numpy()))
+    in_best = np.array([k in best_top for k in rel_keys], dtype=bool)
+    in_runs = []
+    for run in runs:
+        top = set(map(tuple, top_k(run.frame, TOP, score_precision)[[QUERY_ID, DOC_ID]].to_numpy()))
+        in_runs.append(np.array([k in top for k in rel_keys], dtype=bool))
+    ranks = rel["rank"].to_numpy()
+    out = []
+    for lo, hi in buckets(depth):
+        sel = (ranks >= lo) & (ranks <= hi)
+        n = int(sel.sum())
+        reranked = float(np.mean([x[sel].sum() for x in in_runs])) if in_runs else 0.0
+        ceiling = int(in_best[sel].sum())
+        out.append(
+            {
+                "bucket": f"{lo}-{hi}",
+                "from": lo,
+                "to": hi,
+                "relevant": n,
+                "reranked_top_10": reranked,
+                "reranked_share": reranked / n if n else None,
+                "ceiling_top_10": ceiling,
+                "ceiling_share": ceiling / n if n else None,
+            }
+        )
+    return out
+
+
+def unchanged_share(
+    first: Run, run: Run, depth: int, query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION
+) -> tuple[int, int]:
+    """(queries whose reranked top ``depth`` is the first stage's in its order, queries the run holds)."""
+    shapes = rerank_shapes(first, run, score_precision)
+    shapes = shapes.loc[shapes.index.isin({str(q) for q in query_ids})]
+    fc = shapes["first_change"].to_numpy()
+    return int(((fc == 0) | (fc > depth)).sum()), len(shapes)
+
+
+def window_spans(length: int, window: int, stride: int) -> list[tuple[int, int]]:
+    """0-based [start, end) of each sliding window over the top ``length``, in the order rank_llm processes
+    them: from the bottom up, each ``stride`` ranks higher, the last one at rank 1."""
+    spans = []
+    end = length
+    while end > 0:
+        start = max(0, end - window)
+        spans.append((start, end))
+        if start == 0:
+            break
+        end -= stride
+    return spans
+
+
+def windows_in_order(
+    first: Run,
+    run: Run,
+    depth: int,
+    window: int,
+    stride: int,
+    query_ids: Sequence[str],
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+) -> tuple[int, int]:
+    """(windows whose ranks in the final list hold their documents in the first stage's order, windows)."""
+    a = aligned(first, run, score_precision)
+    a = a.loc[a[QUERY_ID].astype(str).isin({str(q) for q in query_ids})]
+    same = total = 0
+    for _, g in a.groupby(QUERY_ID, sort=False):
+        groups = g["group"].to_numpy(dtype=np.float64)[: min(depth, len(g))]
+        for start, end in window_spans(len(groups), window, stride):
+            part = groups[start:end]
+            total += 1
+            same += bool(not np.isnan(part).any() and np.all(np.diff(part) >= 0))
+    return same, total
+
+
+def listwise_behaviour(
+    qrels: Qrels,
+    first: Run,
+    runs: Sequence[Run],
+    depth: int,
+    query_ids: Sequence[str],
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+    level: int = 1,
+    window: int | None = None,
+    stride: int | None = None,
+) -> dict:
+    """The promotion profile, the unchanged queries and (with ``window`` and ``stride``) the windows in input
+    order of a reranked system (its repeats pooled: counts summed over them)."""
+    unchanged = [unchanged_share(first, run, depth, query_ids, score_precision) for run in runs]
+    same, held = sum(u for u, _ in unchanged), sum(n for _, n in unchanged)
+    out: dict = {
+        "relevance_level": level,
+        "promotion_profile": promotion_profile(qrels, first, runs, depth, query_ids, level, score_precision),
+        "unchanged_queries": same / held if held else 0.0,
+        "unchanged_query_count": same,
+        "queries_compared": held,
+    }
+    if window:
+        w = [windows_in_order(first, run, depth, window, stride or window, query_ids, score_precision) for run in runs]
+        in_order, total = sum(x for x, _ in w), sum(n for _, n in w)
+        out["windows"] = {
+            "window": window,
+            "stride": stride or window,
+            "windows": total,
+            "in_input_order": in_order,
+            "share": in_order / total if total else 0.0,
+        }
+    return out
+
+
+def profile_frame(profile: Sequence[dict]) -> pd.DataFrame:
+    return pd.DataFrame(list(profile))

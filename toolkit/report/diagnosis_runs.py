@@ -1,0 +1,207 @@
+"""Sections of the diagnosis report about each reranked run itself: its rerank depth and where it came from,
+its repeats and their spread, and how it treats its candidates (the promotion profile, unchanged queries,
+windows in input order). Read from ``Pipeline.detection``, ``Pipeline.repeats`` and ``Pipeline.behaviour``.
+"""
+
+from __future__ import annotations
+
+from toolkit.diagnosis.depths import DEPTH_RULE
+from toolkit.diagnosis.diagnose import Diagnosis
+from toolkit.report.eval_tables import Table
+from toolkit.report.html import esc, pyplot
+from toolkit.report.sections import Part
+
+
+def _muted(text_html: str) -> Part:
+    return Part.html_only(f'<p class="muted">{text_html}</p>')
+
+
+# ------------------------------------------------------------------ depths
+def depth_lines(diag: Diagnosis) -> list[str]:
+    """One sentence per reranked run: its depth and where it came from."""
+    out = []
+    for p in diag.pipelines:
+        reps = f", {p.repeats['n']} repeats" if p.repeats else ""
+        out.append(f"{p.name} reranks {p.first_stage}'s {p.depth_source}{reps}.")
+    return out
+
+
+def depth_parts(diag: Diagnosis) -> list[Part]:
+    """The headline's statement of every run's rerank depth and its source."""
+    lines = depth_lines(diag)
+    detected = any(p.depth_from == "detected" for p in diag.pipelines)
+    rule = f" Detected depths follow one rule: {DEPTH_RULE}." if detected else ""
+    return [
+        Part(
+            '<ul id="depths">'
+            + "".join(f"<li>{esc(t)}</li>" for t in lines)
+            + "</ul>"
+            + (f'<p class="muted">{esc(rule.strip())}</p>' if rule else ""),
+            (*(f"- {t}" for t in lines), "", *([rule.strip(), ""] if rule else [])),
+        )
+    ]
+
+
+# ------------------------------------------------------------------ repeats
+def has_repeats(diag: Diagnosis) -> bool:
+    return any(p.repeats for p in diag.pipelines)
+
+
+def repeats_table(diag: Diagnosis) -> Table:
+    rows = []
+    for p in diag.pipelines:
+        if not p.repeats:
+            continue
+        r = p.repeats
+        rows.append(
+            [
+                p.name,
+                r["n"],
+                r["mean"],
+                r["min"],
+                r["max"],
+                r["max"] - r["min"],
+                r["sd"],
+                r["per_query_sd"],
+                ", ".join(f"{m:.4f}" for m in r["means"]),
+            ]
+        )
+    label = diag.measure_label
+    return Table(
+        [
+            "system",
+            "repeats",
+            f"mean {label}",
+            "min",
+            "max",
+            "spread (max − min)",
+            "sd of run means",
+            "mean per-query sd",
+            "each repeat",
+        ],
+        rows,
+        numeric=set(range(1, 8)),
+        table_id="repeats",
+    )
+
+
+def repeat_readings(diag: Diagnosis) -> list[str]:
+    """The sentences of every comparison with a repeated system (within the repeat spread or not)."""
+    return [f"{c['family']}: {c['reading']}" for c in diag.comparisons if c.get("reading")]
+
+
+def repeats_parts(diag: Diagnosis) -> list[Part]:
+    readings = repeat_readings(diag)
+    return [
+        Part.table(repeats_table(diag)),
+        _muted(
+            "Runs given under one name are repeats of one system. Its per-query values are the means over its "
+            "repeats, and so are its decomposition, labels and comparisons; sd: sample standard deviation (n − 1); "
+            "mean per-query sd: each query's sd over the repeats, averaged over queries."
+        ),
+        Part(
+            '<ul id="repeat-readings">' + "".join(f"<li>{esc(t)}</li>" for t in readings) + "</ul>",
+            (*(f"- {t}" for t in readings), ""),
+        ),
+    ]
+
+
+# ------------------------------------------------------------------ listwise behaviour
+def promotion_table(diag: Diagnosis) -> Table:
+    buckets: list[str] = []
+    for p in diag.pipelines:
+        for b in (p.behaviour or {}).get("promotion_profile", []):
+            if b["bucket"] not in buckets:
+                buckets.append(b["bucket"])
+    headers = ["first-stage ranks"]
+    cols = []
+    for p in diag.pipelines:
+        prof = {b["bucket"]: b for b in (p.behaviour or {}).get("promotion_profile", [])}
+        headers += [f"relevant ({p.name})", f"{p.name}: share in top 10", f"ceiling (top {p.depth}): share in top 10"]
+        cols.append(prof)
+    rows = []
+    for bucket in buckets:
+        row: list[object] = [bucket]
+        for prof in cols:
+            b = prof.get(bucket)
+            row += [b["relevant"], b["reranked_share"], b["ceiling_share"]] if b else [None, None, None]
+        rows.append(row)
+    return Table(headers, rows, numeric=set(range(1, len(headers))), table_id="promotion-profile")
+
+
+def behaviour_table(diag: Diagnosis) -> Table:
+    rows = []
+    for p in diag.pipelines:
+        b = p.behaviour or {}
+        w = b.get("windows")
+        rows.append(
+            [
+                p.name,
+                p.depth,
+                b.get("unchanged_queries"),
+                f"{b.get('unchanged_query_count', 0)} of {b.get('queries_compared', 0)}",
+                w["share"] if w else None,
+                f"{w['in_input_order']} of {w['windows']} (W {w['window']}, S {w['stride']})" if w else "–",
+            ]
+        )
+    return Table(
+        [
+            "reranked run",
+            "depth",
+            "unchanged queries",
+            "queries",
+            "windows in input order",
+            "windows",
+        ],
+        rows,
+        numeric={1, 2, 4},
+        table_id="listwise-behaviour",
+    )
+
+
+def behaviour_parts(diag: Diagnosis) -> list[Part]:
+    level = next((p.behaviour["relevance_level"] for p in diag.pipelines if p.behaviour), 1)
+    return [
+        Part.table(promotion_table(diag)),
+        _muted(
+            f"Promotion profile: of the relevant candidates (label ≥ {level}) from each bucket of first-stage "
+            "ranks, the share the reranked run puts in its top 10, beside the share the best order of the same "
+            "candidates (the ceiling) puts there. Pooled over queries; with repeats, the mean over repeats."
+        ),
+        Part.plot("promotion_profile", "promotion profile"),
+        Part.table(behaviour_table(diag)),
+        _muted(
+            "Unchanged queries: the reranked top N is the first stage's top N in the first stage's order (a "
+            "failed or repaired listwise call returns its input). Windows in input order (with --window and "
+            "--stride): the ranks of each sliding window, from the bottom up as rank_llm slides it, hold their "
+            "documents in the first stage's order in the final list: exact while the windows before it kept "
+            "their input, an approximation after one that changed it."
+        ),
+    ]
+
+
+def plot_promotion_profile(diag: Diagnosis):
+    """Per first-stage rank bucket: the share of its relevant candidates each reranked run puts in its top
+    10 (solid) and the ceiling does (dashed)."""
+    from toolkit.report.diagnosis import SYSTEM_COLOURS
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    for i, p in enumerate(diag.pipelines):
+        prof = [b for b in (p.behaviour or {}).get("promotion_profile", []) if b["relevant"]]
+        if not prof:
+            continue
+        colour = SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)]
+        x = [b["from"] for b in prof]
+        ax.plot(x, [b["reranked_share"] for b in prof], "o-", color=colour, label=f"{p.name}")
+        ax.plot(x, [b["ceiling_share"] for b in prof], "s--", color=colour, alpha=0.6, label=f"ceiling (top {p.depth})")
+    ticks = sorted({b["from"] for p in diag.pipelines for b in (p.behaviour or {}).get("promotion_profile", [])})
+    labels = {b["from"]: b["bucket"] for p in diag.pipelines for b in (p.behaviour or {}).get("promotion_profile", [])}
+    ax.set_xticks(ticks, [labels[t] for t in ticks], fontsize=8)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("first-stage ranks of the relevant candidates")
+    ax.set_ylabel("share put in the top 10")
+    ax.set_title("Which first-stage ranks the reranker promotes")
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    return fig
