@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options
+from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options, writable_folder
 
 
 # ---------------------------------------------------------------- reproduce
@@ -17,6 +17,7 @@ from toolkit.cli.options import DATA_DIR, evaluation_options, significance_optio
     "--out",
     type=click.Path(file_okay=False),
     default=None,
+    callback=writable_folder,
     help="Folder for NAME.md, NAME.html, NAME.json and the runs commands write [default: reports/reproduce/NAME].",
 )
 @DATA_DIR
@@ -161,6 +162,7 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
     "--out",
     type=click.Path(file_okay=False),
     default=None,
+    callback=writable_folder,
     help="Also write compare.json and compare.html (with per-query difference plots) to this folder.",
 )
 @evaluation_options
