@@ -19,7 +19,6 @@ from samples import CANDIDATES
 from toolkit.api.inputs import as_qrels, as_run
 from toolkit.corpus import iter_jsonl_docs
 from toolkit.errors import InputFormatError
-from toolkit.records import id_problem
 from toolkit.texts import read_candidates
 from toolkit.trec_io import read_topics
 
@@ -113,6 +112,8 @@ def test_in_memory_inputs_refuse_bad_ids_naming_the_row_and_the_id(make, message
 
 
 def test_ids_of_any_script_and_punctuation_are_kept(tmp_path):
+    from toolkit.records import id_problem
+
     ids = ["D1", "msmarco_passage_00_123", "clueweb12-0000tw-00-00000", "文档-7", "éa", "a/b#c", "q.1:2"]
     assert [id_problem(i) for i in ids] == [None] * len(ids)
     run = as_run(pd.DataFrame({"qid": ids, "docno": ids, "score": range(len(ids))}))
