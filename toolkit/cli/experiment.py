@@ -71,11 +71,11 @@ def run_command(
 
     if shard_size is not None:
         raise click.UsageError("--shard-size does not apply to experiment run: each grid point is one Ray task")
-    _check_size(experiment_file, out, cache_dir, data_dir, yes)
     # the shared check: Ray installed, address answering, --workers only with --ray; before any input is read
     sharding = sharding_from_options(
         ray_address, workers, gpus_per_worker, cpus_per_worker, None, max_retries, out, False
     )
+    _check_size(experiment_file, out, cache_dir, data_dir, yes)  # the grid's size, free space: before any work
     try:
         grid = None
         if sharding is not None:
