@@ -1,7 +1,9 @@
 """The sockets processes listen on, read from /proc (Linux): which addresses a server can be reached at.
 
 ``listening(pids)`` maps each process's open socket inodes (``/proc/PID/fd``) to the TCP sockets in
-state LISTEN and the bound UDP sockets of its network namespace (``/proc/PID/net/{tcp,tcp6,udp,udp6}``).
+state LISTEN and the bound, unconnected UDP sockets of its network namespace
+(``/proc/PID/net/{tcp,tcp6,udp,udp6}``). A connected UDP socket receives from its peer only: Ray
+connects one to a public address, sending nothing, to learn the machine's route; it is not a server.
 ``exposed`` keeps those not on loopback: an IPv4-mapped ``::ffff:127.0.0.1`` is loopback, ``::`` and
 ``0.0.0.0`` (every interface) are not.
 """
@@ -64,8 +66,10 @@ def listening(pids) -> list[Listener]:
                 continue
             for line in lines:
                 f = line.split()
-                local, state, inode = f[1], f[3], f[9]
+                local, remote, state, inode = f[1], f[2], f[3], f[9]
                 if inode not in inodes or (proto.startswith("tcp") and state != TCP_LISTEN):
+                    continue
+                if proto.startswith("udp") and _address(remote)[1] != 0:  # connected: not a server
                     continue
                 ip, port = _address(local)
                 out.append(Listener(pid, name, proto, ip, port))
