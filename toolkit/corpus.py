@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.errors import ConfigError, InputFormatError
+from toolkit.records import check_id
 from toolkit.trec_io import iter_json_lines
 
 _ID_KEYS = ("id", "_id", "docid", "doc_id")
@@ -79,7 +80,7 @@ def _doc_from_json(obj: dict, path: Path, number: int) -> tuple[str, str]:
         raise InputFormatError(
             str(path), number, f"document needs 'contents', 'title'/'text' or one of {', '.join(_OTHER_TEXT_KEYS)}"
         )
-    return str(doc_id), text
+    return check_id(str(doc_id), "document", str(path), number), text
 
 
 def iter_jsonl_docs(paths: list[Path]) -> Iterator[tuple[str, str]]:

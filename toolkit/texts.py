@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.records import DOC_ID, QUERY_ID, Run, Topic, Topics, run_from_rows
+from toolkit.records import DOC_ID, QUERY_ID, Run, Topic, Topics, check_id, run_from_rows
 from toolkit.trec_io import read_bytes, sha256_bytes, sha256_file
 
 
@@ -52,7 +52,8 @@ def read_candidates(path: str | os.PathLike) -> Candidates:
     """Parse a candidates JSON (``[{"query": str, "hits": [{"qid", "docid", "rank", "score", "content"}]}]``).
 
     The run keeps the file's scores (so trec_eval's order of the first stage
-    is reproduced); a passage id seen with two different texts is an error.
+    is reproduced); a passage id seen with two different texts is an error, and so is an id holding
+    whitespace or a control character (``toolkit.records.check_id``).
     """
     path = str(path)
     raw = read_bytes(path)
@@ -80,6 +81,8 @@ def read_candidates(path: str | os.PathLike) -> Candidates:
                 raise InputFormatError(
                     path, None, f"entry {i}, hit {j}: needs qid, docid, numeric score ({exc})"
                 ) from None
+            check_id(hq, "query", path, where=f"entry {i}, hit {j}")
+            check_id(doc, "document", path, where=f"entry {i}, hit {j}")
             qid = qid or hq
             if hq != qid:
                 raise InputFormatError(path, None, f"entry {i}: hits of two queries ({qid!r}, {hq!r}) in one entry")

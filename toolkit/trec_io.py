@@ -32,7 +32,7 @@ import pyarrow.csv as pacsv
 
 from toolkit.columns import arrow_of, row_hashes, take
 from toolkit.errors import InputFormatError
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics, check_id
 
 DedupePolicy = Literal["error", "first"]
 
@@ -629,6 +629,7 @@ def read_topics(path: str | os.PathLike) -> Topics:
         raise InputFormatError(path, None, "no topics found")
     seen: set[str] = set()
     for t in topics:
+        check_id(t.query_id, "query", path)  # TREC and <DOC> blocks; TSV and JSONL were checked with their line
         if t.query_id in seen:
             raise InputFormatError(path, None, f"query id {t.query_id!r} appears twice")
         seen.add(t.query_id)
@@ -643,7 +644,7 @@ def _topics_tsv(text: str, path: str) -> list[Topic]:
         if "\t" not in line:
             raise InputFormatError(path, number, "expected 'query_id<TAB>text'")
         qid, query = line.split("\t", 1)
-        out.append(Topic(qid.strip(), query.strip()))
+        out.append(Topic(check_id(qid.strip(), "query", path, number), query.strip()))
     return out
 
 
@@ -668,7 +669,7 @@ def _topics_jsonl(text: str, path: str) -> list[Topic]:
         query = next((obj[k] for k in ("text", "query", "title", "contents") if k in obj), None)
         if qid is None or query is None:
             raise InputFormatError(path, number, "JSON topic needs an id (qid/_id/id) and a text (text/query/title)")
-        out.append(Topic(str(qid), str(query)))
+        out.append(Topic(check_id(str(qid), "query", path, number), str(query)))
     return out
 
 
@@ -703,6 +704,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if exc.filename is None:  # a write or flush that failed (disk full): name the file it was for
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
+        raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ray_cluster import RayCluster, free_port
+from ray_cluster import free_port, running_cluster
 
 from toolkit.experiments.cache import StageCache
 from toolkit.experiments.results import run_experiment
@@ -36,17 +36,9 @@ POINTS = 6  # BM25 points; RM3 adds one per distinct fold choice
 
 @pytest.fixture(scope="module")
 def cluster():
-    old = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # as tests/jobs/test_ray.py: no token auth, no ~/.ray/auth_token
-    c = RayCluster().start()
-    try:
+    """As tests/jobs/test_ray.py: the cluster's token in the environment of the drivers."""
+    with running_cluster() as c:
         yield c
-    finally:
-        c.stop()
-        if old is None:
-            os.environ.pop("RAY_AUTH_MODE")
-        else:
-            os.environ["RAY_AUTH_MODE"] = old
     assert c.leftovers() == [], "Ray processes were left behind"
 
 

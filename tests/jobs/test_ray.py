@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ray_cluster import RayCluster
+from ray_cluster import running_cluster
 from samples import CANDIDATES
 
 from toolkit.ranking import order_run
@@ -37,26 +37,12 @@ TWOSTAGE = str(Path(sys.executable).with_name("twostage"))
 DL19_QUERIES = "1037798,104861,1063750"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _no_ray_tokens():
-    """Every Ray of these tests (the cluster, the drivers, --ray's private one) runs without token auth, the
-    same way, and writes no ~/.ray/auth_token (a new local ray.init() would, by Ray's default)."""
-    old = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    yield
-    if old is None:
-        os.environ.pop("RAY_AUTH_MODE")
-    else:
-        os.environ["RAY_AUTH_MODE"] = old
-
-
 @pytest.fixture(scope="module")
-def cluster(_no_ray_tokens):
-    c = RayCluster().start()
-    try:
+def cluster():
+    """The two-node cluster, its token in the environment of every driver of these tests (loopback only, token
+    auth on: tests/jobs/test_ray_security.py); --ray's private Ray uses a token of its own."""
+    with running_cluster() as c:
         yield c
-    finally:
-        c.stop()
     assert c.leftovers() == [], "Ray processes were left behind"
 
 

@@ -308,7 +308,7 @@ def test_commands_run_then_evaluate(tmp_path):
             Path(argv[-1]).write_text(RUN)
         return CommandResult(0, "")
 
-    rep = runner(write_spec(tmp_path, text), tmp_path, run_command=fake, commands={"eval"}).run()
+    rep = runner(write_spec(tmp_path, text), tmp_path, run_command=fake, commands={"eval"}, allow_commands=True).run()
     assert [c.status for c in rep.cells] == ["match", "match"]
     assert calls[0][:2] == [sys.executable, "-c"] and calls[0][-3:] == [
         "eval",

@@ -1,6 +1,14 @@
 """A real two-node Ray cluster on this machine for the tests: ``ray start --head`` and a second
 ``ray start --address``, each with one CPU, every port chosen free, in a private temp dir.
 
+Reachable from this machine only (tests/jobs/test_ray_security.py lists its sockets): every node's
+address is 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, Ray's "this machine only" switch,
+for every process of the cluster) and Ray binds its servers to the node address; there is no
+dashboard and no Ray Client server; token authentication is on, with a token of the cluster's
+own (0600, in the 0700 temp dir; Ray's session files go one folder down, in ``ray/``, which Ray
+makes 0777). ``client_env`` is what a driver needs to connect (twostage's ``--ray 127.0.0.1:PORT``
+turns the switch on by itself). ``ray start`` is run through ``_RAY_START`` (see there).
+
 Both ``ray start --block`` processes are our children in their own sessions; stopping sends
 SIGTERM to each (``--block`` then shuts down what it started), then SIGKILLs their process
 groups, then any process still naming our temp dir (those are ours alone). ``ray stop`` is
@@ -11,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -18,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 NODE_PORT_FLAGS = (
@@ -30,6 +40,20 @@ NODE_PORT_FLAGS = (
 )
 
 
+#: ``ray start`` with two of its decisions changed (in its own process only): no Ray Client server (Ray starts
+#: one, on port 10001, whenever ``ray[client]`` is importable, and ``--ray-client-server-port`` has no "none":
+#: port 0 is refused); and a second node allowed with the switch on (``ray start --address`` refuses to add a
+#: node then, "not supported on Windows and OSX"), its node address 127.0.0.1 as for the head.
+_RAY_START = (
+    "import sys, ray._private.ray_constants as c, ray._private.services as v, ray.scripts.scripts as s\n"
+    "s.get_ray_client_dependency_error = lambda: 'no Ray Client server for the test cluster'\n"
+    "c.ENABLE_RAY_CLUSTER = True\n"
+    "v.get_node_ip_address = lambda address=None: v.get_localhost_ip()\n"
+    "sys.argv[0] = 'ray'\n"
+    "s.main()\n"
+)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -38,28 +62,36 @@ def free_port() -> int:
 
 class RayCluster:
     def __init__(self, cpus_per_node: int = 1):
-        self.ray = str(Path(sys.executable).with_name("ray"))
         self.tmp = Path(tempfile.mkdtemp(prefix="tsray", dir="/tmp"))  # short: Ray's socket paths are limited
         self.base = 20000 + (os.getpid() % 200) * 100  # worker port ranges of our own: base .. base + 99
         self.port = self.free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.cpus = cpus_per_node
         self.procs: list[subprocess.Popen] = []
-        # RAY_AUTH_MODE explicit: otherwise a token that any earlier local ray.init() left in ~/.ray/auth_token
-        # switches `ray start` to token auth while clients connect without one
+        self.token = self.tmp / "auth_token"  # mkdtemp made the folder 0700
+        fd = os.open(self.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
         self.env = {
             **os.environ,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false",
             "RAY_USAGE_STATS_ENABLED": "0",
-            "RAY_AUTH_MODE": "disabled",
+            **self.client_env(),
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
         }
+
+    def client_env(self) -> dict[str, str]:
+        """The environment a driver (or a node) needs to join this cluster: its token."""
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token)}
 
     def _start(self, args: list[str], name: str, worker_ports: tuple[int, int]) -> None:
         ports = [x for flag in NODE_PORT_FLAGS for x in (flag, str(self.free_port()))]
         cmd = [
-            self.ray,
+            sys.executable,
+            "-c",
+            _RAY_START,
             "start",
             *args,
             "--num-cpus",
@@ -95,9 +127,7 @@ class RayCluster:
                 "--include-dashboard",
                 "false",
                 "--temp-dir",
-                str(self.tmp),
-                "--ray-client-server-port",
-                str(self.free_port()),
+                str(self.tmp / "ray"),
             ],
             "head",
             (base, base + 49),
@@ -170,3 +200,21 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def running_cluster(cpus_per_node: int = 1) -> Iterator[RayCluster]:
+    """A started ``RayCluster`` with its ``client_env`` in ``os.environ`` (for the drivers the tests start), both
+    undone on exit, also on failure."""
+    c = RayCluster(cpus_per_node).start()
+    saved = {k: os.environ.get(k) for k in c.client_env()}
+    os.environ.update(c.client_env())
+    try:
+        yield c
+    finally:
+        c.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

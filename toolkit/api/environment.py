@@ -74,7 +74,12 @@ def _ray_lines() -> list[str]:
     version = ray_version()
     if version is None:
         return [f"ray          not installed (the [ray] extra, for --ray: {install_hint('ray')})"]
-    address, source = current_cluster()
+    from toolkit.errors import ConfigError
+
+    try:
+        address, source = current_cluster()
+    except ConfigError as exc:  # an address file --ray auto refuses: say so, the rest of the report still comes
+        return [f"ray          {version}", f"ray cluster  {exc}"]
     if address is None:
         cluster = f"--ray auto: {source}; --ray alone starts a private local Ray"
     else:

@@ -7,7 +7,8 @@ pytrec_eval / ranx style ``{qid: {docid: value}}`` dict, an iterable of ir_measu
 ``Qrel`` tuples, and the toolkit's own ``Run`` / ``Qrels``.
 
 In-memory inputs are validated as files are: a missing column, a NaN or non-numeric score, a
-non-integer label or a repeated (query, document) pair raises ``InputFormatError`` naming the row
+non-integer label, an empty id or one holding whitespace or a control character, or a repeated
+(query, document) pair raises ``InputFormatError`` naming the row
 (0-based position in the frame, or in the iterable); nothing is dropped unless ``dedupe="first"``
 asks for it, and then the count is in the provenance. Integer query or document ids (a frame read
 with ``pd.read_csv``) are converted to their decimal text, and a log message says so; ids of any
@@ -28,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
+from toolkit.records import BAD_ID_RE2, DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, id_error, id_problem
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,20 @@ def _ids(values: pd.Series, what: str, where: str) -> Any:
         text = _chunked(pa.array([], pa.large_string()))
     if text.null_count:
         raise _not_text(values, int(np.flatnonzero(text.is_null().to_numpy(zero_copy_only=False))[0]), what, where)
-    return text
+    return _valid_ids(text, what, where)
+
+
+def _valid_ids(text: Any, what: str, where: str) -> Any:
+    """``text`` if no id is empty or holds whitespace or a control character (``toolkit.records.check_id``, as
+    for files), checked in C; else the error naming the first such row and its id."""
+    import pyarrow.compute as pc
+
+    bad = pc.or_(pc.equal(pc.utf8_length(text), 0), pc.match_substring_regex(text, BAD_ID_RE2))
+    if not pc.any(bad).as_py():
+        return text
+    row = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False))[0])
+    value = text[row].as_py()
+    raise InputFormatError(where, None, id_error(value, what, id_problem(value) or "", f"row {row}"))
 
 
 def _mixed_ids(values: pd.Series, what: str, where: str) -> Any:
@@ -119,7 +133,9 @@ def _mixed_ids(values: pd.Series, what: str, where: str) -> Any:
     if len(bad):
         raise _not_text(values, int(bad[0]), what, where)
     log.info("%s: integer %s ids converted to text (str)", where, what)
-    return _chunked(pa.array(values.astype("str").to_numpy(dtype=object), type=pa.large_string()))
+    return _valid_ids(
+        _chunked(pa.array(values.astype("str").to_numpy(dtype=object), type=pa.large_string())), what, where
+    )
 
 
 def _text_column(text: Any) -> pd.Series:

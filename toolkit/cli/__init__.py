@@ -26,6 +26,13 @@ class _Group(click.Group):
         except BrokenPipeError:  # e.g. `twostage eval ... | head`
             sys.stderr.close()
             sys.exit(0)
+        except OSError as exc:  # disk full, read-only, permission: one line naming the file and the fix
+            from toolkit.preflight import os_error_message
+
+            message = os_error_message(exc)
+            if message is None:
+                raise
+            raise click.ClickException(message) from exc
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

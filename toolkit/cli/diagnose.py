@@ -9,7 +9,14 @@ from pathlib import Path
 import click
 
 from toolkit.cli.eval import echo_qrels_notes
-from toolkit.cli.options import api_options, evaluation_options, pop_settings, settings_from, significance_options
+from toolkit.cli.options import (
+    api_options,
+    evaluation_options,
+    pop_settings,
+    settings_from,
+    significance_options,
+    writable_folder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +113,7 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     "--out",
     required=True,
     type=click.Path(file_okay=False),
+    callback=writable_folder,
     help="Report folder: index.html, report.md, per_query.csv, pairs.csv, summary.json.",
 )
 @click.option(

@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 
 from toolkit.catalog import relevance_map, resolve_qrels
-from toolkit.cli.options import api_options, evaluation_options, pop_settings, settings_from, trec_eval_option
+from toolkit.cli.options import (
+    api_options,
+    evaluation_options,
+    pop_settings,
+    settings_from,
+    trec_eval_option,
+    writable_file,
+)
 from toolkit.evaluation.evaluate import EvalResult
 from toolkit.evaluation.trec_format import format_value, provenance_lines, render_csv, render_json, render_text
 from toolkit.measures.names import parse_measure_groups
@@ -84,6 +91,7 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
     "--out",
     type=click.Path(dir_okay=False),
     default=None,
+    callback=writable_file,
     help="Write the result to this file (atomically) and its provenance to OUT.provenance.json.",
 )
 @click.argument("qrels")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
+from toolkit.cli.options import writable_folder
 from toolkit.cli.ray_options import ray_options, sharding_from_options, shutdown_ray
+
+#: Configurations an experiment may have without --yes.
+GRID_LIMIT = 1000
+#: Bytes per line of a run file, for the estimate (``Q0``, rank, score, tag: a DL19 BM25 line is 40-50 bytes).
+RUN_LINE_BYTES = 48
 
 
 @click.group("experiment")
@@ -15,7 +21,11 @@ def experiment_group():
 @experiment_group.command("run")
 @click.argument("experiment_file", type=click.Path(dir_okay=False))
 @click.option(
-    "--out", required=True, type=click.Path(file_okay=False), help="Folder for results.csv, index.html, runs."
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    callback=writable_folder,
+    help="Folder for results.csv, index.html, runs.",
 )
 @click.option("--force", multiple=True, metavar="STAGE", help="Recompute STAGE's runs even when cached (repeatable).")
 @click.option(
@@ -24,6 +34,12 @@ def experiment_group():
 @click.option(
     "--data-dir", default=None, help="Folder of the named collections (default $TWOSTAGE_DATA or ../shared/data)."
 )
+@click.option(
+    "--yes",
+    is_flag=True,
+    help=f"Run a grid of more than {GRID_LIMIT:,} configurations (without it such a grid is refused, with its size "
+    "and the disk it needs).",
+)
 @ray_options
 def run_command(
     experiment_file,
@@ -31,6 +47,7 @@ def run_command(
     force,
     cache_dir,
     data_dir,
+    yes,
     ray_address,
     workers,
     gpus_per_worker,
@@ -58,6 +75,7 @@ def run_command(
     sharding = sharding_from_options(
         ray_address, workers, gpus_per_worker, cpus_per_worker, None, max_retries, out, False
     )
+    _check_size(experiment_file, out, cache_dir, data_dir, yes)  # the grid's size, free space: before any work
     try:
         grid = None
         if sharding is not None:
@@ -78,6 +96,34 @@ def run_command(
             grid.close()
         shutdown_ray(sharding)
     click.echo(table_text(result.table))
+
+
+def _check_size(experiment_file, out, cache_dir, data_dir, yes: bool) -> None:
+    """Before anything runs: a grid over GRID_LIMIT configurations needs --yes (its size and the disk it needs are
+    said first), and the runs must fit in the free space of --out and of the stage cache."""
+    from toolkit import catalog
+    from toolkit.experiments.cache import default_folder
+    from toolkit.experiments.spec import grid_size, parse_experiment
+    from toolkit.preflight import check_free_space, human_bytes
+
+    exp = parse_experiment(experiment_file)
+    per_stage = grid_size(exp.stages, exp.order)
+    total = sum(per_stage.values())
+    queries = len(catalog.resolve_topics(exp.topics, data_dir))
+    need = total * queries * exp.hits * RUN_LINE_BYTES
+    size = (
+        f"{exp.name}: {total:,} configurations ({', '.join(f'{k}: {v:,}' for k, v in per_stage.items())}); "
+        f"about {human_bytes(need)} of runs ({total:,} runs of {queries} queries x {exp.hits} hits) in --out and "
+        "as much in the stage cache"
+    )
+    click.echo(f"twostage: experiment {size}", err=True)
+    if total > GRID_LIMIT and not yes:
+        raise click.ClickException(
+            f"{experiment_file}: {total:,} configurations, more than {GRID_LIMIT:,}; pass --yes to run them all, or "
+            "make the grid smaller"
+        )
+    check_free_space(out, need, "the experiment's runs")
+    check_free_space(cache_dir or default_folder(), need, "the stage cache", "--cache-dir")
 
 
 @experiment_group.command("diff")

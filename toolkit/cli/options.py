@@ -225,3 +225,21 @@ PROFILE = click.option(
     is_flag=True,
     help="Print where the time goes to stderr (imports, model load, CUDA context, reading, scoring, writing).",
 )
+
+def writable_file(ctx: click.Context, param: click.Parameter, value):
+    """``--out FILE`` callback: the file's folder can be written (``toolkit.preflight``), checked as the option
+    is parsed, before any input is read; an error is one ``Error:`` line."""
+    from toolkit.preflight import check_writable
+
+    if value is not None and value != "-":
+        check_writable(value, f"--{param.name}".replace("_", "-") if param.name else "--out")
+    return value
+
+
+def writable_folder(ctx: click.Context, param: click.Parameter, value):
+    """``--out FOLDER`` callback: as ``writable_file``, for an output folder."""
+    from toolkit.preflight import check_writable
+
+    if value is not None:
+        check_writable(value, f"--{param.name}".replace("_", "-") if param.name else "--out", folder=True)
+    return value

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options
+from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options, writable_folder
 
 
 # ---------------------------------------------------------------- reproduce
@@ -17,6 +17,7 @@ from toolkit.cli.options import DATA_DIR, evaluation_options, significance_optio
     "--out",
     type=click.Path(file_okay=False),
     default=None,
+    callback=writable_folder,
     help="Folder for NAME.md, NAME.html, NAME.json and the runs commands write [default: reports/reproduce/NAME].",
 )
 @DATA_DIR
@@ -30,14 +31,24 @@ from toolkit.cli.options import DATA_DIR, evaluation_options, significance_optio
 @click.option("--row", "rows", multiple=True, metavar="ROW_ID", help="Only these rows (repeatable).")
 @click.option("--reuse-runs", is_flag=True, help="Do not re-run a row's commands when its run file already exists.")
 @click.option("--strict", is_flag=True, help="Exit 1 also when rows were skipped (missing data, commands, packages).")
-def reproduce(spec, list_specs, out, data_dir, indexes, rows, reuse_runs, strict):
+@click.option(
+    "--allow-commands",
+    is_flag=True,
+    help="Also run the spec's programs that are not twostage's own verbs (sh, python, scripts). Without it such "
+    "a spec is refused before anything runs: read it first, they run with your permissions.",
+)
+def reproduce(spec, list_specs, out, data_dir, indexes, rows, reuse_runs, strict, allow_commands):
     """Reproduce a published table: run what SPEC needs, evaluate, compare with the published figures.
 
     SPEC is a built-in name (see --list) or a YAML file. Prints the table
     (Markdown) with published, measured, delta and status per cell -- match
     (same printed digits), within tolerance, off, or skipped with the reason --
     and, for every off cell, the published and measured provenance side by
-    side. Writes the same as Markdown, HTML and JSON to --out.
+    side. Writes the same as Markdown, HTML and JSON to --out, with every
+    program that ran.
+
+    A spec runs only twostage's own verbs (`twostage bm25 ...`); any other
+    program it lists is refused unless you pass --allow-commands.
 
     Exit status: 1 when a cell is off or a command failed (so it can gate CI);
     skipped rows are reported as INCOMPLETE, never as passing, and fail only
@@ -76,6 +87,7 @@ def reproduce(spec, list_specs, out, data_dir, indexes, rows, reuse_runs, strict
         reuse_runs=reuse_runs,
         rows_only=tuple(rows),
         commands=_commands(),
+        allow_commands=allow_commands,
     )
     rep = runner.run()
     click.echo(render_markdown(rep), nl=False)
@@ -150,6 +162,7 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
     "--out",
     type=click.Path(file_okay=False),
     default=None,
+    callback=writable_folder,
     help="Also write compare.json and compare.html (with per-query difference plots) to this folder.",
 )
 @evaluation_options

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DEVICE, PRECISION, PROFILE
+from toolkit.cli.options import DEVICE, PRECISION, PROFILE, writable_file
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.extras import require, require_command
 from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
@@ -123,7 +123,11 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
 @ray_options
 @click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
 @click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="Reranked TREC run; settings go to OUT.meta.json."
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=writable_file,
+    help="Reranked TREC run; settings go to OUT.meta.json.",
 )
 @PROFILE
 def rerank(

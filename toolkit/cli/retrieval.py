@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION
+from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION, writable_file, writable_folder
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.errors import ConfigError
 from toolkit.extras import require_command
@@ -90,7 +90,11 @@ def doctor(data_dir, no_jvm):
     "a BEIR folder, or a folder for --collection-class.",
 )
 @click.option(
-    "--out", type=click.Path(file_okay=False), default=None, help="Index folder [indexes/NAME or indexes/NAME.dense]."
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    callback=writable_folder,
+    help="Index folder [indexes/NAME or indexes/NAME.dense].",
 )
 @click.option(
     "--collection-class",
@@ -243,7 +247,11 @@ _RUN_OPTIONS = [
         help="Threads: Lucene searches this many queries at once; dense retrieval gives them to the encoder and FAISS.",
     ),
     click.option(
-        "--out", required=True, type=click.Path(dir_okay=False), help="Run file; RUN.meta.json is written beside it."
+        "--out",
+        required=True,
+        type=click.Path(dir_okay=False),
+        callback=writable_file,
+        help="Run file; RUN.meta.json is written beside it.",
     ),
     click.option("--tag", default=None, help="Run tag (6th column) [the model name]."),
     click.option(
@@ -408,7 +416,7 @@ def dense(
     "--depth", type=click.IntRange(min=1), default=1000, show_default=True, help="Documents taken from each run."
 )
 @click.option("--hits", type=int, default=1000, show_default=True)
-@click.option("--out", required=True, type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False), callback=writable_file)
 @click.option("--tag", default=None)
 @click.pass_context
 def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):

@@ -90,6 +90,27 @@ class Located:
         return InputFormatError(self.path, self.line(*keys), reason)
 
 
+#: The most values (mappings, lists, scalars) an experiment file may expand to. A YAML alias (``*name``) repeats
+#: what its anchor names: nine lines of nine aliases each expand to 9**9 values, so a 528-byte file took 44 s and
+#: 5 GB to read; real experiment files hold a few hundred. Counted on the parsed graph before anything is built.
+MAX_YAML_VALUES = 10_000
+
+
+def _expanded_size(node, memo: dict[int, int]) -> int:
+    """How many values ``node`` expands to, aliases repeated: each distinct node is counted once (``memo``),
+    so a file of nested aliases is measured in the time it takes to read it, not to expand it."""
+    import yaml
+
+    key = id(node)
+    if key not in memo:
+        memo[key] = 1  # a (recursive) alias back to a node being counted adds nothing more
+        if isinstance(node, yaml.MappingNode):
+            memo[key] = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            memo[key] = 1 + sum(_expanded_size(v, memo) for v in node.value)
+    return memo[key]
+
+
 def _construct(node, keys: tuple, lines: dict, path: str, loader):
     import yaml
 
@@ -124,6 +145,14 @@ def load_yaml(path: str | Path) -> Located:
         raise InputFormatError(path, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None
     if node is None:
         raise InputFormatError(path, None, "empty experiment file")
+    size = _expanded_size(node, {})
+    if size > MAX_YAML_VALUES:
+        raise InputFormatError(
+            path,
+            None,
+            f"the file expands to {size:,} values, more than the {MAX_YAML_VALUES:,} an experiment file may hold "
+            "(YAML aliases, *name, repeat what their anchor names); write it with fewer or no aliases",
+        )
     lines: dict[tuple, int] = {}
     return Located(_construct(node, (), lines, path, yaml.SafeLoader("")), path, lines)
 
@@ -348,6 +377,22 @@ def outputs(stages: dict[str, Stage], order: tuple[str, ...]) -> dict[str, list[
     return made
 
 
+def grid_size(stages: dict[str, Stage], order: tuple[str, ...]) -> dict[str, int]:
+    """Configurations per stage, as ``outputs`` would make them, counted without making them (a tuned stage
+    adds its tuned configuration)."""
+    import math
+
+    made: dict[str, int] = {}
+    offered: dict[str, int] = {}
+    for name in order:
+        st = stages[name]
+        ins = 1 if not st.inputs or st.type == "fuse" else offered[st.inputs[0]]
+        rows = ins * math.prod(len(v) for v in st.grid.values())
+        made[name] = rows + (1 if st.tune else 0)
+        offered[name] = 1 if st.tune else rows
+    return made
+
+
 def config_names(stages: dict[str, Stage], order: tuple[str, ...]) -> list[str]:
     names = []
     for name, rows in outputs(stages, order).items():
@@ -383,7 +428,9 @@ def parse_experiment(path: str | Path) -> Experiment:
     if not isinstance(ev["measures"], list) or not ev["measures"]:
         raise doc.error(("evaluation", "measures"), "measures must be a non-empty list")
     _check_measures(doc, ev, stages)
-    names = config_names(stages, order)
+    # every configuration's name only when the baseline is not a stage's: a large grid is refused by size
+    # (``grid_size``, checked by the CLI) before its names are made
+    names = config_names(stages, order) if "baseline" in ev and ev["baseline"] not in stages else []
     if "baseline" in ev and ev["baseline"] not in stages and ev["baseline"] not in names:
         raise doc.error(
             ("evaluation", "baseline"),

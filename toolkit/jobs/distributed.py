@@ -15,8 +15,15 @@ holds its results only.
 
 Addresses: ``None``/``"local"`` starts a private local Ray for this command (never joins a
 cluster that happens to run here), ``auto`` joins the cluster of ``RAY_ADDRESS`` or the
-one started on this machine with ``ray start``, ``host:port`` joins that cluster's GCS,
+one started on this machine with ``ray start`` (only when the address file is the user's own,
+in a folder no one else can write: ``trusted_marker``), ``host:port`` joins that cluster's GCS,
 ``ray://host:port`` goes through the Ray Client server.
+
+The private local Ray accepts connections from this machine only (``private_cluster``): every
+server of it listens on loopback (Ray binds its gRPC servers to the node's address, and that
+address is 127.0.0.1 here), there is no dashboard and no Ray Client server, its token
+authentication is on with a token of its own in a 0600 file in a 0700 folder (never
+``~/.ray/auth_token``), and its session files live in that folder. docs/security.md says more.
 """
 
 from __future__ import annotations
@@ -58,15 +65,53 @@ def ray_version() -> str | None:
 
 
 def current_cluster() -> tuple[str | None, str]:
-    """The cluster ``--ray auto`` would join, and where that address came from (nothing imported)."""
+    """The cluster ``--ray auto`` would join, and where that address came from (nothing imported).
+
+    ``RAY_ADDRESS`` is the user's own setting and is taken as is. The address file that ``ray start --head``
+    writes (``$RAY_TMPDIR/ray/ray_current_cluster``) is taken only when ``trusted_marker`` finds it safe:
+    in Ray's default, world-writable ``/tmp/ray``, any user of the machine could have written it and sent
+    ``--ray auto`` (and the pickled results Ray brings back) to a cluster of theirs. An untrusted file
+    raises ``ConfigError`` saying why and what to do instead.
+    """
     if os.environ.get("RAY_ADDRESS"):
         return os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
     marker = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray" / "ray_current_cluster"
-    if marker.is_file():
+    if os.path.lexists(marker):
+        trusted_marker(marker)
         address = marker.read_text().strip()
         if address:
             return address, f"{marker} (the last `ray start --head` on this machine)"
     return None, "none (no RAY_ADDRESS, no `ray start` cluster on this machine)"
+
+
+def trusted_marker(marker: Path) -> None:
+    """Raise ``ConfigError`` unless ``marker`` is a plain file owned by this user, writable by no one else, in a
+    folder owned by this user (or root) that no other user can write."""
+    import stat
+
+    uid = os.getuid()
+    fix = (
+        "give the address explicitly (--ray HOST:PORT or RAY_ADDRESS=HOST:PORT), or start the cluster with "
+        "RAY_TMPDIR set to a folder of your own (mode 0700) and the same RAY_TMPDIR here"
+    )
+    why = None
+    st = os.lstat(marker)
+    folder = os.lstat(marker.parent)
+    if not stat.S_ISREG(st.st_mode):
+        why = "is not a plain file (a link or something else)"
+    elif st.st_uid != uid:
+        why = f"belongs to user id {st.st_uid}, not to you ({uid})"
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = f"is writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
+    elif folder.st_uid not in (uid, 0):
+        why = f"is in {marker.parent}, a folder of user id {folder.st_uid}"
+    elif folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = (
+            f"is in {marker.parent}, which other users can write (mode {stat.S_IMODE(folder.st_mode):04o}): "
+            "anyone could have written it"
+        )
+    if why is not None:
+        raise ConfigError(f"--ray auto: refusing the address file {marker}: it {why}; {fix}")
 
 
 def reachable(address: str, timeout: float = 1.0) -> bool:
@@ -193,16 +238,144 @@ def connect(options: RayOptions):
     try:
         if address == LOCAL:
             need_cpus = max(options.workers * options.cpus_per_worker, 1)
-            ray.init(
-                address=LOCAL, num_cpus=int(max(need_cpus, os.cpu_count() or 1)), include_dashboard=False, **kwargs
-            )
+            with private_cluster(ray) as temp_dir:
+                ray.init(
+                    address=LOCAL,
+                    num_cpus=int(max(need_cpus, os.cpu_count() or 1)),
+                    include_dashboard=False,
+                    _temp_dir=temp_dir,
+                    **kwargs,
+                )
+            _check_loopback(ray)
         else:
-            ray.init(address=address, **kwargs)
+            if address == "auto":  # resolved here, so Ray never reads an address file trusted_marker refused
+                address = current_cluster()[0] or address
+            # a cluster at a loopback address listens there only (it was started with the switch on): the
+            # driver must not swap 127.0.0.1 for the machine's network address, as Ray does by default
+            with this_machine_only(ray) if _loopback(address) else contextlib.nullcontext():
+                ray.init(address=address, **kwargs)
     except ConnectionError as exc:
         raise ConfigError(f"--ray {address}: cannot connect to a Ray cluster there ({exc})") from None
     except (ValueError, RuntimeError) as exc:
         raise ConfigError(f"--ray {address}: {exc}") from None
     return ray
+
+
+#: The environment of the private local Ray, set while it runs and restored by ``shutdown``: token
+#: authentication with its own token (RAY_AUTH_TOKEN_PATH), whatever RAY_AUTH_MODE the user has.
+PRIVATE_ENV = {"RAY_AUTH_MODE": "token"}
+#: Ray's switch for "this machine only" (its default on macOS and Windows): with it off, the node's address is
+#: 127.0.0.1 and a loopback address is not swapped for the machine's network address; Ray binds its servers
+#: to the node's address, so a cluster started so listens on loopback only.
+CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_private_state: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def private_cluster(ray) -> Iterator[str]:
+    """Prepare a private local Ray: a 0700 folder holding its token (0600) and its session files (in ``ray/``,
+    which Ray makes 0777: the folder above keeps others out), the environment above; yields the session folder
+    for ``ray.init(_temp_dir=...)``. Undone by ``shutdown`` (or here, on failure)."""
+    import secrets
+    import tempfile
+
+    # short, under Ray's own temp root: Ray's Unix socket paths inside it must stay under 108 bytes
+    folder = tempfile.mkdtemp(prefix="tsray", dir=os.environ.get("RAY_TMPDIR", "/tmp"))  # mode 0700
+    token = os.path.join(folder, "auth_token")
+    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    env = {**PRIVATE_ENV, "RAY_AUTH_TOKEN_PATH": token}
+    if not _private_state.get("atexit"):  # a library user who never calls shutdown(): the folder still goes
+        import atexit
+
+        atexit.register(shutdown)
+        _private_state["atexit"] = True
+    _private_state.update(folder=folder, saved={k: os.environ.get(k) for k in env})
+    os.environ.update(env)
+    _refresh_ray_settings()
+    try:
+        with this_machine_only(ray):
+            yield os.path.join(folder, "ray")
+    except BaseException:
+        _end_private()
+        raise
+
+
+@contextlib.contextmanager
+def this_machine_only(ray) -> Iterator[None]:
+    """Ray's "this machine only" switch (``CLUSTER_SWITCH``) while a driver starts or joins a cluster: for the
+    processes Ray starts (the environment) and for Ray in this process (its constant, read at import)."""
+    saved = os.environ.get(CLUSTER_SWITCH)
+    constants = None
+    with contextlib.suppress(ImportError):
+        from ray._private import ray_constants as constants
+    enabled = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    os.environ[CLUSTER_SWITCH] = "0"
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False  # services reads it at each call
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CLUSTER_SWITCH, None)
+        else:
+            os.environ[CLUSTER_SWITCH] = saved
+        if constants is not None:
+            constants.ENABLE_RAY_CLUSTER = enabled
+
+
+def _refresh_ray_settings() -> None:
+    """Make an already imported Ray see the authentication settings of the environment (private APIs: guarded)."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")  # RAY_AUTH_MODE, as Ray itself does when it turns token auth on
+        AuthenticationTokenLoader.instance().reset_cache()  # a token of an earlier private Ray is cached
+
+
+def _loopback(address: str) -> bool:
+    """Whether a ``host:port`` / ``ray://host:port`` address names this machine's loopback."""
+    import ipaddress
+
+    host = _split(address)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_loopback(ray) -> None:
+    """Stop and refuse a private Ray whose node address is not loopback (a Ray that ignores the switch above)."""
+    import ipaddress
+
+    node = ray._private.worker.global_worker.node.node_ip_address
+    if not ipaddress.ip_address(node).is_loopback:
+        shutdown()
+        raise TwostageError(
+            f"the private local Ray took the node address {node}, not 127.0.0.1: it would listen on the network; "
+            f"this Ray ({ray_version()}) is not supported for --ray alone; use --ray HOST:PORT with a cluster you "
+            "started on a trusted network"
+        )
+
+
+def _end_private() -> None:
+    """Restore the environment ``private_cluster`` changed and delete its folder (token, session files)."""
+    import shutil
+    import sys
+
+    if "folder" not in _private_state:
+        return
+    for key, value in _private_state.pop("saved").items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    shutil.rmtree(_private_state.pop("folder"), ignore_errors=True)
+    if "ray" in sys.modules:
+        _refresh_ray_settings()
 
 
 def _notices_to_stderr() -> None:
@@ -236,6 +409,7 @@ def shutdown() -> None:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+    _end_private()
 
 
 class _ShardActor:

@@ -77,8 +77,20 @@ def render_markdown(rep: Reproduction) -> str:
         lines += ["## Not measured", ""]
         lines += [f"- {r.label} (`{r.id}`): **{r.status.upper()}**: {r.reason}" for r in not_run]
         lines.append("")
+    lines += _programs_markdown(rep)
     lines += [f"**{rep.verdict()}**", ""]
     return "\n".join(lines)
+
+
+def _programs_markdown(rep: Reproduction) -> list[str]:
+    """Every program the spec ran, as indented code (nothing in it is read as Markdown or HTML)."""
+    from toolkit.reproduction.runner import shown
+
+    if not rep.programs:
+        return ["Programs run: none.", ""]
+    lines = ["## Programs run", ""]
+    lines += [f"    [{p['step']}] exit {p['exit_status']}: {shown(p['argv'])}" for p in rep.programs]
+    return lines + [""]
 
 
 def render_json(rep: Reproduction) -> dict:
@@ -113,6 +125,7 @@ def render_json(rep: Reproduction) -> dict:
             for r in rep.rows
         ],
         "cells": [c.as_dict() for c in rep.cells],
+        "programs_run": rep.programs,
     }
 
 
@@ -145,6 +158,16 @@ def render_html(rep: Reproduction) -> str:
         body.append(
             "<h2>Not measured</h2>"
             + html_table(["system", "status", "reason"], [[r.label, r.status, r.reason] for r in not_run])
+        )
+    if rep.programs:
+        from toolkit.reproduction.runner import shown
+
+        body.append(
+            "<h2>Programs run</h2>"
+            + html_table(
+                ["step", "exit status", "command"],
+                [[p["step"], p["exit_status"], shown(p["argv"])] for p in rep.programs],
+            )
         )
     for r in rep.rows:
         for cid, prov in r.provenance.items():

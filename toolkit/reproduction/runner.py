@@ -41,6 +41,13 @@ inside an installed Python package, found without importing it). A command
 starting with ``twostage`` runs this toolkit's CLI in a subprocess of the
 current Python.
 
+A spec runs only twostage's own verbs (``[twostage, VERB, ...]``, never ``reproduce``: a spec cannot
+start another spec). Any other program (``[sh, -c, ...]``, a script, ``python``) is refused before
+anything runs, naming each such step, unless the user passes ``allow_commands`` (``--allow-commands``):
+a spec shared by someone else would otherwise run their program with the user's permissions. The
+report lists every program that ran (``Reproduction.programs``: where, the command as run, its exit
+status).
+
 A cell's status:
 
 - ``match``: the measured value printed with the published number of
@@ -140,6 +147,7 @@ class Reproduction:
     cells: list[CellResult]
     data: str | None
     notes: list[str] = field(default_factory=list)
+    programs: list[dict] = field(default_factory=list)  # every command that ran: step, program, argv, exit status
 
     def counts(self) -> dict[str, int]:
         return {s: sum(c.status == s for c in self.cells) for s in STATUSES}
@@ -203,6 +211,20 @@ def _package_path(spec: str) -> Path | None:
     return Path(next(iter(found.submodule_search_locations))) / sub
 
 
+def own_verb(argv: tuple[str, ...]) -> bool:
+    """Whether a step is one of twostage's own verbs: ``twostage VERB ...``, ``reproduce`` excepted (a spec
+    that starts a spec could pass it ``--allow-commands``)."""
+    return len(argv) >= 2 and argv[0] == "twostage" and argv[1] != "reproduce"
+
+
+def shown(argv) -> str:
+    """A command as one line a shell would read back (control characters escaped)."""
+    import shlex
+
+    text = shlex.join(str(a) for a in argv)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class _Missing(Exception):
     """An input that is not here: the row is skipped with this reason."""
 
@@ -219,6 +241,8 @@ class Runner:
     rows_only: tuple[str, ...] = ()
     run_command: Callable[[list[str], dict[str, str]], CommandResult] = _subprocess_runner
     commands: set[str] | None = None  # the twostage subcommands installed (injected by the CLI; None: not checked)
+    allow_commands: bool = False  # run programs other than twostage's own verbs (--allow-commands)
+    programs: list[dict] = field(default_factory=list, init=False)  # what ran, in order (Reproduction.programs)
     _setup_state: str | None = field(default=None, init=False, repr=False)  # None: not run; "": ok; else why not
     _setup_failed: bool = field(default=False, init=False, repr=False)
 
@@ -283,6 +307,8 @@ class Runner:
     def run(self) -> Reproduction:
         """Every selected row: its run made or found, evaluated per column; then each cell judged."""
         rows = self._selected_rows()
+        self._refuse_programs(rows)
+        self.programs = []
         row_results: dict[str, RowResult] = {}
         measured: dict[tuple[str, str], tuple[float, dict]] = {}
         qrels_read: dict[Path, Qrels] = {}
@@ -302,7 +328,36 @@ class Runner:
             rows=[row_results[r.id] for r in rows],
             cells=cells,
             data=str(self.data) if self.data else None,
+            programs=list(self.programs),
         )
+
+    def _refuse_programs(self, rows: list[Row]) -> None:
+        """``ConfigError`` naming every step that is not one of twostage's own verbs, unless ``allow_commands``."""
+        if self.allow_commands:
+            return
+        steps = [(f"setup[{i}]", s) for i, s in enumerate(self.spec.setup)]
+        steps += [(f"rows.{r.id}.commands[{i}]", s) for r in rows for i, s in enumerate(r.commands)]
+        foreign = [(where, s) for where, s in steps if not own_verb(s.argv)]
+        if foreign:
+            listed = "; ".join(f"{where}: {shown(s.argv)}" for where, s in foreign)
+            raise ConfigError(
+                f"{self.spec.path}: the spec runs {len(foreign)} program(s) other than twostage's own verbs "
+                f"({listed}); nothing was run. Read the spec: such a program runs with your permissions. "
+                "Pass --allow-commands to run them"
+            )
+
+    def _execute(self, where: str, step: Step, argv: list[str], row: Row | None) -> CommandResult:
+        """Run one step and record it in ``programs``."""
+        res = self.run_command(argv, self.env())
+        self.programs.append(
+            {
+                "step": where,
+                "program": step.argv[0],
+                "argv": [self.expand(a, row) for a in step.argv],
+                "exit_status": res.returncode,
+            }
+        )
+        return res
 
     def _selected_rows(self) -> list[Row]:
         spec = self.spec
@@ -355,7 +410,7 @@ class Runner:
                     continue
                 shown = " ".join(self.expand(a, row) for a in step.argv)
                 log.info("%s: running %s", row.id, shown)
-                res = self.run_command(argv, self.env())
+                res = self._execute(row.id, step, argv, row)
                 if res.returncode != 0:
                     raise RuntimeError(f"`{shown}` exited with status {res.returncode}: {res.output[-800:]}")
         if not run_path.exists():
@@ -446,7 +501,7 @@ class Runner:
                 log.info("setup: %s exists, not re-running `%s`", self.path(step.creates), " ".join(step.argv))
                 continue
             log.info("setup: running %s", " ".join(self.expand(a) for a in step.argv))
-            res = self.run_command(argv, self.env())
+            res = self._execute("setup", step, argv, None)
             if res.returncode != 0:
                 return (
                     f"setup command `{' '.join(argv[3:] if argv[0] == sys.executable else argv)}` exited with "

@@ -26,6 +26,7 @@ from toolkit import trec_io
 from toolkit.corpus import Corpus
 from toolkit.errors import ConfigError, TwostageError
 from toolkit.extras import require
+from toolkit.preflight import build_lock
 
 log = logging.getLogger(__name__)
 
@@ -151,19 +152,22 @@ def build_lucene_index(
         log.debug("twostage: reusing %s (same inputs and settings, key %s)", out, key[:12])
         return IndexInfo(out, "lucene", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
 
-    java = find_java()
-    tmp = out.with_name(f".{out.name}.building{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    cmd = _index_command(java, corpus, tmp / "lucene", threads, positions, docvectors, raw)
-    counters = _run_indexer(cmd, tmp / "indexing.log", progress)
-    documents = counters["indexed"]
-    _warn_not_indexed(counters, out)
-    _lift_lucene_files(tmp)
-    meta = _lucene_meta(corpus, key, inputs, settings, threads, counters, cmd, java)
-    meta["seconds"] = round(time.perf_counter() - started, 3)
-    _finish(tmp, out, meta)
-    return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
+    with build_lock(out, "Lucene index"):  # one build per folder at a time; a second process is refused
+        if not force and (meta := _reusable(out, key)):  # built by the process that held the lock
+            return IndexInfo(out, "lucene", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
+        java = find_java()
+        tmp = out.with_name(f".{out.name}.building{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        cmd = _index_command(java, corpus, tmp / "lucene", threads, positions, docvectors, raw)
+        counters = _run_indexer(cmd, tmp / "indexing.log", progress)
+        documents = counters["indexed"]
+        _warn_not_indexed(counters, out)
+        _lift_lucene_files(tmp)
+        meta = _lucene_meta(corpus, key, inputs, settings, threads, counters, cmd, java)
+        meta["seconds"] = round(time.perf_counter() - started, 3)
+        _finish(tmp, out, meta)
+        return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
 
 
 def _lucene_meta(
@@ -461,29 +465,32 @@ def build_dense_index(
         log.debug("twostage: reusing %s (same inputs and encoder, key %s)", out, key[:12])
         return IndexInfo(out, "dense", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
 
-    total = count_docs(corpus)
-    if limit is not None and total is not None:
-        total = min(total, limit)
-    faiss = _faiss()  # before encoding: a missing faiss fails at once, not after hours of encoding
-    enc_started = time.perf_counter()
-    job: dict | None = None
-    if sharding is not None:
-        ids, vectors, job = _encode_sharded(corpus, settings, inputs, limit, total, sharding, progress)
-    else:
-        ids, vectors = _encode_here(corpus, settings, threads, limit, total, progress)
-    encode_seconds = time.perf_counter() - enc_started
-    if not ids:
-        raise ConfigError(f"corpus {corpus.name} has no documents to encode")
-    dim = int(vectors.shape[1])
-    tmp = out.with_name(f".{out.name}.building{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    _write_faiss(faiss, tmp, ids, vectors, hnsw, hnsw_m, ef_construction)
-    execution = job or {"engine": "in-process"}
-    meta = _dense_meta(corpus, key, inputs, desc, ids, dim, settings, threads, encode_seconds, execution)
-    meta["seconds"] = round(time.perf_counter() - started, 3)
-    _finish(tmp, out, meta)
-    return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(out))
+    with build_lock(out, "dense index"):  # one build per folder at a time; a second process is refused
+        if not force and (meta := _reusable(out, key)):  # built by the process that held the lock
+            return IndexInfo(out, "dense", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
+        total = count_docs(corpus)
+        if limit is not None and total is not None:
+            total = min(total, limit)
+        faiss = _faiss()  # before encoding: a missing faiss fails at once, not after hours of encoding
+        enc_started = time.perf_counter()
+        job: dict | None = None
+        if sharding is not None:
+            ids, vectors, job = _encode_sharded(corpus, settings, inputs, limit, total, sharding, progress)
+        else:
+            ids, vectors = _encode_here(corpus, settings, threads, limit, total, progress)
+        encode_seconds = time.perf_counter() - enc_started
+        if not ids:
+            raise ConfigError(f"corpus {corpus.name} has no documents to encode")
+        dim = int(vectors.shape[1])
+        tmp = out.with_name(f".{out.name}.building{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        _write_faiss(faiss, tmp, ids, vectors, hnsw, hnsw_m, ef_construction)
+        execution = job or {"engine": "in-process"}
+        meta = _dense_meta(corpus, key, inputs, desc, ids, dim, settings, threads, encode_seconds, execution)
+        meta["seconds"] = round(time.perf_counter() - started, 3)
+        _finish(tmp, out, meta)
+        return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(out))
 
 
 def _encode_here(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.errors import ConfigError
+from toolkit.errors import ConfigError, InputFormatError
 from toolkit.records import Run, Topics
 from toolkit.retrieval.search import DEFAULT_HITS, SearchResult, results_frame, validate_hits
 
@@ -183,10 +183,16 @@ class LuceneRetriever:
         if direct is None:
             _ = self.searcher  # opened before the clock starts: seconds measure the search alone
         started = time.perf_counter()
-        if direct is not None:
-            found = dict(zip(qids, direct.search_many(texts, hits, threads)))
-        else:
-            found = self._simple_search(qids, texts, hits, threads)
+        try:
+            if direct is not None:
+                found = dict(zip(qids, direct.search_many(texts, hits, threads)))
+            else:
+                found = self._simple_search(qids, texts, hits, threads)
+        except Exception as exc:  # JavaException: a query over Lucene's clause limit is said in words
+            too_long = self._over_clause_limit(topics)
+            if too_long is None:
+                raise
+            raise too_long from exc
         empty = tuple(q for q in qids if not len(found[q][0]))
         kept = [q for q in qids if len(found[q][0])]
         qs = np.repeat(kept, [len(found[q][0]) for q in kept]).tolist()
@@ -195,6 +201,25 @@ class LuceneRetriever:
         seconds = time.perf_counter() - started
         run = Run(frame=results_frame(qs, ds, ss), path="<memory>", tag=self.tag())
         return SearchResult(run, empty, self.params(), seconds, len(qids))
+
+    def _over_clause_limit(self, topics: Topics) -> InputFormatError | None:
+        """The error for the first query with more distinct analysed terms than Lucene's clause limit (Anserini
+        makes one clause per term: ``IndexSearcher$TooManyClauses``), or None when no query has that many."""
+        from toolkit.jvm import java_class
+
+        limit = int(java_class("org.apache.lucene.search.IndexSearcher").getMaxClauseCount())
+        analyzer = java_class("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
+        analyze = java_class("io.anserini.analysis.AnalyzerUtils").analyze
+        for t in topics.topics:
+            terms = len(set(analyze(analyzer, t.text).toArray()))
+            if terms > limit:
+                return InputFormatError(
+                    topics.path,
+                    None,
+                    f"query {t.query_id!r} has {terms} distinct terms after analysis, more than the {limit} clauses "
+                    "Lucene accepts in one query (TooManyClauses); shorten that query or leave it out of the topics",
+                )
+        return None
 
     def _simple_search(self, qids: list[str], texts: list[str], hits: int, threads: int) -> dict:
         """{qid: (ids, scores)} from ``SimpleSearcher.batch_search`` (the scores its float32 values)."""
