@@ -153,7 +153,7 @@ class EmbeddingCache:
                 self.writable = False
                 log.warning(
                     "twostage: the embedding cache %s cannot be written (%s); going on without storing vectors "
-                    "(--cache-dir chooses another folder, --no-embedding-cache turns it off)",
+                    "(--embedding-cache chooses another folder, --no-embedding-cache turns it off)",
                     self.folder,
                     exc.strerror or exc,
                 )
