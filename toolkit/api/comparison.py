@@ -103,13 +103,20 @@ class Comparison:
 
     # ------------------------------------------------------------- paper tables
     def _cells(
-        self, alpha: float, digits: int, bold: Callable[[str], str], mark: Callable[[str], str]
+        self,
+        alpha: float,
+        digits: int,
+        bold: Callable[[str], str],
+        mark: Callable[[str], str],
+        escape: Callable[[object], str] = str,
     ) -> tuple[list[list[str]], str]:
+        """The table's cells in one format: each name through ``escape`` (``toolkit.escape``), the numbers
+        with ``bold`` and ``mark`` (markup of that format); and the legend (``legend``)."""
         means = self.means
         by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
         rows = []
         for name in self.systems:
-            cells = [name]
+            cells = [escape(name)]
             for m in self.measures:
                 v = float(means.at[name, m])  # type: ignore[arg-type]  # a float cell; pandas types it as any scalar
                 text = f"{v:.{digits}f}"
@@ -125,11 +132,12 @@ class Comparison:
             rows.append(cells)
         return rows, self.legend(alpha)
 
-    def legend(self, alpha: float = 0.05) -> str:
-        """What the marks mean: symbol per baseline, the test, the correction and its family."""
+    def legend(self, alpha: float = 0.05, name: Callable[[object], str] = str) -> str:
+        """What the marks mean: symbol per baseline, the test, the correction and its family (plain text; each
+        baseline's name through ``name``, the escaper of the format it lands in)."""
         t = self.result.doc["tests"]
         test = "paired randomization test" if t["test"] == "randomization" else "paired t-test"
-        marks = "; ".join(f"{SYMBOLS[i % len(SYMBOLS)]} vs {b}" for i, b in enumerate(self.baselines))
+        marks = "; ".join(f"{SYMBOLS[i % len(SYMBOLS)]} vs {name(b)}" for i, b in enumerate(self.baselines))
         return (
             f"{marks}: p < {alpha:g} ({test}, two-sided, {t['correction']} correction of {t['correction_applies_to']}). "
             "Bold: the best value of each measure."
@@ -137,33 +145,31 @@ class Comparison:
 
     def to_markdown(self, alpha: float = 0.05, digits: int = 4) -> str:
         """A systems x measures table in Markdown: significant differences marked (see ``legend``), best in bold."""
-        rows, legend = self._cells(alpha, digits, lambda s: f"**{s}**", lambda s: s)
-        head = ["system", *self.measures]
+        from toolkit.escape import markdown_text
+
+        rows, _ = self._cells(alpha, digits, lambda s: f"**{s}**", lambda s: s, markdown_text)
+        head = ["system", *(markdown_text(m) for m in self.measures)]
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(self.measures)) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(lines) + f"\n\n{legend}\n"
+        return "\n".join(lines) + f"\n\n{self.legend(alpha, markdown_text)}\n"
 
     def to_latex(self, alpha: float = 0.05, digits: int = 4) -> str:
         """A systems x measures ``tabular`` for a paper: significance as superscript marks, best in ``\\textbf``."""
-
-        def esc(s: str) -> str:
-            for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("&", r"\&"), ("%", r"\%"), ("#", r"\#")):
-                s = s.replace(a, b)
-            return s
+        from toolkit.escape import latex_text
 
         def mark(s: str) -> str:
             return "$^{" + "".join(_LATEX_SYMBOLS[c] for c in s) + "}$"
 
-        rows, legend = self._cells(alpha, digits, lambda s: rf"\textbf{{{s}}}", mark)
+        rows, legend = self._cells(alpha, digits, lambda s: rf"\textbf{{{s}}}", mark, latex_text)
         lines = [
             r"\begin{tabular}{l" + "r" * len(self.measures) + "}",
             r"\toprule",
-            " & ".join(["System", *(esc(m) for m in self.measures)]) + r" \\",
+            " & ".join(["System", *(latex_text(m) for m in self.measures)]) + r" \\",
             r"\midrule",
         ]
-        lines += [" & ".join([esc(r[0]), *r[1:]]) + r" \\" for r in rows]
+        lines += [" & ".join(r) + r" \\" for r in rows]
         lines += [r"\bottomrule", r"\end{tabular}"]
-        legend = esc(legend)
+        legend = latex_text(legend)
         for sym, tex in _LATEX_SYMBOLS.items():
             legend = legend.replace(f"{sym} vs", f"${tex}$ vs")
         return "\n".join(lines) + f"\n% {legend}\n"
@@ -192,12 +198,12 @@ class Comparison:
         )
 
     def _repr_html_(self) -> str:
-        from html import escape
+        from toolkit.escape import html_text
 
-        rows, legend = self._cells(0.05, 4, lambda s: f"<b>{s}</b>", lambda s: f"<sup>{s}</sup>")
-        head = "".join(f"<th>{escape(h)}</th>" for h in ["system", *self.measures])
+        rows, legend = self._cells(0.05, 4, lambda s: f"<b>{s}</b>", lambda s: f"<sup>{s}</sup>", html_text)
+        head = "".join(f"<th>{html_text(h)}</th>" for h in ["system", *self.measures])
         body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{escape(legend)}</p>"
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{html_text(legend)}</p>"
 
 
 def _label(run: Any, i: int) -> str:

@@ -108,8 +108,8 @@ class Diagnosis:
         return f"Diagnosis({'; '.join(parts)})"
 
     def _repr_html_(self) -> str:
-        from html import escape
-
+        from toolkit.escape import html_frame
+        from toolkit.escape import html_text as escape
         from toolkit.report.html import figure_data_uri
 
         figs = "".join(
@@ -118,8 +118,8 @@ class Diagnosis:
         )
         return (
             f"<p><b>Diagnosis</b> {escape(repr(self))}</p>"
-            + self.headline.to_html(index=False, float_format=lambda v: f"{v:.4f}")
-            + self.decomposition.to_html(float_format=lambda v: f"{v:.4f}")
+            + html_frame(self.headline, index=False, float_format=lambda v: f"{v:.4f}")
+            + html_frame(self.decomposition, float_format=lambda v: f"{v:.4f}")
             + figs
         )
 

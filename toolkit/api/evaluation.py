@@ -105,9 +105,10 @@ class Evaluation:
         )
 
     def _repr_html_(self) -> str:
-        from html import escape
+        from toolkit.escape import html_frame
+        from toolkit.escape import html_text as escape
 
-        table = self.summary.to_frame().to_html(float_format=lambda v: f"{v:.4f}")
+        table = html_frame(self.summary.to_frame(), float_format=lambda v: f"{v:.4f}")
         notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
         prov = "".join(
             f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in self.provenance.items()

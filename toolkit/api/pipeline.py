@@ -467,8 +467,12 @@ def _topics_source(topics: Any, cand: Any) -> dict:
     """Where the query texts came from, as the rerank sidecar records it."""
     given = ("<dict>" if isinstance(topics, Mapping) else str(topics)) if topics is not None else None
     source: str | None = given or (str(cand.path) if cand is not None and cand.path else None)
-    resolved = str(Path(source).resolve()) if source and source != "<dict>" and Path(source).exists() else None
-    return {"topics": source, "topics_resolved": resolved}
+    resolved = str(Path(source).resolve()) if source and source != "<dict>" and Path(source).is_file() else None
+    if resolved is None:
+        return {"topics": source, "topics_resolved": None}
+    from toolkit.trec_io import sha256_file
+
+    return {"topics": source, "topics_resolved": resolved, "topics_sha256": sha256_file(resolved)}
 
 
 def rerank_job(

@@ -111,7 +111,8 @@ class Run:
         return f"Run({self.tag or 'untagged'!r}, {len(self.query_ids)} queries, {n} rows, from {self.inner.path})"
 
     def _repr_html_(self) -> str:
-        from html import escape
+        from toolkit.escape import html_frame
+        from toolkit.escape import html_text as escape
 
-        head = self.to_frame().head(10).to_html(index=False)
+        head = html_frame(self.to_frame().head(10), index=False)
         return f"<p><b>Run</b> {escape(repr(self))}</p>{head}"

@@ -266,12 +266,14 @@ def _check_sources(candidates, run_path, topics, corpus, index_path) -> None:
 
 
 def _write_outputs(result, out: str, tag: str, source: dict) -> dict:
-    """OUT (the reranked run) and OUT.meta.json; returns the sidecar's settings."""
+    """OUT (the reranked run) and OUT.meta.json, which records OUT's sha256 (a reader checks it: a sidecar left
+    beside another run is not that run's); returns the sidecar's settings."""
     from toolkit.sidecar import meta_path
-    from toolkit.trec_io import write_json, write_run
+    from toolkit.trec_io import sha256_file, write_json, write_run
 
     write_run(result.run, out, tag=tag)
-    settings = dict(result.settings) | {"out": str(out)} | source
+    run = {"run": {"path": str(out), "sha256": sha256_file(out)}}
+    settings = dict(result.settings) | {"out": str(out)} | run | source
     write_json(meta_path(out), settings)
     return settings
 

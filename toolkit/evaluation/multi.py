@@ -115,16 +115,19 @@ def render_csv_many(results: list[tuple[str, EvalResult]], per_query: bool, prov
             buf.write(f"# provenance {name}: " + json.dumps(r.provenance) + "\n")
     table = wide_table(results, per_query)
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(table.columns)
+    w.writerow([_cell(c) for c in table.columns])
     for row in table.itertuples(index=False):
         w.writerow([_cell(v) for v in row])
     return buf.getvalue()
 
 
 def _cell(v) -> str:
+    """A CSV cell: a double at full precision (empty when not finite); a text through ``toolkit.escape.csv_text``."""
+    from toolkit.escape import csv_text
+
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else ""
-    return "" if v is None or v is pd.NA else str(v)
+    return "" if v is None or v is pd.NA else csv_text(str(v))
 
 
 def render_json_many(results: list[tuple[str, EvalResult]], per_query: bool) -> str:

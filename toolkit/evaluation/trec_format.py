@@ -122,6 +122,9 @@ def render_json(result: EvalResult, per_query: bool) -> str:
 
 
 def render_csv(result: EvalResult, per_query: bool, provenance: bool) -> str:
+    """query_id, measure, value at full precision; text cells through ``toolkit.escape.csv_text`` (no formula)."""
+    from toolkit.escape import csv_text
+
     buf = io.StringIO()
     if provenance:
         buf.write("# provenance: " + json.dumps(result.provenance) + "\n")
@@ -129,11 +132,11 @@ def render_csv(result: EvalResult, per_query: bool, provenance: bool) -> str:
     w.writerow(["query_id", "measure", "value"])
     if per_query:
         for row in result.per_query.sort_values(["query_id"], kind="stable").itertuples(index=False):
-            w.writerow([row.query_id, row.measure, repr(float(row.value))])
+            w.writerow([csv_text(row.query_id), csv_text(row.measure), repr(float(row.value))])
         for name, per in result.strings.items():
             for q, text in sorted(per.items()):
-                w.writerow([q, name, text])
+                w.writerow([csv_text(q), csv_text(name), csv_text(text)])
     for m in result.measures:
         if m.name in result.aggregate:
-            w.writerow(["all", m.name, repr(float(result.aggregate[m.name]))])
+            w.writerow(["all", csv_text(m.name), repr(float(result.aggregate[m.name]))])
     return buf.getvalue()

@@ -7,22 +7,43 @@ serves stale runs when topics change). An entry is a folder ``<key>/`` holding `
 ``entry.json``; it is built in a temporary sibling and renamed into place in one step, so a
 killed experiment leaves either a whole entry or none, and the next run recomputes only what
 is missing. Experiments that share a stage share its entry.
+
+An entry is checked whenever it is read: ``entry.json`` must be a JSON object naming the key it is stored
+under, and ``run.trec`` must have the sha256 ``entry.json`` records. An entry that fails (damaged, truncated,
+edited, copied under another key) is reported with a warning naming the file, moved aside into
+``<cache>/damaged/`` and computed again. A cache that cannot be written (read-only, full, over quota) is
+a warning, and the experiment runs without it: the run is kept in a temporary folder instead.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
+from toolkit.errors import TwostageError
 from toolkit.records import Run
 from toolkit.trec_io import read_run, sha256_file, write_json, write_run
 
+log = logging.getLogger(__name__)
+
 RUN_FILE = "run.trec"
 ENTRY_FILE = "entry.json"
+DAMAGED = "damaged"
+
+#: What a cache that cannot be written raises: read-only, no permission, full, over quota.
+UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+
+
+def unwritable(exc: OSError) -> bool:
+    """Whether ``exc`` says the cache's disk or folder takes no writes (rather than a bug or a lost file)."""
+    return exc.errno in UNWRITABLE
 
 
 def stage_key(kind: str, params: dict, inputs: dict) -> str:
@@ -41,24 +62,61 @@ class StageCache:
 
     def __init__(self, folder: str | os.PathLike | None = None):
         self.folder = Path(folder) if folder else default_folder()
+        self._warned = False
 
     def path(self, key: str) -> Path:
         return self.folder / key[:2] / key
 
     def get(self, key: str) -> tuple[Run, dict] | None:
-        """The cached run and its entry record, or None (an incomplete entry counts as none)."""
+        """The cached run and its entry record, or None: nothing stored, or an entry that fails its check
+        (reported, moved aside, so the caller computes it again)."""
         p = self.path(key)
-        entry = p / ENTRY_FILE
-        if not entry.is_file():
+        if not p.exists():
             return None
-        record = json.loads(entry.read_text(encoding="utf-8"))
-        run_file = p / RUN_FILE
-        if not run_file.is_file() or sha256_file(run_file) != record.get("run_sha256"):
-            return None  # a damaged entry is recomputed, not trusted
-        return read_run(run_file), record
+        entry, run_file = p / ENTRY_FILE, p / RUN_FILE
+        try:
+            record = json.loads(entry.read_text(encoding="utf-8"))
+            problem = _entry_problem(record, key, run_file)
+            if problem is None:
+                return read_run(run_file), record
+        except (OSError, ValueError, TwostageError) as exc:  # JSONDecodeError and a damaged run are ValueErrors
+            problem = (entry if isinstance(exc, (OSError, json.JSONDecodeError)) else run_file, f"unreadable ({exc})")
+        self._set_aside(p, f"{problem[0]}: {problem[1]}")
+        return None
+
+    def _set_aside(self, entry: Path, problem: str) -> None:
+        """Report a failed entry and move it out of the way (into ``damaged/``), so it is computed again."""
+        target = self.folder / DAMAGED / f"{entry.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(entry, target)
+            where = f"moved to {target}"
+        except OSError as exc:
+            where = f"could not be moved aside ({exc})"
+        log.warning("twostage: stage cache entry %s; it is %s and computed again", problem, where)
 
     def put(self, key: str, run: Run, record: dict, hits: int | None = None) -> tuple[Run, dict]:
-        """Write the run and its record atomically (temporary folder, then one rename)."""
+        """Write the run and its record atomically (temporary folder, then one rename); returns the run as read
+        back. A cache that takes no writes is a warning, and the run is read back from a temporary folder."""
+        try:
+            return self._put(key, run, record, hits)
+        except OSError as exc:
+            if not unwritable(exc):
+                raise
+            if not self._warned:
+                log.warning(
+                    "twostage: the stage cache %s cannot be written (%s); running without it (use --cache-dir to "
+                    "choose another folder)",
+                    self.folder,
+                    exc.strerror or exc,
+                )
+                self._warned = True
+        path = _scratch() / f"{key}.trec"  # the run as the cache would give it back, kept until exit
+        write_run(run, path, tag=run.tag or "twostage", depth=hits)
+        record = record | {"key": key, "run_sha256": sha256_file(path), "cached": False}
+        return read_run(path), record
+
+    def _put(self, key: str, run: Run, record: dict, hits: int | None) -> tuple[Run, dict]:
         final = self.path(key)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=final.parent))
@@ -72,3 +130,30 @@ class StageCache:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return read_run(final / RUN_FILE), record
+
+
+_SCRATCH: list[Path] = []
+
+
+def _scratch() -> Path:
+    """A temporary folder for the runs of an unwritable cache, removed when the process exits."""
+    if not _SCRATCH:
+        import atexit
+
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="twostage-uncached-")))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return _SCRATCH[0]
+
+
+def _entry_problem(record: object, key: str, run_file: Path) -> tuple[Path, str] | None:
+    """The file of an entry read back that is not what its key says, and why (None: the entry is sound)."""
+    entry = run_file.with_name(ENTRY_FILE)
+    if not isinstance(record, dict):
+        return entry, "not a JSON object"
+    if record.get("key") != key:
+        return entry, f"records the key {record.get('key')!r}, not the key it is stored under"
+    if not run_file.is_file():
+        return run_file, "missing"
+    if sha256_file(run_file) != record.get("run_sha256"):
+        return run_file, f"does not match the sha256 its {ENTRY_FILE} records"
+    return None

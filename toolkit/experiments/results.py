@@ -11,7 +11,6 @@ the resolved configuration of every point, cache keys, checksums, versions, fold
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import pandas as pd
 from toolkit.errors import ConfigError
 from toolkit.experiments.cache import StageCache
 from toolkit.experiments.runner import Config, Context, run_stages, topics_checksum
-from toolkit.experiments.spec import Experiment, parse_experiment
+from toolkit.experiments.spec import Experiment, parse_experiment, safe_name
 from toolkit.records import QUERY_ID
 
 
@@ -33,13 +32,6 @@ class ExperimentResult:
     out: Path
     counts: dict
     seconds: float
-
-
-def safe_name(name: str) -> str:
-    """A configuration name as a file name: ``bm25(k1=0.6,b=0.4)`` -> ``bm25_k1-0.6_b-0.4``."""
-    s = re.sub(r"[=]", "-", name)
-    s = re.sub(r"[^A-Za-z0-9_.+-]+", "_", s)
-    return s.strip("_") or "config"
 
 
 def _index(exp: Experiment, data_dir: str | None, say) -> str:
@@ -179,13 +171,15 @@ def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) ->
 
 
 def _write_runs(ctx: Context, configs: list[Config], out: Path) -> None:
-    from toolkit.trec_io import write_json, write_run
+    from toolkit.trec_io import sha256_file, write_json, write_run
 
     for c in configs:
         path = out / "runs" / f"{safe_name(c.name)}.trec"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_run(c.run, path, tag=safe_name(c.name), depth=ctx.exp.hits)
-        write_json(str(path) + ".meta.json", _resolved(ctx, c))
+        write_json(
+            str(path) + ".meta.json", {"run": {"path": path.name, "sha256": sha256_file(path)}} | _resolved(ctx, c)
+        )
 
 
 def _resolved(ctx: Context, c: Config) -> dict:
@@ -234,8 +228,7 @@ def run_experiment(
     ``grid``: a ``toolkit.experiments.distributed.RayGrid`` (``--ray``) computes the missing search, dense and
     rerank points on Ray; it is closed (workers stopped) once the stages are done.
     """
-    from toolkit.experiments.report import write_index_html
-    from toolkit.trec_io import atomic_write, write_json
+    from toolkit.outputs import result_folder
 
     started = time.perf_counter()
     exp = parse_experiment(path)  # every check before anything runs
@@ -250,12 +243,31 @@ def run_experiment(
     baseline = _baseline(exp, configs)
     table = _table(exp, configs, measures, means, _significance(exp, tidy, baseline), baseline)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    # the whole folder is written beside OUT and renamed into place: it holds this experiment's runs only
+    with result_folder(out, "experiment", OUTPUT_NAMES) as tmp:
+        _write_outputs(ctx, exp, path, configs, table, measures, baseline, grid, tmp)
+    seconds = time.perf_counter() - started
+    say(
+        f"experiment {exp.name}: {len(configs)} configurations; stage runs {ctx.counts['computed']} computed, "
+        f"{ctx.counts['reused']} reused; {seconds:.1f}s; wrote {out / 'results.csv'} and {out / 'index.html'}"
+    )
+    return ExperimentResult(table, configs, out, dict(ctx.counts), seconds)
+
+
+#: What an experiment's output folder holds.
+OUTPUT_NAMES = ("results.csv", "experiment.json", "index.html", "runs", "diagnosis")
+
+
+def _write_outputs(ctx: Context, exp: Experiment, path, configs, table, measures, baseline, grid, out: Path) -> None:
+    from toolkit.escape import csv_frame
+    from toolkit.experiments.report import write_index_html
+    from toolkit.trec_io import atomic_write, write_json
+
     _write_runs(ctx, configs, out)
     by_name = {c.name: c for c in configs}
     links = {c.name: _diagnose(ctx, c, by_name, out) for c in configs if c.stage.type == "rerank"}
     with atomic_write(out / "results.csv") as fh:
-        table.to_csv(fh, index=False)  # floats as the shortest text that reads back as the same double
+        csv_frame(table).to_csv(fh, index=False)  # floats: the shortest text that reads back as the same double
     write_json(
         out / "experiment.json",
         {
@@ -270,14 +282,7 @@ def run_experiment(
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },
     )
-    primary = measures[0].name
-    write_index_html(out / "index.html", exp, table, primary, baseline, links)
-    seconds = time.perf_counter() - started
-    say(
-        f"experiment {exp.name}: {len(configs)} configurations; stage runs {ctx.counts['computed']} computed, "
-        f"{ctx.counts['reused']} reused; {seconds:.1f}s; wrote {out / 'results.csv'} and {out / 'index.html'}"
-    )
-    return ExperimentResult(table, configs, out, dict(ctx.counts), seconds)
+    write_index_html(out / "index.html", exp, table, measures[0].name, baseline, links)
 
 
 def judged_queries(qrels) -> list[str]:

@@ -23,6 +23,7 @@ it has ``tune:``, else each of its configurations). Every error names the file a
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -393,6 +394,30 @@ def grid_size(stages: dict[str, Stage], order: tuple[str, ...]) -> dict[str, int
     return made
 
 
+def safe_name(name: str) -> str:
+    """A configuration name as a file name: ``bm25(k1=0.6,b=0.4)`` -> ``bm25_k1-0.6_b-0.4``."""
+    s = re.sub(r"[=]", "-", name)
+    s = re.sub(r"[^A-Za-z0-9_.+-]+", "_", s)
+    return s.strip("_") or "config"
+
+
+def _check_file_names(doc: Located, stages: dict[str, Stage], order: tuple[str, ...]) -> None:
+    """Two configurations whose names become one file name (``runs/NAME.trec``, ``diagnosis/NAME/``) would
+    overwrite each other: an error naming both, at the later one's stage."""
+    seen: dict[str, str] = {}
+    for stage, rows in outputs(stages, order).items():
+        names = [r[0] for r in rows] + ([tuned_label(stages[stage])] if stages[stage].tune else [])
+        for name in names:
+            key = safe_name(name).lower()  # one file on a case-insensitive file system too
+            if key in seen and seen[key] != name:
+                raise doc.error(
+                    ("stages", stage),
+                    f"configurations {seen[key]!r} and {name!r} have the same file name {safe_name(name)!r} "
+                    "(runs/NAME.trec, diagnosis/NAME/); rename a stage",
+                )
+            seen[key] = name
+
+
 def config_names(stages: dict[str, Stage], order: tuple[str, ...]) -> list[str]:
     names = []
     for name, rows in outputs(stages, order).items():
@@ -431,6 +456,8 @@ def parse_experiment(path: str | Path) -> Experiment:
     # every configuration's name only when the baseline is not a stage's: a large grid is refused by size
     # (``grid_size``, checked by the CLI) before its names are made
     names = config_names(stages, order) if "baseline" in ev and ev["baseline"] not in stages else []
+    if sum(grid_size(stages, order).values()) <= 100_000:  # a larger grid is refused by size first
+        _check_file_names(doc, stages, order)
     if "baseline" in ev and ev["baseline"] not in stages and ev["baseline"] not in names:
         raise doc.error(
             ("evaluation", "baseline"),

@@ -8,16 +8,24 @@ vectors), each written atomically under a unique name, so concurrent writers and
 interrupted runs never leave a half-written part behind. The default folder is
 ``$TWOSTAGE_CACHE/embeddings`` (``~/.cache/twostage/embeddings``); it costs 4 bytes per
 dimension per distinct text (1.5 KiB per passage for a 384-dimensional model).
+
+Each part also holds ``check``: the sha256 of the namespace and of the part's keys and vectors, so a part
+is verified whenever it is read. A part that fails (truncated, damaged, edited, or copied in from another
+model's folder, or written before parts were checked) is reported with a warning naming the file, moved
+aside into ``damaged/`` and never used: its texts are embedded again. A cache folder that cannot be
+written (read-only, full, over quota) is a warning; the run goes on without storing vectors.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import time
 import uuid
+import zipfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,6 +34,9 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 KEY_BYTES = 16
+DAMAGED = "damaged"
+#: What a folder that takes no writes raises: read-only, no permission, full, over quota.
+UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
 
 
 def text_key(text: str) -> bytes:
@@ -54,25 +65,64 @@ class EmbeddingCache:
 
     def __init__(self, folder: str | os.PathLike, namespace: dict):
         self.namespace = json.loads(json.dumps(namespace, sort_keys=True, default=str))
-        digest = hashlib.sha256(json.dumps(self.namespace, sort_keys=True).encode()).hexdigest()[:24]
-        self.folder = Path(folder) / digest
+        self._digest = hashlib.sha256(json.dumps(self.namespace, sort_keys=True).encode()).hexdigest()
+        self.folder = Path(folder) / self._digest[:24]
         self._rows: dict[bytes, tuple[int, int]] = {}
         self._parts: list[np.ndarray] = []
         self.hits = 0
         self.misses = 0
         self.added = 0
+        self.set_aside: list[str] = []
+        self.writable = True
         if self.folder.is_dir():
             for p in sorted(self.folder.glob("part-*.npz")):
-                try:
-                    with np.load(p, allow_pickle=False) as z:
-                        keys, vectors = z["keys"], z["vectors"]
-                except (OSError, ValueError, KeyError) as exc:
-                    log.warning("twostage: ignoring unreadable embedding cache part %s (%s)", p, exc)
-                    continue
-                part = len(self._parts)
-                self._parts.append(vectors)
-                for i, k in enumerate(keys):
-                    self._rows.setdefault(k.tobytes(), (part, i))
+                self._load(p)
+
+    def _check(self, keys: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """The part's checksum: sha256 over this namespace, then the keys' and the vectors' shapes and bytes."""
+        h = hashlib.sha256(self._digest.encode())
+        for a in (keys, vectors):
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        return np.frombuffer(h.digest(), dtype=np.uint8)
+
+    def _load(self, p: Path) -> None:
+        """Serve a part's vectors once it passes its check; else report it and move it aside."""
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                keys, vectors = z["keys"], z["vectors"]
+                check = z["check"] if "check" in z.files else None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            return self._set_aside(p, f"unreadable ({exc})")
+        if check is None:
+            return self._set_aside(p, "carries no checksum (written by an older twostage, or not by twostage)")
+        shape_ok = keys.dtype == np.uint8 and keys.ndim == 2 and keys.shape[1] == KEY_BYTES and vectors.ndim == 2
+        if not shape_ok or len(keys) != len(vectors) or vectors.dtype != np.float32:
+            return self._set_aside(p, f"holds keys {keys.shape} and vectors {vectors.shape} that do not fit together")
+        if self._parts and vectors.shape[1] != self._parts[0].shape[1]:
+            return self._set_aside(
+                p, f"holds {vectors.shape[1]}-dimensional vectors, the others {self._parts[0].shape[1]}"
+            )
+        if not np.array_equal(check, self._check(keys, vectors)):
+            return self._set_aside(p, "does not match its checksum (damaged, edited, or from another model's cache)")
+        part = len(self._parts)
+        self._parts.append(vectors)
+        for i, k in enumerate(keys):
+            self._rows.setdefault(k.tobytes(), (part, i))
+        return None
+
+    def _set_aside(self, p: Path, problem: str) -> None:
+        target = self.folder / DAMAGED / f"{p.name}.{os.getpid()}"
+        try:
+            target.parent.mkdir(exist_ok=True)
+            os.replace(p, target)
+            where = f"moved to {target}"
+        except OSError as exc:
+            where = f"left in place, could not be moved aside ({exc.strerror or exc})"
+        log.warning(
+            "twostage: embedding cache part %s %s; not used (%s), its texts are embedded again", p, problem, where
+        )
+        self.set_aside.append(str(p))
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -89,24 +139,39 @@ class EmbeddingCache:
 
     def add(self, keys: list[bytes], vectors: np.ndarray) -> None:
         """Store new vectors (keys already present are skipped) as one atomically written part."""
-        from toolkit.trec_io import atomic_write, write_json
-
         fresh = [i for i, k in enumerate(keys) if k not in self._rows]
         if not fresh:
             return
         keys_arr = np.frombuffer(b"".join(keys[i] for i in fresh), dtype=np.uint8).reshape(len(fresh), KEY_BYTES)
         vecs = np.ascontiguousarray(vectors[fresh], dtype=np.float32)
+        if self.writable:
+            try:
+                self._write_part(keys_arr, vecs)
+            except OSError as exc:
+                if exc.errno not in UNWRITABLE:
+                    raise
+                self.writable = False
+                log.warning(
+                    "twostage: the embedding cache %s cannot be written (%s); going on without storing vectors "
+                    "(--embedding-cache chooses another folder, --no-embedding-cache turns it off)",
+                    self.folder,
+                    exc.strerror or exc,
+                )
+        part = len(self._parts)  # served for the rest of this run either way
+        self._parts.append(vecs)
+        for j, i in enumerate(fresh):
+            self._rows[keys[i]] = (part, j)
+        self.added += len(fresh)
+
+    def _write_part(self, keys_arr: np.ndarray, vecs: np.ndarray) -> None:
+        from toolkit.trec_io import atomic_write, write_json
+
         self.folder.mkdir(parents=True, exist_ok=True)
         if not (self.folder / "namespace.json").exists():
             write_json(self.folder / "namespace.json", self.namespace)
         name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npz"
         with atomic_write(self.folder / name, "wb") as fh:
-            np.savez(fh, keys=keys_arr, vectors=vecs)
-        part = len(self._parts)
-        self._parts.append(vecs)
-        for j, i in enumerate(fresh):
-            self._rows[keys[i]] = (part, j)
-        self.added += len(fresh)
+            np.savez(fh, keys=keys_arr, vectors=vecs, check=self._check(keys_arr, vecs))
 
     def describe(self) -> dict:
         return {
@@ -115,4 +180,6 @@ class EmbeddingCache:
             "hits": self.hits,
             "misses": self.misses,
             "added": self.added,
+            "set_aside": self.set_aside,
+            "writable": self.writable,
         }

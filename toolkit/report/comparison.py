@@ -49,10 +49,17 @@ def compare_text(doc: dict) -> str:
 
 
 def write_compare_report(out: Path, doc: dict, table, baseline: str, measures: list[str]) -> None:
-    """``OUT/compare.json`` and ``OUT/compare.html`` (one table and one difference plot per measure)."""
+    """``OUT/compare.json`` and ``OUT/compare.html`` (one table and one difference plot per measure), written into
+    a temporary folder that replaces ``out`` in one rename (``toolkit.outputs``)."""
+    from toolkit.outputs import result_folder
+
+    with result_folder(out, "comparison", ("compare.json", "compare.html")) as tmp:
+        _write_compare_files(tmp, doc, table, baseline, measures)
+
+
+def _write_compare_files(out: Path, doc: dict, table, baseline: str, measures: list[str]) -> None:
     from toolkit.trec_io import atomic_write, write_json
 
-    out.mkdir(parents=True, exist_ok=True)
     write_json(out / "compare.json", doc)
     t = doc["tests"]
     body = [

@@ -34,6 +34,8 @@ from toolkit.report.diagnosis_runs import (
     plot_promotion_profile,
     repeats_parts,
 )
+from toolkit.escape import csv_frame, markdown_code
+from toolkit.escape import markdown_text as md
 from toolkit.report.eval_tables import Table, significance_cells, wtl
 from toolkit.report.html import (
     esc,
@@ -883,14 +885,14 @@ def _muted(text_html: str) -> Part:
 def _title(diag: Diagnosis) -> list[Part]:
     sources = diag.settings.get("sources", {})
     return [
-        Part(f"<h1>Two-stage diagnosis: {esc(diag.name)}</h1>", (f"# Two-stage diagnosis: {diag.name}\n",)),
+        Part(f"<h1>Two-stage diagnosis: {esc(diag.name)}</h1>", (f"# Two-stage diagnosis: {md(diag.name)}\n",)),
         Part(
             '<p class="muted">'
             + "<br>".join(f"{esc(k)}: <code>{esc(v)}</code>" for k, v in sources.items() if v)
             + "</p>",
-            (*(f"- {k}: `{v}`" for k, v in sources.items() if v), ""),
+            (*(f"- {md(k)}: {markdown_code(v)}" for k, v in sources.items() if v), ""),
         ),
-        *(Part(f'<p class="warn">Note: {esc(n)}</p>', (f"> Note: {n}\n",)) for n in diag.notes),
+        *(Part(f'<p class="warn">Note: {esc(n)}</p>', (f"> Note: {md(n)}\n",)) for n in diag.notes),
     ]
 
 
@@ -916,12 +918,12 @@ def _headline(diag: Diagnosis) -> list[Part]:
             f"{s['recall_level']}); query set: {esc(s['query_set'])}. Full provenance at the end.</p>",
             (
                 f"nDCG@10 and judged@10 at relevance level 1; R@N at level {s['recall_level']} "
-                f"(trec_eval -l {s['recall_level']}); query set: {s['query_set']}.\n",
+                f"(trec_eval -l {s['recall_level']}); query set: {md(s['query_set'])}.\n",
             ),
         ),
         Part(
             '<ul id="takeaways">' + "".join(f"<li>{esc(t)}</li>" for t in takeaways) + "</ul>",
-            (*(f"- {t}" for t in takeaways), ""),
+            (*(f"- {md(t)}" for t in takeaways), ""),
         ),
     ]
 
@@ -996,7 +998,7 @@ def _labels(diag: Diagnosis) -> list[Part]:
         ),
     ]
     return parts + [
-        Part(f'<p class="{cls}" id="reorder-check-{esc(cls)}">{esc(text)}</p>', (f"{text}\n",))
+        Part(f'<p class="{cls}" id="reorder-check-{esc(cls)}">{esc(text)}</p>', (f"{md(text)}\n",))
         for cls, text in _reorder_text(diag)
     ]
 
@@ -1027,8 +1029,8 @@ def _worst_entry_html(w: dict, depth: int) -> str:
 
 def _worst_entry_markdown(w: dict, depth: int) -> list[str]:
     out = [
-        f"### {w['query_id']}: {w['query'] or '(no query text)'}\n",
-        f"type {w['query_type']}, diagnosis **{w['diagnosis']}**, reranked {w['reranked']:.4f} (first "
+        f"### {md(w['query_id'])}: {md(w['query'] or '(no query text)')}\n",
+        f"type {md(w['query_type'])}, diagnosis **{md(w['diagnosis'])}**, reranked {w['reranked']:.4f} (first "
         f"stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}), first-stage R@{depth} "
         f"{w['first_recall']:.4f}\n",
         markdown_table(
@@ -1058,7 +1060,7 @@ def _types(diag: Diagnosis) -> list[Part]:
 
     def meaning(r: dict, html: bool) -> str:
         text = r.get("meaning") or ""
-        return (f" ({esc(text)})" if html else f": {text}") if text else ""
+        return (f" ({esc(text)})" if html else f": {md(text)}") if text else ""
 
     listed = (
         " Rules (first match on the lower-cased query wins; no match is 'other'): "
@@ -1068,7 +1070,7 @@ def _types(diag: Diagnosis) -> list[Part]:
     )
     parts = [_muted(f"Source: {esc(s['query_types'])}.{listed}")]
     if rules:
-        parts.append(Part.markdown_only(*(f"- **{r['type']}**{meaning(r, False)}" for r in rules), ""))
+        parts.append(Part.markdown_only(*(f"- **{md(r['type'])}**{meaning(r, False)}" for r in rules), ""))
     tt = types_table(diag)
     return parts + ([Part.table(tt)] if tt is not None else [])
 
@@ -1130,11 +1132,19 @@ def diagnosis_markdown(diag: Diagnosis, plot_files: dict[str, str]) -> str:
 
 
 def write_diagnosis_report(diag: Diagnosis, out_dir) -> dict[str, str]:
-    """Write index.html, report.md (+ plots/*.png), per_query.csv, pairs.csv and summary.json (atomically)."""
+    """Write index.html, report.md (+ plots/*.png), per_query.csv, pairs.csv and summary.json: into a temporary
+    folder beside ``out_dir`` that replaces it in one rename (``toolkit.outputs``: the set is whole or absent)."""
+    from toolkit.outputs import result_folder
+
+    names = ("index.html", "report.md", "per_query.csv", "pairs.csv", "summary.json")
+    with result_folder(out_dir, "diagnosis", (*names, "plots")) as tmp:
+        _write_report_files(diag, tmp)
+    return {name: str(Path(out_dir) / name) for name in names}
+
+
+def _write_report_files(diag: Diagnosis, out: Path) -> None:
     from toolkit.trec_io import atomic_write, write_json
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     plots = diagnosis_plots(diag)
     plot_files = {}
     for name, (_, png) in plots.items():
@@ -1149,6 +1159,5 @@ def write_diagnosis_report(diag: Diagnosis, out_dir) -> dict[str, str]:
         fh.write(diagnosis_markdown(diag, plot_files))
     for name, frame in (("per_query.csv", diag.per_query), ("pairs.csv", diag.pairs)):
         with atomic_write(paths[name]) as fh:
-            frame.to_csv(fh, index=False, lineterminator="\n")
+            csv_frame(frame).to_csv(fh, index=False, lineterminator="\n")
     write_json(paths["summary.json"], diag.summary())
-    return {k: str(v) for k, v in paths.items()}

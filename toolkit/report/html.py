@@ -7,9 +7,10 @@ matplotlib is imported only inside ``pyplot`` and ``figure_png``, so importing a
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
+
+from toolkit.escape import html_text, markdown_cell
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.45}
@@ -24,7 +25,8 @@ pre{padding:.6rem;overflow-x:auto}
 
 
 def esc(value: object) -> str:
-    return html.escape(str(value))
+    """``value`` as HTML text or attribute value (``toolkit.escape.html_text``)."""
+    return html_text(value)
 
 
 def html_table(
@@ -61,8 +63,10 @@ def html_page(title: str, body: str, extra_css: str = "", script: str = "") -> s
 
 
 def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
-    lines = ["| " + " | ".join(str(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    """A Markdown table; headers and cells are escaped (``toolkit.escape.markdown_cell``: no HTML, no link, no
+    extra cell), except ``toolkit.escape.Raw`` cells, which twostage formatted itself."""
+    lines = ["| " + " | ".join(markdown_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(markdown_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolkit.escape import Raw, markdown_code
+from toolkit.escape import markdown_text as md
 from toolkit.report.html import esc, html_page, html_table, markdown_table, provenance_html, signed
 
 if TYPE_CHECKING:
@@ -30,7 +32,7 @@ def _sources(rep: Reproduction) -> list[str]:
 
 def _table_rows(rep: Reproduction) -> list[list[str]]:
     out = []
-    refs = {s: f"[{i}]" for i, s in enumerate(_sources(rep), 1)}
+    refs = {s: Raw(f"[{i}]") for i, s in enumerate(_sources(rep), 1)}
     for c in rep.cells:
         col = rep.spec.column(c.column)
         status = c.status if not c.reason or c.status in ("skipped", "error") else f"{c.status} ({c.reason})"
@@ -51,34 +53,41 @@ def _table_rows(rep: Reproduction) -> list[list[str]]:
 
 def render_markdown(rep: Reproduction) -> str:
     spec = rep.spec
-    lines = [f"# {spec.title}", "", f"Spec `{spec.name}` ({spec.path.name}). {spec.description}".strip(), ""]
+    lines = [
+        f"# {md(spec.title)}",
+        "",
+        f"Spec {markdown_code(spec.name)} ({md(spec.path.name)}). {md(spec.description)}".strip(),
+        "",
+    ]
     if spec.source:
-        lines += [f"Published figures: {spec.source}", ""]
+        lines += [f"Published figures: {md(spec.source)}", ""]
     lines += [markdown_table(_TABLE_HEADERS, _table_rows(rep))]
-    lines += [f"{i}. {s}" for i, s in enumerate(_sources(rep), 1)] + [""]
+    lines += [f"{i}. {md(s)}" for i, s in enumerate(_sources(rep), 1)] + [""]
     off = [c for c in rep.cells if c.status == "off"]
     for c in off:
         lines += [
-            f"## Off: {c.label} / {c.column}: published {_fmt(c.published, c.decimals)}, measured "
+            f"## Off: {md(c.label)} / {md(c.column)}: published {_fmt(c.published, c.decimals)}, measured "
             f"{_fmt(c.measured, c.decimals)} (delta {_fmt(c.delta, c.decimals, True)}, tolerance "
             f"{c.tolerance:g})",
             "",
         ]
         if c.reason:
-            lines += [c.reason, ""]
+            lines += [md(c.reason), ""]
         lines += [
             markdown_table(
                 ["field", "published", "measured", ""],
-                [[f, p, m, "**differs**" if p != m else ""] for f, p, m in c.side_by_side],
+                [[f, p, m, Raw("**differs**") if p != m else ""] for f, p, m in c.side_by_side],
             )
         ]
     not_run = [r for r in rep.rows if r.status != "ok"]
     if not_run:
         lines += ["## Not measured", ""]
-        lines += [f"- {r.label} (`{r.id}`): **{r.status.upper()}**: {r.reason}" for r in not_run]
+        lines += [
+            f"- {md(r.label)} ({markdown_code(r.id)}): **{md(r.status.upper())}**: {md(r.reason)}" for r in not_run
+        ]
         lines.append("")
     lines += _programs_markdown(rep)
-    lines += [f"**{rep.verdict()}**", ""]
+    lines += [f"**{md(rep.verdict())}**", ""]
     return "\n".join(lines)
 
 

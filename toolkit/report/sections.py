@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from toolkit.escape import markdown_text
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc, png_data_uri
 
@@ -35,7 +36,7 @@ class Part:
 
     @classmethod
     def heading(cls, text: str, level: int = 2) -> Part:
-        return cls(f"<h{level}>{esc(text)}</h{level}>", (f"{'#' * level} {text}\n",))
+        return cls(f"<h{level}>{esc(text)}</h{level}>", (f"{'#' * level} {markdown_text(text)}\n",))
 
     @classmethod
     def table(cls, table: Table) -> Part:
@@ -66,7 +67,7 @@ class Part:
     def render_markdown(self, plots: Plots) -> list[str]:
         if self.figure is None:
             return list(self.markdown)
-        return [f"![{self.alt}]({plots.files[self.figure]})\n"]
+        return [f"![{markdown_text(self.alt)}]({plots.files[self.figure]})\n"]
 
 
 @dataclass(frozen=True)

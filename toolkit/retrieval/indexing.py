@@ -74,14 +74,61 @@ def folder_sha256(folder: Path) -> str:
 
 
 def index_checksum(index: str | os.PathLike) -> str:
-    """The recorded checksum of an index (computed now for indexes we did not build)."""
-    meta = read_meta(index)
-    return meta.get("index_sha256") or folder_sha256(Path(index))
+    """sha256 of an index's files (``folder_sha256``), from the files themselves, never from what
+    ``index.meta.json`` says: an index replaced under the same folder (its old ``index.meta.json`` kept) has
+    another checksum, so no cached run of the old one is served for it.
+
+    Hashing a large index takes a while, so the result is remembered under the files' stat signature (each
+    file's name, size, inode, modification and change times; see ``_stat_signature``) in this process and in
+    ``$TWOSTAGE_CACHE/checksums/``: a file rewritten, replaced or touched has a new change time, and is hashed
+    again.
+    """
+    folder = Path(index)
+    signature = _stat_signature(folder)
+    if signature in _CHECKSUMS:
+        return _CHECKSUMS[signature]
+    from toolkit.catalog import cache_dir
+
+    memo = cache_dir() / "checksums" / f"index-{signature}"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        known = memo.read_text(encoding="ascii").strip()
+        if re.fullmatch(r"[0-9a-f]{64}", known):
+            _CHECKSUMS[signature] = known
+            return known
+    sha = folder_sha256(folder)
+    _CHECKSUMS[signature] = sha
+    try:  # a memo only: a cache that cannot be written costs the hash next time, nothing else
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        with trec_io.atomic_write(memo) as fh:
+            fh.write(sha + "\n")
+    except OSError as exc:
+        log.debug("twostage: index checksum not remembered in %s (%s)", memo, exc)
+    return sha
+
+
+_CHECKSUMS: dict[str, str] = {}
+
+
+def _stat_signature(folder: Path) -> str:
+    """sha256 of what ``os.stat`` says of each index file (as ``folder_sha256`` selects them): relative name,
+    size, device, inode, modification and change time in ns. The change time cannot be set back by a user."""
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file() or p.name in (META, "write.lock"):
+            continue
+        st = p.stat()
+        rel = p.relative_to(folder).as_posix()
+        h.update(f"{rel}\0{st.st_size}\0{st.st_dev}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
+    return h.hexdigest()
 
 
 def _reusable(out: Path, key: str) -> dict | None:
+    """The index at ``out`` when it was built from these inputs and settings and its files are the ones built."""
     meta = read_meta(out)
     if meta.get("key") == key and meta.get("complete"):
+        if meta.get("index_sha256") and index_checksum(out) != meta["index_sha256"]:
+            log.warning("twostage: the files of %s changed since it was built (sha256 differs): building it again", out)
+            return None
         return meta
     return None
 
@@ -89,7 +136,7 @@ def _reusable(out: Path, key: str) -> dict | None:
 def _finish(tmp: Path, out: Path, meta: dict) -> None:
     from toolkit.trec_io import write_json
 
-    meta["index_sha256"] = folder_sha256(tmp)
+    meta["index_sha256"] = index_checksum(tmp)  # remembered by the files' stats, which the rename keeps
     meta["complete"] = True
     write_json(tmp / META, meta)
     if out.exists():

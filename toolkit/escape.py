@@ -1,0 +1,161 @@
+"""Escaping for every format a text from outside lands in: HTML, Markdown, LaTeX and CSV.
+
+A run name, query text, document id, stage name or note is data in every output, never markup. Every
+writer of a page, a Markdown file, a LaTeX table or a CSV file escapes what it did not write itself through
+this one module, so the rules live in one place:
+
+- HTML (``html_text``): the five characters ``& < > " '`` as entities (safe in text and in quoted
+  attributes), as pandas' ``to_html`` does;
+- Markdown (``markdown_text``): CommonMark renderers pass raw HTML through, so ``<`` and ``>`` are
+  backslash-escaped (no tag, no autolink), as are ``[ ]`` (no link, no image: no ``javascript:`` URL),
+  ``|`` (no new table cell), `````` ` ``````, ``*`` and ``\\``; an ``&`` that would start an entity
+  reference is escaped; line breaks become spaces (a row stays one row). ``markdown_code`` puts a text in a
+  code span that no backtick inside can close;
+- LaTeX (``latex_text``): the ten special characters ``\\ & % $ # _ { } ~ ^`` and ``< > |``, which
+  the default OT1 encoding prints as other glyphs, as text commands; line breaks become spaces;
+- CSV (``csv_text``, ``csv_frame``): a text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+  carriage return gets a leading ``'`` so a spreadsheet shows it as text instead of running it as a formula
+  (OWASP's advice); numbers, and texts that are numbers (``-0.5``), are left as they are.
+
+In the three formats people read (HTML, Markdown, LaTeX), the Unicode bidirectional embedding, override
+and isolate controls (U+202A..U+202E, U+2066..U+2069) are shown as ``[U+202E]``: otherwise a name can
+reverse the text that follows it on screen ("Trojan Source"). CSV keeps every character (it is data).
+
+``Raw`` marks a text the writer built itself in the target format (``**differs**`` in a Markdown cell):
+the table helpers pass it through unchanged.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+
+class Raw(str):
+    """Text already in the target format, written by twostage itself (never data from outside)."""
+
+
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_controls(text: str) -> str:
+    """Bidirectional embedding/override/isolate controls as ``[U+XXXX]`` (what people read stays in order)."""
+    return _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
+# ------------------------------------------------------------------ HTML
+def html_text(value: object) -> str:
+    """``value`` as HTML text or a quoted attribute value: entities for ``& < > " '``, bidi controls shown."""
+    return html.escape(visible_controls(str(value)), quote=True)
+
+
+def html_frame(frame: Any, **to_html: Any) -> str:
+    """A DataFrame as an HTML table (pandas escapes the cells; bidi controls in labels and cells are shown)."""
+
+    def show(v: object) -> object:
+        return visible_controls(v) if isinstance(v, str) else v
+
+    shown = frame.rename(index=show, columns=show)
+    shown = shown.apply(lambda col: col.map(show)) if len(shown.columns) else shown
+    return shown.to_html(escape=True, **to_html)
+
+
+# ------------------------------------------------------------------ Markdown
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|])|&(?=#?[0-9A-Za-z]+;)|\r\n|[\r\n]")
+
+
+def _md_replace(m: re.Match) -> str:
+    if m.group(1):
+        return "\\" + m.group(1)
+    return "\\&" if m.group(0) == "&" else " "
+
+
+def markdown_text(value: object) -> str:
+    """``value`` as Markdown text (paragraph, heading, list item or table cell) that renders as itself."""
+    if isinstance(value, Raw):
+        return str(value)
+    return _MD_SPECIAL.sub(_md_replace, visible_controls(str(value)))
+
+
+def markdown_code(value: object) -> str:
+    """``value`` as a Markdown code span: fenced by more backticks than any run inside it, line breaks as
+    spaces (inside a code span backslashes are literal, so escaping is by the fence alone). In a table the
+    ``|`` is still escaped: GFM splits cells before it reads code spans."""
+    text = re.sub(r"\r\n|[\r\n]", " ", visible_controls(str(value)))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_cell(value: object) -> str:
+    """A Markdown table cell: ``markdown_text``; ``Raw`` passes through with only its ``|`` escaped."""
+    if isinstance(value, Raw):
+        return re.sub(r"(?<!\\)\|", r"\|", str(value))
+    return markdown_text(value)
+
+
+# ------------------------------------------------------------------ LaTeX
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+    "\r\n": " ",
+    "\r": " ",
+    "\n": " ",
+}
+_LATEX_SPECIAL = re.compile("|".join(re.escape(k) for k in sorted(_LATEX, key=len, reverse=True)))
+
+
+def latex_text(value: object) -> str:
+    """``value`` as LaTeX text: each special character as the command that prints it, in one pass."""
+    if isinstance(value, Raw):
+        return str(value)
+    return _LATEX_SPECIAL.sub(lambda m: _LATEX[m.group()], visible_controls(str(value)))
+
+
+# ------------------------------------------------------------------ CSV
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.IGNORECASE)
+
+
+def csv_text(value: Any) -> Any:
+    """A CSV cell: a text starting with ``= + - @``, a tab or a carriage return is prefixed with ``'`` (a
+    spreadsheet then shows it instead of evaluating it); numbers and number texts are returned unchanged."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def csv_frame(frame: Any) -> Any:
+    """A copy of ``frame`` whose text cells and column names are ``csv_text``; numeric columns untouched."""
+    out = frame.rename(columns=lambda c: csv_text(c) if isinstance(c, str) else c)
+    for col in out.columns:
+        if out[col].dtype == object or str(out[col].dtype) in ("string", "str"):
+            out[col] = out[col].map(csv_text)
+    return out
+
+
+__all__ = [
+    "Raw",
+    "csv_frame",
+    "csv_text",
+    "html_frame",
+    "html_text",
+    "latex_text",
+    "markdown_cell",
+    "markdown_code",
+    "markdown_text",
+    "visible_controls",
+]
