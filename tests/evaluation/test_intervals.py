@@ -139,7 +139,9 @@ def test_all_pairs_family_with_tukey():
     assert set(res.doc["results_by_baseline"]) == {"a", "b"}
     # the interval and d_z of every test are those of its pair alone, queries in the table's (sorted id) order
     order = sorted(range(15), key=lambda i: f"q{i}")
-    ci, dz = paired_interval([vals["b"][i] for i in order], [vals["c"][i] for i in order], 0.95, 10_000, "percentile", 42)
+    ci, dz = paired_interval(
+        [vals["b"][i] for i in order], [vals["c"][i] for i in order], 0.95, 10_000, "percentile", 42
+    )
     assert (by[("b", "c")].ci_low, by[("b", "c")].ci_high, by[("b", "c")].d_z) == (ci.low, ci.high, dz)
     with pytest.raises(ConfigError, match="family='all-pairs'"):
         compare_runs(per_query, prov, ["a"], ["m"], test="tukey")
@@ -169,4 +171,7 @@ def test_compare_json_carries_interval_effect_size_and_raw_p(cli, tmp_path):
     assert bad.exit_code == 2 and "strictly between 0 and 1" in bad.output
     text = cli("compare", "--qrels", tmp_path / "qrels.txt", base, sys_, "-m", "P.2", "--ci-method", "bca").output
     assert "interval: paired bootstrap bca, 0.95, 10000 resamples, seed 42" in text
-    assert "+0.5000 [0.1250, 0.8750], d_z 0.94, p_adj 0.125: no significant difference (the uncorrected interval excludes 0)" in text
+    assert (
+        "+0.5000 [0.1250, 0.8750], d_z 0.94, p_adj 0.125: no significant difference (the uncorrected interval excludes 0)"
+        in text
+    )

@@ -14,7 +14,15 @@ from toolkit.evaluation.compare import ComparisonResult
 
 #: Significance marks, one per baseline in order (stated under every table).
 SYMBOLS = ("†", "‡", "§", "¶", "*")
-_LATEX_SYMBOLS = {"†": r"\dagger", "‡": r"\ddagger", "§": r"\S", "¶": r"\P", "*": "*", "▲": r"\uparrow", "▼": r"\downarrow"}
+_LATEX_SYMBOLS = {
+    "†": r"\dagger",
+    "‡": r"\ddagger",
+    "§": r"\S",
+    "¶": r"\P",
+    "*": "*",
+    "▲": r"\uparrow",
+    "▼": r"\downarrow",
+}
 #: Direction of a significant difference: the marked system is better (▲) or worse (▼) than that baseline.
 UP, DOWN = "▲", "▼"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import FAMILY, DATA_DIR, evaluation_options, interval_options, significance_options
+from toolkit.cli.options import DATA_DIR, FAMILY, evaluation_options, interval_options, significance_options
 
 
 # ---------------------------------------------------------------- reproduce

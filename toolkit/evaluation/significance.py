@@ -178,8 +178,12 @@ def adjust(pvalues, method: str = "holm") -> np.ndarray:
     return out
 
 
-def tukey_hsd(values, permutations: int = DEFAULT_PERMUTATIONS, seed: int | None = DEFAULT_SEED,
-              rng: np.random.Generator | None = None) -> np.ndarray:
+def tukey_hsd(
+    values,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int | None = DEFAULT_SEED,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
     """Randomised Tukey HSD p-values of every pair of systems: ``values`` is n queries x m systems.
 
     Returns the symmetric m x m matrix of p-values (1 on the diagonal); see the module docstring.

@@ -116,9 +116,8 @@ def _baseline(exp: Experiment, configs: list[Config]) -> str | None:
 
 
 def _significance(exp: Experiment, tidy: pd.DataFrame, baseline: str | None) -> dict:
-    from toolkit.evaluation.significance import compare_table
-
     from toolkit.evaluation.compare import identical_runs
+    from toolkit.evaluation.significance import compare_table
 
     if baseline is None or tidy["run"].nunique() < 2:
         return {}
