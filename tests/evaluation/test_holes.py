@@ -39,5 +39,5 @@ def test_bounds_equal_brute_force_over_labellings():
 
 
 def test_no_supported_measure_is_an_error():
-    with pytest.raises(ConfigError, match="ndcg_cut.k, P.k and recall.k"):
+    with pytest.raises(ConfigError, match=r"ndcg_cut\.k, P\.k and recall\.k"):
         hole_bounds(qrels_from_rows(QRELS), run_from_rows(RUN), parse_measures(["map"], 9))

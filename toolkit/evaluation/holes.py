@@ -103,7 +103,7 @@ def ndcg_bounds(
     disc = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
     base = float((top_gains * disc[: len(top_gains)]).sum())
     h = len(hole_ranks)
-    g = sorted(set(float(x) for x in scale_gains))
+    g = sorted({float(x) for x in scale_gains})
     if h == 0:
         ideal = _ideal(judged_gains, k, disc)
         v = base / ideal if ideal > 0 else 0.0
@@ -164,10 +164,7 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, Ho
     out: dict[str, HoleBounds] = {}
     for m in chosen:
         k = int(m.cutoff)
-        if settings.max_docs is not None:
-            k_eff = min(k, settings.max_docs)
-        else:
-            k_eff = k
+        k_eff = min(k, settings.max_docs) if settings.max_docs is not None else k
         tops, labels = _query_tables(qrels, run, k_eff, settings.score_precision)
         rows = []
         for qid in wide.index:
