@@ -33,6 +33,7 @@ _PUBLIC = {
     "read_run": "pipeline",
     "experiment": "experiment",
     "Experiment": "experiment",
+    "power": "uncertainty",
 }
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "experiment",
     "fuse",
     "index",
+    "power",
     "read_run",
     "rerank",
 ]
@@ -61,6 +63,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.run import Run
+    from toolkit.api.uncertainty import power
 
 
 def __getattr__(name: str) -> Any:

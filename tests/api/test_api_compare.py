@@ -106,12 +106,13 @@ def test_markdown_and_latex_tables(two_baselines, cli, runs):
     lines = md.splitlines()
     assert lines[0] == "| system | recall_100 | ndcg_cut_10 |"
     splade = next(ln for ln in lines if ln.startswith("| splade"))
-    assert "**0.7308**†" in splade  # best nDCG@10 in bold, significantly above bm25
+    assert "**0.7308**†▲" in splade  # best nDCG@10 in bold, significantly above bm25
     assert "† vs bm25; ‡ vs splade: p < 0.05 (paired randomization test" in md and "holm correction" in md
     rm3 = next(ln for ln in lines if ln.startswith("| rm3"))
-    assert "‡" in rm3  # rm3 is significantly below splade
+    assert rm3 == "| rm3 | 0.5259†▲‡▼ | 0.5216‡▼ |"  # above bm25 on R@100, below splade on both: directions marked
+    assert "▲ better, ▼ worse than that baseline" in md and "family: every system against the baseline(s)" in md
     tex = two_baselines.to_latex()
-    assert r"\textbf{0.7308}$^{\dagger}$" in tex and r"recall\_100" in tex and tex.count(r"\\") >= 4
+    assert r"\textbf{0.7308}$^{\dagger\uparrow}$" in tex and r"recall\_100" in tex and tex.count(r"\\") >= 4
     assert r"$\dagger$ vs bm25; $\ddagger$ vs splade" in tex
     args = [f"{k}={v}" for k, v in runs.items()]
     res = cli(

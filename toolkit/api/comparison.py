@@ -14,7 +14,17 @@ from toolkit.evaluation.compare import ComparisonResult
 
 #: Significance marks, one per baseline in order (stated under every table).
 SYMBOLS = ("†", "‡", "§", "¶", "*")
-_LATEX_SYMBOLS = {"†": r"\dagger", "‡": r"\ddagger", "§": r"\S", "¶": r"\P", "*": "*"}
+_LATEX_SYMBOLS = {
+    "†": r"\dagger",
+    "‡": r"\ddagger",
+    "§": r"\S",
+    "¶": r"\P",
+    "*": "*",
+    "▲": r"\uparrow",
+    "▼": r"\downarrow",
+}
+#: Direction of a significant difference: the marked system is better (▲) or worse (▼) than that baseline.
+UP, DOWN = "▲", "▼"
 
 
 @dataclass(frozen=True)
@@ -72,12 +82,15 @@ class Comparison:
     def table(self) -> pd.DataFrame:
         """One row per system (and baseline, with several), as ``pt.Experiment(..., baseline=0)`` prints it.
 
-        Columns: ``name``, ``baseline``, each measure's mean, then per measure ``M delta``, ``M +`` (wins),
-        ``M =`` (ties), ``M -`` (losses), ``M p-value`` (the chosen test's), ``M p-value corrected`` and
-        ``M reject`` (corrected p < 0.05). A baseline's own row has no tests (NaN).
+        Columns: ``name``, ``baseline``, each measure's mean, then per measure ``M delta``, ``M ci low`` and
+        ``M ci high`` (the bootstrap interval of the delta), ``M d_z`` (effect size), ``M +`` (wins), ``M =``
+        (ties), ``M -`` (losses), ``M p-value`` (the chosen test's), ``M p-value corrected`` and ``M reject``
+        (corrected p < 0.05). A baseline's own row has no tests (NaN).
         """
         means = self.means
-        key = "p_permutation" if self.result.doc["tests"]["test"] == "randomization" else "p_ttest"
+        from toolkit.evaluation.compare import TESTS
+
+        key = TESTS[self.result.doc["tests"]["test"]]
         by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
         rows = []
         for b in self.baselines:
@@ -89,6 +102,9 @@ class Comparison:
                 for m in self.measures:
                     c = by.get((b, name, m))
                     row[f"{m} delta"] = c.delta if c else float("nan")
+                    row[f"{m} ci low"] = c.ci_low if c else float("nan")
+                    row[f"{m} ci high"] = c.ci_high if c else float("nan")
+                    row[f"{m} d_z"] = c.d_z if c else float("nan")
                     row[f"{m} +"], row[f"{m} ="], row[f"{m} -"] = (c.wins, c.ties, c.losses) if c else (None,) * 3
                     row[f"{m} p-value"] = getattr(c, key) if c else float("nan")
                     row[f"{m} p-value corrected"] = c.p_adjusted if c else float("nan")
@@ -123,11 +139,13 @@ class Comparison:
                 best = means[m].round(digits).max()
                 if round(v, digits) == best:
                     text = bold(text)
-                marks = "".join(
-                    SYMBOLS[i % len(SYMBOLS)]
-                    for i, b in enumerate(self.baselines)
-                    if (c := by.get((b, name, m)) or by.get((name, b, m))) is not None and c.p_adjusted < alpha
-                )
+                marks = ""
+                for i, b in enumerate(self.baselines):
+                    c, sign = by.get((b, name, m)), 1.0
+                    if c is None:
+                        c, sign = by.get((name, b, m)), -1.0  # the baseline was tested against this system
+                    if c is not None and c.p_adjusted < alpha and c.delta != 0:
+                        marks += SYMBOLS[i % len(SYMBOLS)] + (UP if sign * c.delta > 0 else DOWN)
                 cells.append(text + (mark(marks) if marks else ""))
             rows.append(cells)
         return rows, self.legend(alpha)
@@ -136,12 +154,19 @@ class Comparison:
         """What the marks mean: symbol per baseline, the test, the correction and its family (plain text; each
         baseline's name through ``name``, the escaper of the format it lands in)."""
         t = self.result.doc["tests"]
-        test = "paired randomization test" if t["test"] == "randomization" else "paired t-test"
-        marks = "; ".join(f"{SYMBOLS[i % len(SYMBOLS)]} vs {name(b)}" for i, b in enumerate(self.baselines))
-        return (
-            f"{marks}: p < {alpha:g} ({test}, two-sided, {t['correction']} correction of {t['correction_applies_to']}). "
-            "Bold: the best value of each measure."
+        test = {"randomization": "paired randomization test", "t": "paired t-test"}.get(
+            t["test"], "randomised Tukey HSD"
         )
+        marks = "; ".join(f"{SYMBOLS[i % len(SYMBOLS)]} vs {name(b)}" for i, b in enumerate(self.baselines))
+        family = "all pairs of systems" if t.get("family") == "all-pairs" else "every system against the baseline(s)"
+        left = self.result.doc.get("identical") or {}
+        out = (
+            f"{marks}: p < {alpha:g} ({test}, two-sided, {t['correction']} correction of {t['correction_applies_to']}; "
+            f"family: {family}); {UP} better, {DOWN} worse than that baseline. "
+        )
+        if left:
+            out += "Left out of the family as identical: " + ", ".join(f"{name(r)} (= {name(s)})" for r, s in left.items()) + ". "
+        return out + "Bold: the best value of each measure."
 
     def to_markdown(self, alpha: float = 0.05, digits: int = 4) -> str:
         """A systems x measures table in Markdown: significant differences marked (see ``legend``), best in bold."""
@@ -172,6 +197,7 @@ class Comparison:
         legend = latex_text(legend)
         for sym, tex in _LATEX_SYMBOLS.items():
             legend = legend.replace(f"{sym} vs", f"${tex}$ vs")
+        legend = legend.replace(f"{UP} better", r"$\uparrow$ better").replace(f"{DOWN} worse", r"$\downarrow$ worse")
         return "\n".join(lines) + f"\n% {legend}\n"
 
     def to_text(self) -> str:
@@ -241,6 +267,10 @@ def compare(
     permutations: int = 10_000,
     seed: int = 42,
     force: bool = False,
+    family: str = "baseline",
+    ci: float = 0.95,
+    bootstrap: int = 10_000,
+    ci_method: str = "percentile",
     relevance_map: str | None = None,
     dedupe: str = "error",
     data_dir: str | os.PathLike | None = None,
@@ -256,9 +286,15 @@ def compare(
         baseline: a system's name, or several (each system is tested against each; one correction per measure
             over all those tests). Default: the first system.
         measures: as for ``evaluate``; default ``ndcg_cut.10``. Text measures (relstring) are left out.
-        test: ``randomization`` (paired sign-flip test, the default) or ``t`` (paired t-test): the p-value that
-            is corrected and marked.
-        correction: ``holm``, ``bonferroni`` or ``none``.
+        test: ``randomization`` (paired sign-flip test, the default), ``t`` (paired t-test) or ``tukey``
+            (randomised Tukey HSD, ``family="all-pairs"`` only, family-wise already): the p-value that is
+            corrected and marked.
+        correction: ``holm``, ``bonferroni``, ``bh`` (Benjamini-Hochberg) or ``none``.
+        family: ``baseline`` (every system against the baselines) or ``all-pairs``. Systems identical to
+            another on every measure are left out and named in ``doc["identical"]``.
+        ci: level of the paired bootstrap interval of each difference (in (0, 1)).
+        bootstrap: bootstrap resamples (seeded by ``seed``).
+        ci_method: ``percentile`` or ``bca``.
         permutations: random sign flips (all 2^n when that is not more).
         seed: seed of ``numpy.random.default_rng`` for the randomization test.
         force: compare even when provenance or query sets differ (pairs only the shared queries).
@@ -304,5 +340,9 @@ def compare(
         seed=seed,
         correction=correction,
         force=force,
+        family=family,
+        level=ci,
+        resamples=bootstrap,
+        ci_method=ci_method,
     )
     return Comparison(result)

@@ -51,7 +51,7 @@ def main(verbose: bool) -> None:
 def _register() -> None:
     import importlib
 
-    for module in ("eval", "retrieval", "rerank", "diagnose", "reproduce", "experiment"):
+    for module in ("eval", "retrieval", "rerank", "diagnose", "reproduce", "experiment", "uncertainty"):
         try:
             mod = importlib.import_module(f"{__name__}.{module}")
         except ModuleNotFoundError as exc:

@@ -90,7 +90,8 @@ _SIGNIFICANCE = [
         default=CORRECTIONS[0],
         show_default=True,
         help="Multiple-comparison correction of the randomization test's p-values, within each family of "
-        "comparisons (compare: the runs compared with the baseline, per measure).",
+        "comparisons (compare: the runs compared with the baseline, per measure). holm and bonferroni bound "
+        "the family-wise error, bh (Benjamini-Hochberg) the false discovery rate.",
     ),
 ]
 
@@ -243,3 +244,60 @@ def writable_folder(ctx: click.Context, param: click.Parameter, value):
     if value is not None:
         check_writable(value, f"--{param.name}".replace("_", "-") if param.name else "--out", folder=True)
     return value
+def _level(ctx, param, value):
+    """--ci: a level strictly between 0 and 1 (a usage error otherwise)."""
+    if value is not None and not 0.0 < value < 1.0:
+        raise click.BadParameter(f"the interval level must lie strictly between 0 and 1 (e.g. 0.95), got {value}")
+    return value
+
+
+def interval_options(default_level: float | None = 0.95):
+    """``--ci LEVEL --bootstrap N --ci-method`` of the paired bootstrap interval (``evaluation.intervals``);
+    ``default_level`` None: no interval unless --ci is given (``eval``)."""
+    from toolkit.evaluation.intervals import CI_METHODS, DEFAULT_RESAMPLES
+
+    opts = [
+        click.option(
+            "--ci",
+            "ci_level",
+            type=float,
+            default=default_level,
+            show_default=default_level is not None,
+            callback=_level,
+            metavar="LEVEL",
+            help="Confidence level of the bootstrap intervals (of each mean, and of each paired difference), "
+            "in (0, 1).",
+        ),
+        click.option(
+            "--bootstrap",
+            "bootstrap",
+            type=click.IntRange(min=1),
+            default=DEFAULT_RESAMPLES,
+            show_default=True,
+            help="Bootstrap resamples of the queries (seeded by --seed).",
+        ),
+        click.option(
+            "--ci-method",
+            type=click.Choice(CI_METHODS),
+            default=CI_METHODS[0],
+            show_default=True,
+            help="percentile, or bca (bias-corrected and accelerated): as scipy.stats.bootstrap computes them.",
+        ),
+    ]
+
+    def decorate(f):
+        for opt in reversed(opts):
+            f = opt(f)
+        return f
+
+    return decorate
+
+
+FAMILY = click.option(
+    "--family",
+    type=click.Choice(("baseline", "all-pairs")),
+    default="baseline",
+    show_default=True,
+    help="The family a correction covers: every run against the baseline(s), or every pair of runs (which "
+    "also gets a randomised Tukey HSD, --test tukey). Runs identical to another are left out and named.",
+)

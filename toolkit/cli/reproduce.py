@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options, writable_folder
+from toolkit.cli.options import (
+    DATA_DIR,
+    FAMILY,
+    evaluation_options,
+    interval_options,
+    significance_options,
+    writable_folder,
+)
 
 
 # ---------------------------------------------------------------- reproduce
@@ -142,12 +149,15 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option(
     "--test",
-    type=click.Choice(["randomization", "t"]),
+    type=click.Choice(["randomization", "t", "tukey"]),
     default="randomization",
     show_default=True,
-    help="The test whose p-values are corrected and marked (both are reported).",
+    help="The test whose p-values are corrected and marked (all are reported); tukey (randomised Tukey HSD, "
+    "family-wise already) needs --family all-pairs.",
 )
 @significance_options
+@FAMILY
+@interval_options()
 @click.option("--force", is_flag=True, help="Compare even when provenance differs (pairs only the shared queries).")
 @click.option(
     "--format",
@@ -167,16 +177,36 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
 )
 @evaluation_options
 @click.argument("runs", nargs=-1, required=True)
-def compare(qrels, measure_texts, baselines, test, permutations, seed, correction, force, fmt, out, runs, **options):
+def compare(
+    qrels,
+    measure_texts,
+    baselines,
+    test,
+    permutations,
+    seed,
+    correction,
+    family,
+    ci_level,
+    bootstrap,
+    ci_method,
+    force,
+    fmt,
+    out,
+    runs,
+    **options,
+):
     """Compare RUNS (each [NAME=]RUN; the first is the baseline) with paired significance tests.
 
     Per measure: each run's mean, its difference to the baseline, the paired
     t-test p-value, the paired randomization test p-value (sign flips of the
     per-query differences; --permutations, --seed), the --test's p-value
-    corrected for multiple comparisons (--correction, over the runs compared
-    with the baselines), and per-query wins / ties / losses. Refuses runs whose
-    evaluated query sets or settings differ, naming the difference, unless
-    --force.
+    corrected for multiple comparisons (--correction, over the family:
+    --family baseline, the runs compared with the baselines, or all-pairs),
+    the paired bootstrap interval of the difference (--ci, --bootstrap,
+    --ci-method), the effect size d_z, and per-query wins / ties / losses.
+    Runs identical to another are left out of the family and named. Refuses
+    runs whose evaluated query sets or settings differ, naming the difference,
+    unless --force.
 
     A RUN ending in .json is a saved evaluation (`twostage eval -q --format
     json --out FILE`): its per-query values and provenance are used as they
@@ -189,6 +219,7 @@ def compare(qrels, measure_texts, baselines, test, permutations, seed, correctio
       twostage compare --qrels dl19-passage -c -l 2 bm25=bm25.txt splade=splade.txt rr=rr.txt \\
           --baseline bm25 --baseline splade -m nDCG@10 -m R@100 --format latex
       twostage compare --qrels q.txt A B C -m ndcg_cut.10 -m recall.100 --format json --out reports/abc
+      twostage compare --qrels q.txt A B C --family all-pairs --test tukey --ci-method bca
     """
     from toolkit.api.comparison import compare as compare_systems
     from toolkit.cli.options import api_options, pop_settings, settings_from
@@ -204,6 +235,8 @@ def compare(qrels, measure_texts, baselines, test, permutations, seed, correctio
     if not qrels and any(not p.endswith(".json") for p in named.values()):
         first = next(p for p in named.values() if not p.endswith(".json"))
         raise click.UsageError(f"--qrels is needed to evaluate the run {first} (only saved .json results need none)")
+    if test == "tukey" and family != "all-pairs":
+        raise click.UsageError("--test tukey compares all pairs: add --family all-pairs")
     result = compare_systems(
         qrels,
         named,
@@ -214,6 +247,10 @@ def compare(qrels, measure_texts, baselines, test, permutations, seed, correctio
         permutations=permutations,
         seed=seed,
         force=force,
+        family=family,
+        ci=ci_level,
+        bootstrap=bootstrap,
+        ci_method=ci_method,
         **api_options(s),
     )
     if out:

@@ -9,6 +9,13 @@ multiple-comparison correction per measure over the whole family of (baseline, s
 With several baselines, each pair of baselines is tested once (the later against the earlier), and the
 randomization test of each baseline uses a generator seeded with ``seed``, so each baseline's p-values are
 the ones a comparison with that baseline alone gives.
+
+The family (``family``) is either every system against the baselines (``baseline``, the default) or every
+pair of systems (``all-pairs``: each pair tested with its own ``default_rng(seed)``, the later system against
+the earlier, plus a randomised Tukey HSD over all systems, ``significance.tukey_hsd``). A system whose
+per-query values equal another's on every measure compared (a configuration identical to the baseline, a
+copy of another row) is left out of the family and named in the document (``identical``): a copy adds a
+test that cannot be independent evidence and only makes the correction harsher.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from pathlib import Path
 import pandas as pd
 
 from toolkit.errors import ConfigError, InputFormatError, ProvenanceMismatchError
-from toolkit.evaluation.significance import Comparison, adjust, comparability, compare_table
+from toolkit.evaluation.intervals import check_ci_options
+from toolkit.evaluation.significance import CORRECTIONS, Comparison, adjust, comparability, compare_table, tukey_hsd
 
-TESTS = {"randomization": "p_permutation", "t": "p_ttest"}
+TESTS = {"randomization": "p_permutation", "t": "p_ttest", "tukey": "p_tukey"}
+FAMILIES = ("baseline", "all-pairs")
 
 
 @dataclass(frozen=True)
@@ -75,8 +84,8 @@ def _check(per_query: Mapping, baselines: Sequence[str], test: str, correction: 
         raise ConfigError("a baseline is named twice")
     if test not in TESTS:
         raise ConfigError(f"test must be one of {', '.join(TESTS)}, not {test!r}")
-    if correction not in ("holm", "bonferroni", "none"):
-        raise ConfigError(f"correction must be holm, bonferroni or none, not {correction!r}")
+    if correction not in CORRECTIONS:
+        raise ConfigError(f"correction must be one of {', '.join(CORRECTIONS)}, not {correction!r}")
 
 
 def paired_table(
@@ -105,6 +114,24 @@ def paired_table(
     return pd.concat(frames, ignore_index=True), diff, len(shared)
 
 
+def identical_runs(table: pd.DataFrame, keep: Sequence[str] = ()) -> dict[str, str]:
+    """{run: the run it copies} for every run whose per-query values equal an earlier run's (or a ``keep``
+    run's) on every measure and query of the tidy table. Runs in ``keep`` (the baselines) are never left out."""
+    runs = list(dict.fromkeys(table["run"].tolist()))
+    wide = table.pivot_table(index="run", columns=["measure", "query_id"], values="value", aggfunc="first")
+    order = [r for r in keep if r in runs] + [r for r in runs if r not in keep]
+    kept: list[str] = []
+    out: dict[str, str] = {}
+    for r in order:
+        row = wide.loc[r]
+        same = next((k for k in kept if row.equals(wide.loc[k])), None)
+        if same is not None and r not in keep:
+            out[r] = same
+        else:
+            kept.append(r)
+    return out
+
+
 def run_tests(
     table: pd.DataFrame,
     baselines: Sequence[str],
@@ -113,23 +140,52 @@ def run_tests(
     permutations: int = 10_000,
     seed: int = 42,
     correction: str = "holm",
+    family: str = "baseline",
+    level: float = 0.95,
+    resamples: int = 10_000,
+    ci_method: str = "percentile",
 ) -> list[Comparison]:
-    """Every system against every baseline, per measure; ``p_adjusted`` corrects the chosen test's p-values
-    over all (baseline, system) tests of the measure."""
+    """The family's tests per measure (every system against every baseline, or every pair); ``p_adjusted``
+    corrects the chosen test's p-values over all tests of the measure (the Tukey HSD's p-values are already
+    family-wise and are taken as they are)."""
+    if family not in FAMILIES:
+        raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
+    if test == "tukey" and family != "all-pairs":
+        raise ConfigError("the Tukey HSD test compares all pairs: use it with family='all-pairs'")
     runs = list(dict.fromkeys(table["run"].tolist()))
+    if len(runs) < 2:
+        raise ConfigError(f"a family needs at least two distinct runs, got {len(runs)} ({', '.join(runs)})")
+    ci = {"level": level, "resamples": resamples, "ci_method": ci_method}
     tests: list[Comparison] = []
-    for i, b in enumerate(baselines):
-        earlier = set(baselines[:i])  # a pair of baselines is tested once
-        part = table[~table["run"].isin(earlier)]
-        if len([r for r in runs if r not in earlier]) < 2:
-            continue
-        tests += compare_table(part, b, permutations=permutations, seed=seed, correction="none")
+    if family == "baseline":
+        for i, b in enumerate(baselines):
+            earlier = set(baselines[:i])  # a pair of baselines is tested once
+            part = table[~table["run"].isin(earlier)]
+            if len([r for r in runs if r not in earlier]) < 2:
+                continue
+            tests += compare_table(part, b, permutations=permutations, seed=seed, correction="none", **ci)
+    else:
+        ordered = [b for b in baselines if b in runs] + [r for r in runs if r not in baselines]
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1 :]:
+                part = table[table["run"].isin([a, b])]
+                tests += compare_table(part, a, permutations=permutations, seed=seed, correction="none", **ci)
+        tukey = {}
+        for measure in dict.fromkeys(table["measure"].tolist()):
+            wide = table[table["measure"] == measure].pivot(index="query_id", columns="run", values="value")
+            wide = wide[ordered].dropna()
+            p = tukey_hsd(wide.to_numpy(), permutations=permutations, seed=seed)
+            for i, a in enumerate(ordered):
+                for j, b in enumerate(ordered):
+                    tukey[(measure, a, b)] = float(p[i, j])
+        tests = [replace(c, p_tukey=tukey[(c.measure, c.baseline, c.run)]) for c in tests]
     key = TESTS[test]
     out: list[Comparison] = []
     for measure in dict.fromkeys(c.measure for c in tests):
-        family = [c for c in tests if c.measure == measure]
-        adjusted = adjust([getattr(c, key) for c in family], correction)
-        out += [replace(c, p_adjusted=float(p)) for c, p in zip(family, adjusted)]
+        fam = [c for c in tests if c.measure == measure]
+        raw = [getattr(c, key) for c in fam]
+        adjusted = raw if test == "tukey" else adjust(raw, correction)
+        out += [replace(c, p_adjusted=float(p)) for c, p in zip(fam, adjusted)]
     return out
 
 
@@ -160,11 +216,16 @@ def compare_doc(
     correction: str,
     diff: dict,
     n_shared: int,
+    family: str = "baseline",
+    level: float = 0.95,
+    resamples: int = 10_000,
+    ci_method: str = "percentile",
+    identical: Mapping[str, str] | None = None,
 ) -> dict:
     """The JSON document of ``twostage compare --format json`` (``results`` against the first baseline,
     ``results_by_baseline`` against each)."""
     n_family = len({(c.baseline, c.run) for c in tests})
-    by_baseline = {b: _results(tests, b) for b in baselines}
+    by_baseline = {b: _results(tests, b) for b in dict.fromkeys([*baselines, *(c.baseline for c in tests)])}
     return {
         "baseline": baselines[0],
         "baselines": list(baselines),
@@ -178,10 +239,26 @@ def compare_doc(
             "seed": seed,
             "rng": "numpy.random.default_rng(seed) per baseline, consumed measure by measure, run by run",
             "test": test,
-            "correction": correction,
+            "family": family,
+            "correction": "none (Tukey HSD p-values are family-wise already)" if test == "tukey" else correction,
             "correction_applies_to": f"{TESTS[test]}, per measure, over the {n_family} (baseline, run) "
-            f"comparison(s) of the family",
+            f"comparison(s) of the family"
+            + (" (all pairs of runs)" if family == "all-pairs" else " (every run against the baselines)"),
+            "tukey": "randomised Tukey HSD (Carterette 2012): each query's values shuffled among all runs, "
+            f"statistic max - min of the run means, {permutations} permutations"
+            if family == "all-pairs"
+            else None,
+            "ci": {
+                "level": level,
+                "method": ci_method,
+                "resamples": resamples,
+                "seed": seed,
+                "what": "paired bootstrap interval of delta (queries resampled with replacement, "
+                "numpy.random.default_rng(seed) per comparison, as scipy.stats.bootstrap draws)",
+            },
+            "effect_size": "d_z = mean of the per-query differences / their sample sd (ddof 1)",
         },
+        "identical": dict(identical or {}),
         "baseline_mean": {c.measure: c.baseline_mean for c in tests if c.baseline == baselines[0]},
         "results": by_baseline[baselines[0]],
         "results_by_baseline": by_baseline,
@@ -203,11 +280,38 @@ def compare_runs(
     seed: int = 42,
     correction: str = "holm",
     force: bool = False,
+    family: str = "baseline",
+    level: float = 0.95,
+    resamples: int = 10_000,
+    ci_method: str = "percentile",
 ) -> ComparisonResult:
-    """Pair, check and test systems given as {name: per-query values} and {name: provenance}."""
+    """Pair, check and test systems given as {name: per-query values} and {name: provenance}.
+
+    Runs identical to another (the same per-query values on every measure) are left out of the family and
+    named in ``doc["identical"]``; fewer than two distinct runs left is an error.
+    """
     _check(per_query, baselines, test, correction)
+    check_ci_options(level, resamples, ci_method)
     table, diff, n_shared = paired_table(per_query, provenance, baselines, measures, force)
-    tests = run_tests(table, baselines, test=test, permutations=permutations, seed=seed, correction=correction)
+    identical = identical_runs(table, baselines)
+    tested = table[~table["run"].isin(list(identical))]
+    if tested["run"].nunique() < 2:
+        raise ConfigError(
+            "a family needs at least two distinct runs; "
+            + ", ".join(f"{r} is identical to {s}" for r, s in identical.items())
+        )
+    tests = run_tests(
+        tested,
+        baselines,
+        test=test,
+        permutations=permutations,
+        seed=seed,
+        correction=correction,
+        family=family,
+        level=level,
+        resamples=resamples,
+        ci_method=ci_method,
+    )
     doc = compare_doc(
         tests,
         provenance,
@@ -219,8 +323,23 @@ def compare_runs(
         correction=correction,
         diff=diff,
         n_shared=n_shared,
+        family=family,
+        level=level,
+        resamples=resamples,
+        ci_method=ci_method,
+        identical=identical,
     )
     return ComparisonResult(table, tuple(tests), doc, tuple(baselines), tuple(measures))
 
 
-__all__ = ["TESTS", "ComparisonResult", "compare_doc", "compare_runs", "load_result_json", "paired_table", "run_tests"]
+__all__ = [
+    "FAMILIES",
+    "TESTS",
+    "ComparisonResult",
+    "compare_doc",
+    "compare_runs",
+    "identical_runs",
+    "load_result_json",
+    "paired_table",
+    "run_tests",
+]

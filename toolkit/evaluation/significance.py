@@ -31,6 +31,16 @@ Definitions (d_i = b_i - a_i, n queries):
   p_(1) <= ... <= p_(m); adjusted p_(j) = max_{k <= j} min(1, (m - k + 1) * p_(k)).
   **Bonferroni**: min(1, m * p). Both control the family-wise error rate;
   Holm is uniformly more powerful, hence the default.
+- **Benjamini-Hochberg** (1995), ``bh``: sort p ascending; adjusted p_(j) = min_{k >= j} min(1, m p_(k) / k).
+  It controls the false discovery rate (the expected share of false claims among the claims), not the
+  family-wise error: the choice when many comparisons are screened.
+- **randomised Tukey HSD** (Carterette, "Multiple testing in statistical analysis of systems-based
+  information retrieval experiments", ACM TOIS 30(1), 2012): for all pairs of m systems over the same n
+  queries, each permutation shuffles the m values of every query among the systems independently; the
+  statistic is the range max_j mean_j - min_j mean_j of the permuted system means, and the p-value of a pair
+  is p = (1 + #{range* >= |mean_b - mean_a|}) / (1 + permutations). One null distribution (the largest
+  difference any pair could show by chance) serves every pair, so these p-values already control the
+  family-wise error over all pairs and take no further correction.
 - **win / tie / loss** of the system against the baseline: d_i > eps, |d_i| <= eps,
   d_i < -eps, with eps = 0 by default (values of the same ranking are
   bit-identical, so exact ties are real ties).
@@ -51,8 +61,9 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ConfigError
+from toolkit.evaluation.intervals import check_ci_options, paired_interval
 
-CORRECTIONS = ("holm", "bonferroni", "none")
+CORRECTIONS = ("holm", "bonferroni", "bh", "none")
 DEFAULT_PERMUTATIONS = 10_000
 DEFAULT_SEED = 42
 _REL_TOL = 1e-9
@@ -145,7 +156,7 @@ def _all_signs(n: int):
 
 
 def adjust(pvalues, method: str = "holm") -> np.ndarray:
-    """Family-wise corrected p-values (Holm step-down, Bonferroni, or none); order preserved."""
+    """Corrected p-values (Holm step-down, Bonferroni, Benjamini-Hochberg, or none); order preserved."""
     p = np.asarray(pvalues, dtype=np.float64)
     if method not in CORRECTIONS:
         raise ConfigError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
@@ -154,11 +165,56 @@ def adjust(pvalues, method: str = "holm") -> np.ndarray:
         return p.copy()
     if method == "bonferroni":
         return np.minimum(1.0, p * m)
+    if method == "bh":
+        order = np.argsort(p, kind="stable")
+        scaled = np.minimum(1.0, p[order] * m / np.arange(1, m + 1))
+        out = np.empty(m)
+        out[order] = np.minimum.accumulate(scaled[::-1])[::-1]
+        return out
     order = np.argsort(p, kind="stable")
     scaled = np.minimum(1.0, p[order] * (m - np.arange(m)))
     out = np.empty(m)
     out[order] = np.maximum.accumulate(scaled)
     return out
+
+
+def tukey_hsd(
+    values,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int | None = DEFAULT_SEED,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Randomised Tukey HSD p-values of every pair of systems: ``values`` is n queries x m systems.
+
+    Returns the symmetric m x m matrix of p-values (1 on the diagonal); see the module docstring.
+    """
+    if permutations < 1:
+        raise ConfigError(f"permutations must be >= 1, got {permutations}")
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] < 2:
+        raise ConfigError(f"Tukey HSD needs a queries x systems matrix with at least two systems, got {x.shape}")
+    if not np.isfinite(x).all():
+        raise ConfigError("Tukey HSD: per-query values must be finite numbers")
+    n, m = x.shape
+    means = x.mean(axis=0)
+    observed = np.abs(means[:, None] - means[None, :])
+    scale = max(float(np.abs(x).mean()) if x.size else 0.0, 1e-300)
+    threshold = observed - _REL_TOL * np.maximum(observed, scale)
+    gen = rng if rng is not None else np.random.default_rng(seed)
+    hits = np.zeros((m, m), dtype=np.int64)
+    rows = max(1, (_CHUNK * 20) // max(n * m, 1))
+    done = 0
+    while done < permutations:
+        size = min(rows, permutations - done)
+        order = gen.random((size, n, m)).argsort(axis=2)
+        shuffled = np.take_along_axis(np.broadcast_to(x, (size, n, m)), order, axis=2)
+        pm = shuffled.mean(axis=1)
+        ranges = pm.max(axis=1) - pm.min(axis=1)
+        hits += (ranges[:, None, None] >= threshold[None, :, :]).sum(axis=0)
+        done += size
+    p = (1 + hits) / (1 + permutations)
+    np.fill_diagonal(p, 1.0)
+    return p
 
 
 def win_tie_loss(a, b, eps: float = 0.0) -> tuple[int, int, int]:
@@ -186,11 +242,16 @@ class Comparison:
     wins: int
     ties: int
     losses: int
+    ci_low: float = math.nan  # bootstrap interval of delta (intervals.bootstrap_ci)
+    ci_high: float = math.nan
+    d_z: float = math.nan  # effect size: mean(d) / sd(d, ddof=1)
+    p_tukey: float | None = None  # randomised Tukey HSD (all-pairs families only)
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        if math.isinf(d["t"]):  # JSON has no infinity
-            d["t"] = "inf" if d["t"] > 0 else "-inf"
+        for k in ("t", "d_z"):
+            if isinstance(d[k], float) and math.isinf(d[k]):  # JSON has no infinity
+                d[k] = "inf" if d[k] > 0 else "-inf"
         return d
 
 
@@ -200,8 +261,15 @@ def compare_table(
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = DEFAULT_SEED,
     correction: str = "holm",
+    level: float = 0.95,
+    resamples: int = 10_000,
+    ci_method: str = "percentile",
 ) -> list[Comparison]:
     """Compare every run of a tidy table (run, query_id, measure, value) with ``baseline``.
+
+    Each comparison also carries the paired bootstrap interval of its delta at ``level`` (``resamples``,
+    ``ci_method``; a fresh ``default_rng(seed)`` per comparison, so an interval does not depend on which other
+    runs are compared) and the effect size d_z (``intervals``).
 
     Per measure, runs are paired on the queries they share with the
     baseline (callers that need identical query sets check provenance before
@@ -212,6 +280,7 @@ def compare_table(
     needed = {"run", "query_id", "measure", "value"}
     if not needed <= set(per_query.columns):
         raise ConfigError(f"per-query table needs columns {sorted(needed)}, has {sorted(per_query.columns)}")
+    check_ci_options(level, resamples, ci_method)
     runs = list(dict.fromkeys(per_query["run"].tolist()))
     if baseline not in runs:
         raise ConfigError(f"baseline {baseline!r} is not among the runs ({', '.join(runs)})")
@@ -227,6 +296,11 @@ def compare_table(
             t, p_t = paired_ttest(a, b)
             p_perm, exact = permutation_test(a, b, permutations=permutations, rng=rng)
             w, ti, lo = win_tie_loss(a, b)
+            if len(a):
+                ci, dz = paired_interval(a, b, level, resamples, ci_method, seed)
+                ci_low, ci_high = ci.low, ci.high
+            else:
+                ci_low = ci_high = dz = math.nan
             rows.append(
                 {
                     "measure": measure,
@@ -243,6 +317,9 @@ def compare_table(
                     "wins": w,
                     "ties": ti,
                     "losses": lo,
+                    "ci_low": ci_low,
+                    "ci_high": ci_high,
+                    "d_z": dz,
                 }
             )
         adjusted = adjust([r["p_permutation"] for r in rows], correction)

@@ -108,13 +108,22 @@ def _baseline(exp: Experiment, configs: list[Config]) -> str | None:
 
 
 def _significance(exp: Experiment, tidy: pd.DataFrame, baseline: str | None) -> dict:
+    from toolkit.evaluation.compare import identical_runs
     from toolkit.evaluation.significance import compare_table
 
     if baseline is None or tidy["run"].nunique() < 2:
         return {}
     ev = exp.evaluation
-    rows = compare_table(tidy, baseline, int(ev["permutations"]), int(ev["seed"]), str(ev["correction"]))
-    return {(r.run, r.measure): r for r in rows}
+    # a configuration identical to the baseline or to another row (a tuned copy) is left out of the family:
+    # its test adds nothing and would only make the correction harsher
+    copies = identical_runs(tidy, [baseline])
+    tested = tidy[~tidy["run"].isin(list(copies))]
+    if tested["run"].nunique() < 2:
+        return {}
+    rows = compare_table(tested, baseline, int(ev["permutations"]), int(ev["seed"]), str(ev["correction"]))
+    out: dict = {(r.run, r.measure): r for r in rows}
+    out |= {(run, "identical_to"): same for run, same in copies.items()}
+    return out
 
 
 def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
@@ -134,6 +143,10 @@ def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
                 r = sig.get((c.name, m.name))
                 row[f"delta_{m.name}"] = r.delta if r else (0.0 if c.name == baseline else None)
                 row[f"p_{m.name}"] = r.p_adjusted if r else None
+                row[f"ci_low_{m.name}"] = r.ci_low if r else None
+                row[f"ci_high_{m.name}"] = r.ci_high if r else None
+                row[f"d_z_{m.name}"] = r.d_z if r else None
+            row["identical_to"] = sig.get((c.name, "identical_to"))
         rows.append(row)
     table = pd.DataFrame(rows)
     for p in params:  # integer grids (depth, fb_terms) stay integers where other rows have no value

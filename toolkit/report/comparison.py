@@ -22,12 +22,24 @@ def run_labels(runs: list[str], width: int = 40) -> dict[str, str]:
 
 
 def compare_text(doc: dict) -> str:
+    from toolkit.evaluation.compare import TESTS
+    from toolkit.evaluation.verdict import verdict
+
     t = doc["tests"]
+    key = TESTS.get(t.get("test", "randomization"), "p_permutation")
     lines = [
         f"# baseline: {', '.join(doc.get('baselines') or [doc['baseline']])}",
         f"# tests: paired t-test; randomization test, {t['permutations']} permutations, seed {t['seed']}; "
-        f"correction: {t['correction']} (on {'p_ttest' if t.get('test') == 't' else 'p_perm'}, per measure)",
+        f"correction: {t['correction']} (on {key}, per measure, family: {t.get('family', 'baseline')})",
     ]
+    if t.get("ci"):
+        ci = t["ci"]
+        lines.append(
+            f"# interval: paired bootstrap {ci['method']}, {ci['level']:g}, {ci['resamples']} resamples, seed "
+            f"{ci['seed']}; d_z = mean / sd of the per-query differences; verdict at p_adj < 0.05"
+        )
+    for run, same in (doc.get("identical") or {}).items():
+        lines.append(f"# left out of the family: {run} (identical per-query values to {same})")
     if doc["forced"]:
         lines.append(
             "# FORCED despite: " + "; ".join(f"{k}: {a} vs {b}" for k, (a, b) in doc["provenance_differences"].items())
@@ -45,6 +57,8 @@ def compare_text(doc: dict) -> str:
                 f"{p_value(r['p_ttest']):>8} {p_value(r['p_permutation']):>8} {p_value(r['p_adjusted']):>8}  "
                 f"{r['wins']}/{r['ties']}/{r['losses']}"
             )
+            if "ci_low" in r:
+                lines.append(f"{'':<14} {'':<40} {verdict(r)}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,205 @@
+"""The holes in the judgments, quantified: the lowest and highest value a measure can take over every labelling of
+a run's unjudged documents.
+
+trec_eval counts an unjudged document (absent from the qrels, or with a negative label) as non-relevant, so a
+low score may be a judging gap rather than a ranking failure. For each query, the unjudged documents among the
+run's top k (trec_eval's order) are given every labelling with labels from the qrels' own scale (its
+non-negative labels, plus 0: a hole may always be non-relevant), the ideal ranking is recomputed for each
+labelling (the labelled documents join the qrels), and the extremes are kept:
+
+- ``P.k`` = relevant in the top k / k: the lowest is every hole non-relevant (trec_eval's value), the highest
+  every hole relevant (when the scale has a label >= the relevance level). Closed form, exact.
+- ``recall.k`` = relevant in the top k / relevant judged: a relevant hole adds one to both, and
+  (r + x) / (R + x) grows with x (r <= R), so the extremes are again all non-relevant / all relevant. Exact.
+- ``ndcg_cut.k``: a relevant hole raises DCG but may raise the ideal DCG more (it joins the ideal ranking), so
+  the lowest nDCG is not always "every hole 0" nor the highest "every hole at the top label". For a fixed
+  multiset of hole labels the ideal DCG is fixed, and DCG is largest when the highest labels take the holes
+  ranked highest and smallest in the reverse assignment (rearrangement inequality: discounts decrease with rank).
+  So the exact extremes come from enumerating the multisets of labels (C(h + L - 1, L - 1) of them for h holes
+  and L labels: 286 for 10 holes and 4 labels), each with its two sorted assignments: exact for every h.
+  Beyond ``MAX_MULTISETS`` multisets (e.g. 100 holes on a 4-level scale) the bounds are the looser
+  min DCG / max ideal DCG and max DCG / min ideal DCG (still bounds, not attained), and ``exact`` says so.
+  Gains are the settings' (``--gain``), the discount trec_eval's log2.
+
+Beside them: trec_eval's value (holes as non-relevant), always within the bounds, and the judged-only value
+(``-J``: holes removed before ranking, "condensed lists", Sakai 2007). Means over queries of the per-query
+extremes are the extremes of the mean (each query's holes are labelled independently). Two runs share
+documents, so the bounds of a difference are at most as wide as the two intervals say: overlapping intervals
+mean *some* labelling could erase or reverse the difference, a conservative warning.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import ConfigError
+from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
+
+SUPPORTED = ("ndcg_cut", "P", "recall")
+MAX_MULTISETS = 200_000
+COLUMNS = ("value", "min", "max", "condensed", "gap", "unjudged", "exact")
+
+
+@dataclass(frozen=True)
+class HoleBounds:
+    """One measure's bounds: ``per_query`` (index query_id; columns value = trec_eval's, min, max, condensed =
+    judged-only, gap = max - min, unjudged = holes in the top k, exact = whether min/max are attained)."""
+
+    measure: str
+    per_query: pd.DataFrame
+
+    def mean(self) -> dict[str, float]:
+        """Means over the evaluated queries of value, min, max, condensed and gap."""
+        t = self.per_query
+        n = len(t)
+        return {c: float(t[c].sum() / n) if n else 0.0 for c in ("value", "min", "max", "condensed", "gap")}
+
+    @property
+    def exact(self) -> bool:
+        return bool(self.per_query["exact"].all())
+
+
+def _scale(qrels: Qrels) -> list[int]:
+    labels = sorted({int(v) for v in qrels.frame[RELEVANCE].unique() if v >= 0} | {0})
+    return labels
+
+
+def _ideal(gains: np.ndarray, k: int, disc: np.ndarray) -> float:
+    top = np.sort(gains[gains > 0])[::-1][:k]
+    return float((top * disc[: len(top)]).sum())
+
+
+def _ideals(judged_gains: np.ndarray, sets: np.ndarray, k: int, disc: np.ndarray) -> np.ndarray:
+    """The ideal DCG@k of the judged gains joined by each row of ``sets`` (in row chunks)."""
+    top = np.sort(judged_gains[judged_gains > 0])[::-1][:k]
+    out = np.empty(len(sets))
+    step = max(1, 2_000_000 // max(sets.shape[1] + len(top), 1))
+    for i in range(0, len(sets), step):
+        block = sets[i : i + step]
+        both = np.concatenate([np.broadcast_to(top, (len(block), len(top))), np.where(block > 0, block, 0.0)], axis=1)
+        best = -np.sort(-both, axis=1)[:, :k]
+        out[i : i + step] = best @ disc[: best.shape[1]]
+    return out
+
+
+def ndcg_bounds(
+    judged_gains: np.ndarray,
+    top_gains: np.ndarray,
+    hole_ranks: np.ndarray,
+    scale_gains: list[float],
+    k: int,
+) -> tuple[float, float, bool]:
+    """(lowest, highest, exact) nDCG@k of one query over every labelling of its holes.
+
+    ``judged_gains``: the gains of every judged document of the query (the ideal ranking's pool);
+    ``top_gains``: the gains of the run's top k in order with 0 at the holes; ``hole_ranks``: the 1-based ranks
+    of the holes; ``scale_gains``: the gains a hole may take.
+    """
+    disc = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
+    base = float((top_gains * disc[: len(top_gains)]).sum())
+    h = len(hole_ranks)
+    g = sorted({float(x) for x in scale_gains})
+    if h == 0:
+        ideal = _ideal(judged_gains, k, disc)
+        v = base / ideal if ideal > 0 else 0.0
+        return v, v, True
+    w = disc[np.asarray(hole_ranks) - 1]  # decreasing with rank
+    n_sets = math.comb(h + len(g) - 1, len(g) - 1)
+    if n_sets > MAX_MULTISETS:
+        ideal_lo = _ideal(judged_gains, k, disc)
+        ideal_hi = _ideal(np.concatenate([judged_gains, np.full(h, max(g))]), k, disc)
+        hi_dcg = base + float((w * max(g)).sum())
+        lo = base / ideal_hi if ideal_hi > 0 else 0.0
+        hi = hi_dcg / ideal_lo if ideal_lo > 0 else (1.0 if hi_dcg > 0 else 0.0)
+        return lo, min(hi, 1.0), False
+    sets = np.array(list(itertools.combinations_with_replacement(g[::-1], h)), dtype=np.float64)  # rows descending
+    best = base + sets @ w  # highest gains on the highest-ranked holes
+    worst = base + sets[:, ::-1] @ w
+    ideals = _ideals(judged_gains, sets, k, disc)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hi = np.where(ideals > 0, best / ideals, 0.0)
+        lo = np.where(ideals > 0, worst / ideals, 0.0)
+    return float(lo.min()), float(hi.max()), True
+
+
+def _query_tables(qrels: Qrels, run: Run, k: int, score_precision: str):
+    """Per query: the top k (doc ids in trec_eval order) and the judged labels {doc: label >= 0}."""
+    from toolkit.ranking import top_k
+
+    top = top_k(run.frame, k, score_precision)  # type: ignore[arg-type]
+    tops = {q: g[DOC_ID].tolist() for q, g in top.groupby(QUERY_ID, sort=False)}
+    judged = qrels.frame[qrels.frame[RELEVANCE] >= 0]
+    labels = {q: dict(zip(g[DOC_ID], g[RELEVANCE].astype(int))) for q, g in judged.groupby(QUERY_ID, sort=False)}
+    return tops, labels
+
+
+def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, HoleBounds]:
+    """Bounds of every ``ndcg_cut``, ``P`` and ``recall`` measure in ``measures`` (parsed ``Measure``s) for
+    ``run``, on the queries trec_eval evaluates under ``settings`` (see the module docstring)."""
+    from toolkit.evaluation.evaluate import evaluate
+    from toolkit.measures.names import Discount, EvalSettings
+
+    settings = settings or EvalSettings()
+    chosen = [m for m in measures if m.family in SUPPORTED and m.cutoff]
+    if not chosen:
+        raise ConfigError(
+            "hole bounds are computed for ndcg_cut.k, P.k and recall.k; none of the measures asked is one of them"
+        )
+    if settings.discount != Discount():
+        raise ConfigError("hole bounds use trec_eval's log2 discount; drop --discount")
+    if settings.judged_only:
+        raise ConfigError("with -J there are no holes to bound (the condensed value is reported beside the bounds)")
+    from dataclasses import replace
+
+    full = evaluate(qrels, run, chosen, settings, warn=False)
+    condensed = evaluate(qrels, run, chosen, replace(settings, judged_only=True), warn=False)
+    wide, cwide = full.wide(), condensed.wide()
+    scale = _scale(qrels)
+    level = settings.relevance_level
+    out: dict[str, HoleBounds] = {}
+    for m in chosen:
+        k = int(m.cutoff)
+        k_eff = min(k, settings.max_docs) if settings.max_docs is not None else k
+        tops, labels = _query_tables(qrels, run, k_eff, settings.score_precision)
+        rows = []
+        for qid in wide.index:
+            lab = labels.get(qid, {})
+            docs = tops.get(qid, [])
+            holes = [i + 1 for i, d in enumerate(docs) if d not in lab]
+            value = float(wide.at[qid, m.name])
+            if m.family == "P":
+                rel = sum(1 for d in docs if lab.get(d, -1) >= level)
+                hi_rel = rel + (len(holes) if scale[-1] >= level else 0)
+                lo, hi, exact = rel / k, hi_rel / k, True
+            elif m.family == "recall":
+                big_r = sum(1 for v in lab.values() if v >= level)
+                rel = sum(1 for d in docs if lab.get(d, -1) >= level)
+                x = len(holes) if scale[-1] >= level else 0
+                lo = rel / big_r if big_r else 0.0
+                hi = (rel + x) / (big_r + x) if big_r + x else 0.0
+                exact = True
+            else:
+                gain = settings.gain.value
+                judged_gains = np.array([gain(v) for v in lab.values()], dtype=np.float64)
+                top_gains = np.array([gain(lab[d]) if d in lab else 0.0 for d in docs], dtype=np.float64)
+                lo, hi, exact = ndcg_bounds(judged_gains, top_gains, np.array(holes), [gain(v) for v in scale], k)
+            # the all-non-relevant labelling is trec_eval's own: keep its exact bits inside the bounds
+            lo, hi = min(lo, value), max(hi, value)
+            cval = float(cwide.at[qid, m.name]) if qid in cwide.index else 0.0
+            rows.append((qid, value, lo, hi, cval, hi - lo, len(holes), exact))
+        table = pd.DataFrame(rows, columns=[QUERY_ID, *COLUMNS]).set_index(QUERY_ID)
+        out[m.name] = HoleBounds(m.name, table)
+    return out
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two intervals of possible values [low, high] share a value."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+__all__ = ["MAX_MULTISETS", "SUPPORTED", "HoleBounds", "hole_bounds", "ndcg_bounds", "overlap"]
