@@ -33,15 +33,19 @@ _PUBLIC = {
     "read_run": "pipeline",
     "experiment": "experiment",
     "Experiment": "experiment",
+    "agreement": "assessors",
+    "Agreement": "assessors",
 }
 
 __all__ = [
+    "Agreement",
     "Comparison",
     "Diagnosis",
     "Evaluation",
     "Experiment",
     "Run",
     "__version__",
+    "agreement",
     "bm25",
     "compare",
     "dense",
@@ -55,6 +59,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from __getattr__
+    from toolkit.api.assessors import Agreement, agreement
     from toolkit.api.comparison import Comparison, compare
     from toolkit.api.diagnosis import Diagnosis, diagnose
     from toolkit.api.evaluation import Evaluation, evaluate

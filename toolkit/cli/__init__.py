@@ -44,7 +44,7 @@ def main(verbose: bool) -> None:
 def _register() -> None:
     import importlib
 
-    for module in ("eval", "retrieval", "rerank", "diagnose", "reproduce", "experiment"):
+    for module in ("eval", "retrieval", "rerank", "diagnose", "reproduce", "experiment", "assessors", "judge"):
         try:
             mod = importlib.import_module(f"{__name__}.{module}")
         except ModuleNotFoundError as exc:
