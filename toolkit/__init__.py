@@ -35,18 +35,25 @@ _PUBLIC = {
     "Experiment": "experiment",
     "agreement": "assessors",
     "Agreement": "assessors",
+    "judge": "judging",
+    "Judgments": "judging",
+    "calibrate_judge": "judging",
+    "Calibration": "judging",
 }
 
 __all__ = [
     "Agreement",
+    "Calibration",
     "Comparison",
     "Diagnosis",
     "Evaluation",
     "Experiment",
+    "Judgments",
     "Run",
     "__version__",
     "agreement",
     "bm25",
+    "calibrate_judge",
     "compare",
     "dense",
     "diagnose",
@@ -54,6 +61,7 @@ __all__ = [
     "experiment",
     "fuse",
     "index",
+    "judge",
     "read_run",
     "rerank",
 ]
@@ -64,6 +72,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.diagnosis import Diagnosis, diagnose
     from toolkit.api.evaluation import Evaluation, evaluate
     from toolkit.api.experiment import Experiment, experiment
+    from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.run import Run
 
