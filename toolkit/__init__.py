@@ -39,6 +39,7 @@ _PUBLIC = {
     "Judgments": "judging",
     "calibrate_judge": "judging",
     "Calibration": "judging",
+    "merge_qrels": "judging",
 }
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "fuse",
     "index",
     "judge",
+    "merge_qrels",
     "read_run",
     "rerank",
 ]
@@ -72,7 +74,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.diagnosis import Diagnosis, diagnose
     from toolkit.api.evaluation import Evaluation, evaluate
     from toolkit.api.experiment import Experiment, experiment
-    from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge
+    from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.run import Run
 

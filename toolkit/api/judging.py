@@ -243,6 +243,34 @@ def judge(
     return result
 
 
+def merge_qrels(
+    human: Any,
+    judge: Any,
+    policy: str = "fill",
+    *,
+    data_dir: str | os.PathLike | None = None,
+    dedupe: str = "error",
+) -> Any:
+    """Human and judge qrels merged under a policy, as a ``Qrels`` that carries its origin (``evaluate``,
+    ``compare`` and ``diagnose`` take it as qrels; the provenance then states the policy, the counts of labels
+    of each origin and each origin's judged@k).
+
+    Args:
+        human: the human judgments (a path, a collection name, a DataFrame, a dict, ``Qrels``).
+        judge: the judge's labels (what ``judge`` wrote, or any qrels).
+        policy: ``human`` (human labels only), ``fill`` (human labels, the judge's where humans gave none) or
+            ``judge`` (the judge's only).
+        data_dir: where collection names are looked up.
+        dedupe: ``error`` or ``first``, as for ``evaluate``.
+    """
+    from toolkit.api.inputs import as_qrels
+    from toolkit.evaluation.qrels_origin import merge_qrels as merge
+
+    return merge(
+        as_qrels(human, dedupe=dedupe, data_dir=data_dir), as_qrels(judge, dedupe=dedupe, data_dir=data_dir), policy
+    )
+
+
 @dataclass(frozen=True)
 class Calibration:
     """A judge measured against human labels: ``judgments`` (what the judge said on documents humans judged too)

@@ -262,4 +262,25 @@ def _report(j, out) -> None:
     )
 
 
+def qrels_source(qrels, judge_qrels, policy: str, data_dir=None, dedupe: str = "error", relevance_map=None):
+    """The qrels a command evaluates with: ``qrels`` as given, or merged with ``judge_qrels`` under ``policy``
+    (a ``Qrels`` carrying its origin), with a line on stderr saying how many labels of each origin it holds."""
+    if not judge_qrels:
+        return qrels
+    if relevance_map:
+        raise click.UsageError("--relevance-map cannot be combined with --judge-qrels (map the labels first)")
+    if not qrels:
+        raise click.UsageError("--judge-qrels needs the human qrels too (--qrels or QRELS)")
+    from toolkit.api.judging import merge_qrels
+
+    merged = merge_qrels(qrels, judge_qrels, policy, data_dir=data_dir, dedupe=dedupe)
+    c = merged.origin.counts
+    click.echo(
+        f"twostage: qrels policy {policy}: {c['human_labels_used']} human labels, {c['judge_labels_used']} judge "
+        f"labels used (of {c['human_labels_read']} and {c['judge_labels_read']} read)",
+        err=True,
+    )
+    return merged
+
+
 COMMANDS = [judge_command]

@@ -217,3 +217,24 @@ def api_options(s: dict) -> dict:
     if "trec_eval" in out:
         out["trec_eval"] = int(out["trec_eval"])
     return out
+
+
+def qrels_policy_options(f):
+    """``--judge-qrels FILE --qrels-policy human|fill|judge``: qrels merged from human and judge labels
+    (``evaluation.qrels_origin``); ``eval``, ``compare`` and ``diagnose`` take them."""
+    from toolkit.evaluation.qrels_origin import QRELS_POLICIES
+
+    f = click.option(
+        "--qrels-policy",
+        type=click.Choice(QRELS_POLICIES),
+        default="fill",
+        show_default=True,
+        help="With --judge-qrels: human (human labels only), fill (human labels, the judge's where humans "
+        "gave none), judge (the judge's only). The provenance states the policy and the labels of each origin.",
+    )(f)
+    return click.option(
+        "--judge-qrels",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Qrels written by `twostage judge` (an LLM's labels), merged with the human qrels by --qrels-policy.",
+    )(f)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DATA_DIR, evaluation_options, significance_options
+from toolkit.cli.options import DATA_DIR, evaluation_options, qrels_policy_options, significance_options
 
 
 # ---------------------------------------------------------------- reproduce
@@ -153,6 +153,7 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
     help="Also write compare.json and compare.html (with per-query difference plots) to this folder.",
 )
 @evaluation_options
+@qrels_policy_options
 @click.argument("runs", nargs=-1, required=True)
 def compare(qrels, measure_texts, baselines, test, permutations, seed, correction, force, fmt, out, runs, **options):
     """Compare RUNS (each [NAME=]RUN; the first is the baseline) with paired significance tests.
@@ -191,6 +192,13 @@ def compare(qrels, measure_texts, baselines, test, permutations, seed, correctio
     if not qrels and any(not p.endswith(".json") for p in named.values()):
         first = next(p for p in named.values() if not p.endswith(".json"))
         raise click.UsageError(f"--qrels is needed to evaluate the run {first} (only saved .json results need none)")
+    judge_qrels, policy = options.pop("judge_qrels", None), options.pop("qrels_policy", "fill")
+    if judge_qrels:
+        from toolkit.cli.judge import qrels_source
+
+        qrels = qrels_source(
+            qrels, judge_qrels, policy, s.get("data_dir"), s.get("dedupe") or "error", s.get("rel_map")
+        )
     result = compare_systems(
         qrels,
         named,
