@@ -384,3 +384,36 @@ def test_usage_errors():
     assert res.exit_code == 2 and "--qrels" in res.stderr
     res = runner.invoke(main, ["judge", "--candidates", "c.json", "--model", "m"])
     assert res.exit_code == 2 and "--out is required" in res.stderr
+
+
+def _fake_clock(monkeypatch):
+    from types import SimpleNamespace
+
+    from toolkit.judging import backends
+
+    clock = [100.0]
+    slept: list[float] = []
+    monkeypatch.setattr(
+        backends, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=lambda s: slept.append(round(s, 9)))
+    )
+    return slept
+
+
+def test_rate_limit_spaces_request_starts(monkeypatch):
+    from toolkit.judging.backends import _RateLimit
+
+    slept = _fake_clock(monkeypatch)
+    limit = _RateLimit(4.0)  # a start every 0.25 s; the clock stands still, so each waits its turn
+    for _ in range(3):
+        limit.wait()
+    assert slept == [0.25, 0.5]
+    _RateLimit(None).wait()
+    assert slept == [0.25, 0.5]
+
+
+def test_backoff_doubles_between_retries(monkeypatch, tmp_path, judge_server):
+    slept = _fake_clock(monkeypatch)
+    cand = _collection(tmp_path, judge_server, n_queries=1, n_docs=1, extra={"D1x0": "FAIL500:99"})
+    j = ts.judge(candidates=cand, depth=1, model="m", endpoint=judge_server.url, retries=3, backoff=0.5, cache=False)
+    assert slept == [0.5, 1.0, 2.0]
+    assert judge_server.requests["D1x0"] == 4 and j.counts["http_failures"] == 1
