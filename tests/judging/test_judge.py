@@ -417,3 +417,31 @@ def test_backoff_doubles_between_retries(monkeypatch, tmp_path, judge_server):
     j = ts.judge(candidates=cand, depth=1, model="m", endpoint=judge_server.url, retries=3, backoff=0.5, cache=False)
     assert slept == [0.5, 1.0, 2.0]
     assert judge_server.requests["D1x0"] == 4 and j.counts["http_failures"] == 1
+
+
+def test_ray_shards_the_calls_and_a_killed_job_resumes(tmp_path, judge_server, monkeypatch):
+    pytest.importorskip("ray", reason="the pool reads Ray's exception types (the [ray] extra)")
+    from fake_ray import FakeRay
+
+    from toolkit.jobs import distributed
+    from toolkit.jobs.distributed import LOCAL
+
+    monkeypatch.setattr(distributed, "connect", lambda options: FakeRay(seed=0))
+    cand = _collection(tmp_path, judge_server, n_queries=3, n_docs=6)
+    plain = ts.judge(candidates=cand, depth=6, model="m", endpoint=judge_server.url, cache=False)
+    assert judge_server.total == 18
+    out = tmp_path / "r.qrels"
+    common = {"candidates": cand, "depth": 6, "model": "m", "endpoint": judge_server.url, "cache": False, "out": out}
+    sharded = ts.judge(**common, ray=LOCAL, workers=2, shard_size=5)
+    assert judge_server.total == 36  # every pair asked once more, through the shards
+    assert sharded.qrels.equals(plain.qrels)
+    manifest = json.loads((tmp_path / "r.qrels.shards" / "manifest.json").read_text())
+    assert len(manifest["shards"]) == 4  # 18 pairs in shards of 5
+    assert sum(r["model_calls"] for r in manifest["shards"].values()) == 18
+    assert sharded.meta["sharding"]["ray"] == LOCAL
+    # a job killed after three shards: the fourth is missing from the manifest; running again asks only its pairs
+    del manifest["shards"]["3"]
+    (tmp_path / "r.qrels.shards" / "manifest.json").write_text(json.dumps(manifest))
+    resumed = ts.judge(**common, ray=LOCAL, workers=2, shard_size=5)
+    assert judge_server.total == 36 + 3
+    assert resumed.qrels.equals(plain.qrels)

@@ -131,6 +131,13 @@ def judge(
     batch_size: int = 8,
     out: str | os.PathLike | None = None,
     progress: bool = False,
+    ray: str | None = None,
+    workers: int | None = None,
+    gpus_per_worker: float | None = None,
+    cpus_per_worker: float | None = None,
+    shard_size: int | None = None,
+    max_retries: int | None = None,
+    force: bool = False,
 ) -> Judgments:
     """Ask an LLM for a graded relevance label of each of a run's top ``depth`` documents.
 
@@ -159,6 +166,14 @@ def judge(
         batch_size: ``transformers``: prompts per generation batch.
         out: write the qrels there and the records to ``out.meta.json``.
         progress: a progress bar on stderr.
+        ray: spread the judge's calls over Ray workers (``auto``, ``local`` or an address), in shards recorded
+            in ``out.shards/manifest.json`` (needs ``out``); a killed job resumes at its unfinished shards.
+        workers: Ray actors (default 2).
+        gpus_per_worker: GPUs per actor (transformers judges).
+        cpus_per_worker: CPUs per actor (default 1).
+        shard_size: pairs per shard (default 256).
+        max_retries: retries of a failed shard on another actor (default 3).
+        force: discard the shards of a different earlier job at ``out.shards``.
 
     Raises:
         ConfigError: an unreachable endpoint (before anything is asked or written), a missing query or
@@ -206,6 +221,31 @@ def judge(
     if isinstance(run, (str, os.PathLike)):
         same_model_warnings(model, {Path(str(run)).name: run})
     j.check()  # fail fast, before anything is asked or written
+    sharding = spec = identity = None
+    if ray is not None:
+        from toolkit.api.pipeline import _sharding
+        from toolkit.jobs.shards import shards_dir
+        from toolkit.judging.job import JudgeSpec, items_digest
+
+        if out is None:
+            raise ConfigError("ray= needs out= (the job's shards are kept in OUT.shards)")
+        sharding = _sharding(
+            ray, shards_dir(out), workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries
+        )
+        settings: dict[str, Any] = (
+            {
+                "endpoint": endpoint,
+                "concurrency": concurrency,
+                "timeout": timeout,
+                "retries": retries,
+                "backoff": backoff,
+                "rate": rate,
+            }
+            if backend == "openai"
+            else {"device": device, "batch_size": batch_size}
+        )
+        spec = JudgeSpec(backend, model, tuple(sorted(settings.items())))
+        identity = {"judge": j.identity(), "prompt_sha256": template.sha256, "pairs": items_digest(items)}
     store = None
     if cache is not False:
         store = JudgmentCache(default_folder() if cache is True else cache)
@@ -215,8 +255,21 @@ def judge(
 
         bar = tqdm(total=len(items), desc="judging", unit="pair", file=None, disable=None)
     try:
-        outcome = judge_items(items, template, j, store, bar.update if bar is not None else None)
+        outcome = judge_items(
+            items,
+            template,
+            j,
+            store,
+            bar.update if bar is not None else None,
+            sharding=sharding,
+            spec=spec,
+            identity=identity,
+        )
     finally:
+        if sharding is not None:
+            from toolkit.api.pipeline import _shutdown
+
+            _shutdown(sharding)
         if bar is not None:
             bar.close()
         if store is not None:
@@ -234,6 +287,7 @@ def judge(
         "human_qrels": {"path": human.path, "sha256": human.sha256} if human is not None else None,
         "cache": str(store.path) if store is not None else None,
         "seconds": round(outcome.seconds, 3),
+        "sharding": {"ray": ray, "shards": str(sharding.folder)} if sharding is not None else None,
         "counts": counts,
         "records": outcome.records,
     }

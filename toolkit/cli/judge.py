@@ -7,6 +7,7 @@ import json
 import click
 
 from toolkit.cli.options import DEVICE, significance_options
+from toolkit.cli.ray_options import ray_options, sharding_from_options
 
 BACKEND_CHOICES = ("auto", "openai", "transformers")
 
@@ -118,6 +119,8 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
 @DEVICE
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="transformers: batch.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@ray_options
+@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False),
@@ -156,7 +159,9 @@ def judge_command(
     device,
     batch_size,
     no_progress,
+    force,
     out,
+    **ray,
 ):
     """Label a run's top documents with an LLM judge; write trec_eval qrels and OUT.meta.json.
 
@@ -200,6 +205,14 @@ def judge_command(
         backend = "openai" if endpoint else "transformers"
     if backend == "openai" and not endpoint:
         raise click.UsageError("--backend openai needs --endpoint URL")
+    if ray["ray_address"] is None:  # --workers and friends without --ray are a usage error
+        sharding_from_options(**ray, out=out or "judge", force=force)
+    elif not out:
+        raise click.UsageError("--ray needs --out (the job's shards are kept in OUT.shards)")
+    else:
+        from toolkit.extras import require
+
+        require("ray", "--ray")
     if index_path:
         from toolkit.extras import require
 
@@ -225,6 +238,9 @@ def judge_command(
         "batch_size": batch_size,
         "out": out,
         "progress": not no_progress,
+        "ray": ray["ray_address"],
+        **{k: v for k, v in ray.items() if k != "ray_address"},
+        "force": force,
     }
     if calibrate:
         result = calibrate_fn(

@@ -116,17 +116,105 @@ class Outcome:
         return pd.DataFrame(rows, columns=[QUERY_ID, DOC_ID, RELEVANCE]).astype({RELEVANCE: "int64"})
 
 
+#: pairs per shard of a sharded (``--ray``) job
+SHARD_PAIRS = 256
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """A picklable recipe for a judge on a Ray worker: the backend's name, the model and its keyword options."""
+
+    backend: str
+    model: str
+    options: tuple[tuple[str, object], ...] = ()
+
+    def build(self) -> _ShardWorker:
+        from toolkit.judging.backends import BACKENDS
+
+        return _ShardWorker(BACKENDS[self.backend](model=self.model, **dict(self.options)))
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "model": self.model, **dict(self.options)}
+
+
+class _ShardWorker:
+    """Answers one shard's prompts (None: the driver's cache had it): arrays response, error, attempts, asked."""
+
+    def __init__(self, judge: Judge):
+        self.judge = judge
+
+    def __call__(self, payload: list) -> tuple[dict, dict]:
+        import numpy as np
+
+        n = len(payload)
+        wanted = [(k, Prompt(*p)) for k, p in enumerate(payload) if p is not None]
+        response, error = [""] * n, [""] * n
+        attempts = np.zeros(n, dtype=np.int64)
+        answered = np.zeros(n, dtype=bool)
+        for j, answer in self.judge.answer([p for _, p in wanted]):
+            k = wanted[j][0]
+            attempts[k] = answer.attempts
+            if answer.text is None:
+                error[k] = answer.error
+            else:
+                response[k], answered[k] = answer.text, True
+        arrays = {
+            "response": np.array(response, dtype=str),
+            "error": np.array(error, dtype=str),
+            "attempts": attempts,
+            "answered": answered,
+        }
+        return arrays, {"model_calls": len(wanted)}
+
+
+def _sharded_answers(
+    items: list[Item], todo: list[int], prompts: list[Prompt], spec: JudgeSpec, sharding, identity: dict, progress: bool
+):
+    """(index in ``todo``, Answer) for every prompt, computed in shards over all items (so the shard plan does not
+    depend on what the cache holds) and recorded in the job's manifest: a killed job resumes at its first
+    unfinished shard."""
+    from toolkit.jobs.shards import open_manifest, plan, run_job
+    from toolkit.judging.backends import Answer
+
+    ranges = plan(len(items), sharding.size(SHARD_PAIRS))
+    manifest = open_manifest(sharding.folder, "judge", {**identity, "ranges": ranges}, sharding.force)
+    position = {i: j for j, i in enumerate(todo)}
+
+    def payload(shard: int, lo: int, hi: int) -> list:
+        return [
+            (prompts[position[i]].system, prompts[position[i]].user, prompts[position[i]].max_tokens)
+            if i in position
+            else None
+            for i in range(lo, hi)
+        ]
+
+    run_job(manifest, spec, sharding.executor, payload, unit="pair", progress=progress, label="judge")
+    for shard, (lo, _hi) in enumerate(manifest.ranges):
+        arrays = manifest.load(shard)
+        for k in range(len(arrays["response"])):
+            i = lo + k
+            if i not in position or not arrays["attempts"][k]:
+                continue
+            text = str(arrays["response"][k]) if arrays["answered"][k] else None
+            yield position[i], Answer(text, str(arrays["error"][k]), int(arrays["attempts"][k]))
+
+
 def judge_items(
     items: list[Item],
     template: Template,
     judge: Judge,
     cache: JudgmentCache | None,
     progress: Callable[[int], None] | None = None,
+    *,
+    sharding=None,
+    spec: JudgeSpec | None = None,
+    identity: dict | None = None,
 ) -> Outcome:
     """Label every item: from the cache where it holds the answer, else from the judge (answers are cached as
-    they arrive, so an interrupted job loses nothing it was told)."""
+    they arrive, so an interrupted job loses nothing it was told). With ``sharding`` (a ``jobs.shards.Sharding``)
+    and ``spec``, the judge's calls run in shards on its executor (Ray workers), recorded in a manifest."""
     started = time.perf_counter()
-    identity = judge.identity()
+    judge_id = judge.identity()
     judge_info = {"backend": judge.backend, "model": judge.model, "prompt_sha256": template.sha256}
     out = Outcome()
     out.counts.pairs = len(items)
@@ -136,7 +224,7 @@ def judge_items(
     attempts = [0] * len(items)
     todo: list[int] = []
     for i, it in enumerate(items):
-        hit = cache.get(identity, template.sha256, it.query, it.passage) if cache is not None else None
+        hit = cache.get(judge_id, template.sha256, it.query, it.passage) if cache is not None else None
         if hit is not None:
             raw[i], cached[i] = hit, True
         else:
@@ -148,7 +236,13 @@ def judge_items(
         Prompt(template.system, template.render(items[i].query, items[i].passage), template.max_tokens) for i in todo
     ]
     out.counts.asked = len(prompts)
-    for j, answer in judge.answer(prompts):
+    if sharding is not None:
+        if spec is None:
+            raise ConfigError("a sharded judging job needs the judge's spec")
+        answers = _sharded_answers(items, todo, prompts, spec, sharding, identity or {}, progress is not None)
+    else:
+        answers = judge.answer(prompts)
+    for j, answer in answers:
         i = todo[j]
         attempts[i] = answer.attempts
         out.counts.http_retries += answer.retries
@@ -159,7 +253,7 @@ def judge_items(
             raw[i] = answer.text
             out.counts.answered += 1
             if cache is not None:
-                cache.put(identity, template.sha256, items[i].query, items[i].passage, answer.text)
+                cache.put(judge_id, template.sha256, items[i].query, items[i].passage, answer.text)
         if progress:
             progress(1)
     for i, it in enumerate(items):
@@ -184,3 +278,15 @@ def judge_items(
         )
     out.seconds = time.perf_counter() - started
     return out
+
+
+def items_digest(items: list[Item]) -> str:
+    """sha256 over the pairs' ids and the sha256 of their texts, in order: what a sharded job's shards hold."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for it in items:
+        q = hashlib.sha256(it.query.encode()).hexdigest()
+        p = hashlib.sha256(it.passage.encode()).hexdigest()
+        h.update(f"{it.query_id}\t{it.doc_id}\t{q}\t{p}\n".encode())
+    return h.hexdigest()
