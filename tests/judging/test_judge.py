@@ -445,3 +445,71 @@ def test_ray_shards_the_calls_and_a_killed_job_resumes(tmp_path, judge_server, m
     resumed = ts.judge(**common, ray=LOCAL, workers=2, shard_size=5)
     assert judge_server.total == 36 + 3
     assert resumed.qrels.equals(plain.qrels)
+
+
+def test_calibrated_judge_is_named_on_the_diagnosis_page(tmp_path, judge_server):
+    # humans judged the even documents; the judge agrees on 3 of 4 of them and fills the odd ones
+    queries, human_rows = {}, []
+    for q in range(4):
+        for i in range(8):
+            d = f"q{q}d{i}"
+            judge_server.labels[d] = (q + i) % 4
+            if i % 2 == 0:
+                human_rows.append((f"q{q}", d, (q + i) % 4 if i != 6 else (q + i + 1) % 4))
+            queries.setdefault(f"q{q}", []).append((d, f"[doc {d}] text"))
+    cand = write_candidates(tmp_path / "cand.json", queries)
+    human = write_qrels(tmp_path / "human.qrels", human_rows)
+    cal_out = tmp_path / "cal.qrels"
+    cal = ts.calibrate_judge(
+        candidates=cand, qrels=human, model="test-judge", endpoint=judge_server.url, depth=8, cache=False, out=cal_out
+    )
+    meta = json.loads((tmp_path / "cal.qrels.meta.json").read_text())
+    assert meta["calibration"]["kappa"] == pytest.approx(cal.agreement.kappa)
+    assert meta["calibration"]["documents_both"] == 16
+    holes = tmp_path / "holes.qrels"
+    ts.judge(
+        candidates=cand,
+        qrels=human,
+        holes_only=True,
+        model="test-judge",
+        endpoint=judge_server.url,
+        depth=8,
+        cache=False,
+        out=holes,
+    )
+    (tmp_path / "holes.qrels.meta.json").write_text(
+        json.dumps(json.loads((tmp_path / "holes.qrels.meta.json").read_text()) | {"calibration": meta["calibration"]})
+    )
+    merged = ts.merge_qrels(human, str(holes), "fill")
+    assert (merged.origin.counts["human_labels_used"], merged.origin.counts["judge_labels_used"]) == (16, 16)
+    assert merged.origin.sources["judge"]["calibration"]["kappa"] == pytest.approx(cal.agreement.kappa)
+    run = tmp_path / "run.trec"
+    run.write_text("".join(f"q{q} Q0 q{q}d{i} 0 {8 - i} r\n" for q in range(4) for i in range(8)))
+    rr = tmp_path / "rr.trec"
+    rr.write_text("".join(f"q{q} Q0 q{q}d{i} 0 {i} rr\n" for q in range(4) for i in range(8)))
+    out = tmp_path / "diag"
+    res = CliRunner().invoke(
+        main,
+        [
+            "diagnose",
+            "--qrels",
+            human,
+            "--judge-qrels",
+            str(holes),
+            "--first-stage",
+            str(run),
+            "--reranked",
+            str(rr),
+            "--out",
+            str(out),
+            "--permutations",
+            "50",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    page = (out / "report.md").read_text()
+    assert (
+        "policy fill: 16 human labels, 16 judge labels (test-judge); judge calibrated on 16 human-judged documents"
+        in page
+    )
+    assert f"kappa {cal.agreement.kappa:.3f}" in page

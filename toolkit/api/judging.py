@@ -320,8 +320,22 @@ def merge_qrels(
     from toolkit.api.inputs import as_qrels
     from toolkit.evaluation.qrels_origin import merge_qrels as merge
 
+    about = None
+    if isinstance(judge, (str, os.PathLike)):  # the sidecar `twostage judge` wrote: which judge, calibrated?
+        from toolkit.sidecar import read_meta
+
+        meta = read_meta(judge) or {}
+        if meta.get("kind") == "twostage judge":
+            about = {
+                "judge": {k: meta.get("judge", {}).get(k) for k in ("backend", "model")},
+                "prompt_sha256": meta.get("prompt", {}).get("sha256"),
+                "calibration": meta.get("calibration"),
+            }
     return merge(
-        as_qrels(human, dedupe=dedupe, data_dir=data_dir), as_qrels(judge, dedupe=dedupe, data_dir=data_dir), policy
+        as_qrels(human, dedupe=dedupe, data_dir=data_dir),
+        as_qrels(judge, dedupe=dedupe, data_dir=data_dir),
+        policy,
+        judge_meta=about,
     )
 
 
@@ -411,4 +425,23 @@ def calibrate_judge(
         seed=seed,
         correction=correction,
     )
+    summary = {k: a.to_dict().get(k) for k in CALIBRATION_KEYS if k in a.to_dict()}
+    summary["human_qrels"] = {"path": human.path, "sha256": human.sha256}
+    j = Judgments(qrels=j.qrels, records=j.records, counts=j.counts, meta=j.meta | {"calibration": summary})
+    if options.get("out") is not None:
+        j.write(options["out"])  # the sidecar now says how the judge agreed with the humans
     return Calibration(judgments=j, agreement=a)
+
+
+#: what a calibrated judge's sidecar (``OUT.qrels.meta.json``, key ``calibration``) keeps of the agreement
+CALIBRATION_KEYS = (
+    "documents_both",
+    "labels",
+    "confusion",
+    "kappa",
+    "kappa_linear",
+    "mean_abs_difference",
+    "kendall_tau",
+    "tau_ap",
+    "flipped_pairs",
+)

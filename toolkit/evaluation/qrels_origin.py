@@ -27,8 +27,9 @@ QRELS_POLICIES = ("human", "fill", "judge")
 ORIGIN = "origin"
 
 
-def merge_qrels(human: Qrels, judge: Qrels, policy: str = "fill") -> Qrels:
-    """Human and judge labels merged under ``policy`` (module docstring)."""
+def merge_qrels(human: Qrels, judge: Qrels, policy: str = "fill", judge_meta: dict | None = None) -> Qrels:
+    """Human and judge labels merged under ``policy`` (module docstring); ``judge_meta`` (which judge, its
+    calibration, from the judge's sidecar) is kept with the judge's source."""
     if policy not in QRELS_POLICIES:
         raise ConfigError(f"qrels policy must be one of {', '.join(QRELS_POLICIES)}, not {policy!r}")
     h = human.frame[[QUERY_ID, DOC_ID, RELEVANCE]]
@@ -64,7 +65,7 @@ def merge_qrels(human: Qrels, judge: Qrels, policy: str = "fill") -> Qrels:
         labels=used[[QUERY_ID, DOC_ID, ORIGIN]].reset_index(drop=True),
         sources={
             "human": {"path": human.path, "sha256": human.sha256},
-            "judge": {"path": judge.path, "sha256": judge.sha256},
+            "judge": {"path": judge.path, "sha256": judge.sha256, **(judge_meta or {})},
         },
         counts=counts,
     )
