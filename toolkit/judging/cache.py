@@ -48,6 +48,10 @@ class JudgmentCache:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / FILE
         self._db = sqlite3.connect(self.path, timeout=60)
+        # write-ahead log, no fsync per answer: a killed process loses nothing committed (the OS holds the log);
+        # only a power cut can lose the last answers, which a rerun asks again
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT, model_sha TEXT, prompt_sha TEXT, "
             "query_sha TEXT, passage_sha TEXT, response TEXT NOT NULL, created REAL)"
