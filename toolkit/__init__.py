@@ -34,16 +34,28 @@ _PUBLIC = {
     "experiment": "experiment",
     "Experiment": "experiment",
     "power": "uncertainty",
+    "agreement": "assessors",
+    "Agreement": "assessors",
+    "judge": "judging",
+    "Judgments": "judging",
+    "calibrate_judge": "judging",
+    "Calibration": "judging",
+    "merge_qrels": "judging",
 }
 
 __all__ = [
+    "Agreement",
+    "Calibration",
     "Comparison",
     "Diagnosis",
     "Evaluation",
     "Experiment",
+    "Judgments",
     "Run",
     "__version__",
+    "agreement",
     "bm25",
+    "calibrate_judge",
     "compare",
     "dense",
     "diagnose",
@@ -52,15 +64,19 @@ __all__ = [
     "fuse",
     "index",
     "power",
+    "judge",
+    "merge_qrels",
     "read_run",
     "rerank",
 ]
 
 if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from __getattr__
+    from toolkit.api.assessors import Agreement, agreement
     from toolkit.api.comparison import Comparison, compare
     from toolkit.api.diagnosis import Diagnosis, diagnose
     from toolkit.api.evaluation import Evaluation, evaluate
     from toolkit.api.experiment import Experiment, experiment
+    from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.run import Run
     from toolkit.api.uncertainty import power

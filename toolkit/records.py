@@ -129,6 +129,22 @@ class Qrels(_Labelled):
     relevance_map_name: str = ""
     duplicates_dropped: int = 0
     comment_lines: int = 0
+    origin: QrelsOrigin | None = None  # set when merged from human and judge labels (evaluation.qrels_origin)
+
+
+@dataclass(frozen=True)
+class QrelsOrigin:
+    """Where the labels of merged qrels came from: the ``policy`` (``human``, ``fill``, ``judge``), the origin
+    of every label used (``labels``: query_id, doc_id, origin = ``human`` or ``judge``), the sources and the
+    counts. Built by ``toolkit.evaluation.qrels_origin.merge_qrels``."""
+
+    policy: str
+    labels: pd.DataFrame
+    sources: dict
+    counts: dict
+
+    def describe(self) -> dict:
+        return {"policy": self.policy, "sources": self.sources, "counts": self.counts}
 
 
 @dataclass(frozen=True)

@@ -252,12 +252,41 @@ def _sources(q: Any, qrels: Any, first_stage: Any, reranked: Any, metas: dict, t
     models = [f"{n}: {m['reranker']['model']}" for n, m in metas.items() if (m.get("reranker") or {}).get("model")]
     found = {
         "qrels": str(qrels) if isinstance(qrels, (str, os.PathLike)) else str(q.path),  # as given
+        "qrels_origin": _origin_line(q),
         "first_stage": paths(first_stage),
         "reranked": paths(reranked),
         **texts,
         "reranker": ", ".join(models) or None,
     }
     return {k: v for k, v in found.items() if v}
+
+
+def _origin_line(q: Any) -> str | None:
+    """Merged human and judge qrels: the policy, the labels of each origin, and the judge's calibration (from its
+    sidecar) or that it was not calibrated."""
+    origin = getattr(q, "origin", None)
+    if origin is None:
+        return None
+    c = origin.counts
+    line = f"policy {origin.policy}: {c['human_labels_used']} human labels, {c['judge_labels_used']} judge labels"
+    if c["judge_labels_used"]:
+        judge = origin.sources.get("judge", {})
+        cal = judge.get("calibration")
+        model = (judge.get("judge") or {}).get("model")
+        line += f" ({model})" if model else ""
+        if cal:
+            line += (
+                f"; judge calibrated on {cal.get('documents_both')} human-judged documents: kappa "
+                f"{_num(cal.get('kappa'))}, linear kappa {_num(cal.get('kappa_linear'))}"
+                + (f", ranking tau {_num(cal['kendall_tau'])}, tau_ap {_num(cal['tau_ap'])}" if "tau_ap" in cal else "")
+            )
+        else:
+            line += "; no calibration recorded for the judge (twostage judge --calibrate --out)"
+    return line
+
+
+def _num(x: Any) -> str:
+    return "n/a" if x is None else f"{float(x):.3f}"
 
 
 def _query_typing(query_types: Any, type_rules: Any) -> dict:

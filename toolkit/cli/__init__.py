@@ -51,7 +51,17 @@ def main(verbose: bool) -> None:
 def _register() -> None:
     import importlib
 
-    for module in ("eval", "retrieval", "rerank", "diagnose", "reproduce", "experiment", "uncertainty"):
+    for module in (
+        "eval",
+        "retrieval",
+        "rerank",
+        "diagnose",
+        "reproduce",
+        "experiment",
+        "uncertainty",
+        "assessors",
+        "judge",
+    ):
         try:
             mod = importlib.import_module(f"{__name__}.{module}")
         except ModuleNotFoundError as exc:

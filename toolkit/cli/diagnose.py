@@ -13,6 +13,7 @@ from toolkit.cli.options import (
     api_options,
     evaluation_options,
     pop_settings,
+    qrels_policy_options,
     settings_from,
     significance_options,
     writable_folder,
@@ -285,6 +286,7 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
 @significance_options
 @click.option("--name", default=None, help="Report title [default: the runs, e.g. 'rv20, rv100 over bm25'].")
 @evaluation_options(exclude=_OWN)
+@qrels_policy_options
 def diagnose_command(**opts):
     """How much quality is lost in the candidates and how much in the reranking; how deep to rerank; which
     reranker is better. Writes a report folder (open index.html: it needs no network).
@@ -305,6 +307,17 @@ def diagnose_command(**opts):
     settings_from(s)  # a bad --gain or --discount is a usage error, before anything is read
     first_named, reranked_named = _run_names(opts)
     echo_qrels_notes(opts["qrels"], s.get("data_dir"))
+    if opts["judge_qrels"]:
+        from toolkit.cli.judge import qrels_source
+
+        opts["qrels"] = qrels_source(
+            opts["qrels"],
+            opts["judge_qrels"],
+            opts["qrels_policy"],
+            s.get("data_dir"),
+            s.get("dedupe") or "error",
+            s.get("rel_map"),
+        )
     diag = _diagnose(first_named, reranked_named, opts, s, depths)
     paths = diag.write(opts["out"])
     _print_summary(diag.result)

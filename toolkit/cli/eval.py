@@ -12,6 +12,7 @@ from toolkit.cli.options import (
     api_options,
     evaluation_options,
     pop_settings,
+    qrels_policy_options,
     settings_from,
     trec_eval_option,
     writable_file,
@@ -94,6 +95,7 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
     callback=writable_file,
     help="Write the result to this file (atomically) and its provenance to OUT.provenance.json.",
 )
+@qrels_policy_options
 @click.argument("qrels")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN|-|FOLDER|GLOB [RUN ...]")
 def eval_command(
@@ -109,6 +111,8 @@ def eval_command(
     out,
     qrels,
     runs,
+    judge_qrels=None,
+    qrels_policy="fill",
     **options,
 ):
     """Evaluate RUN against QRELS exactly as trec_eval does ('-' reads RUN from stdin).
@@ -142,6 +146,14 @@ def eval_command(
     paths = expand_runs(runs)
     if rel_format == "qrels":
         echo_qrels_notes(qrels, s.get("data_dir"))
+    if judge_qrels:
+        from toolkit.cli.judge import qrels_source
+
+        if rel_format != "qrels":
+            raise click.UsageError("--judge-qrels applies to -R qrels only")
+        qrels = qrels_source(
+            qrels, judge_qrels, qrels_policy, s.get("data_dir"), s.get("dedupe") or "error", s.get("rel_map")
+        )
     evaluations = evaluate_many(
         qrels,
         dict(paths),

@@ -301,3 +301,23 @@ FAMILY = click.option(
     help="The family a correction covers: every run against the baseline(s), or every pair of runs (which "
     "also gets a randomised Tukey HSD, --test tukey). Runs identical to another are left out and named.",
 )
+
+def qrels_policy_options(f):
+    """``--judge-qrels FILE --qrels-policy human|fill|judge``: qrels merged from human and judge labels
+    (``evaluation.qrels_origin``); ``eval``, ``compare`` and ``diagnose`` take them."""
+    from toolkit.evaluation.qrels_origin import QRELS_POLICIES
+
+    f = click.option(
+        "--qrels-policy",
+        type=click.Choice(QRELS_POLICIES),
+        default="fill",
+        show_default=True,
+        help="With --judge-qrels: human (human labels only), fill (human labels, the judge's where humans "
+        "gave none), judge (the judge's only). The provenance states the policy and the labels of each origin.",
+    )(f)
+    return click.option(
+        "--judge-qrels",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Qrels written by `twostage judge` (an LLM's labels), merged with the human qrels by --qrels-policy.",
+    )(f)

@@ -11,6 +11,7 @@ from toolkit.cli.options import (
     FAMILY,
     evaluation_options,
     interval_options,
+    qrels_policy_options,
     significance_options,
     writable_folder,
 )
@@ -176,6 +177,7 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
     help="Also write compare.json and compare.html (with per-query difference plots) to this folder.",
 )
 @evaluation_options
+@qrels_policy_options
 @click.argument("runs", nargs=-1, required=True)
 def compare(
     qrels,
@@ -237,6 +239,13 @@ def compare(
         raise click.UsageError(f"--qrels is needed to evaluate the run {first} (only saved .json results need none)")
     if test == "tukey" and family != "all-pairs":
         raise click.UsageError("--test tukey compares all pairs: add --family all-pairs")
+    judge_qrels, policy = options.pop("judge_qrels", None), options.pop("qrels_policy", "fill")
+    if judge_qrels:
+        from toolkit.cli.judge import qrels_source
+
+        qrels = qrels_source(
+            qrels, judge_qrels, policy, s.get("data_dir"), s.get("dedupe") or "error", s.get("rel_map")
+        )
     result = compare_systems(
         qrels,
         named,

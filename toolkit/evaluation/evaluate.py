@@ -474,8 +474,20 @@ def build_provenance(
         "comment_lines": {"run": run.comment_lines, "qrels": getattr(judgments, "comment_lines", 0)},
         "run_lines_with_text_after_tag": run.trailing_text_lines,
         "run": {"path": run.path, "sha256": run.sha256, "tag": run.tag},
-        "qrels": {"path": judgments.path, "sha256": judgments.sha256},
+        "qrels": {"path": judgments.path, "sha256": judgments.sha256} | _origin(judgments, run, measures),
     }
+
+
+def _origin(judgments, run: Run, measures) -> dict:
+    """Merged human and judge qrels: the policy, the counts, and judged@k of each origin (at 10 and at the
+    cutoffs of the judged measures asked for)."""
+    origin = getattr(judgments, "origin", None)
+    if origin is None:
+        return {}
+    from toolkit.evaluation.qrels_origin import judged_by_origin
+
+    depths = tuple(sorted({10} | {m.cutoff for m in measures if m.family == "judged" and m.cutoff}))
+    return {"origin": origin.describe() | {"judged_by_origin": judged_by_origin(run, origin, depths)}}
 
 
 #: Provenance fields that must agree for two results to be comparable.

@@ -74,6 +74,16 @@ def provenance_lines(prov: dict) -> list[str]:
     ]
     lines.append(f"# run: {prov['run']['path']} sha256:{prov['run']['sha256'][:16]}")
     lines.append(f"# qrels: {prov['qrels']['path']} sha256:{prov['qrels']['sha256'][:16]}")
+    origin = prov["qrels"].get("origin")
+    if origin:  # merged human and judge labels: the policy, the counts and each origin's judged@k
+        c = origin["counts"]
+        cover = "; ".join(
+            f"{k} human {v['human']:.4f} judge {v['judge']:.4f}" for k, v in origin["judged_by_origin"].items()
+        )
+        lines.append(
+            f"# qrels origin: policy {origin['policy']}, {c['human_labels_used']} human labels, "
+            f"{c['judge_labels_used']} judge labels; {cover}"
+        )
     return lines
 
 

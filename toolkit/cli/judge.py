@@ -1,0 +1,302 @@
+"""``twostage judge``: relevance labels from an LLM, recorded, cached and calibrated against human labels."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from toolkit.cli.options import DEVICE, significance_options
+from toolkit.cli.ray_options import ray_options, sharding_from_options
+
+BACKEND_CHOICES = ("auto", "openai", "transformers")
+
+
+@click.command("judge")
+@click.option("--run", "run_path", type=click.Path(dir_okay=False), default=None, help="The TREC run to judge.")
+@click.option(
+    "--candidates",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Candidates JSON (run, query and passage texts in one file), as `twostage rerank` reads it.",
+)
+@click.option("--topics", default=None, help="Query texts: a file or a collection name (as `twostage rerank`).")
+@click.option("--corpus", type=click.Path(dir_okay=False), default=None, help="Passage texts: a JSONL corpus.")
+@click.option(
+    "--index", "index_path", type=click.Path(file_okay=False), default=None, help="Passage texts: a Lucene index."
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Judge each query's top N documents (trec_eval's order).",
+)
+@click.option(
+    "--endpoint", default=None, metavar="URL", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1."
+)
+@click.option(
+    "--model",
+    required=True,
+    metavar="NAME_OR_PATH",
+    help="The endpoint's model name, or a local Hugging Face causal LM folder (transformers backend).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKEND_CHOICES),
+    default="auto",
+    show_default=True,
+    help="auto: openai with --endpoint, else transformers (a local --model PATH).",
+)
+@click.option(
+    "--prompt",
+    "prompt_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Prompt template file: YAML front matter (labels:, answer:) and a text with {query} and {passage} "
+    "[default: twostage's UMBRELA-style 0-3 template].",
+)
+@click.option("--holes-only", is_flag=True, help="Judge only the documents --qrels does not judge.")
+@click.option("--qrels", default=None, help="Human qrels (file or collection name): for --holes-only and --calibrate.")
+@click.option(
+    "--calibrate",
+    is_flag=True,
+    help="Judge the documents --qrels judges too and report agreement with the humans (confusion, kappa, "
+    "weighted kappa, mean |difference|; with --rank, the systems' ranking under both).",
+)
+@click.option(
+    "--rank",
+    "rank_runs",
+    multiple=True,
+    metavar="RUN",
+    help="--calibrate: a system to rank under human and judge labels (repeatable; two or more).",
+)
+@click.option("-m", "measure", default="ndcg_cut.10", show_default=True, help="--calibrate --rank: the measure.")
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="--calibrate --rank: level of a significant difference.",
+)
+@significance_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--query-id", "query_ids", multiple=True, metavar="QID", help="Judge only these queries (repeatable).")
+@click.option(
+    "--cache",
+    "cache_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Answer cache folder [default: $TWOSTAGE_CACHE/judgments]; a rerun asks only what it lacks.",
+)
+@click.option("--no-cache", is_flag=True, help="Ask everything; store nothing (an interrupted job then restarts).")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="openai: requests in flight."
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, help="openai: seconds."
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=4,
+    show_default=True,
+    help="openai: retries of a timeout, refused connection, HTTP 429 or 5xx.",
+)
+@click.option(
+    "--backoff",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="openai: seconds before the first retry, doubling each time.",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="openai: at most this many requests per second.",
+)
+@DEVICE
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="transformers: batch.")
+@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@ray_options
+@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The judge's qrels (trec_eval format); records and counts go to OUT.meta.json. Required unless --calibrate.",
+)
+def judge_command(
+    run_path,
+    candidates,
+    topics,
+    corpus,
+    index_path,
+    depth,
+    endpoint,
+    model,
+    backend,
+    prompt_path,
+    holes_only,
+    qrels,
+    calibrate,
+    rank_runs,
+    measure,
+    alpha,
+    permutations,
+    seed,
+    correction,
+    fmt,
+    query_ids,
+    cache_dir,
+    no_cache,
+    concurrency,
+    timeout,
+    retries,
+    backoff,
+    rate,
+    device,
+    batch_size,
+    no_progress,
+    force,
+    out,
+    **ray,
+):
+    """Label a run's top documents with an LLM judge; write trec_eval qrels and OUT.meta.json.
+
+    Each label keeps its record: the judge (backend, model, prompt sha256),
+    the raw response, the parsed label, and whether parsing or the request
+    failed (a failure is counted and reported, never written as 0). Answers
+    are cached by (model, prompt, query text, passage text), so a rerun, or an
+    interrupted job run again, asks only what it has not been told.
+
+    \b
+    Examples:
+      twostage judge --candidates dl19.bm25.top100.json --depth 10 --endpoint http://localhost:8000/v1 \\
+          --model Qwen/Qwen2.5-7B-Instruct --out dl19.judge.qrels
+      twostage judge --run run.trec --topics topics.tsv --corpus corpus.jsonl --qrels dl19-passage \\
+          --holes-only --endpoint http://localhost:8000/v1 --model M --out holes.qrels
+      twostage judge --calibrate --qrels dl19-passage --candidates dl19.bm25.top100.json --depth 20 \\
+          --endpoint http://localhost:8000/v1 --model M --rank a.trec --rank b.trec --format json
+    """
+    from toolkit.api.judging import calibrate_judge as calibrate_fn
+    from toolkit.api.judging import judge
+
+    if bool(candidates) == bool(run_path):
+        raise click.UsageError("give exactly one of --candidates or --run")
+    if run_path and not topics:
+        raise click.UsageError("--run needs --topics (query texts)")
+    if run_path and not (corpus or index_path):
+        raise click.UsageError("--run needs a text source: --corpus JSONL or --index LUCENE_INDEX")
+    if corpus and index_path:
+        raise click.UsageError("give at most one of --corpus or --index")
+    if (holes_only or calibrate) and not qrels:
+        raise click.UsageError("--holes-only and --calibrate need --qrels (the human judgments)")
+    if holes_only and calibrate:
+        raise click.UsageError("--holes-only and --calibrate exclude each other")
+    if not calibrate and not out:
+        raise click.UsageError("--out is required (the qrels to write), unless --calibrate")
+    if rank_runs and not calibrate:
+        raise click.UsageError("--rank ranks systems in a --calibrate report")
+    if len(rank_runs) == 1:
+        raise click.UsageError("--rank needs two or more runs")
+    if backend == "auto":
+        backend = "openai" if endpoint else "transformers"
+    if backend == "openai" and not endpoint:
+        raise click.UsageError("--backend openai needs --endpoint URL")
+    if ray["ray_address"] is None:  # --workers and friends without --ray are a usage error
+        sharding_from_options(**ray, out=out or "judge", force=force)
+    elif not out:
+        raise click.UsageError("--ray needs --out (the job's shards are kept in OUT.shards)")
+    else:
+        from toolkit.extras import require
+
+        require("ray", "--ray")
+    if index_path:
+        from toolkit.extras import require
+
+        require("pyserini", "twostage judge --index (texts stored in a Lucene index)")
+    options = {
+        "model": model,
+        "endpoint": endpoint,
+        "backend": backend,
+        "candidates": candidates,
+        "topics": topics,
+        "corpus": corpus,
+        "index": index_path,
+        "depth": depth,
+        "query_ids": list(query_ids) or None,
+        "prompt": prompt_path,
+        "cache": False if no_cache else (cache_dir or True),
+        "concurrency": concurrency,
+        "timeout": timeout,
+        "retries": retries,
+        "backoff": backoff,
+        "rate": rate,
+        "device": device,
+        "batch_size": batch_size,
+        "out": out,
+        "progress": not no_progress,
+        "ray": ray["ray_address"],
+        **{k: v for k, v in ray.items() if k != "ray_address"},
+        "force": force,
+    }
+    if calibrate:
+        result = calibrate_fn(
+            run_path,
+            qrels=qrels,
+            runs=list(rank_runs) or None,
+            measure=measure,
+            alpha=alpha,
+            permutations=permutations,
+            seed=seed,
+            correction=correction,
+            **options,
+        )
+        _report(result.judgments, out)
+        if fmt == "json":
+            click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        else:
+            click.echo(result.agreement.to_text(), nl=False)
+        return
+    j = judge(run_path, qrels=qrels, holes_only=holes_only, **options)
+    _report(j, out)
+    if fmt == "json":
+        click.echo(json.dumps({"out": out, "counts": j.counts}, indent=2))
+    else:
+        click.echo(str(out))
+
+
+def _report(j, out) -> None:
+    c = j.counts
+    click.echo(
+        f"twostage: judged {c['pairs']} pairs: {c['from_cache']} from the cache, {c['asked']} asked, "
+        f"{c['labels']} labels written; {c['parse_failures']} parse failures, {c['http_failures']} requests failed "
+        f"after retries ({c['http_retries']} retries)" + (f"; records in {out}.meta.json" if out else ""),
+        err=True,
+    )
+
+
+def qrels_source(qrels, judge_qrels, policy: str, data_dir=None, dedupe: str = "error", relevance_map=None):
+    """The qrels a command evaluates with: ``qrels`` as given, or merged with ``judge_qrels`` under ``policy``
+    (a ``Qrels`` carrying its origin), with a line on stderr saying how many labels of each origin it holds."""
+    if not judge_qrels:
+        return qrels
+    if relevance_map:
+        raise click.UsageError("--relevance-map cannot be combined with --judge-qrels (map the labels first)")
+    if not qrels:
+        raise click.UsageError("--judge-qrels needs the human qrels too (--qrels or QRELS)")
+    from toolkit.api.judging import merge_qrels
+
+    merged = merge_qrels(qrels, judge_qrels, policy, data_dir=data_dir, dedupe=dedupe)
+    c = merged.origin.counts
+    click.echo(
+        f"twostage: qrels policy {policy}: {c['human_labels_used']} human labels, {c['judge_labels_used']} judge "
+        f"labels used (of {c['human_labels_read']} and {c['judge_labels_read']} read)",
+        err=True,
+    )
+    return merged
+
+
+COMMANDS = [judge_command]
