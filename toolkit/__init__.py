@@ -33,6 +33,7 @@ _PUBLIC = {
     "read_run": "pipeline",
     "experiment": "experiment",
     "Experiment": "experiment",
+    "TwostageWarning": "evaluation",
 }
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Evaluation",
     "Experiment",
     "Run",
+    "TwostageWarning",
     "__version__",
     "bm25",
     "compare",
@@ -61,6 +63,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.run import Run
+    from toolkit.errors import TwostageWarning
 
 
 def __getattr__(name: str) -> Any:

@@ -194,7 +194,9 @@ def _texts(
     candidates: Sequence[Any], corpus: Any, index: Any, topics: Any, metas: dict, data_dir: Any
 ) -> tuple[dict[str, str], Any, dict]:
     """Query and document texts as given, else from the reranked runs' sidecars; and where they came from."""
+    from toolkit import notices
     from toolkit.catalog import resolve_topics
+    from toolkit.errors import phrase
 
     given = bool(candidates) or bool(corpus) or bool(index)
     from_meta = {} if given else core.sources_from_metas(metas.values())
@@ -209,7 +211,10 @@ def _texts(
     elif topics:
         queries.update(resolve_topics(str(topics), data_dir).as_dict())
     if not queries:
-        log.warning("no query texts (give --topics or --candidates): query types are 'unknown'")
+        notices.warn(
+            f"no query texts (give {phrase('topics=', '--topics')} or {phrase('candidates=', '--candidates')}): "
+            "query types are 'unknown'"
+        )
     source = {
         "topics": "<dict>" if isinstance(topics, Mapping) else topics,
         "texts": ", ".join(d["path"] for d in described) or None,
