@@ -294,7 +294,8 @@ def diagnose(
         first_stage: a run or ``{name: run}`` (paths, ``Run``s, DataFrames, dicts): the candidates.
         reranked: a run or ``{name: run}``; the first is the primary run of the headline. A run file's
             ``RUN.meta.json`` (a ``Run``'s ``meta``) gives its depth, first stage and texts, as in the CLI.
-        measure: the headline measure the loss is decomposed on (``ndcg_cut.10``, ``P.10``, ``recall.20``...).
+        measure: the headline measure the loss is decomposed on (``ndcg_cut.10``, ``P.10``, ``recall.20``,
+            ``nDCG@10``, ``AP(rel=2)@100``...); a relevance level in the name is the ``recall_level``.
         depth: rerank depth N [default: the sidecar's, else the reranked run's longest list].
         curve_depths: depths of the rerank-depth curve (those up to N, plus N).
         listwise: names of reranked runs whose depth curve is an approximation (``True``: every one).
@@ -334,6 +335,7 @@ def diagnose(
     from toolkit.evaluation.groups import each_warning_once
 
     s = settings(complete=complete, **options)  # the relevance levels are diagnose's own
+    measure, recall_level = _headline_measure(measure, recall_level, s.trec_eval)
     q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
     level = recall_level if recall_level is not None else (2 if q.frame["relevance"].max() >= 2 else 1)
     firsts = {n: as_run(r, dedupe=dedupe) for n, r in _named(first_stage, "first stage").items()}
@@ -365,3 +367,28 @@ def diagnose(
             sources=_sources(q, first_stage, reranked, metas, texts),
         )
     return Diagnosis(result)
+
+
+def _headline_measure(measure: str, recall_level: int | None, version: int) -> tuple[str, int | None]:
+    """``measure`` as the diagnosis takes it, every name ``evaluate`` takes: an ir_measures name with its own
+    relevance level (``AP(rel=2)@100``) is its trec_eval measure at that ``recall_level`` (the level binary
+    measures use in a diagnosis); a per-measure depth (``RR@10``) has no place in a depth curve: refused."""
+    from toolkit.errors import ConfigError, phrase
+    from toolkit.measures.names import parse_measure_groups
+
+    named = phrase(f"measure={measure!r}", f"--measure {measure}")
+    groups = parse_measure_groups([str(measure)], version)
+    if len(groups) != 1 or not groups[0].overrides:
+        return measure, recall_level
+    o, (m, *rest) = groups[0].overrides, groups[0].measures
+    if rest or o.max_docs is not None:
+        raise ConfigError(
+            f"{named}: the diagnosis decomposes one measure over the whole ranking; a depth of its own (RR@10) "
+            "does not fit its depth curve: give a measure with a cutoff (e.g. ndcg_cut.10, AP(rel=2)@100)"
+        )
+    if recall_level is not None and recall_level != o.relevance_level:
+        raise ConfigError(
+            f"{named} sets relevance level {o.relevance_level}, "
+            f"{phrase(f'recall_level={recall_level}', f'--recall-level {recall_level}')} another"
+        )
+    return m.arg, o.relevance_level

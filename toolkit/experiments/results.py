@@ -83,13 +83,15 @@ def _context(exp: Experiment, cache: StageCache, data_dir, force, say) -> Contex
 
 
 def _evaluate(ctx: Context, configs: list[Config]):
-    from toolkit.evaluation.evaluate import evaluate
-    from toolkit.measures.names import parse_measures
+    from toolkit.evaluation.groups import evaluate_groups
+    from toolkit.measures.names import parse_measure_groups
 
-    measures = parse_measures([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
+    # every measure evaluate takes, per-measure settings included (AP(rel=2)@100 is its own group)
+    groups = parse_measure_groups([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
+    measures = [m for g in groups for m in g.labelled()]
     means, tidy = {}, []
     for c in configs:
-        res = evaluate(ctx.qrels, c.run, measures, ctx.settings)
+        res = evaluate_groups(ctx.qrels, c.run, groups, ctx.settings)
         means[c.name] = {m.name: res.aggregate[m.name] for m in measures if m.name in res.aggregate}
         pq = res.per_query[["query_id", "measure", "value"]].copy()
         pq.insert(0, "run", c.name)
