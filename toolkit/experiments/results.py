@@ -273,7 +273,8 @@ def run_experiment(
         },
     )
     primary = measures[0].name
-    write_index_html(out / "index.html", exp, table, primary, baseline, links)
+    params = list(dict.fromkeys(k for c in configs for k in c.stage.grid))
+    write_index_html(out / "index.html", exp, table, primary, baseline, links, params)
     seconds = time.perf_counter() - started
     say(
         f"experiment {exp.name}: {len(configs)} configurations; stage runs {ctx.counts['computed']} computed, "
