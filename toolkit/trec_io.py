@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from toolkit.columns import arrow_of, row_hashes, take
-from toolkit.errors import InputFormatError
+from toolkit.errors import InputFormatError, phrase
 from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics, check_id
 
 DedupePolicy = Literal["error", "first"]
@@ -320,7 +320,7 @@ def _dedupe(table: pa.Table, path: str, policy: DedupePolicy, what: str) -> tupl
         path,
         _line_of_row(path, row),
         f"{what} lists document {d!r} twice for query {q!r} ({len(dups)} duplicate line(s) in all); "
-        "trec_eval refuses this; pass --dedupe first to keep the first occurrence",
+        f"trec_eval refuses this; pass {phrase('dedupe=' + repr('first'), '--dedupe first')} to keep the first occurrence",
     )
 
 

@@ -48,7 +48,7 @@ def test_api_equals_cli_json(cli, runs):
     assert res.exit_code == 0, res.output
     api = ts.compare("dl19-passage", runs, measures="nDCG@10", complete=True, permutations=500)
     assert json.loads(json.dumps(api.doc, default=str)) == json.loads(res.stdout)
-    assert set(api.doc["results"]["ndcg_cut_10"]) == {"splade", "rm3"}
+    assert set(api.doc["results"]["nDCG@10"]) == {"splade", "rm3"}
 
 
 def test_table_has_pyterrier_shape_and_scipy_values(runs):
@@ -56,25 +56,25 @@ def test_table_has_pyterrier_shape_and_scipy_values(runs):
     t = c.table
     assert list(t["name"]) == ["bm25", "splade", "rm3"] and set(t["baseline"]) == {"bm25"}
     for col in (
-        "ndcg_cut_10",
-        "ndcg_cut_10 +",
-        "ndcg_cut_10 -",
-        "ndcg_cut_10 p-value",
-        "ndcg_cut_10 p-value corrected",
-        "P_10",
-        "P_10 delta",
-        "P_10 =",
+        "nDCG@10",
+        "nDCG@10 +",
+        "nDCG@10 -",
+        "nDCG@10 p-value",
+        "nDCG@10 p-value corrected",
+        "P@10",
+        "P@10 delta",
+        "P@10 =",
     ):
         assert col in t.columns
-    assert np.isnan(t.loc[0, "ndcg_cut_10 p-value"])  # the baseline's own row
+    assert np.isnan(t.loc[0, "nDCG@10 p-value"])  # the baseline's own row
     wide = c.per_query.pivot_table(index="query_id", columns=["measure", "run"], values="value")
     for i, name in ((1, "splade"), (2, "rm3")):
-        a, b = wide[("ndcg_cut_10", "bm25")], wide[("ndcg_cut_10", name)]
-        assert t.loc[i, "ndcg_cut_10 p-value"] == pytest.approx(stats.ttest_rel(b, a).pvalue, rel=1e-9)
-        assert t.loc[i, "ndcg_cut_10 p-value corrected"] == t.loc[i, "ndcg_cut_10 p-value"]  # correction none
-        assert t.loc[i, "ndcg_cut_10 delta"] == pytest.approx((b - a).mean(), abs=1e-12)
-        assert t.loc[i, "ndcg_cut_10 +"] == int((b > a).sum()) and t.loc[i, "ndcg_cut_10 -"] == int((b < a).sum())
-    assert t.loc[1, "ndcg_cut_10"] == pytest.approx(0.7308, abs=5e-5)  # SPLADE++ ED on DL19, -c
+        a, b = wide[("nDCG@10", "bm25")], wide[("nDCG@10", name)]
+        assert t.loc[i, "nDCG@10 p-value"] == pytest.approx(stats.ttest_rel(b, a).pvalue, rel=1e-9)
+        assert t.loc[i, "nDCG@10 p-value corrected"] == t.loc[i, "nDCG@10 p-value"]  # correction none
+        assert t.loc[i, "nDCG@10 delta"] == pytest.approx((b - a).mean(), abs=1e-12)
+        assert t.loc[i, "nDCG@10 +"] == int((b > a).sum()) and t.loc[i, "nDCG@10 -"] == int((b < a).sum())
+    assert t.loc[1, "nDCG@10"] == pytest.approx(0.7308, abs=5e-5)  # SPLADE++ ED on DL19, -c
 
 
 def test_several_baselines_one_holm_over_the_family(two_baselines, runs):
@@ -104,7 +104,7 @@ def test_several_baselines_one_holm_over_the_family(two_baselines, runs):
 def test_markdown_and_latex_tables(two_baselines, cli, runs):
     md = two_baselines.to_markdown()
     lines = md.splitlines()
-    assert lines[0] == "| system | recall_100 | ndcg_cut_10 |"
+    assert lines[0] == "| system | nDCG@10 | R@100 |"
     splade = next(ln for ln in lines if ln.startswith("| splade"))
     assert "**0.7308**†▲" in splade  # best nDCG@10 in bold, significantly above bm25
     assert "† vs bm25; ‡ vs splade: p < 0.05 (paired randomization test" in md and "holm correction" in md
@@ -112,7 +112,7 @@ def test_markdown_and_latex_tables(two_baselines, cli, runs):
     assert rm3 == "| rm3 | 0.5259†▲‡▼ | 0.5216‡▼ |"  # above bm25 on R@100, below splade on both: directions marked
     assert "▲ better, ▼ worse than that baseline" in md and "family: every system against the baseline(s)" in md
     tex = two_baselines.to_latex()
-    assert r"\textbf{0.7308}$^{\dagger\uparrow}$" in tex and r"recall\_100" in tex and tex.count(r"\\") >= 4
+    assert r"\textbf{0.7308}$^{\dagger\uparrow}$" in tex and "System & nDCG@10 & R@100" in tex and tex.count(r"\\") >= 4
     assert r"$\dagger$ vs bm25; $\ddagger$ vs splade" in tex
     args = [f"{k}={v}" for k, v in runs.items()]
     res = cli(
@@ -150,7 +150,7 @@ def test_per_query_long_forms_match_ir_measures(two_baselines, runs, msmarco):
         m.query_id: m.value
         for m in ir_measures.iter_calc([ir_measures.nDCG @ 10], qrels, ir_measures.read_trec_run(runs["splade"]))
     }
-    ours = pq[(pq["run"] == "splade") & (pq["measure"] == "ndcg_cut_10")].set_index("query_id")["value"]
+    ours = pq[(pq["run"] == "splade") & (pq["measure"] == "nDCG@10")].set_index("query_id")["value"]
     assert set(ours.index) == set(theirs)
     assert max(abs(ours[q] - theirs[q]) for q in theirs) < 1e-6  # float32 (trec_eval 9) vs doubles
     pt = two_baselines.to_pyterrier()
@@ -161,7 +161,7 @@ def test_evaluations_as_inputs_and_refusals(runs):
     a = ts.evaluate("dl19-passage", runs["bm25"], "nDCG@10", complete=True)
     b = ts.evaluate("dl19-passage", runs["splade"], "nDCG@10", complete=True)
     c = ts.compare(None, {"a": a, "b": b}, measures="nDCG@10", permutations=100)
-    assert c.means.loc["b", "ndcg_cut_10"] == b.summary["ndcg_cut_10"]
+    assert c.means.loc["b", "nDCG@10"] == b.summary["nDCG@10"]
     other = ts.evaluate("dl19-passage", runs["splade"], "nDCG@10", complete=True, gain="exp")
     with pytest.raises(ProvenanceMismatchError, match="gain"):
         ts.compare(None, {"a": a, "b": other}, measures="nDCG@10")

@@ -122,10 +122,10 @@ def test_rerank_equals_the_command(cli, tmp_path, tiny_cross_encoder):
     assert run.meta["reranker"]["kind"] == "cross-encoder"
 
 
-def test_diagnose_warns_once_per_input(tmp_path, caplog):
+def test_diagnose_warns_once_per_input(tmp_path):
     """A first stage with a query of equal scores is evaluated several times (headline, ceiling, curve): the
-    warning about it is logged once, not once per evaluation."""
-    import logging
+    warning about it (a ``TwostageWarning``) is issued once, not once per evaluation."""
+    import warnings
 
     from samples import write_tiny
 
@@ -133,10 +133,11 @@ def test_diagnose_warns_once_per_input(tmp_path, caplog):
     lines = (tmp_path / "first.trec").read_text().splitlines()
     tied = [" ".join(p[:4] + ["1.0"] + p[5:]) if p[0] == "q7" else " ".join(p) for p in (ln.split() for ln in lines)]
     (tmp_path / "tied.trec").write_text("\n".join(tied) + "\n")
-    with caplog.at_level(logging.WARNING):
+    with warnings.catch_warnings(record=True) as caught:
         ts.diagnose(tmp_path / "qrels.txt", str(tmp_path / "tied.trec"), str(tmp_path / "rr.trec"), permutations=50)
-    said = [r.getMessage() for r in caplog.records if "tied.trec have all scores equal" in r.getMessage()]
+    said = [str(w.message) for w in caught if "tied.trec have all scores equal" in str(w.message)]
+    assert all(w.category is ts.TwostageWarning for w in caught if "all scores equal" in str(w.message))
     assert said == [
-        f"twostage: warning: 1 of 6 queries in {tmp_path / 'tied.trec'} have all scores equal (e.g. 'q7'): their "
+        f"1 of 6 queries in {tmp_path / 'tied.trec'} have all scores equal (e.g. 'q7'): their "
         "order is then the documents' ids (descending), not a ranking"
     ]

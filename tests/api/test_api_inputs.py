@@ -158,10 +158,14 @@ def test_mixed_and_integer_ids_become_text(caplog):
     assert pa.array(run.frame["doc_id"].array).type == pa.large_string()
 
 
-def test_empty_dict_and_frame():
-    assert len(as_run({}).frame) == 0
-    assert len(as_run(pd.DataFrame({"qid": [], "docno": [], "score": []})).frame) == 0
-    assert len(as_run({"q1": {}}).frame) == 0
+def test_empty_dict_and_frame_say_they_are_empty():
+    for empty in ({}, pd.DataFrame({"qid": [], "docno": [], "score": []}), {"q1": {}}, []):
+        with pytest.raises(InputFormatError, match="the run is empty"):
+            as_run(empty)
+    with pytest.raises(InputFormatError, match="the qrels are empty"):
+        as_qrels({})
+    with pytest.raises(InputFormatError, match="the run is empty"):  # not the wrong-qrels hint
+        ts.evaluate({"q1": {"d1": 1}}, {}, "P@10")
 
 
 @settings(max_examples=100, deadline=None)

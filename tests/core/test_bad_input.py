@@ -268,19 +268,23 @@ def test_control_character_in_a_prefs_file(tmp_path):
 
 
 def _json(cli, *args):
+    return _json_and_stderr(cli, *args)[0]
+
+
+def _json_and_stderr(cli, *args):
+    """The JSON the CLI prints and what it says on stderr (warnings: ``twostage: warning: ...``, each once)."""
     import json
 
     res = cli("eval", "--format", "json", *args)
     assert res.exit_code == 0, res.output
-    return json.loads(res.stdout)
+    return json.loads(res.stdout), res.stderr
 
 
 def test_all_equal_scores_are_warned_and_recorded(tmp_path, cli, caplog):
     tied = "".join(f"q1 Q0 D{i} {i} 1.0 t\n" for i in (1, 2, 3)) + "q2 Q0 D1 1 1.0 t\nq2 Q0 X 2 1.0 t\n"
     qf, rf = write(tmp_path, "q", QRELS), write(tmp_path, "r", tied)
-    with caplog.at_level("WARNING"):
-        doc = _json(cli, "-q", "-m", "map", qf, rf)
-    assert f"every score in {rf} is 1.0: their order is then the documents' ids" in caplog.text
+    doc, err = _json_and_stderr(cli, "-q", "-m", "map", qf, rf)
+    assert err.count(f"twostage: warning: every score in {rf} is 1.0: their order is then the documents' ids") == 1
     assert doc["provenance"]["input_warnings"] == [
         f"every score in {rf} is 1.0: their order is then the documents' ids (descending), not a ranking"
     ]
@@ -292,9 +296,8 @@ def test_all_equal_scores_are_warned_and_recorded(tmp_path, cli, caplog):
 def test_a_query_with_all_scores_equal_is_named(tmp_path, cli, caplog):
     run = RUN.replace("q1 Q0 D2 2 2.0 t", "q1 Q0 D2 2 3.0 t").replace("q1 Q0 X 3 1.0 t", "q1 Q0 X 3 3.0 t")
     run += "q2 Q0 D9 2 4.0 t\n"
-    with caplog.at_level("WARNING"):
-        doc = _json(cli, "-m", "map", write(tmp_path, "q", QRELS), write(tmp_path, "r", run))
-    assert "1 of 2 queries in" in caplog.text and "have all scores equal (e.g. 'q1')" in caplog.text
+    doc, err = _json_and_stderr(cli, "-m", "map", write(tmp_path, "q", QRELS), write(tmp_path, "r", run))
+    assert "1 of 2 queries in" in err and "have all scores equal (e.g. 'q1')" in err
     assert len(doc["provenance"]["input_warnings"]) == 1
 
 
@@ -306,17 +309,15 @@ def test_scores_equal_only_in_float32_are_ties_for_trec_eval_9(tmp_path, cli, ca
 
 
 def test_distinct_scores_give_no_warning(tmp_path, cli, caplog):
-    with caplog.at_level("WARNING"):
-        doc = _json(cli, "-m", "map", "-m", "P.1", write(tmp_path, "q", QRELS), write(tmp_path, "r", RUN))
-    assert "input_warnings" not in doc["provenance"] and "warning" not in caplog.text
+    doc, err = _json_and_stderr(cli, "-m", "map", "-m", "P.1", write(tmp_path, "q", QRELS), write(tmp_path, "r", RUN))
+    assert "input_warnings" not in doc["provenance"] and "warning" not in err
 
 
 def test_cutoff_beyond_every_query_is_warned_and_the_value_is_trec_evals(tmp_path, cli, caplog):
     qf, rf = write(tmp_path, "q", QRELS), write(tmp_path, "r", RUN)
-    with caplog.at_level("WARNING"):
-        doc = _json(cli, "-m", "recall.1000", "-m", "P.1000", "-m", "P.3", qf, rf)
+    doc, err = _json_and_stderr(cli, "-m", "recall.1000", "-m", "P.1000", "-m", "P.3", qf, rf)
     expected = "P_1000, recall_1000: cutoff beyond every query's depth (the deepest query has 3 documents)"
-    assert expected in caplog.text and doc["provenance"]["input_warnings"][0].startswith(expected)
+    assert expected in err and doc["provenance"]["input_warnings"][0].startswith(expected)
     rc, out = _native(["-m", "recall.1000", "-m", "P.1000", qf, rf])
     assert rc == 0
     assert f"recall_1000           \tall\t{doc['all']['recall_1000']:.4f}" in out
@@ -327,7 +328,7 @@ def test_cutoff_beyond_every_query_is_warned_and_the_value_is_trec_evals(tmp_pat
 
 
 def test_warnings_reach_stderr_of_the_command(tmp_path):
-    """Through logging to the real stderr (CliRunner tests see them in caplog); PYTHONPATH kept: this code."""
+    """A ``TwostageWarning`` printed once, as ``twostage: warning: ...``, on the real stderr; PYTHONPATH kept."""
     import os
     import subprocess
     import sys
@@ -348,7 +349,8 @@ def test_warnings_reach_stderr_of_the_command(tmp_path):
         text=True,
         env=dict(os.environ),
     )
-    assert proc.returncode == 0 and "twostage: warning: every score in" in proc.stderr
+    assert proc.returncode == 0 and proc.stderr.count("twostage: warning: every score in") == 1
+    assert "TwostageWarning" not in proc.stderr  # not Python's own warning display
 
 
 def test_in_memory_ids_that_are_not_strings_are_a_typed_error():

@@ -213,4 +213,4 @@ def test_one_declaration_of_settings_everywhere(cli, files, tmp_path):
     res = cli("compare", "--qrels", q, r, r2, "--trec-eval", "10", "--format", "json", "-m", "nDCG@10")
     prov = json.loads(res.stdout)["provenance"][str(r)]
     assert prov["trec_eval"] == 10 and prov["score_precision"] == "float64"
-    assert json.loads(res.stdout)["measures"] == ["ndcg_cut_10"]
+    assert json.loads(res.stdout)["measures"] == ["nDCG@10"]  # as asked

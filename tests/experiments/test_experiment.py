@@ -153,7 +153,10 @@ def test_tuning_set_rm3_and_fusion_files(tiny_index, tmp_path):
     assert tuning["folds"] == [["3", "4"]] and tuning["protocol"].startswith("tuning set (2 queries")
     assert tuned["heldout_map"] == pytest.approx(tuning["heldout"]) and tuned["input"] == ""
     assert t.loc["rm3(fb_terms=3)", "input"] == "bm25[tuned]" and t.loc["fused", "input"] == "bm25[tuned]+qld"
-    assert (out / "index.html").read_text().count("<tr") == 1 + len(t)
+    page = (out / "index.html").read_text()
+    assert page.count("<tr") == 1 + len(t)
+    # the grid plotted: the first measure against each parameter that takes more than one value
+    assert '<h2>The grid</h2><img class="plot" alt="map against k1, b, fb_terms" src="data:image/png;base64,' in page
     for name in ("bm25_tuned", "rm3_fb_terms-3", "fused"):
         assert (out / "runs" / f"{name}.trec").is_file() and (out / "runs" / f"{name}.trec.meta.json").is_file()
     assert doc["experiment"]["text"] == (tmp_path / "exp.yaml").read_text() and doc["versions"]["twostage"]

@@ -67,7 +67,7 @@ def runner(spec_path: Path, tmp: Path, **kw) -> Runner:
             "{id: P@2, measure: P.2, gian: exp}",
             "columns[1].gian: unknown field; did you mean 'gain'?",
         ),
-        ("{id: P@2, measure: P.2}", "{id: P@2, measure: P.2, gain: cubic}", "columns[1]: gain 'cubic'"),
+        ("{id: P@2, measure: P.2}", "{id: P@2, measure: P.2, gain: cubic}", "columns[1]: gain='cubic'"),
         (
             "{id: P@2, measure: P.2}",
             "{id: P@2, measure: P.2, complete: yes please}",

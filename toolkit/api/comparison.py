@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit import notices
 from toolkit.evaluation.compare import ComparisonResult
 
 #: Significance marks, one per baseline in order (stated under every table).
@@ -25,6 +27,40 @@ _LATEX_SYMBOLS = {
 }
 #: Direction of a significant difference: the marked system is better (▲) or worse (▼) than that baseline.
 UP, DOWN = "▲", "▼"
+
+
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    """``text`` safe in LaTeX's text mode: each special character (``\\ & % $ # _ { } ~ ^ < >``) escaped in one
+    pass, so an escape is never escaped again."""
+    return "".join(_LATEX.get(c, c) for c in text)
+
+
+class Legend(str):
+    """The legend at p < 0.05, as a string; ``legend(alpha)`` gives it at another level."""
+
+    def __new__(cls, text: str, at: Callable[[float], str]) -> Legend:
+        out = super().__new__(cls, text)
+        out._at = at  # type: ignore[attr-defined]
+        return out
+
+    def __call__(self, alpha: float = 0.05) -> str:
+        return self._at(alpha)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -148,11 +184,16 @@ class Comparison:
                         marks += SYMBOLS[i % len(SYMBOLS)] + (UP if sign * c.delta > 0 else DOWN)
                 cells.append(text + (mark(marks) if marks else ""))
             rows.append(cells)
-        return rows, self.legend(alpha)
+        return rows, self._legend(alpha)
 
-    def legend(self, alpha: float = 0.05, name: Callable[[object], str] = str) -> str:
-        """What the marks mean: symbol per baseline, the test, the correction and its family (plain text; each
-        baseline's name through ``name``, the escaper of the format it lands in)."""
+    @property
+    def legend(self) -> Legend:
+        """What the marks mean (at p < 0.05): symbol per baseline, the test, the correction and its family. A
+        string; called, ``legend(alpha)`` gives it at another level (the method it once was)."""
+        return Legend(self._legend(0.05), self._legend)
+
+    def _legend(self, alpha: float = 0.05, name: Callable[[object], str] = str) -> str:
+        """The legend at ``alpha``, each baseline's name through ``name`` (the escaper of the format it lands in)."""
         t = self.result.doc["tests"]
         test = {"randomization": "paired randomization test", "t": "paired t-test"}.get(
             t["test"], "randomised Tukey HSD"
@@ -176,7 +217,7 @@ class Comparison:
         head = ["system", *(markdown_text(m) for m in self.measures)]
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(self.measures)) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(lines) + f"\n\n{self.legend(alpha, markdown_text)}\n"
+        return "\n".join(lines) + f"\n\n{self._legend(alpha, markdown_text)}\n"
 
     def to_latex(self, alpha: float = 0.05, digits: int = 4) -> str:
         """A systems x measures ``tabular`` for a paper: significance as superscript marks, best in ``\\textbf``."""
@@ -274,6 +315,7 @@ def compare(
     relevance_map: str | None = None,
     dedupe: str = "error",
     data_dir: str | os.PathLike | None = None,
+    labels: Mapping[str, str] | None = None,
     **options: Any,
 ) -> Comparison:
     """Evaluate every run and test each against each baseline (paired, per query).
@@ -285,7 +327,9 @@ def compare(
             takes, an ``Evaluation`` (used as it is), or the path of a saved ``twostage eval -q --format json``.
         baseline: a system's name, or several (each system is tested against each; one correction per measure
             over all those tests). Default: the first system.
-        measures: as for ``evaluate``; default ``ndcg_cut.10``. Text measures (relstring) are left out.
+        measures: as for ``evaluate`` (per-measure settings included: ``AP(rel=2)@100``, ``RR@10``); default
+            ``ndcg_cut.10``. Named and ordered as asked; a text measure (relstring) is refused, and left out of
+            a nickname (``official``).
         test: ``randomization`` (paired sign-flip test, the default), ``t`` (paired t-test) or ``tukey``
             (randomised Tukey HSD, ``family="all-pairs"`` only, family-wise already): the p-value that is
             corrected and marked.
@@ -301,48 +345,96 @@ def compare(
         relevance_map: relabel the qrels at load time, as for ``evaluate``.
         dedupe: ``error`` or ``first``, as for ``evaluate``.
         data_dir: where collection names are looked up.
+        labels: display names for measures, as for ``evaluate``.
         **options: every other ``evaluate`` keyword (``complete``, ``relevance_level``, ``gain``, ...).
 
     Raises:
         ProvenanceMismatchError: systems evaluated under different settings or on different queries.
     """
     from toolkit.api.evaluation import Evaluation, evaluate
-    from toolkit.api.inputs import as_qrels, parse_measure_args
+    from toolkit.api.inputs import as_qrels
     from toolkit.errors import ConfigError
     from toolkit.evaluation.compare import compare_runs, load_result_json
 
     named = _named(runs)
     version = int(options.get("trec_eval", 9))
-    parsed = [m for m in parse_measure_args(measures, version, ["ndcg_cut.10"]) if m.spec.value_type != "string"]
-    names = [m.name for m in parsed]
+    items = _measure_items(measures)
+    numeric = _numeric_names(items, version)
+    want = _requested_measures(items, version, labels)
+    names = [n for n in want.names if n in numeric]
     baselines = [baseline] if isinstance(baseline, str) else list(baseline or [next(iter(named), "")])
     q = None
     per_query: dict[str, pd.DataFrame] = {}
     provenance: dict[str, dict] = {}
     for name, r in named.items():
         if isinstance(r, (str, os.PathLike)) and str(r).endswith(".json"):
-            per_query[name], provenance[name] = load_result_json(str(r), names)
+            frame, provenance[name] = load_result_json(str(r), names)
+            per_query[name] = frame[frame["measure"].isin(names)].assign(measure=lambda f: f["measure"].map(want.label))
             continue
         if not isinstance(r, Evaluation):
             if q is None:
                 if qrels is None:
                     raise ConfigError(f"qrels are needed to evaluate the run {name} (saved .json results need none)")
                 q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
-            r = evaluate(q, r, parsed, dedupe=dedupe, **options)
-        per_query[name], provenance[name] = r.to_ir_measures(), r.provenance
-    result = compare_runs(
-        per_query,
-        provenance,
-        baselines,
-        names,
-        test=test,
-        permutations=permutations,
-        seed=seed,
-        correction=correction,
-        force=force,
-        family=family,
-        level=ci,
-        resamples=bootstrap,
-        ci_method=ci_method,
-    )
+            r = evaluate(q, r, items, dedupe=dedupe, labels=labels, name=name, **options)
+        else:
+            r = dataclasses.replace(r, requested=want)
+        pq = r.to_ir_measures()
+        per_query[name], provenance[name] = pq[pq["measure"].isin(want.labels)], r.provenance
+    names = [want.label(n) for n in names]
+    with notices.once():
+        result = compare_runs(
+            per_query,
+            provenance,
+            baselines,
+            names,
+            test=test,
+            permutations=permutations,
+            seed=seed,
+            correction=correction,
+            force=force,
+            family=family,
+            level=ci,
+            resamples=bootstrap,
+            ci_method=ci_method,
+        )
     return Comparison(result)
+
+
+def _measure_items(measures: Any) -> list:
+    if measures is None:
+        return ["ndcg_cut.10"]
+    items = [measures] if isinstance(measures, str) or not isinstance(measures, Iterable) else list(measures)
+    return items or ["ndcg_cut.10"]
+
+
+def _numeric_names(items: list, version: int) -> set[str]:
+    """The result names of the numeric measures of ``items``; a measure ``compare`` cannot test (a text measure
+    such as relstring, one that needs preference judgments) is refused, naming the keyword ``measures``."""
+    from toolkit.errors import UnknownMeasureError
+    from toolkit.evaluation.evaluate import check_measures
+    from toolkit.measures.names import EvalSettings, Measure, parse_measure_groups
+
+    numeric: set[str] = set()
+    for item in items:
+        if isinstance(item, Measure):
+            ms = [item]
+        else:
+            ms = [m for g in parse_measure_groups([str(item)], version) for m in g.labelled()]
+        try:
+            check_measures(ms, EvalSettings(trec_eval=version), "qrels")
+        except UnknownMeasureError as exc:
+            raise UnknownMeasureError(f"measures={item!r}: compare cannot compute it: {exc}") from None
+        if all(m.spec.value_type == "string" for m in ms):
+            raise UnknownMeasureError(
+                f"measures={item!r}: a text measure (one string per query); compare tests numbers, so give numeric "
+                "measures (e.g. measures=['nDCG@10', 'AP@100'])"
+            )
+        numeric.update(m.name for m in ms if m.spec.value_type != "string")
+    return numeric
+
+
+def _requested_measures(items: list, version: int, labels: Mapping[str, str] | None) -> Any:
+    from toolkit.api.labels import requested
+
+    return requested(items, version).relabelled(labels)

@@ -217,7 +217,9 @@ def _texts(
     candidates: Sequence[Any], corpus: Any, index: Any, topics: Any, metas: dict, data_dir: Any
 ) -> tuple[dict[str, str], Any, dict]:
     """Query and document texts as given, else from the reranked runs' sidecars; and where they came from."""
+    from toolkit import notices
     from toolkit.catalog import resolve_topics
+    from toolkit.errors import phrase
 
     given = bool(candidates) or bool(corpus) or bool(index)
     from_meta = {} if given else core.sources_from_metas(metas.values())
@@ -232,7 +234,10 @@ def _texts(
     elif topics:
         queries.update(resolve_topics(str(topics), data_dir).as_dict())
     if not queries:
-        log.warning("no query texts (give --topics or --candidates): query types are 'unknown'")
+        notices.warn(
+            f"no query texts (give {phrase('topics=', '--topics')} or {phrase('candidates=', '--candidates')}): "
+            "query types are 'unknown'"
+        )
     source = {
         "topics": "<dict>" if isinstance(topics, Mapping) else topics,
         "texts": ", ".join(d["path"] for d in described) or None,
@@ -347,7 +352,8 @@ def diagnose(
             ``RUN.meta.json`` (a ``Run``'s ``meta``) gives its depth, first stage and texts, as in the CLI.
             ``{name: [run, run, ...]}``: repeats of one system (its values are the per-query means over the
             repeats; its spread is reported: ``toolkit.diagnosis.repeats``).
-        measure: the headline measure the loss is decomposed on (``ndcg_cut.10``, ``P.10``, ``recall.20``...).
+        measure: the headline measure the loss is decomposed on (``ndcg_cut.10``, ``P.10``, ``recall.20``,
+            ``nDCG@10``, ``AP(rel=2)@100``...); a relevance level in the name is the ``recall_level``.
         depth: rerank depth N, one for every run or ``{name: N}`` [default: the sidecar's, else detected
             from the runs (the run's top N reorder the first stage's and its ranks below N repeat the first
             stage's: ``toolkit.diagnosis.depths``), else the reranked run's longest list].
@@ -392,6 +398,7 @@ def diagnose(
     from toolkit.evaluation.groups import each_warning_once
 
     s = settings(complete=complete, **options)  # the relevance levels are diagnose's own
+    measure, recall_level = _headline_measure(measure, recall_level, s.trec_eval)
     q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
     level = recall_level if recall_level is not None else (2 if q.frame["relevance"].max() >= 2 else 1)
     firsts = {n: as_run(r, dedupe=dedupe) for n, r in _named(first_stage, "first stage").items()}
@@ -427,3 +434,28 @@ def diagnose(
             stride=stride,
         )
     return Diagnosis(result)
+
+
+def _headline_measure(measure: str, recall_level: int | None, version: int) -> tuple[str, int | None]:
+    """``measure`` as the diagnosis takes it, every name ``evaluate`` takes: an ir_measures name with its own
+    relevance level (``AP(rel=2)@100``) is its trec_eval measure at that ``recall_level`` (the level binary
+    measures use in a diagnosis); a per-measure depth (``RR@10``) has no place in a depth curve: refused."""
+    from toolkit.errors import ConfigError, phrase
+    from toolkit.measures.names import parse_measure_groups
+
+    named = phrase(f"measure={measure!r}", f"--measure {measure}")
+    groups = parse_measure_groups([str(measure)], version)
+    if len(groups) != 1 or not groups[0].overrides:
+        return measure, recall_level
+    o, (m, *rest) = groups[0].overrides, groups[0].measures
+    if rest or o.max_docs is not None:
+        raise ConfigError(
+            f"{named}: the diagnosis decomposes one measure over the whole ranking; a depth of its own (RR@10) "
+            "does not fit its depth curve: give a measure with a cutoff (e.g. ndcg_cut.10, AP(rel=2)@100)"
+        )
+    if recall_level is not None and recall_level != o.relevance_level:
+        raise ConfigError(
+            f"{named} sets relevance level {o.relevance_level}, "
+            f"{phrase(f'recall_level={recall_level}', f'--recall-level {recall_level}')} another"
+        )
+    return m.arg, o.relevance_level

@@ -5,37 +5,67 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
+from toolkit.api.labels import MeasureFrame, MeasureSeries, Requested
+from toolkit.errors import TwostageWarning  # ts.TwostageWarning: the category of the library's warnings
 from toolkit.evaluation.evaluate import EvalResult
 from toolkit.measures.names import DEFAULT_MEASURES
 
 log = logging.getLogger(__name__)
+
+__all__ = ["Evaluation", "TwostageWarning", "evaluate", "evaluate_many", "settings"]
 
 
 @dataclass(frozen=True)
 class Evaluation:
     """One run evaluated: ``summary``, ``per_query``, ``provenance`` and trec_eval's text.
 
-    Measure names are trec_eval's printed names (``ndcg_cut_10``, ``P_10``, ``map``), whichever syntax asked
-    for them (``nDCG@10`` is ``ndcg_cut_10``).
+    Measures are named and ordered as they were asked for (``toolkit.api.labels``): an ir_measures name as
+    typed (``nDCG@10``), trec_eval's syntax by trec_eval's printed name (``ndcg_cut.10`` is ``ndcg_cut_10``),
+    display ``labels`` as given; every name of a measure finds it (``summary["ndcg_cut_10"]`` is
+    ``summary["nDCG@10"]``). ``to_trec_eval`` keeps trec_eval's own names and order. ``name`` is the system's
+    name: the one the caller gave, else the run file's name, else ``run`` (never the run's tag).
     """
 
     result: EvalResult
+    name: str = ""
+    requested: Requested = field(default_factory=Requested)
+
+    @property
+    def _order(self) -> list[str]:
+        return self.requested.ordered(m.name for m in self.result.measures if m.name in self.result.aggregate)
 
     @property
     def summary(self) -> pd.Series:
-        """The ``all`` line: trec_eval's printed name -> value (counts as floats; relstring and runid are text
-        measures and live in ``strings``/``runid``)."""
-        return pd.Series(self.result.aggregate, name=self.runid or "all", dtype="float64")
+        """The ``all`` line: measure -> value, in the order asked (counts as floats; relstring and runid are text
+        measures and live in ``strings``/``runid``). The Series is named after the system."""
+        values = {self.requested.label(n): self.result.aggregate[n] for n in self._order}
+        out = MeasureSeries(values, name=self.name or "run", dtype="float64")
+        out.aliases = dict(self.requested.aliases)
+        return out
 
     @property
     def per_query(self) -> pd.DataFrame:
-        """One row per evaluated query (index ``query_id``, in trec_eval's query order), one column per measure."""
-        return self.result.wide()
+        """One row per evaluated query (index ``query_id``, in trec_eval's query order), one column per measure
+        in the order asked."""
+        wide = self.result.wide()
+        wide = wide[self.requested.ordered(wide.columns)]
+        out = MeasureFrame(wide.rename(columns=self.requested.label))
+        out.columns.name = "measure"
+        out.aliases = dict(self.requested.aliases)
+        return out
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What changes what a number means (queries missing from the run or the qrels, ties, duplicates dropped,
+        cutoffs beyond the ranking): each was also issued as a ``TwostageWarning``."""
+        from toolkit.errors import for_api
+
+        return tuple(for_api(w) for w in self.result.warnings + tuple(self.provenance.get("input_warnings", ())))
 
     @property
     def provenance(self) -> dict:
@@ -44,8 +74,11 @@ class Evaluation:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """What the CLI prints on stderr: queries left out, comment lines skipped, ..."""
-        return self.result.notes
+        """Everything said about the inputs: the ``warnings`` and what changes no number (comment lines
+        skipped, ...); what the CLI prints on stderr."""
+        from toolkit.errors import for_api
+
+        return tuple(dict.fromkeys([for_api(n) for n in self.result.notes] + list(self.warnings)))
 
     @property
     def runid(self) -> str:
@@ -58,13 +91,20 @@ class Evaluation:
         return self.result.strings
 
     def to_ir_measures(self) -> pd.DataFrame:
-        """Per-query values in the long form ``ir_measures.iter_calc`` yields: query_id, measure, value."""
-        return self.result.per_query[["query_id", "measure", "value"]].reset_index(drop=True)
+        """Per-query values in the long form ``ir_measures.iter_calc`` yields: query_id, measure, value (measures
+        by label, in the order asked)."""
+        pq = self.result.per_query
+        rank = {n: i for i, n in enumerate(self.requested.ordered(pd.unique(pq["measure"])))}
+        pq = pq.iloc[pq["measure"].map(rank).argsort(kind="stable")]
+        out = pq[["query_id", "measure", "value"]].reset_index(drop=True)
+        out["measure"] = out["measure"].map(self.requested.label)
+        return out
 
     def to_pyterrier(self, name: str | None = None) -> pd.DataFrame:
-        """Per-query values in the shape of ``pt.Experiment(..., perquery=True)``: name, qid, measure, value."""
+        """Per-query values in the shape of ``pt.Experiment(..., perquery=True)``: name (the system's), qid,
+        measure, value."""
         f = self.to_ir_measures().rename(columns={"query_id": "qid"})
-        f.insert(0, "name", name or self.runid or "run")
+        f.insert(0, "name", name or self.name or "run")
         return f
 
     def to_trec_eval(self, per_query: bool = False, *, summary: bool = True, provenance: bool = True) -> str:
@@ -78,14 +118,18 @@ class Evaluation:
         """What ``twostage eval --format json`` prints (full precision; ``per_query`` is ``-q``)."""
         from toolkit.evaluation.trec_format import render_json
 
-        return render_json(self.result, per_query)
+        return render_json(self.result, per_query, self._display())
 
     def to_csv(self, per_query: bool = False, *, provenance: bool = True) -> str:
         """What ``twostage eval --format csv`` prints (full precision; ``provenance=False`` drops the ``#`` header,
         as ``--no-provenance`` and ``--out`` do)."""
         from toolkit.evaluation.trec_format import render_csv
 
-        return render_csv(self.result, per_query, provenance=provenance)
+        return render_csv(self.result, per_query, provenance=provenance, labels=self._display())
+
+    def _display(self) -> dict[str, str]:
+        """Result name -> label, in the order asked (what JSON and CSV are keyed by)."""
+        return {n: self.requested.label(n) for n in self.requested.ordered(m.name for m in self.result.measures)}
 
     def write(self, path: str | os.PathLike, per_query: bool = False) -> None:
         """What ``twostage eval --out PATH`` writes: trec_eval's text and ``PATH.provenance.json``, atomically."""
@@ -96,11 +140,12 @@ class Evaluation:
         write_json(str(path) + ".provenance.json", self.provenance)
 
     def __repr__(self) -> str:
-        values = ", ".join(f"{k}={v:.4f}" for k, v in list(self.result.aggregate.items())[:6])
-        more = ", ..." if len(self.result.aggregate) > 6 else ""
+        summary = self.summary
+        values = ", ".join(f"{k}={v:.4f}" for k, v in list(summary.items())[:6])
+        more = ", ..." if len(summary) > 6 else ""
         p = self.provenance
         return (
-            f"Evaluation({values}{more}; {p['queries_evaluated']} queries, {p['semantics']}, "
+            f"Evaluation({self.name or 'run'}: {values}{more}; {p['queries_evaluated']} queries, {p['semantics']}, "
             f"query set: {p['query_set']})"
         )
 
@@ -114,7 +159,7 @@ class Evaluation:
             f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in self.provenance.items()
         )
         return (
-            f"<div><b>Evaluation</b> of {escape(self.runid or 'run')} "
+            f"<div><b>Evaluation</b> of {escape(self.name or 'run')} "
             f"({self.provenance['queries_evaluated']} queries)</div>{table}"
             + (f"<ul>{notes}</ul>" if notes else "")
             + f"<details><summary>provenance</summary><table>{prov}</table></details>"
@@ -209,6 +254,8 @@ def evaluate(
     rel_format: str = "qrels",
     zscores: str | os.PathLike | None = None,
     data_dir: str | os.PathLike | None = None,
+    labels: Mapping[str, str] | None = None,
+    name: str | None = None,
 ) -> Evaluation:
     """Evaluate ``run`` against ``qrels`` exactly as trec_eval (and ``twostage eval``) does.
 
@@ -235,10 +282,19 @@ def evaluate(
         rel_format: ``-R``: ``qrels``, ``prefs``, ``qrels_prefs`` or ``qrels_jg`` (the last three read files).
         zscores: ``-Z``: a file of ``qid measure mean stddev``; values become z-scores.
         data_dir: where collection names are looked up (default ``$TWOSTAGE_DATA`` or ``../shared/data``).
+        labels: display names for measures, ``{name: label}`` (``{"ndcg_cut_10": "nDCG@10"}``); a name is
+            any name of a measure asked for. Tables, ``summary``, ``per_query``, JSON and CSV use the labels.
+        name: the system's name (``summary``'s name, ``to_pyterrier``'s ``name``); default the run file's name,
+            else ``run``.
+
+    Results name and order the measures as asked (see ``Evaluation``). Input that changes what a number
+    means (queries missing from the run or the qrels, tied scores, dropped duplicates) is issued as a
+    ``TwostageWarning`` and listed in ``notes``.
 
     Raises:
-        InputFormatError: malformed input, naming the file or row.
+        InputFormatError: malformed or empty input, naming the file or row.
         UnknownMeasureError: a measure that does not exist or that these options cannot give.
+        ConfigError: a ``labels`` key that is not a measure asked for.
     """
     s = settings(
         complete=complete,
@@ -253,8 +309,12 @@ def evaluate(
         judged_compat=judged_compat,
         allow_no_common=allow_no_common,
     )
-    prepared = _prepare(qrels, measures, s, rel_format, relevance_map, dedupe, data_dir, zscores, many=False)
-    return _evaluate_one(prepared, run, dedupe)
+    from toolkit import notices
+
+    with notices.once():
+        prepared = _prepare(qrels, measures, s, rel_format, relevance_map, dedupe, data_dir, zscores, many=False)
+        want = _requested(measures, s.trec_eval, labels)
+        return _evaluate_one(prepared, run, dedupe, want, name)
 
 
 def evaluate_many(
@@ -267,23 +327,40 @@ def evaluate_many(
         qrels: as for ``evaluate``.
         runs: ``{name: run}``, each run as for ``evaluate``.
         measures: as for ``evaluate``.
-        **options: the keywords of ``evaluate``.
+        **options: the keywords of ``evaluate`` (``labels`` included; each run is named by its key).
     """
+    from toolkit import notices
+
     io = {k: options.pop(k) for k in ("rel_format", "relevance_map", "dedupe", "data_dir", "zscores") if k in options}
+    labels = options.pop("labels", None)
     dedupe = io.get("dedupe", "error")
     s = settings(**options)
-    prepared = _prepare(
-        qrels,
-        measures,
-        s,
-        io.get("rel_format", "qrels"),
-        io.get("relevance_map"),
-        dedupe,
-        io.get("data_dir"),
-        io.get("zscores"),
-        many=len(runs) > 1,
-    )
-    return {str(name): _evaluate_one(prepared, run, dedupe) for name, run in runs.items()}
+    with notices.once():
+        prepared = _prepare(
+            qrels,
+            measures,
+            s,
+            io.get("rel_format", "qrels"),
+            io.get("relevance_map"),
+            dedupe,
+            io.get("data_dir"),
+            io.get("zscores"),
+            many=len(runs) > 1,
+        )
+        want = _requested(measures, s.trec_eval, labels)
+    out = {}
+    for name, run in runs.items():
+        with notices.once():  # each run's warnings once, and every run's
+            out[str(name)] = _evaluate_one(prepared, run, dedupe, want, str(name))
+    return out
+
+
+def _requested(measures: Any, version: int, labels: Mapping[str, str] | None) -> Requested:
+    from toolkit.api.labels import requested
+
+    items = measures if isinstance(measures, (list, tuple)) else [measures]
+    items = [m for m in items if m is not None]
+    return requested(items or None, version).relabelled(labels)
 
 
 def _prepare(
@@ -312,12 +389,25 @@ def _prepare(
     return judgments, groups, s, z
 
 
-def _evaluate_one(prepared: tuple, run: Any, dedupe: str) -> Evaluation:
-    from toolkit.api.inputs import as_run
+def _evaluate_one(prepared: tuple, run: Any, dedupe: str, want: Requested, name: str | None) -> Evaluation:
+    from toolkit import notices
+    from toolkit.api.inputs import as_run, system_name
+    from toolkit.errors import phrase
     from toolkit.evaluation.groups import evaluate_groups
 
     judgments, groups, s, z = prepared
-    result = evaluate_groups(judgments, as_run(run, dedupe=dedupe), groups, s, zscores=z)
-    for note in result.notes:
-        log.info("%s", note)
-    return Evaluation(result)
+    r = as_run(run, dedupe=dedupe)
+    result = evaluate_groups(judgments, r, groups, s, zscores=z)
+    dropped = result.provenance.get("duplicates_dropped", {})
+    said = []
+    for what in ("qrels", "run"):
+        if dropped.get(what):
+            said.append(
+                f"{phrase('dedupe=' + repr('first'), '--dedupe first')} dropped {dropped[what]} duplicate line(s) "
+                f"from the {what}" + (f" ({r.path})" if what == "run" else "")
+            )
+    for text in said + list(result.warnings):
+        notices.warn(text)
+    if said:
+        result = replace(result, warnings=tuple(said) + result.warnings, notes=tuple(said) + result.notes)
+    return Evaluation(result, name or system_name(run, r), want)

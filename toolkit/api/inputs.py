@@ -3,8 +3,9 @@
 Accepted: a path (TREC format, gz allowed), a collection name (qrels only: ``dl19-passage``), a pandas
 DataFrame (PyTerrier's ``qid, docno, score[, rank]`` and ``qid, docno, label``; ir_datasets'
 ``query_id, doc_id, relevance``; twostage's ``query_id, doc_id, score``; TREC's ``docid``), a
-pytrec_eval / ranx style ``{qid: {docid: value}}`` dict, an iterable of ir_measures ``ScoredDoc`` /
-``Qrel`` tuples, and the toolkit's own ``Run`` / ``Qrels``.
+pytrec_eval / ranx style ``{qid: {docid: value}}`` dict, ranx ``Run`` / ``Qrels`` objects, an
+iterable of ir_measures ``ScoredDoc`` / ``Qrel`` tuples, and the toolkit's own ``Run`` / ``Qrels``.
+An in-memory input with no rows is refused as empty (``InputFormatError``: "the run is empty").
 
 In-memory inputs are validated as files are: a missing column, a NaN or non-numeric score, a
 non-integer label, an empty id or one holding whitespace or a control character, or a repeated
@@ -23,12 +24,12 @@ import os
 from collections.abc import Iterable, Mapping
 from itertools import chain
 from operator import methodcaller
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from toolkit.errors import ConfigError, InputFormatError
+from toolkit.errors import ConfigError, InputFormatError, phrase
 from toolkit.records import BAD_ID_RE2, DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, id_error, id_problem
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,8 @@ def _dedupe(
         where,
         None,
         f"row {row}: {what} lists document {d!r} twice for query {q!r} ({len(rows)} duplicate row(s) in all); "
-        "trec_eval refuses this; pass dedupe='first' to keep the first occurrence",
+        f"trec_eval refuses this; pass {phrase('dedupe=' + repr('first'), '--dedupe first')} to keep the first "
+        "occurrence",
     )
 
 
@@ -287,9 +289,47 @@ def _tuples_frame(items: Iterable, fields: tuple[str, ...], where: str) -> pd.Da
     return pd.DataFrame({f: pd.Series([getattr(r, f) for r in rows], dtype=object) for f in fields})
 
 
+def _ranx(obj: Any) -> dict | None:
+    """A ranx ``Run``/``Qrels`` as its ``{qid: {docid: value}}`` dict (ranx is not imported); None otherwise."""
+    if type(obj).__module__.split(".")[0] == "ranx" and callable(getattr(obj, "to_dict", None)):
+        return obj.to_dict()
+    return None
+
+
+_R = TypeVar("_R", Run, Qrels)
+
+
+def _not_empty(out: _R, what: str) -> _R:
+    if not len(out.frame):
+        raise InputFormatError(
+            out.path,
+            None,
+            f"the {what} {'are' if what == 'qrels' else 'is'} empty: it has no (query, document, value) rows",
+        )
+    return out
+
+
+def system_name(given: Any, run: Run | None = None) -> str:
+    """The name a user gave a system: a run file's name (without .txt, .trec, .run, .gz), a ranx run's name, a
+    PyTerrier frame's single ``name``; else ``run``. Never the run's tag (Pyserini writes ``rank`` or
+    ``Anserini`` in every file)."""
+    from pathlib import Path
+
+    if isinstance(given, (str, os.PathLike)):
+        name = Path(given).name
+        for suffix in (".gz", ".trec", ".txt", ".run", ".json"):
+            name = name.removesuffix(suffix)
+        return name
+    if _ranx(given) is not None and getattr(given, "name", None):
+        return str(given.name)
+    if isinstance(given, pd.DataFrame) and "name" in given.columns and given["name"].nunique() == 1:
+        return str(given["name"].iloc[0])
+    return "run"
+
+
 def as_run(obj: Any, *, dedupe: str = "error") -> Run:
-    """A ``Run`` from a path, a DataFrame, a ``{qid: {docid: score}}`` dict, ir_measures ``ScoredDoc``s,
-    a ``toolkit.Run`` or a ``records.Run``; see the module docstring for the validation."""
+    """A ``Run`` from a path, a DataFrame, a ``{qid: {docid: score}}`` dict, a ranx ``Run``, ir_measures
+    ``ScoredDoc``s, a ``toolkit.Run`` or a ``records.Run``; see the module docstring for the validation."""
     from toolkit.trec_io import read_run
 
     if isinstance(obj, Run):
@@ -299,15 +339,20 @@ def as_run(obj: Any, *, dedupe: str = "error") -> Run:
         return inner
     if isinstance(obj, (str, os.PathLike)):
         return read_run(obj, dedupe=dedupe)  # type: ignore[arg-type]
+    ranx = _ranx(obj)
+    if ranx is not None:
+        where = f"<ranx Run {getattr(obj, 'name', '') or ''}>".replace(" >", ">")
+        return _not_empty(run_from_frame(_nested_frame(ranx, SCORE, where), dedupe=dedupe, where=where), "run")
     if isinstance(obj, pd.DataFrame):
-        return run_from_frame(obj, dedupe=dedupe)
+        return _not_empty(run_from_frame(obj, dedupe=dedupe), "run")
     if isinstance(obj, Mapping):
-        return run_from_frame(_nested_frame(obj, SCORE, DICT), dedupe=dedupe, where=DICT)
+        return _not_empty(run_from_frame(_nested_frame(obj, SCORE, DICT), dedupe=dedupe, where=DICT), "run")
     if isinstance(obj, Iterable):
-        return run_from_frame(
-            _tuples_frame(obj, ("query_id", "doc_id", "score"), ITERABLE), dedupe=dedupe, where=ITERABLE
-        )
-    raise ConfigError(f"cannot read a run from {type(obj).__name__}: give a path, a DataFrame, a dict or ScoredDocs")
+        frame = _tuples_frame(obj, ("query_id", "doc_id", "score"), ITERABLE)
+        return _not_empty(run_from_frame(frame, dedupe=dedupe, where=ITERABLE), "run")
+    raise ConfigError(
+        f"cannot read a run from {type(obj).__name__}: give a path, a DataFrame, a dict, a ranx Run or ScoredDocs"
+    )
 
 
 # -------------------------------------------------------------------- qrels
@@ -359,14 +404,23 @@ def as_qrels(
             mapping, name = parse_map(relevance_map)
             return source.read(dedupe, mapping, name)
         return source.read(dedupe)
+    ranx = _ranx(obj)
+    if ranx is not None:
+        frame = _nested_frame(ranx, RELEVANCE, "<ranx Qrels>")
+        return _relabel(
+            _not_empty(qrels_from_frame(frame, dedupe=dedupe, where="<ranx Qrels>"), "qrels"), relevance_map
+        )
     if isinstance(obj, pd.DataFrame):
-        return _relabel(qrels_from_frame(obj, dedupe=dedupe), relevance_map)
+        return _relabel(_not_empty(qrels_from_frame(obj, dedupe=dedupe), "qrels"), relevance_map)
     if isinstance(obj, Mapping):
-        return _relabel(qrels_from_frame(_nested_frame(obj, RELEVANCE, DICT), dedupe=dedupe, where=DICT), relevance_map)
+        frame = _nested_frame(obj, RELEVANCE, DICT)
+        return _relabel(_not_empty(qrels_from_frame(frame, dedupe=dedupe, where=DICT), "qrels"), relevance_map)
     if isinstance(obj, Iterable):
         frame = _tuples_frame(obj, ("query_id", "doc_id", "relevance"), ITERABLE)
-        return _relabel(qrels_from_frame(frame, dedupe=dedupe, where=ITERABLE), relevance_map)
-    raise ConfigError(f"cannot read qrels from {type(obj).__name__}: give a path, a name, a DataFrame, a dict or Qrels")
+        return _relabel(_not_empty(qrels_from_frame(frame, dedupe=dedupe, where=ITERABLE), "qrels"), relevance_map)
+    raise ConfigError(
+        f"cannot read qrels from {type(obj).__name__}: give a path, a name, a DataFrame, a dict, a ranx Qrels or Qrels"
+    )
 
 
 def parse_measure_args(measures: Any, version: int, default: Iterable[str] | None = None) -> list:

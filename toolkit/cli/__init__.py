@@ -22,7 +22,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except TwostageError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(exc.for_cli()) from exc
         except BrokenPipeError:  # e.g. `twostage eval ... | head`
             sys.stderr.close()
             sys.exit(0)
@@ -46,6 +46,26 @@ def main(verbose: bool) -> None:
     and a diagnosis of where quality is lost.
     """
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
+    _show_warnings_once()
+
+
+def _show_warnings_once() -> None:
+    """Library warnings (``TwostageWarning``) as ``twostage: warning: ...`` on stderr, phrased with flags, each
+    once per library call (``toolkit.notices``); other warnings as Python shows them."""
+    import warnings
+
+    from toolkit.errors import TwostageWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if isinstance(message, TwostageWarning):
+            click.echo(f"twostage: warning: {message.for_cli()}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    if getattr(shown, "__name__", "") != "show":
+        warnings.showwarning = show
 
 
 def _register() -> None:

@@ -384,7 +384,7 @@ def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, dept
         )
     except ConfigError as exc:
         if "measure" in str(exc) or "ceiling" in str(exc):
-            raise click.BadParameter(str(exc), param_hint="'-m'") from None
+            raise click.BadParameter(exc.for_cli(), param_hint="'-m'") from None
         raise
 
 

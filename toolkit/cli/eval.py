@@ -163,7 +163,7 @@ def eval_command(
         allow_no_common=allow_no_common,
         **api_options(s),
     )
-    _echo_notes(evaluations, dict(paths))
+    _echo_notes(evaluations)
     if len(paths) > 1:
         return _eval_many(evaluations, per_query, no_summary, fmt, out, no_provenance)
     ev = next(iter(evaluations.values()))
@@ -176,19 +176,15 @@ def eval_command(
     _emit(text, out, ev.provenance, "")
 
 
-def _echo_notes(evaluations: dict, paths: dict[str, str]) -> None:
-    """stderr: duplicates --dedupe first dropped (qrels once, then per run) and each evaluation's notes."""
-    dropped = [e.provenance["duplicates_dropped"] for e in evaluations.values()]
-    if dropped and dropped[0]["qrels"]:
-        n = dropped[0]["qrels"]
-        click.echo(f"twostage: --dedupe first dropped {n} duplicate line(s) from the qrels", err=True)
-    for (name, ev), d in zip(evaluations.items(), dropped):
-        if d["run"]:
-            click.echo(
-                f"twostage: --dedupe first dropped {d['run']} duplicate line(s) from the run ({paths[name]})", err=True
-            )
-        for note in ev.notes:
-            click.echo(f"twostage: {note}", err=True)
+def _echo_notes(evaluations: dict) -> None:
+    """stderr: each evaluation's notes that change no number (comment lines skipped, ...); what changes a number
+    (duplicates dropped, queries left out, ties) was said as a warning while evaluating (``toolkit.notices``)."""
+    from toolkit.errors import for_cli
+
+    for ev in evaluations.values():
+        for note in ev.result.notes:
+            if note not in ev.result.warnings:
+                click.echo(f"twostage: {for_cli(note)}", err=True)
 
 
 def _emit(text: str, out: str | None, provenance: dict, what: str) -> None:

@@ -66,7 +66,7 @@ from toolkit.diagnosis.query_views import (
     side_by_side,
     worst_queries,
 )
-from toolkit.errors import ConfigError
+from toolkit.errors import ConfigError, for_api
 from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, agreement, ranked_lists
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.evaluation.significance import adjust, compare_table
@@ -385,7 +385,7 @@ def _evaluate_run(
     )
     values["headline"] = binary.wide()[measure]
     values.index = values.index.astype(str)
-    notes = tuple(dict.fromkeys(graded.notes + binary.notes))
+    notes = tuple(dict.fromkeys(for_api(n) for n in graded.notes + binary.notes))  # the library's words
     return _RunValues(
         values, {"graded": graded.provenance, "condensed": condensed.provenance, "binary": binary.provenance}, notes
     )

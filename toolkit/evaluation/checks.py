@@ -1,8 +1,9 @@
 """Inputs that parse but cannot mean what the user thinks: refused, or warned about and stated.
 
 trec_eval prints a number for each of these without a word (or crashes); twostage either
-refuses the input with a typed error naming the files, or logs a warning on stderr and
-records it in the provenance (``input_warnings``), so a number never hides a mistake:
+refuses the input with a typed error naming the files, or issues a ``TwostageWarning``
+(``toolkit.notices``; the CLI prints it on stderr) and records it in the provenance
+(``input_warnings``), so a number never hides a mistake:
 
 - no query in common between run and judgments: an error naming both files and their query
   counts (trec_eval 9 exits 7, 10 exits 4 or, with ``-c``, prints zeros), unless the settings
@@ -24,7 +25,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.errors import InputFormatError, NoCommonQueriesError
+from toolkit import notices
+from toolkit.errors import InputFormatError, NoCommonQueriesError, phrase
 from toolkit.measures.names import EvalSettings, Measure
 from toolkit.measures.registry import Params
 from toolkit.records import DOC_ID, QUERY_ID, SCORE, Run
@@ -67,7 +69,8 @@ def require_common_queries(judgments, run: Run, n_common: int, n_judged: int, n_
         f"{run.path} and {judgments.path} have no query in common (run: {n_run} queries, "
         f"e.g. {_examples(run.frame[QUERY_ID])}; judgments: {n_judged} queries, "
         f"e.g. {_examples(judgments.frame[QUERY_ID])}): wrong qrels for this run? "
-        "Pass --allow-no-common to print the zeros anyway (trec_eval 9 exits 7 here)"
+        f"Pass {phrase('allow_no_common=True', '--allow-no-common')} to print the zeros anyway "
+        "(trec_eval 9 exits 7 here)"
     )
 
 
@@ -77,11 +80,12 @@ def _examples(ids: pd.Series) -> str:
 
 
 def input_warnings(judgments, run: Run, measures, settings: EvalSettings) -> list[str]:
-    """Warnings about a run whose numbers may not mean what the user thinks; each is logged on stderr."""
+    """Warnings about a run whose numbers may not mean what the user thinks; each is issued as a
+    ``TwostageWarning`` (once per ``notices.once`` block)."""
     stats = _query_stats(run, judgments, settings.score_precision)
     warnings = _tie_warnings(stats, run) + _depth_warnings(stats, measures, settings)
     for w in warnings:
-        log.warning("twostage: warning: %s", w)
+        notices.warn(w)
     return warnings
 
 

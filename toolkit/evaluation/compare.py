@@ -63,7 +63,8 @@ def load_result_json(path: str, measures: Sequence[str]) -> tuple[pd.DataFrame, 
             "not a saved evaluation with per-query values; "
             "write one with `twostage eval -q --format json --out FILE QRELS RUN`",
         )
-    rows = [(str(qid), m, v) for qid, vals in doc["per_query"].items() for m, v in vals.items()]
+    names = {label: name for name, label in doc.get("labels", {}).items()}  # saved under the user's labels
+    rows = [(str(qid), names.get(m, m), v) for qid, vals in doc["per_query"].items() for m, v in vals.items()]
     frame = pd.DataFrame(rows, columns=["query_id", "measure", "value"]).astype({"value": "float64"})
     have = set(frame["measure"])
     missing = [m for m in measures if m not in have]

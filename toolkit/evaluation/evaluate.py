@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit import __version__
-from toolkit.errors import UnknownMeasureError
+from toolkit.errors import UnknownMeasureError, phrase
 from toolkit.evaluation.checks import check_id_types, input_provenance, input_warnings, require_common_queries
 from toolkit.measures.names import EvalSettings, Measure
 from toolkit.measures.prefs import JgInput, build_prefs_input
@@ -70,6 +70,7 @@ class EvalResult:
     settings: EvalSettings
     provenance: dict
     notes: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = field(default_factory=tuple)  # the notes that change what a number means
     strings: dict[str, dict[str, str]] = field(default_factory=dict)
     printed: tuple[str, ...] = ()
     runid: str = ""
@@ -127,16 +128,21 @@ def check_measures(measures, settings: EvalSettings, rel_format: str) -> None:
         spec = m.spec
         if spec.rel_format not in ("any", reads):
             need = {
-                "qrels": "-R qrels (the default)",
-                "prefs": "-R prefs or -R qrels_prefs",
-                "qrels_jg": "-R qrels_jg",
+                "qrels": phrase("rel_format='qrels'", "-R qrels") + " (the default)",
+                "prefs": phrase("rel_format='prefs'", "-R prefs") + " or " + phrase("'qrels_prefs'", "-R qrels_prefs"),
+                "qrels_jg": phrase("rel_format='qrels_jg'", "-R qrels_jg"),
             }[spec.rel_format]
-            raise UnknownMeasureError(f"{m.name} needs {need}; the judgments were read as -R {rel_format}")
+            was = phrase(f"rel_format={rel_format!r}", f"-R {rel_format}")
+            raise UnknownMeasureError(f"{m.name} needs {need}; the judgments were read as {was}")
         if spec.since > settings.trec_eval:
-            raise UnknownMeasureError(f"{m.name} is a trec_eval {spec.since} measure (pass --trec-eval {spec.since})")
+            raise UnknownMeasureError(
+                f"{m.name} is a trec_eval {spec.since} measure "
+                f"(pass {phrase(f'trec_eval={spec.since}', f'--trec-eval {spec.since}')})"
+            )
         if spec.gain and m.params and settings.gain.kind != "linear":
             raise UnknownMeasureError(
-                f"{m.name}: give the gains either as {m.family}.L=G parameters or with --gain, not both"
+                f"{m.name}: give the gains either as {m.family}.L=G parameters or with "
+                f"{phrase('gain=', '--gain')}, not both"
             )
 
 
@@ -214,7 +220,8 @@ def evaluate(
         }
     )
     printed = tuple(qids[evaluated if version == 10 else evaluated & in_run].tolist())
-    notes = _notes(nq, in_run, extra, n_eval, settings, run, judgments)
+    query_warnings = _query_warnings(nq, in_run, extra, n_eval, settings)
+    notes = query_warnings + _notes(run, judgments)
     provenance = build_provenance(
         judgments, run, measures, settings, nq=nq, n_run=int(in_run.sum()) + extra, n_eval=n_eval, zscores=zscores
     )
@@ -226,6 +233,7 @@ def evaluate(
         settings=settings,
         provenance=provenance,
         notes=tuple(notes),
+        warnings=tuple(query_warnings),
         strings=strings,
         printed=printed,
         runid=run.runid,
@@ -380,18 +388,26 @@ def _aggregate(
     return _seq_sum(v[evaluated]) / n if n else 0.0
 
 
-def _notes(nq, in_run, extra, n_eval, settings, run, judgments) -> list[str]:
+def _query_warnings(nq, in_run, extra, n_eval, settings) -> list[str]:
+    """What changes what the mean means: queries of one input missing from the other."""
     notes = []
     missing = int((~in_run).sum())
     if missing and not settings.complete:
         notes.append(
             f"{missing} of {nq} qrels queries have no line in the run and were left out of the mean "
-            "(as trec_eval 9.x does; trec_eval 10 stops with an error); pass -c to count them as 0"
+            "(as trec_eval 9.x does; trec_eval 10 stops with an error); pass "
+            f"{phrase('complete=True', '-c')} to count them as 0"
         )
     if extra:
         notes.append(f"{extra} run queries have no judgments and were ignored")
     if n_eval == 0:
         notes.append("no query is both in the run and in the judgments: nothing was evaluated")
+    return notes
+
+
+def _notes(run, judgments) -> list[str]:
+    """What changes no number: lines skipped that trec_eval skips too."""
+    notes = []
     for what, obj in (("run", run), ("judgments", judgments)):
         if getattr(obj, "comment_lines", 0):
             notes.append(f"skipped {obj.comment_lines} comment line(s) ('#') in the {what}")

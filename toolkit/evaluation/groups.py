@@ -10,13 +10,11 @@ user wrote it, and the provenance states every such measure's settings (``measur
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from dataclasses import replace
 
 import pandas as pd
 
-from toolkit.evaluation import checks
+from toolkit import notices
 from toolkit.evaluation.evaluate import EvalResult, evaluate
 from toolkit.measures.names import EvalSettings, LabelledMeasure, MeasureGroup
 
@@ -50,29 +48,15 @@ def evaluate_groups(
         provenance=provenance,
         strings={k: v for r in renamed for k, v in r.strings.items()},
         notes=tuple(dict.fromkeys(n for r in renamed for n in r.notes)),
+        warnings=tuple(dict.fromkeys(w for r in renamed for w in r.warnings)),
         summary={k: v for r in renamed for k, v in r.summary.items()},
         columns=_columns_in(base.evaluated, renamed),
     )
 
 
-@contextlib.contextmanager
 def each_warning_once():
-    """Within the block, each input warning (``checks``) is logged once, however often the input is evaluated."""
-    seen: set[str] = set()
-
-    def first_time(record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        if text in seen:
-            return False
-        seen.add(text)
-        return True
-
-    logger = logging.getLogger(checks.__name__)
-    logger.addFilter(first_time)
-    try:
-        yield
-    finally:
-        logger.removeFilter(first_time)
+    """Within the block, each input warning (``checks``) is issued once, however often the input is evaluated."""
+    return notices.once()
 
 
 def _print_order(m) -> tuple:

@@ -115,26 +115,40 @@ def _json_number(v: float):
     return v if math.isfinite(v) else None
 
 
-def render_json(result: EvalResult, per_query: bool) -> str:
-    summary = {k: _json_number(v) for k, v in result.aggregate.items()}
+def render_json(result: EvalResult, per_query: bool, labels: dict[str, str] | None = None) -> str:
+    """The JSON document; ``labels`` (result name -> label, in the order wanted) renames and orders the measures
+    and is stated in the document (``labels``) when it renames any (``compare`` reads it back)."""
+    names = labels or {m.name: m.name for m in result.measures}
+    order = {n: i for i, n in enumerate(names)}
+
+    def ordered(items):
+        return sorted(items, key=lambda kv: order.get(kv[0], len(order)))
+
+    summary = {names.get(k, k): _json_number(v) for k, v in ordered(result.aggregate.items())}
     if any(m.family == "runid" for m in result.measures):
-        summary["runid"] = result.runid
-    doc: dict = {"provenance": result.provenance, "measures": [m.name for m in result.measures], "all": summary}
+        summary[names.get("runid", "runid")] = result.runid
+    measures = [n for n, _ in ordered([(m.name, None) for m in result.measures])]
+    doc: dict = {"provenance": result.provenance, "measures": [names.get(n, n) for n in measures], "all": summary}
+    renamed = {k: v for k, v in names.items() if k != v}
+    if renamed:
+        doc["labels"] = renamed
     if per_query:
         rows: dict = {}
         for q, g in result.per_query.groupby("query_id", sort=True):
-            rows[str(q)] = {m: _json_number(v) for m, v in zip(g["measure"], g["value"])}
+            rows[str(q)] = {names.get(m, m): _json_number(v) for m, v in ordered(zip(g["measure"], g["value"]))}
         for name, per in result.strings.items():
             for q, text in per.items():
-                rows.setdefault(str(q), {})[name] = text
+                rows.setdefault(str(q), {})[names.get(name, name)] = text
         doc["per_query"] = rows
     return json.dumps(doc, indent=2) + "\n"
 
 
-def render_csv(result: EvalResult, per_query: bool, provenance: bool) -> str:
-    """query_id, measure, value at full precision; text cells through ``toolkit.escape.csv_text`` (no formula)."""
+def render_csv(result: EvalResult, per_query: bool, provenance: bool, labels: dict[str, str] | None = None) -> str:
+    """Long CSV (query_id, measure, value); ``labels`` as for ``render_json`` (the summary rows in its order);
+    text cells through ``toolkit.escape.csv_text`` (no formula)."""
     from toolkit.escape import csv_text
 
+    names = labels or {m.name: m.name for m in result.measures}
     buf = io.StringIO()
     if provenance:
         buf.write("# provenance: " + json.dumps(result.provenance) + "\n")
@@ -142,11 +156,12 @@ def render_csv(result: EvalResult, per_query: bool, provenance: bool) -> str:
     w.writerow(["query_id", "measure", "value"])
     if per_query:
         for row in result.per_query.sort_values(["query_id"], kind="stable").itertuples(index=False):
-            w.writerow([csv_text(row.query_id), csv_text(row.measure), repr(float(row.value))])
+            w.writerow([csv_text(row.query_id), csv_text(names.get(row.measure, row.measure)), repr(float(row.value))])
         for name, per in result.strings.items():
             for q, text in sorted(per.items()):
-                w.writerow([csv_text(q), csv_text(name), csv_text(text)])
-    for m in result.measures:
-        if m.name in result.aggregate:
-            w.writerow(["all", csv_text(m.name), repr(float(result.aggregate[m.name]))])
+                w.writerow([csv_text(q), csv_text(names.get(name, name)), csv_text(text)])
+    printed = [m.name for m in result.measures]
+    for n in sorted(printed, key=lambda n: list(names).index(n) if n in names else len(names)):
+        if n in result.aggregate:
+            w.writerow(["all", csv_text(names.get(n, n)), repr(float(result.aggregate[n]))])
     return buf.getvalue()

@@ -1,4 +1,5 @@
-"""``index.html`` of an experiment: the configurations ranked by the first measure, each diagnosis linked."""
+"""``index.html`` of an experiment: the configurations ranked by the first measure, each diagnosis linked,
+and a plot of the grid: the first measure against each swept parameter."""
 
 from __future__ import annotations
 
@@ -18,7 +19,54 @@ def _cell(v) -> str:
     return esc(v)
 
 
-def write_index_html(path: Path, exp, table: pd.DataFrame, primary: str, baseline: str | None, links: dict) -> None:
+def swept(table: pd.DataFrame, params: list[str]) -> list[str]:
+    """The grid parameters that take more than one value (the axes worth a plot)."""
+    return [p for p in params if p in table.columns and table[p].dropna().nunique() > 1]
+
+
+def grid_figure(table: pd.DataFrame, params: list[str], primary: str):
+    """One panel per swept parameter: ``primary`` of every configuration against the parameter's value, one
+    colour per stage; where other parameters vary too, a line joins the best value at each setting. None when
+    nothing is swept."""
+    from toolkit.report.html import pyplot
+
+    axes_of = swept(table, params)
+    if not axes_of or primary not in table.columns:
+        return None
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(axes_of), figsize=(4.2 * len(axes_of), 3.2), squeeze=False)
+    for ax, p in zip(axes[0], axes_of):
+        rows = table[table[p].notna() & table[primary].notna()]
+        numeric = pd.api.types.is_numeric_dtype(rows[p].dropna().infer_objects())
+        order = sorted(rows[p].unique(), key=lambda v: float(v) if numeric else str(v))
+        where = {v: i for i, v in enumerate(order)}
+        for stage, g in rows.groupby("stage", sort=False):
+            x = g[p].astype(float) if numeric else g[p].map(where)
+            ax.scatter(x, g[primary], s=18, alpha=0.6, label=str(stage))
+            best = g.assign(_x=x.to_numpy()).groupby("_x")[primary].max().sort_index()
+            ax.plot(best.index, best.to_numpy(), linewidth=1)
+        if not numeric:
+            ax.set_xticks(range(len(order)), [str(v) for v in order])
+        ax.set_xlabel(p)
+        ax.set_ylabel(primary)
+        ax.grid(alpha=0.3)
+        if rows["stage"].nunique() > 1:
+            ax.legend(fontsize=7)
+    fig.suptitle(f"{primary} over the grid (line: best at each setting)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def write_index_html(
+    path: Path,
+    exp,
+    table: pd.DataFrame,
+    primary: str,
+    baseline: str | None,
+    links: dict,
+    params: list[str] | None = None,
+) -> None:
+    from toolkit.report.html import figure_data_uri
     from toolkit.trec_io import atomic_write
 
     ranked = table.sort_values(primary, ascending=False, kind="stable")
@@ -45,5 +93,10 @@ def write_index_html(path: Path, exp, table: pd.DataFrame, primary: str, baselin
         ' in-sample score. Files: <a href="results.csv">results.csv</a>, <a href="experiment.json">experiment.json</a>.</p>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
+    fig = grid_figure(table, params or [], primary)
+    if fig is not None:
+        alt = f"{primary} against {', '.join(swept(table, params or []))}"
+        body += f'<h2>The grid</h2><img class="plot" alt="{esc(alt)}" src="{figure_data_uri(fig)}">'
+
     with atomic_write(path) as fh:
         fh.write(html_page(f"Experiment {exp.name}", body, extra_css="tr.baseline{font-weight:bold}"))

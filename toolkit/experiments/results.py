@@ -75,13 +75,15 @@ def _context(exp: Experiment, cache: StageCache, data_dir, force, say) -> Contex
 
 
 def _evaluate(ctx: Context, configs: list[Config]):
-    from toolkit.evaluation.evaluate import evaluate
-    from toolkit.measures.names import parse_measures
+    from toolkit.evaluation.groups import evaluate_groups
+    from toolkit.measures.names import parse_measure_groups
 
-    measures = parse_measures([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
+    # every measure evaluate takes, per-measure settings included (AP(rel=2)@100 is its own group)
+    groups = parse_measure_groups([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
+    measures = [m for g in groups for m in g.labelled()]
     means, tidy = {}, []
     for c in configs:
-        res = evaluate(ctx.qrels, c.run, measures, ctx.settings)
+        res = evaluate_groups(ctx.qrels, c.run, groups, ctx.settings)
         means[c.name] = {m.name: res.aggregate[m.name] for m in measures if m.name in res.aggregate}
         pq = res.per_query[["query_id", "measure", "value"]].copy()
         pq.insert(0, "run", c.name)
@@ -295,7 +297,8 @@ def _write_outputs(ctx: Context, exp: Experiment, path, configs, table, measures
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },
     )
-    write_index_html(out / "index.html", exp, table, measures[0].name, baseline, links)
+    params = list(dict.fromkeys(k for c in configs for k in c.stage.grid))
+    write_index_html(out / "index.html", exp, table, measures[0].name, baseline, links, params)
 
 
 def judged_queries(qrels) -> list[str]:

@@ -305,15 +305,16 @@ def _frame_sha(run: Run) -> str:
 # ------------------------------------------------------------------ tuning
 def metric_table(ctx: Context, configs: list[Config], metric: str) -> pd.DataFrame:
     """Per-query values of ``metric`` (rows: evaluated queries, 0 where a run retrieved nothing; columns: points)."""
-    from toolkit.evaluation.evaluate import evaluate
-    from toolkit.measures.names import parse_measures
+    from toolkit.evaluation.groups import evaluate_groups
+    from toolkit.measures.names import parse_measure_groups
 
-    measures = parse_measures([metric], ctx.settings.trec_eval)
+    groups = parse_measure_groups([metric], ctx.settings.trec_eval)  # AP(rel=2)@100 too
+    name = next(m for g in groups for m in g.labelled()).name
     cols = {}
     for c in configs:
-        res = evaluate(ctx.qrels, c.run, measures, ctx.settings)
+        res = evaluate_groups(ctx.qrels, c.run, groups, ctx.settings)
         pq = res.per_query
-        cols[c.name] = pq[pq["measure"] == measures[0].name].set_index("query_id")["value"]
+        cols[c.name] = pq[pq["measure"] == name].set_index("query_id")["value"]
     table = pd.DataFrame(cols)
     if ctx.settings.complete:
         judged = ctx.qrels.frame[QUERY_ID].unique().tolist()

@@ -331,17 +331,17 @@ def _order(doc: Located, stages: dict[str, Stage]) -> tuple[str, ...]:
 
 
 def _check_measures(doc: Located, ev: dict, stages: dict[str, Stage]) -> None:
-    from toolkit.measures.names import parse_measures
+    from toolkit.measures.names import parse_measure_groups
 
     for i, text in enumerate(ev["measures"]):
         try:
-            parse_measures([str(text)], int(ev.get("trec_eval", 9)))
+            parse_measure_groups([str(text)], int(ev.get("trec_eval", 9)))
         except Exception as exc:  # UnknownMeasureError and friends: give them the line
             raise doc.error(("evaluation", "measures", i), str(exc)) from None
     for st in stages.values():
         if st.tune:
             try:
-                parse_measures([st.tune.metric], int(ev.get("trec_eval", 9)))
+                parse_measure_groups([st.tune.metric], int(ev.get("trec_eval", 9)))
             except Exception as exc:
                 raise doc.error(("stages", st.name, "tune", "metric"), str(exc)) from None
 

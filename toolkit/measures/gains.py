@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit.errors import UnknownMeasureError
+from toolkit.errors import UnknownMeasureError, phrase
 
 
 # -------------------------------------------------------------- twostage gains
@@ -59,12 +59,12 @@ class Gain:
             mapping = parse_label_map(text)
         except ValueError as exc:
             raise UnknownMeasureError(
-                f"--gain {text!r}: expected 'linear', 'exp' or a label map like 0:0,1:1,2:4,3:10 ({exc})"
+                f"{phrase('gain=', '--gain ')}{text!r}: expected 'linear', 'exp' or a label map like 0:0,1:1,2:4,3:10 ({exc})"
             ) from None
         bad = [k for k, v in mapping.items() if k < 0 or v < 0]
         if bad:
             raise UnknownMeasureError(
-                f"--gain {text!r}: labels and gains must be >= 0 (see {bad}); "
+                f"{phrase('gain=', '--gain ')}{text!r}: labels and gains must be >= 0 (see {bad}); "
                 "for negative gains use trec_eval's ndcg.L=G parameters"
             )
         return cls("map", tuple(sorted((int(k), float(v)) for k, v in mapping.items())))
@@ -119,10 +119,12 @@ class Discount:
             return cls("log2")
         m = re.fullmatch(r"jk(?::(\d+(?:\.\d+)?))?", text)
         if not m:
-            raise UnknownMeasureError(f"--discount {text!r}: expected 'log2' or 'jk[:B]' (e.g. jk, jk:2, jk:10)")
+            raise UnknownMeasureError(
+                f"{phrase('discount=', '--discount ')}{text!r}: expected 'log2' or 'jk[:B]' (e.g. jk, jk:2, jk:10)"
+            )
         base = float(m.group(1)) if m.group(1) else 2.0
         if base <= 1:
-            raise UnknownMeasureError(f"--discount {text!r}: the log base B must be > 1")
+            raise UnknownMeasureError(f"{phrase('discount=', '--discount ')}{text!r}: the log base B must be > 1")
         return cls("jk", base)
 
     @property

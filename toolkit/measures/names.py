@@ -34,7 +34,7 @@ import logging
 import re
 from dataclasses import asdict, dataclass, field, replace
 
-from toolkit.errors import ConfigError, UnknownMeasureError
+from toolkit.errors import ConfigError, UnknownMeasureError, phrase
 from toolkit.measures import prefs as pref_measures  # noqa: F401  (registers every family)
 from toolkit.measures.gains import Discount, Gain
 from toolkit.measures.registry import REGISTRY, Measure, Params, families_in_order
@@ -285,7 +285,8 @@ def parse_measures(texts, version: int = DEFAULT_TREC_EVAL) -> list[Measure]:
     if own:
         names = ", ".join(sorted(g.labels[m] for g in own for m in g.measures))
         raise UnknownMeasureError(
-            f"{names}: a measure with its own relevance level or depth is computed by `twostage eval` only"
+            f"{names}: a measure with its own relevance level or depth is not accepted here "
+            "(evaluate, compare and `twostage eval`/`compare` accept it)"
         )
     return list(groups[0].measures) if groups else []
 
@@ -324,7 +325,7 @@ def _group_measures(requests, version: int) -> tuple[list[Measure], dict[Measure
         if spec.since > version:
             raise UnknownMeasureError(
                 f"{fam} is a trec_eval {spec.since} measure; trec_eval {version} has none "
-                f"(pass --trec-eval {spec.since})"
+                f"(pass {phrase(f'trec_eval={spec.since}', f'--trec-eval {spec.since}')})"
             )
         if fam in explicit:
             for params in explicit[fam]:
@@ -418,7 +419,8 @@ def _rel_argument(text: str, name: str, fam: str, args: str | None) -> int | Non
     if not m:
         raise UnknownMeasureError(
             f"{text!r}: ir_measures parameters {args} have no trec_eval equivalent in a measure name; "
-            "only rel=N is read (a relevance level); use --gain for gains, --judged-compat, -J, "
+            f"only rel=N is read (a relevance level); use {phrase('gain=', '--gain')} for gains, "
+            f"{phrase('judged_compat=', '--judged-compat')}, {phrase('judged_only=True', '-J')}, "
             "or trec_eval's own parameters"
         )
     if not REGISTRY[fam].binary:
@@ -588,7 +590,9 @@ class EvalSettings:
 
     def __post_init__(self) -> None:
         if self.trec_eval not in TREC_EVAL_VERSIONS:
-            raise UnknownMeasureError(f"--trec-eval must be one of {TREC_EVAL_VERSIONS}, not {self.trec_eval!r}")
+            raise UnknownMeasureError(
+                f"{phrase('trec_eval', '--trec-eval')} must be one of {TREC_EVAL_VERSIONS}, not {self.trec_eval!r}"
+            )
         if self.relevance_level < 0:
             raise UnknownMeasureError(
                 f"relevance level {self.relevance_level} must be >= 0 "
