@@ -65,9 +65,9 @@ __all__ = [
     "experiment",
     "fuse",
     "index",
-    "power",
     "judge",
     "merge_qrels",
+    "power",
     "read_run",
     "rerank",
 ]

@@ -206,7 +206,11 @@ class Comparison:
             f"family: {family}); {UP} better, {DOWN} worse than that baseline. "
         )
         if left:
-            out += "Left out of the family as identical: " + ", ".join(f"{name(r)} (= {name(s)})" for r, s in left.items()) + ". "
+            out += (
+                "Left out of the family as identical: "
+                + ", ".join(f"{name(r)} (= {name(s)})" for r, s in left.items())
+                + ". "
+            )
         return out + "Bold: the best value of each measure."
 
     def to_markdown(self, alpha: float = 0.05, digits: int = 4) -> str:

@@ -227,6 +227,7 @@ PROFILE = click.option(
     help="Print where the time goes to stderr (imports, model load, CUDA context, reading, scoring, writing).",
 )
 
+
 def writable_file(ctx: click.Context, param: click.Parameter, value):
     """``--out FILE`` callback: the file's folder can be written (``toolkit.preflight``), checked as the option
     is parsed, before any input is read; an error is one ``Error:`` line."""
@@ -244,6 +245,8 @@ def writable_folder(ctx: click.Context, param: click.Parameter, value):
     if value is not None:
         check_writable(value, f"--{param.name}".replace("_", "-") if param.name else "--out", folder=True)
     return value
+
+
 def _level(ctx, param, value):
     """--ci: a level strictly between 0 and 1 (a usage error otherwise)."""
     if value is not None and not 0.0 < value < 1.0:
@@ -301,6 +304,7 @@ FAMILY = click.option(
     help="The family a correction covers: every run against the baseline(s), or every pair of runs (which "
     "also gets a randomised Tukey HSD, --test tukey). Runs identical to another are left out and named.",
 )
+
 
 def qrels_policy_options(f):
     """``--judge-qrels FILE --qrels-policy human|fill|judge``: qrels merged from human and judge labels

@@ -27,6 +27,8 @@ from toolkit.diagnosis.diagnose import (
     Diagnosis,
     json_ready,
 )
+from toolkit.escape import csv_frame, markdown_code
+from toolkit.escape import markdown_text as md
 from toolkit.report.diagnosis_runs import (
     behaviour_parts,
     depth_parts,
@@ -34,8 +36,6 @@ from toolkit.report.diagnosis_runs import (
     plot_promotion_profile,
     repeats_parts,
 )
-from toolkit.escape import csv_frame, markdown_code
-from toolkit.escape import markdown_text as md
 from toolkit.report.eval_tables import Table, significance_cells, wtl
 from toolkit.report.html import (
     esc,
