@@ -423,3 +423,59 @@ def test_readme_cacm_walkthrough_equals_the_api(cli, small, tmp_path, minilm, mo
     ts.bm25(tmp_path / "indexes/cacm", str(small["cacm<topics>"]), hits=100).write(run)
     argv = substitute(rerank[0], small, tmp_path) + ["--no-progress"]
     check_rerank(_run(cli, argv), argv, small, tmp_path)
+
+
+# ------------------------------------------------------------------ the pages under docs/
+
+
+def docs_examples() -> list[tuple[str, str]]:
+    """(page:line, command) of every ``twostage`` example in docs/*.md: as in the README, plus lines of fenced
+    blocks that start with ``twostage `` (continuations joined)."""
+    out: list[tuple[str, str]] = []
+    for page in sorted((README.parent / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        found = readme_examples(text)
+        fenced, current = False, None
+        for i, line in enumerate(text.splitlines(), 1):
+            if line.startswith("```"):
+                fenced = not fenced
+                continue
+            if current is not None:
+                current.append((i, line))
+                if not line.rstrip().endswith("\\"):
+                    found += _join_continuations(current)
+                    current = None
+                continue
+            if fenced and line.startswith("twostage "):
+                current = [(i, line)]
+                if not line.rstrip().endswith("\\"):
+                    found += _join_continuations(current)
+                    current = None
+        out += [(f"{page.name}:{n}", t) for n, t in sorted(set(found))]
+    return out
+
+
+DOCS_EXAMPLES = docs_examples()
+
+
+def test_the_docs_pages_have_examples():
+    pages = {where.split(":")[0] for where, _ in DOCS_EXAMPLES}
+    assert {"statistics.md", "judging.md", "security.md", "diagnosis-depth.md"} <= pages, sorted(pages)
+
+
+@pytest.mark.parametrize("where, example", DOCS_EXAMPLES, ids=[w for w, _ in DOCS_EXAMPLES])
+def test_every_docs_example_parses(where, example):
+    parse(example)
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves():
+    """``[text](path)`` links to files of the repository (anchors and web addresses aside) name files that exist."""
+    missing = []
+    for page in [README, *sorted((README.parent / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if target.startswith(("http://", "https://", "#", "mailto:")):
+                continue
+            path = (page.parent / target.split("#", 1)[0]).resolve()
+            if not path.exists():
+                missing.append(f"{page.name}: {target}")
+    assert not missing, missing
