@@ -41,3 +41,104 @@ def test_bounds_equal_brute_force_over_labellings():
 def test_no_supported_measure_is_an_error():
     with pytest.raises(ConfigError, match=r"ndcg_cut\.k, P\.k and recall\.k"):
         hole_bounds(qrels_from_rows(QRELS), run_from_rows(RUN), parse_measures(["map"], 9))
+
+
+def _write(tmp_path, name, rows):
+    path = tmp_path / name
+    path.write_text("".join(" ".join(map(str, r)) + "\n" for r in rows))
+    return str(path)
+
+
+def test_evaluate_holes_hand_computed(tmp_path):
+    """One relevant judged document at rank 2 below one hole, scale {0, 1}: hand-computed bounds."""
+    import math
+
+    import toolkit as ts
+
+    qrels = _write(tmp_path, "q.txt", [("1", 0, "a", 1), ("1", 0, "b", 0)])
+    run = _write(tmp_path, "r.txt", [("1", "Q0", "u", 1, 2.0, "t"), ("1", "Q0", "a", 2, 1.0, "t")])
+    ev = ts.evaluate(qrels, run, ["ndcg_cut.2", "P.2", "recall.2"], holes=True)
+    assert ev.holes is not None
+    third = 1 / math.log2(3)  # nDCG@2 with the relevant document at rank 2 and nothing above it
+    want = {
+        "ndcg_cut_2": (third, third, 1.0, 1.0),  # hole relevant: DCG = ideal DCG = 1 + 1/log2(3)
+        "P_2": (0.5, 0.5, 1.0, 0.5),  # condensed: [a], 1 relevant of 2
+        "recall_2": (1.0, 1.0, 1.0, 1.0),  # a relevant hole: (1 + 1) / (1 + 1)
+    }
+    for name, (value, lo, hi, cond) in want.items():
+        row = ev.holes[name].per_query.loc["1"]
+        assert (row["value"], row["min"], row["max"], row["condensed"]) == pytest.approx((value, lo, hi, cond))
+        assert row["unjudged"] == 1
+
+
+def test_evaluate_holes_equal_library_and_cli_lines(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    import toolkit as ts
+    from toolkit.cli import main
+
+    qrels = _write(tmp_path, "q.txt", [(q, 0, d, lab) for q, d, lab in QRELS])
+    run = _write(tmp_path, "r.txt", [(q, "Q0", d, i + 1, s, "t") for i, (q, d, s) in enumerate(RUN)])
+    measures = ["P.5", "map", "ndcg_cut.5", "recall.5"]
+    ev = ts.evaluate(qrels, run, measures, relevance_level=2, holes=True)
+    direct = hole_bounds(
+        qrels_from_rows(QRELS),
+        run_from_rows(RUN),
+        parse_measures(["P.5", "ndcg_cut.5", "recall.5"], 9),
+        EvalSettings(relevance_level=2),
+    )
+    assert ev.holes is not None and set(ev.holes) == set(direct)
+    for name, b in direct.items():
+        assert ev.holes[name].per_query.equals(b.per_query)
+
+    res = CliRunner().invoke(
+        main,
+        ["eval", "-q", "-l", "2", "--holes", "--no-provenance", *[a for m in measures for a in ("-m", m)], qrels, run],
+    )
+    assert res.exit_code == 0, res.output
+    lines = [ln.split("\t") for ln in res.output.splitlines()]
+    names = [n.strip() for n, q, _ in lines if q == "all"]
+    assert names == [
+        "map",
+        "P_5",
+        "P_5_min",
+        "P_5_max",
+        "P_5_condensed",
+        "recall_5",
+        "recall_5_min",
+        "recall_5_max",
+        "recall_5_condensed",
+        "ndcg_cut_5",
+        "ndcg_cut_5_min",
+        "ndcg_cut_5_max",
+        "ndcg_cut_5_condensed",
+    ]
+    for n, q, v in lines:
+        name = n.strip()
+        base, _, suffix = name.rpartition("_")
+        if suffix in ("min", "max", "condensed") and base in direct:
+            t = direct[base]
+            want = t.mean()[suffix] if q == "all" else t.per_query.at[q, suffix]
+            assert v == f"{want:6.4f}", (name, q)
+    per_query_1 = [n.strip() for n, q, _ in lines if q == "1"]
+    assert per_query_1[per_query_1.index("ndcg_cut_5") + 1 : per_query_1.index("ndcg_cut_5") + 4] == [
+        "ndcg_cut_5_min",
+        "ndcg_cut_5_max",
+        "ndcg_cut_5_condensed",
+    ]
+
+    res = CliRunner().invoke(
+        main, ["eval", "-q", "-l", "2", "--holes", "--format", "json", "-m", "ndcg_cut.5", qrels, run]
+    )
+    doc = json.loads(res.output)
+    assert doc["holes"]["ndcg_cut_5"]["all"]["max"] == pytest.approx(direct["ndcg_cut_5"].mean()["max"])
+    assert doc["holes"]["ndcg_cut_5"]["per_query"]["2"]["min"] == pytest.approx(
+        direct["ndcg_cut_5"].per_query.at["2", "min"]
+    )
+
+    res = CliRunner().invoke(main, ["eval", "-m", "map", "--holes", qrels, run])
+    assert res.exit_code != 0 and "ndcg_cut.k, P.k and recall.k" in res.output
+    res = CliRunner().invoke(main, ["eval", "-m", "P.5", "--holes", "--format", "csv", qrels, run])
+    assert res.exit_code != 0 and "--holes" in res.output

@@ -34,6 +34,10 @@ class Evaluation:
     result: EvalResult
     name: str = ""
     requested: Requested = field(default_factory=Requested)
+    holes: dict[str, Any] | None = None
+    """With ``evaluate(..., holes=True)``: ``{measure name: HoleBounds}`` for every ``ndcg_cut.k``, ``P.k`` and
+    ``recall.k`` asked (``toolkit.evaluation.holes``): per query trec_eval's value, the lowest and highest over
+    every labelling of the unjudged documents in the top k, the judged-only value and the gap."""
 
     @property
     def _order(self) -> list[str]:
@@ -112,13 +116,27 @@ class Evaluation:
         ``-n``, ``provenance=False`` is ``--no-provenance`` (then the bytes are trec_eval's own)."""
         from toolkit.evaluation.trec_format import render_text
 
-        return render_text(self.result, per_query, provenance=provenance, summary=summary)
+        text = render_text(self.result, per_query, provenance=provenance, summary=summary)
+        if self.holes:
+            from toolkit.evaluation.holes import with_hole_lines
+
+            text = with_hole_lines(text, self.holes)
+        return text
 
     def to_json(self, per_query: bool = False) -> str:
         """What ``twostage eval --format json`` prints (full precision; ``per_query`` is ``-q``)."""
         from toolkit.evaluation.trec_format import render_json
 
-        return render_json(self.result, per_query, self._display())
+        text = render_json(self.result, per_query, self._display())
+        if self.holes:
+            import json
+
+            from toolkit.evaluation.holes import holes_json
+
+            doc = json.loads(text)
+            doc["holes"] = holes_json(self.holes, per_query)
+            text = json.dumps(doc, indent=2) + "\n"
+        return text
 
     def to_csv(self, per_query: bool = False, *, provenance: bool = True) -> str:
         """What ``twostage eval --format csv`` prints (full precision; ``provenance=False`` drops the ``#`` header,
@@ -256,6 +274,7 @@ def evaluate(
     data_dir: str | os.PathLike | None = None,
     labels: Mapping[str, str] | None = None,
     name: str | None = None,
+    holes: bool = False,
 ) -> Evaluation:
     """Evaluate ``run`` against ``qrels`` exactly as trec_eval (and ``twostage eval``) does.
 
@@ -286,6 +305,8 @@ def evaluate(
             any name of a measure asked for. Tables, ``summary``, ``per_query``, JSON and CSV use the labels.
         name: the system's name (``summary``'s name, ``to_pyterrier``'s ``name``); default the run file's name,
             else ``run``.
+        holes: also bound every ``ndcg_cut.k``, ``P.k`` and ``recall.k`` asked over the labellings of the
+            unjudged documents in the top k (``Evaluation.holes``; ``twostage eval --holes``).
 
     Results name and order the measures as asked (see ``Evaluation``). Input that changes what a number
     means (queries missing from the run or the qrels, tied scores, dropped duplicates) is issued as a
@@ -314,7 +335,7 @@ def evaluate(
     with notices.once():
         prepared = _prepare(qrels, measures, s, rel_format, relevance_map, dedupe, data_dir, zscores, many=False)
         want = _requested(measures, s.trec_eval, labels)
-        return _evaluate_one(prepared, run, dedupe, want, name)
+        return _evaluate_one(prepared, run, dedupe, want, name, holes)
 
 
 def evaluate_many(
@@ -333,6 +354,7 @@ def evaluate_many(
 
     io = {k: options.pop(k) for k in ("rel_format", "relevance_map", "dedupe", "data_dir", "zscores") if k in options}
     labels = options.pop("labels", None)
+    holes = bool(options.pop("holes", False))
     dedupe = io.get("dedupe", "error")
     s = settings(**options)
     with notices.once():
@@ -351,7 +373,7 @@ def evaluate_many(
     out = {}
     for name, run in runs.items():
         with notices.once():  # each run's warnings once, and every run's
-            out[str(name)] = _evaluate_one(prepared, run, dedupe, want, str(name))
+            out[str(name)] = _evaluate_one(prepared, run, dedupe, want, str(name), holes)
     return out
 
 
@@ -389,7 +411,33 @@ def _prepare(
     return judgments, groups, s, z
 
 
-def _evaluate_one(prepared: tuple, run: Any, dedupe: str, want: Requested, name: str | None) -> Evaluation:
+def _hole_bounds(judgments: Any, run: Any, groups: list, s: Any, zscored: bool) -> dict[str, Any]:
+    """``Evaluation.holes``: the bounds of each group's ndcg_cut.k, P.k and recall.k under its settings."""
+    from toolkit.errors import ConfigError
+    from toolkit.evaluation.evaluate import PreparedJudgments
+    from toolkit.evaluation.holes import SUPPORTED, hole_bounds
+    from toolkit.records import Qrels
+
+    qrels = judgments.judgments if isinstance(judgments, PreparedJudgments) else judgments
+    if not isinstance(qrels, Qrels):
+        raise ConfigError("hole bounds need plain qrels (rel_format='qrels')")
+    if zscored:
+        raise ConfigError("hole bounds are raw values; drop zscores")
+    out: dict[str, Any] = {}
+    for group in groups:
+        chosen = [m for m in group.measures if m.family in SUPPORTED and m.cutoff]
+        if chosen:
+            out.update(hole_bounds(qrels, run, chosen, group.overrides.apply(s)))
+    if not out:
+        raise ConfigError(
+            "hole bounds are computed for ndcg_cut.k, P.k and recall.k; none of the measures asked is one of them"
+        )
+    return out
+
+
+def _evaluate_one(
+    prepared: tuple, run: Any, dedupe: str, want: Requested, name: str | None, holes: bool = False
+) -> Evaluation:
     from toolkit import notices
     from toolkit.api.inputs import as_run, system_name
     from toolkit.errors import phrase
@@ -410,4 +458,5 @@ def _evaluate_one(prepared: tuple, run: Any, dedupe: str, want: Requested, name:
         notices.warn(text)
     if said:
         result = replace(result, warnings=tuple(said) + result.warnings, notes=tuple(said) + result.notes)
-    return Evaluation(result, name or system_name(run, r), want)
+    bounds = _hole_bounds(judgments, r, groups, s, z is not None) if holes else None
+    return Evaluation(result, name or system_name(run, r), want, bounds)

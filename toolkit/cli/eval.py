@@ -82,6 +82,13 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
     show_default=True,
     help="text = trec_eval's layout (4 decimals); json/csv = full precision.",
 )
+@click.option(
+    "--holes",
+    is_flag=True,
+    help="After each ndcg_cut.k, P.k and recall.k line, print NAME_min, NAME_max (the lowest and highest value over "
+    "every labelling of the unjudged documents in the top k) and NAME_condensed (the -J value); per query with -q; "
+    "in --format json under 'holes'. See docs/statistics.md.",
+)
 @click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
 @click.option(
     "--allow-no-common",
@@ -106,6 +113,7 @@ def eval_command(
     results_format,
     zscore_file,
     fmt,
+    holes,
     no_provenance,
     allow_no_common,
     out,
@@ -135,6 +143,7 @@ def eval_command(
       twostage eval -m nDCG@10 -m AP@100 -m R@100 -c -l 2 qrels.txt run.txt
       twostage eval -m ndcg_cut.10 --gain exp --format json qrels.txt run.txt
       twostage eval -m map -m P.30 cacm runs/ other.trec 'sweep/*.trec'
+      twostage eval -m ndcg_cut.10 -m P.10 -l 2 --holes qrels.txt run.txt
     """
     from toolkit.api.evaluation import evaluate_many
     from toolkit.evaluation.multi import expand_runs
@@ -144,6 +153,10 @@ def eval_command(
     if rel_format != "qrels" and s.get("rel_map"):
         raise click.UsageError("--relevance-map applies to -R qrels only")
     paths = expand_runs(runs)
+    if holes and (fmt == "csv" or (fmt == "json" and len(paths) > 1)):
+        raise click.UsageError("--holes prints in text, and in --format json for one run")
+    if holes and (rel_format != "qrels" or zscore_file):
+        raise click.UsageError("--holes needs -R qrels and no -Z")
     if rel_format == "qrels":
         echo_qrels_notes(qrels, s.get("data_dir"))
     if judge_qrels:
@@ -161,6 +174,7 @@ def eval_command(
         rel_format=rel_format,
         zscores=zscore_file,
         allow_no_common=allow_no_common,
+        holes=holes,
         **api_options(s),
     )
     _echo_notes(evaluations)

@@ -197,9 +197,64 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, Ho
     return out
 
 
+SUFFIXES = ("min", "max", "condensed")
+
+
+def with_hole_lines(text: str, bounds: dict[str, HoleBounds]) -> str:
+    """trec_eval's text with ``NAME_min``, ``NAME_max`` and ``NAME_condensed`` lines after each bounded measure's
+    line (per query and ``all``), in trec_eval's layout (name padded to 22, ``%6.4f``)."""
+    from toolkit.evaluation.trec_format import c_float
+
+    means = {name: b.mean() for name, b in bounds.items()}
+    out = []
+    for line in text.splitlines():
+        out.append(line)
+        parts = line.split("\t")
+        if line.startswith("#") or len(parts) != 3 or parts[0].strip() not in bounds:
+            continue
+        name, qid = parts[0].strip(), parts[1]
+        table = bounds[name].per_query
+        if qid == "all":
+            values = means[name]
+        elif qid in table.index:
+            values = table.loc[qid]
+        else:
+            continue
+        out.extend(f"{name + '_' + s:<22}\t{qid}\t{c_float(float(values[s]))}" for s in SUFFIXES)
+    return "\n".join(out) + "\n" if out else ""
+
+
+def holes_json(bounds: dict[str, HoleBounds], per_query: bool) -> dict:
+    """``{measure: {"all": {value, min, max, condensed, gap}, "exact": bool[, "per_query": {qid: {...}}]}}``."""
+    doc: dict = {}
+    for name, b in bounds.items():
+        entry: dict = {"all": b.mean(), "exact": b.exact}
+        if per_query:
+            entry["per_query"] = {
+                str(q): {
+                    **{c: float(row[c]) for c in ("value", "min", "max", "condensed", "gap")},
+                    "unjudged": int(row["unjudged"]),
+                    "exact": bool(row["exact"]),
+                }
+                for q, row in b.per_query.iterrows()
+            }
+        doc[name] = entry
+    return doc
+
+
 def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     """Whether two intervals of possible values [low, high] share a value."""
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-__all__ = ["MAX_MULTISETS", "SUPPORTED", "HoleBounds", "hole_bounds", "ndcg_bounds", "overlap"]
+__all__ = [
+    "MAX_MULTISETS",
+    "SUFFIXES",
+    "SUPPORTED",
+    "HoleBounds",
+    "hole_bounds",
+    "holes_json",
+    "ndcg_bounds",
+    "overlap",
+    "with_hole_lines",
+]
