@@ -4,6 +4,7 @@ itself (the labelled holes joined to the qrels, the ideal recomputed)."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,42 @@ def test_evaluate_holes_equal_library_and_cli_lines(tmp_path):
     assert res.exit_code != 0 and "ndcg_cut.k, P.k and recall.k" in res.output
     res = CliRunner().invoke(main, ["eval", "-m", "P.5", "--holes", "--format", "csv", qrels, run])
     assert res.exit_code != 0 and "--holes" in res.output
+
+
+DL19 = Path("/work/shared/data/msmarco-passage")
+
+
+@pytest.mark.skipif(not (DL19 / "runs").is_dir(), reason="DL19 runs absent from /work/shared/data/msmarco-passage")
+def test_full_judgment_score_within_bounds_on_dl19_with_judgments_removed():
+    """For each DL19 run: 30 % (seeded) of the judgments of its own top 10 removed; the score under the full
+    judgments is one labelling of the holes, so it lies within the bounds computed on the reduced qrels."""
+    import numpy as np
+
+    from toolkit.ranking import top_k
+    from toolkit.records import DOC_ID, QUERY_ID, Qrels
+    from toolkit.trec_io import read_qrels, read_run
+
+    full = read_qrels(DL19 / "qrels.dl19-passage.txt")
+    measures = parse_measures(["ndcg_cut.10", "P.10", "recall.10"], 9)
+    settings = EvalSettings(relevance_level=2)
+    runs = sorted((DL19 / "runs").glob("run.dl19.*.txt"))
+    assert len(runs) == 5
+    rng = np.random.default_rng(25)
+    for path in runs:
+        run = read_run(path)
+        top = top_k(run.frame, 10, settings.score_precision)
+        keys = full.frame.set_index([QUERY_ID, DOC_ID]).index
+        judged_top = top.set_index([QUERY_ID, DOC_ID]).index.intersection(keys)
+        drop = judged_top[rng.random(len(judged_top)) < 0.3]
+        assert len(drop) > 20, path.name
+        reduced = Qrels(full.frame[~keys.isin(drop)].reset_index(drop=True))
+        bounds = hole_bounds(reduced, run, measures, settings)
+        truth = evaluate(full, run, measures, settings, warn=False).wide()
+        for m in measures:
+            t = bounds[m.name].per_query
+            assert list(t.index) == list(truth.index), (path.name, m.name)
+            v = truth[m.name]
+            assert ((t["min"] <= v + 1e-9) & (v <= t["max"] + 1e-9)).all(), (path.name, m.name)
+            assert t["exact"].all()
+        # the bounds are not vacuous: some query's trec_eval value on the reduced qrels differs from the truth
+        assert (bounds["P_10"].per_query["value"] < truth["P_10"] - 1e-9).any(), path.name
