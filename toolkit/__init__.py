@@ -34,6 +34,7 @@ _PUBLIC = {
     "experiment": "experiment",
     "Experiment": "experiment",
     "power": "uncertainty",
+    "pool_test": "uncertainty",
     "agreement": "assessors",
     "Agreement": "assessors",
     "judge": "judging",
@@ -67,6 +68,7 @@ __all__ = [
     "index",
     "judge",
     "merge_qrels",
+    "pool_test",
     "power",
     "read_run",
     "rerank",
@@ -81,7 +83,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.run import Run
-    from toolkit.api.uncertainty import power
+    from toolkit.api.uncertainty import pool_test, power
     from toolkit.errors import TwostageWarning
 
 

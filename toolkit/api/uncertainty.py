@@ -4,10 +4,12 @@ over every labelling of the unjudged documents) and ``pool_test`` (leave-one-run
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from toolkit.evaluation.pooling import PoolTest
 from toolkit.evaluation.power import DEFAULT_ALPHA, DEFAULT_POWER, PowerResult, power_analysis
 
 
@@ -76,4 +78,60 @@ def power(
     return power_analysis(sd=sd, delta=delta, alpha=alpha, power=power, n_queries=queries)
 
 
-__all__ = ["paired_differences", "power"]
+def pool_test(
+    qrels: Any,
+    runs: Any,
+    measure: str = "ndcg_cut.10",
+    *,
+    pool_depth: int = 10,
+    dedupe: str = "error",
+    relevance_map: str | None = None,
+    data_dir: str | os.PathLike | None = None,
+    **options: Any,
+) -> PoolTest:
+    """Leave-one-run-out pool test (Zobel 1998): for each run, the judgments of the documents only it brought
+    to the pool of depth ``pool_depth`` removed, its ``measure`` again, and its score and rank change.
+
+    Args:
+        qrels: as for ``evaluate`` (a file, a collection name, a DataFrame, ...).
+        runs: ``{name: run}`` or a list of runs (named by file), at least two; each as for ``evaluate``.
+        measure: one numeric measure (``ndcg_cut.10``, ``P.10``, ``map``, ``nDCG@10``).
+        pool_depth: K, the depth of each run's contribution to the pool (>= 1).
+        dedupe: ``error`` (a repeated (query, doc) is an error) or ``first``, as for ``evaluate``.
+        relevance_map: relabel the qrels at load time, as for ``evaluate``.
+        data_dir: where collection names are looked up, as for ``evaluate``.
+        **options: the evaluation keywords of ``evaluate`` (``complete``, ``relevance_level``, ...).
+
+    Returns a ``PoolTest``: ``table`` (one row per run: score, score_without, change, rank, rank_without,
+    rank_change, unique, unique_judged, unique_relevant), ``to_text()``, ``as_dict()``.
+
+    Raises:
+        ConfigError: a pool depth below 1, fewer than two runs, not exactly one numeric measure.
+    """
+    from toolkit.api.evaluation import _groups, settings
+    from toolkit.api.inputs import as_qrels, as_run, system_name
+    from toolkit.errors import ConfigError
+    from toolkit.evaluation.pooling import pool_test as run_pool_test
+
+    if isinstance(pool_depth, bool) or not isinstance(pool_depth, int) or pool_depth < 1:
+        raise ConfigError(f"pool_depth must be an integer >= 1, got {pool_depth!r}")
+    if isinstance(runs, Mapping):
+        loaded = {str(n): as_run(r, dedupe=dedupe) for n, r in runs.items()}
+    else:
+        pairs = [(r, as_run(r, dedupe=dedupe)) for r in runs]
+        loaded = {system_name(r, rr): rr for r, rr in pairs}
+        if len(loaded) < len(pairs):
+            raise ConfigError("two runs have the same name; give runs as {name: run}")
+    if len(loaded) < 2:
+        raise ConfigError(f"a pool test needs at least two runs, got {len(loaded)}")
+    s = settings(**options)
+    groups = _groups(measure, s.trec_eval)
+    chosen = [(g, m) for g in groups for m in g.measures]
+    if len(chosen) != 1:
+        raise ConfigError(f"give one measure, not {measure!r} ({len(chosen)} measures)")
+    group, m = chosen[0]
+    q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
+    return run_pool_test(q, loaded, m, pool_depth, group.overrides.apply(s))
+
+
+__all__ = ["paired_differences", "pool_test", "power"]

@@ -94,3 +94,56 @@ def power_command(qrels, measure, sd, delta, alpha, target, queries, fmt, runs, 
 
 
 COMMANDS = [power_command]
+
+
+@click.command("pool-test")
+@click.option("--qrels", required=True, help="Qrels file or collection name (the full judgments).")
+@click.option("-m", "measure", default="ndcg_cut.10", show_default=True, help="The one measure compared.")
+@click.option(
+    "--pool-depth",
+    type=int,
+    default=10,
+    show_default=True,
+    help="K: each run contributes its top K documents per query to the pool.",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@evaluation_options
+@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="RUN RUN [RUN ...]")
+def pool_test_command(qrels, measure, pool_depth, fmt, runs, **options):
+    """Leave-one-run-out pool test (Zobel 1998): would each run score as well without the documents only it
+    brought to the pool?
+
+    For each RUN: the judgments of the documents in its top K that no other RUN
+    has in its top K are removed, RUN is evaluated again on -m, and its score
+    change and rank change among the RUNs (the others keep their full-judgment
+    scores; rank 1 = best) are printed. A large drop says a system unlike the
+    pooled ones would be penalised by a pool it did not contribute to.
+
+    \b
+    Examples:
+      twostage pool-test --qrels dl19-passage -l 2 -m ndcg_cut.10 --pool-depth 10 bm25.txt tasb.txt splade.txt
+    """
+    from toolkit.api.uncertainty import pool_test
+
+    s = pop_settings(options)
+    settings_from(s)
+    if pool_depth < 1:
+        raise click.BadParameter(f"must be >= 1, got {pool_depth}", param_hint="'--pool-depth'")
+    if len(runs) < 2:
+        raise click.UsageError("give at least two runs: a run's unique documents are those no other run pooled")
+    names = [str(r) for r in runs]
+    from pathlib import Path
+
+    short = [Path(r).name for r in runs]
+    if len(set(short)) == len(short):
+        names = short
+    if len(set(names)) < len(names):
+        raise click.UsageError("a run is given twice")
+    result = pool_test(qrels, dict(zip(names, runs)), measure, pool_depth=pool_depth, **api_options(s))
+    if fmt == "json":
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        click.echo(result.to_text(), nl=False)
+
+
+COMMANDS.append(pool_test_command)
