@@ -182,3 +182,20 @@ def test_full_judgment_score_within_bounds_on_dl19_with_judgments_removed():
             assert t["exact"].all()
         # the bounds are not vacuous: some query's trec_eval value on the reduced qrels differs from the truth
         assert (bounds["P_10"].per_query["value"] < truth["P_10"] - 1e-9).any(), path.name
+
+
+def test_eval_holes_several_runs_text_blocks(tmp_path):
+    from click.testing import CliRunner
+
+    from toolkit.cli import main
+
+    qrels = _write(tmp_path, "q.txt", [(q, 0, d, lab) for q, d, lab in QRELS])
+    run = _write(tmp_path, "r.txt", [(q, "Q0", d, i + 1, s, "t") for i, (q, d, s) in enumerate(RUN)])
+    other = _write(tmp_path, "o.txt", [(q, "Q0", d, i + 1, -s, "t") for i, (q, d, s) in enumerate(RUN)])
+    res = CliRunner().invoke(main, ["eval", "-m", "P.5", "--holes", "--no-provenance", qrels, run, other])
+    assert res.exit_code == 0, res.output
+    names = [ln.split("\t")[0].strip() for ln in res.output.splitlines()]
+    block = ["P_5", "P_5_min", "P_5_max", "P_5_condensed"]
+    assert names == ["# run: r.txt", *block, "# run: o.txt", *block]
+    res = CliRunner().invoke(main, ["eval", "-m", "P.5", "--holes", "--format", "json", qrels, run, other])
+    assert res.exit_code == 2 and "--holes" in res.output
