@@ -271,7 +271,8 @@ def check_diagnose(res, argv, small, work):
     first = dict(a.split("=", 1) for a in [argv[argv.index("--first-stage") + 1]])
     reranked = dict(a.split("=", 1) for a in [argv[argv.index("--reranked") + 1]])
     out = _out(argv)
-    d = ts.diagnose("dl19-passage", first, reranked, permutations=500, name=out.name, depth_as="--depth")
+    name = argv[argv.index("--name") + 1] if "--name" in argv else None  # else both default to the runs' names
+    d = ts.diagnose("dl19-passage", first, reranked, permutations=500, name=name, depth_as="--depth")
     d.write(work / "api-diagnose")
     for name in ("per_query.csv", "pairs.csv", "report.md", "summary.json"):
         assert (work / "api-diagnose" / name).read_text() == (out / name).read_text(), name
