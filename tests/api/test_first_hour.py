@@ -178,7 +178,8 @@ def test_names_are_the_users_and_legend_is_a_property(tmp_path):
     assert ev.runid == "rank"  # the tag is still there, as trec_eval's runid
     named = ts.evaluate(QRELS, run, "P.1", name="BM25")
     assert named.summary.name == "BM25" and "Evaluation(BM25: P_1=1.0000" in repr(named)
-    c = ts.compare(QRELS, {"a<b>": run, "c": RUN}, measures="P.1", permutations=10)
+    other = {"q1": {"d1": 1.0, "d2": 3.0, "d3": 2.0}, "q2": {"d4": 1.0}}  # P@1 0 on q1: not identical to the run
+    c = ts.compare(QRELS, {"a<b>": run, "c": other}, measures="P.1", permutations=10)
     assert (
         isinstance(c.legend, str) and c.legend == c.legend() and "p < 0.05" in c.legend and "p < 0.1" in c.legend(0.1)
     )

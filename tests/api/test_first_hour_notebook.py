@@ -104,7 +104,7 @@ def test_search_cell_has_no_java_notice(cells):
 def test_paper_table_names_systems_as_given_and_escapes_them(cells):
     out = stream(cells[7], "stdout")
     assert r"System & nDCG@10 & AP(rel=2)@100 \\" in out
-    assert r"SPLADE++ \textgreater{} BM25 & \textbf{0.7308}$^{\dagger}$" in out
+    assert r"SPLADE++ \textgreater{} BM25 & \textbf{0.7308}$^{\dagger\uparrow}$" in out
     assert "† vs BM25: p < 0.05 (paired randomization test" in out  # cmp.legend, a property
     assert "systems: ['BM25', 'SPLADE++ > BM25']" in out
     assert "summary name: run.dl19.bm25.top100 | PyTerrier name: run.dl19.bm25.top100" in out

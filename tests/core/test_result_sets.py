@@ -126,7 +126,7 @@ def test_a_stale_sidecar_is_ignored(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         d = ts.diagnose(qp, tmp_path / "first.trec", rr)
     run = d.summary["reranked_runs"][0]
-    assert (run["depth"], run["depth_from"]) == (10, "the reranked run's longest list")
+    assert (run["depth"], run["depth_from"]) == (10, "detected")
     assert f"ignoring the sidecar {rr}.meta.json" in _warnings(caplog)
     # the same sidecar with this run's checksum is used
     write_json(

@@ -180,8 +180,10 @@ def test_planted_part_does_not_move_a_passage(cli, tmp_path, caplog):
     q1 = before[before["query_id"] == "1"].sort_values("score", ascending=False)["doc_id"].tolist()
     last = next(h["content"] for h in CANDIDATES[0]["hits"] if h["docid"] == q1[-1])
     (folder,) = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
-    with np.load(next(folder.glob("part-*.npz"))) as z:
-        rows = {k.tobytes(): v for k, v in zip(z["keys"], z["vectors"])}
+    rows = {}
+    for part in folder.glob("part-*.npz"):  # queries and passages may be embedded (and stored) apart
+        with np.load(part) as z:
+            rows.update({k.tobytes(): v for k, v in zip(z["keys"], z["vectors"])})
     query_vector = rows[text_key(CANDIDATES[0]["query"])]
     np.savez(
         folder / "part-0-planted.npz", keys=np.frombuffer(text_key(last), np.uint8)[None], vectors=query_vector[None]

@@ -322,10 +322,17 @@ def merge_qrels(
 
     about = None
     if isinstance(judge, (str, os.PathLike)):  # the sidecar `twostage judge` wrote: which judge, calibrated?
-        from toolkit.sidecar import read_meta
+        import json
 
-        meta = read_meta(judge) or {}
-        if meta.get("kind") == "twostage judge":
+        from toolkit.sidecar import meta_path
+
+        # the judge's own record: its "run" is the run that was judged, not this qrels file, so it is read as
+        # it is (a run sidecar's checksum check does not apply)
+        try:
+            meta = json.loads(meta_path(judge).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            meta = {}
+        if isinstance(meta, dict) and meta.get("kind") == "twostage judge":
             about = {
                 "judge": {k: meta.get("judge", {}).get(k) for k in ("backend", "model")},
                 "prompt_sha256": meta.get("prompt", {}).get("sha256"),

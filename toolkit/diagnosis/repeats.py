@@ -19,7 +19,7 @@ Repeats must hold the same queries and have the same rerank depth; anything else
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -29,10 +29,9 @@ from toolkit.records import QUERY_ID
 
 if TYPE_CHECKING:
     from toolkit.diagnosis.depths import DepthDetection
-    from toolkit.diagnosis.diagnose import Reranked
 
 
-def check_repeats(r: Reranked, detections: Sequence[DepthDetection]) -> None:
+def check_repeats(r: Any, detections: Sequence[DepthDetection]) -> None:
     """Every repeat of ``r`` holds the run's queries and, when depths are detected, the run's depth."""
     if not r.repeats:
         return

@@ -167,13 +167,17 @@ def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) ->
     from toolkit.report.diagnosis import write_diagnosis_report
 
     first = by_name[c.input]
+    # a grid depth beyond the first stage's lists reranked every candidate: the diagnosis reads it as the
+    # longest list (an explicit larger depth is an error in `diagnose`, which names the fix)
+    longest = int(first.run.frame.groupby("query_id", observed=True).size().max()) if len(first.run.frame) else 0
+    depth = min(c.depth, longest) if c.depth and longest else c.depth
     diag = diagnose(
         ctx.qrels,
         {first.name: first.run},
         {c.name: c.run},
         name=f"{ctx.exp.name}: {c.name}",
         settings=ctx.settings,
-        depth=c.depth,
+        depth=depth,
         complete=ctx.settings.complete,
         queries=dict(ctx.topics.as_dict()),
         permutations=int(ctx.exp.evaluation["permutations"]),

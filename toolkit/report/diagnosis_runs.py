@@ -6,6 +6,7 @@ windows in input order). Read from ``Pipeline.detection``, ``Pipeline.repeats`` 
 from __future__ import annotations
 
 from toolkit.diagnosis.depths import DEPTH_RULE
+from toolkit.escape import markdown_text as md
 from toolkit.diagnosis.diagnose import Diagnosis
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc, pyplot
@@ -37,7 +38,7 @@ def depth_parts(diag: Diagnosis) -> list[Part]:
             + "".join(f"<li>{esc(t)}</li>" for t in lines)
             + "</ul>"
             + (f'<p class="muted">{esc(rule.strip())}</p>' if rule else ""),
-            (*(f"- {t}" for t in lines), "", *([rule.strip(), ""] if rule else [])),
+            (*(f"- {md(t)}" for t in lines), "", *([md(rule.strip()), ""] if rule else [])),
         )
     ]
 
@@ -101,7 +102,7 @@ def repeats_parts(diag: Diagnosis) -> list[Part]:
         ),
         Part(
             '<ul id="repeat-readings">' + "".join(f"<li>{esc(t)}</li>" for t in readings) + "</ul>",
-            (*(f"- {t}" for t in readings), ""),
+            (*(f"- {md(t)}" for t in readings), ""),
         ),
     ]
 
