@@ -6,8 +6,8 @@ windows in input order). Read from ``Pipeline.detection``, ``Pipeline.repeats`` 
 from __future__ import annotations
 
 from toolkit.diagnosis.depths import DEPTH_RULE
-from toolkit.escape import markdown_text as md
 from toolkit.diagnosis.diagnose import Diagnosis
+from toolkit.escape import markdown_text as md
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc, pyplot
 from toolkit.report.sections import Part
