@@ -134,7 +134,7 @@ def test_a_stale_sidecar_is_ignored(tmp_path, caplog):
         {"reranker": {"model": "m"}, "depth": 8, "run": {"path": str(rr), "sha256": sha256_file(rr)}},
     )
     run = ts.diagnose(qp, tmp_path / "first.trec", rr).summary["reranked_runs"][0]
-    assert (run["depth"], run["depth_from"]) == (8, "the run's sidecar")
+    assert (run["depth"], run["depth_from"]) == (8, "sidecar")
 
 
 def _candidates(folder: Path) -> Path:

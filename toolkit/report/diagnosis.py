@@ -30,6 +30,7 @@ from toolkit.diagnosis.diagnose import (
 from toolkit.escape import csv_frame, markdown_code
 from toolkit.escape import markdown_text as md
 from toolkit.report.diagnosis_runs import (
+    SYSTEM_COLOURS,
     behaviour_parts,
     depth_parts,
     has_repeats,
@@ -60,7 +61,6 @@ LABEL_COLOURS = {
     "unjudged-top": "#6e40c9",
     "no-relevant": "#8c959f",
 }
-SYSTEM_COLOURS = ("#0969da", "#bf3989", "#1a7f37", "#9a6700", "#6e40c9", "#cf222e", "#116329", "#57606a")
 
 EXTRA_CSS = """
 body{max-width:1240px}table:not(#explore-table){display:block;max-width:100%;overflow-x:auto}

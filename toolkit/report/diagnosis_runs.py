@@ -12,6 +12,9 @@ from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc, pyplot
 from toolkit.report.sections import Part
 
+#: Colours of the systems in every plot of the diagnosis (``toolkit.report.diagnosis`` uses them too).
+SYSTEM_COLOURS = ("#0969da", "#bf3989", "#1a7f37", "#9a6700", "#6e40c9", "#cf222e", "#116329", "#57606a")
+
 
 def _muted(text_html: str) -> Part:
     return Part.html_only(f'<p class="muted">{text_html}</p>')
@@ -184,7 +187,6 @@ def behaviour_parts(diag: Diagnosis) -> list[Part]:
 def plot_promotion_profile(diag: Diagnosis):
     """Per first-stage rank bucket: the share of its relevant candidates each reranked run puts in its top
     10 (solid) and the ceiling does (dashed)."""
-    from toolkit.report.diagnosis import SYSTEM_COLOURS
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
