@@ -29,26 +29,12 @@ _LATEX_SYMBOLS = {
 UP, DOWN = "▲", "▼"
 
 
-_LATEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-}
-
-
 def latex_escape(text: str) -> str:
-    """``text`` safe in LaTeX's text mode: each special character (``\\ & % $ # _ { } ~ ^ < >``) escaped in one
-    pass, so an escape is never escaped again."""
-    return "".join(_LATEX.get(c, c) for c in text)
+    """``text`` safe in LaTeX's text mode: ``toolkit.escape.latex_text`` (each special character, ``\\ & % $ # _
+    { } ~ ^ < > |``, escaped in one pass, so an escape is never escaped again; control characters made visible)."""
+    from toolkit.escape import latex_text
+
+    return latex_text(text)
 
 
 class Legend(str):
