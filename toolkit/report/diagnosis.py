@@ -1085,7 +1085,10 @@ def _provenance(diag: Diagnosis) -> list[Part]:
         "thresholds": diag.thresholds.describe(diag.measure_label),
         "evaluation": diag.provenance,
     }
-    return [Part(provenance_html(prov), ("```json\n" + json.dumps(prov, indent=2, default=str) + "\n```\n",))]
+    # An indented code block, not a fence: every Markdown renderer (markdown2 and Markdown.pl have no fences
+    # by default) keeps its text literal, so a run name in the JSON never becomes markup.
+    block = "\n".join("    " + line for line in json.dumps(prov, indent=2, default=str).splitlines())
+    return [Part(provenance_html(prov), (block + "\n",))]
 
 
 #: The sections of the diagnosis report, in page order; HTML and Markdown are both rendered from this list.
