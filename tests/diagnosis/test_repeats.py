@@ -109,3 +109,15 @@ def test_repeats_that_are_not_repeats_are_errors_naming_the_runs(setup):
     deeper = _shuffled(lists, 30, 1, "rv.30.trec")
     with pytest.raises(ConfigError, match=r"repeats of rv have different rerank depths: rv.0.trec .* top 20, rv.30"):
         diagnose(qrels, first, {"rv": [rv[0], deeper]})
+
+
+def test_the_page_names_the_repeat_whose_lists_are_read(setup, tmp_path):
+    """Agreement and the query views read one list per system: the page says which file that is."""
+    from toolkit.report.diagnosis import write_diagnosis_report
+
+    *_, d = setup
+    write_diagnosis_report(d, tmp_path / "out")
+    html = (tmp_path / "out" / "index.html").read_text()
+    md = (tmp_path / "out" / "report.md").read_text()
+    want = "first repeat (rv: rv.0.trec; other: other.10.trec)"
+    assert want in html and want in md

@@ -96,6 +96,11 @@ def repeat_readings(diag: Diagnosis) -> list[str]:
 
 def repeats_parts(diag: Diagnosis) -> list[Part]:
     readings = repeat_readings(diag)
+    firsts = "; ".join(f"{p.name}: {p.repeats['runs'][0]}" for p in diag.pipelines if p.repeats and p.repeats.get("runs"))
+    lists = (
+        "Rank agreement (RBO, Kendall's tau) and the query views read one ranked list per system, that of its "
+        f"first repeat ({firsts}); the listwise behaviour counts every repeat."
+    )
     return [
         Part.table(repeats_table(diag)),
         _muted(
@@ -103,6 +108,7 @@ def repeats_parts(diag: Diagnosis) -> list[Part]:
             "repeats, and so are its decomposition, labels and comparisons; sd: sample standard deviation (n − 1); "
             "mean per-query sd: each query's sd over the repeats, averaged over queries."
         ),
+        Part(f'<p class="muted" id="repeat-lists">{esc(lists)}</p>', (md(lists), "")),
         Part(
             '<ul id="repeat-readings">' + "".join(f"<li>{esc(t)}</li>" for t in readings) + "</ul>",
             (*(f"- {md(t)}" for t in readings), ""),
