@@ -72,6 +72,7 @@ def test_judge_writes_qrels_and_records(tmp_path, judge_server):
         "http_failures": 0,
         "parse_failures": 0,
         "labels": 12,
+        "unparsed_asked_again": 0,
     }
     rec = meta["records"][0]
     assert rec["backend"] == "openai" and rec["model"] == "test-judge"
@@ -163,6 +164,21 @@ def test_retries_and_counted_failures(tmp_path, judge_server):
         candidates=cand, depth=6, model="test-judge", endpoint=judge_server.url, retries=0, cache=tmp_path / "cache"
     )
     assert again.counts["asked"] == 1 and judge_server.total == before + 1
+    assert again.counts["parse_failures"] == 2 and again.counts["unparsed_asked_again"] == 0
+    # unparsable cached answers are kept (counted failures) unless asked again with retry_unparsed
+    before = judge_server.total
+    third = ts.judge(
+        candidates=cand,
+        depth=6,
+        model="test-judge",
+        endpoint=judge_server.url,
+        retries=0,
+        cache=tmp_path / "cache",
+        retry_unparsed=True,
+    )
+    assert third.counts["unparsed_asked_again"] == 2 and third.counts["asked"] == 3
+    assert judge_server.total == before + 3 and third.counts["from_cache"] == 3
+    assert {r["doc_id"] for r in third.records if r["parse_failed"] and not r["from_cache"]} == {"D1x2", "D1x3"}
 
 
 def test_timeout_is_a_counted_failure(tmp_path, judge_server):

@@ -138,6 +138,7 @@ def judge(
     shard_size: int | None = None,
     max_retries: int | None = None,
     force: bool = False,
+    retry_unparsed: bool = False,
 ) -> Judgments:
     """Ask an LLM for a graded relevance label of each of a run's top ``depth`` documents.
 
@@ -174,6 +175,8 @@ def judge(
         shard_size: pairs per shard (default 256).
         max_retries: retries of a failed shard on another actor (default 3).
         force: discard the shards of a different earlier job at ``out.shards``.
+        retry_unparsed: ask again the pairs whose cached answer the template cannot parse (a fixed endpoint or
+            a model that answered badly once); the new answers replace the old in the cache.
 
     Raises:
         ConfigError: an unreachable endpoint (before anything is asked or written), a missing query or
@@ -264,6 +267,7 @@ def judge(
             sharding=sharding,
             spec=spec,
             identity=identity,
+            retry_unparsed=retry_unparsed,
         )
     finally:
         if sharding is not None:

@@ -91,6 +91,11 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
 )
 @click.option("--no-cache", is_flag=True, help="Ask everything; store nothing (an interrupted job then restarts).")
 @click.option(
+    "--retry-unparsed",
+    is_flag=True,
+    help="Ask again the pairs whose cached answer does not parse (else they stay counted parse failures).",
+)
+@click.option(
     "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="openai: requests in flight."
 )
 @click.option(
@@ -151,6 +156,7 @@ def judge_command(
     query_ids,
     cache_dir,
     no_cache,
+    retry_unparsed,
     concurrency,
     timeout,
     retries,
@@ -241,6 +247,7 @@ def judge_command(
         "ray": ray["ray_address"],
         **{k: v for k, v in ray.items() if k != "ray_address"},
         "force": force,
+        "retry_unparsed": retry_unparsed,
     }
     if calibrate:
         result = calibrate_fn(

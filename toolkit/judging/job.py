@@ -87,7 +87,8 @@ def items_with_texts(
 class Counts:
     """What a job did: ``asked`` requests sent (once per pair, retries apart), ``from_cache`` answers read from
     the cache, ``http_retries`` repeated requests, ``http_failures`` pairs without an answer after every retry,
-    ``parse_failures`` answers without a label on the scale, ``labels`` labels written."""
+    ``parse_failures`` answers without a label on the scale, ``labels`` labels written, ``unparsed_asked_again``
+    cached answers without a label asked again (``retry_unparsed``)."""
 
     pairs: int = 0
     asked: int = 0
@@ -97,6 +98,7 @@ class Counts:
     http_failures: int = 0
     parse_failures: int = 0
     labels: int = 0
+    unparsed_asked_again: int = 0
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -209,10 +211,13 @@ def judge_items(
     sharding=None,
     spec: JudgeSpec | None = None,
     identity: dict | None = None,
+    retry_unparsed: bool = False,
 ) -> Outcome:
     """Label every item: from the cache where it holds the answer, else from the judge (answers are cached as
-    they arrive, so an interrupted job loses nothing it was told). With ``sharding`` (a ``jobs.shards.Sharding``)
-    and ``spec``, the judge's calls run in shards on its executor (Ray workers), recorded in a manifest."""
+    they arrive, so an interrupted job loses nothing it was told). With ``retry_unparsed``, a cached answer the
+    template cannot parse is asked again (and the new answer replaces it in the cache); without, it stays a
+    counted parse failure. With ``sharding`` (a ``jobs.shards.Sharding``) and ``spec``, the judge's calls run in
+    shards on its executor (Ray workers), recorded in a manifest."""
     started = time.perf_counter()
     judge_id = judge.identity()
     judge_info = {"backend": judge.backend, "model": judge.model, "prompt_sha256": template.sha256}
@@ -225,6 +230,9 @@ def judge_items(
     todo: list[int] = []
     for i, it in enumerate(items):
         hit = cache.get(judge_id, template.sha256, it.query, it.passage) if cache is not None else None
+        if hit is not None and retry_unparsed and template.parse(hit)[0] is None:
+            out.counts.unparsed_asked_again += 1
+            hit = None
         if hit is not None:
             raw[i], cached[i] = hit, True
         else:
