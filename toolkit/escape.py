@@ -173,8 +173,8 @@ def csv_frame(frame: Any) -> Any:
 
 
 __all__ = [
-    "Raw",
     "CSV_LINE_END",
+    "Raw",
     "csv_frame",
     "csv_newlines",
     "csv_text",

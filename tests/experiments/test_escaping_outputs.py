@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+
 import pandas as pd
 import pytest
 
@@ -30,7 +31,7 @@ STAGES = {
     "bm": "<script>window.pwned=1</script>",
     "qld": "<img src=x onerror=window.pwned=2>",
     "rm3": '"><svg/onload=window.pwned=3>',
-    "fuse": "=HYPERLINK(\"javascript:window.pwned=4\")|a|b",
+    "fuse": '=HYPERLINK("javascript:window.pwned=4")|a|b',
     "fuse2": "@SUM(1+1)|\u202erevo",
     "fuse3": "+cmd",
     "fuse4": "-2+3",
@@ -112,7 +113,7 @@ def test_results_csv_cells_are_text_and_numbers_are_kept(result):
     configs = {r[0] for r in body}
     for name in STAGES.values():
         assert csv_text(name) in configs or any(c.startswith(csv_text(name) + "(") for c in configs), name
-    assert "'=HYPERLINK(\"javascript:window.pwned=4\")|a|b" in configs and "'\t=1" in configs and "'\r=2" in configs
+    assert '\'=HYPERLINK("javascript:window.pwned=4")|a|b' in configs and "'\t=1" in configs and "'\r=2" in configs
 
 
 def test_a_line_break_in_a_cell_is_quoted():

@@ -28,8 +28,8 @@ from toolkit.diagnosis.diagnose import (
     json_ready,
 )
 from toolkit.escape import CSV_LINE_END, csv_frame, csv_newlines, markdown_code
-from toolkit.escape import plot_text as pt
 from toolkit.escape import markdown_text as md
+from toolkit.escape import plot_text as pt
 from toolkit.report.diagnosis_runs import (
     SYSTEM_COLOURS,
     behaviour_parts,
@@ -112,7 +112,9 @@ def plot_decomposition(diag: Diagnosis):
             if v > 0.04:
                 ax.text(x, y, f"{v:.3f}", ha="center", va="center", color="white", fontsize=8)
     ax.set_yticks(
-        range(len(pipes)), [f"{pt(p.name)}\n(top {p.depth} of {pt(p.first_stage)})" for p in reversed(pipes)], fontsize=8
+        range(len(pipes)),
+        [f"{pt(p.name)}\n(top {p.depth} of {pt(p.first_stage)})" for p in reversed(pipes)],
+        fontsize=8,
     )
     ax.set_xlim(0, max(1.0, max(p.decomposition.means()["ideal"] for p in pipes)))
     ax.set_xlabel(f"mean {diag.measure_label}")

@@ -114,7 +114,12 @@ def _make(model_dir: Path, folder: Path, root: Path, key: str, quantize: bool, s
 
 @contextlib.contextmanager
 def cached_onnx(
-    model_dir: str | os.PathLike, root: str | os.PathLike, quantize: bool, export: Export, quantize_to: Quantize, opset: int
+    model_dir: str | os.PathLike,
+    root: str | os.PathLike,
+    quantize: bool,
+    export: Export,
+    quantize_to: Quantize,
+    opset: int,
 ) -> Iterator[tuple[Path, bool]]:
     """(the ONNX file of ``model_dir``, whether it is cached) for the block: from ``root`` when its files pass
     their check, else exported (and quantised) there; in a temporary folder, removed after the block, when
