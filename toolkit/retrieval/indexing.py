@@ -348,13 +348,13 @@ def _run_indexer(cmd: list[str], log_path: Path, progress: bool, out: Path | Non
                     errors.append(line.strip())
             rc = proc.wait()
     except OSError as exc:
-        if proc is not None and proc.poll() is None:  # the log cannot be written: the index cannot either
-            proc.kill()
-            proc.wait()
         if exc.filename is None and exc.errno is not None:  # a write to the open log names no file
             raise OSError(exc.errno, exc.strerror, where) from exc
         raise
     finally:
+        if proc is not None and proc.poll() is None:  # stopped early (the log cannot be written, an interrupt)
+            proc.kill()
+            proc.wait()
         bar.close()
     if fs_errno is not None:  # Anserini may log a worker's failure and still exit 0 with part of the index
         raise OSError(fs_errno, os.strerror(fs_errno), where)
