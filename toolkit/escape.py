@@ -13,9 +13,14 @@ this one module, so the rules live in one place:
   code span that no backtick inside can close;
 - LaTeX (``latex_text``): the ten special characters ``\\ & % $ # _ { } ~ ^`` and ``< > |``, which
   the default OT1 encoding prints as other glyphs, as text commands; line breaks become spaces;
+- plot labels (``plot_text``): matplotlib reads a text holding two ``$`` as math (``$\\frac{$`` stops the
+  drawing with a parse error, ``$x^2$`` is typeset), so every ``$`` is escaped as ``\\$`` (printed as ``$``);
 - CSV (``csv_text``, ``csv_frame``): a text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a
   carriage return gets a leading ``'`` so a spreadsheet shows it as text instead of running it as a formula
-  (OWASP's advice); numbers, and texts that are numbers (``-0.5``), are left as they are.
+  (OWASP's advice); numbers, and texts that are numbers (``-0.5``), are left as they are. A cell holding a
+  line break is quoted whatever the break: Python's csv module quotes only for the characters of its line end,
+  so with ``\n`` line ends a bare carriage return stayed unquoted and readers (Python's csv, spreadsheets) split
+  the row there. Writers use ``CSV_LINE_END`` and pass the text through ``csv_newlines`` (``\n`` line ends).
 
 In the three formats people read (HTML, Markdown, LaTeX), the Unicode bidirectional embedding, override
 and isolate controls (U+202A..U+202E, U+2066..U+2069) are shown as ``[U+202E]``: otherwise a name can
@@ -125,6 +130,12 @@ def latex_text(value: object) -> str:
     return _LATEX_SPECIAL.sub(lambda m: _LATEX[m.group()], visible_controls(str(value)))
 
 
+# ------------------------------------------------------------------ plots
+def plot_text(value: object) -> str:
+    """``value`` as a matplotlib label, title or tick text: printed as it is, never read as math text."""
+    return str(value).replace("$", r"\$")
+
+
 # ------------------------------------------------------------------ CSV
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.IGNORECASE)
@@ -138,6 +149,20 @@ def csv_text(value: Any) -> Any:
     return value
 
 
+#: The line end to give ``csv.writer`` and ``DataFrame.to_csv``: every cell holding ``\r`` or ``\n`` is then
+#: quoted. ``csv_newlines`` turns the row ends (never those inside a quoted cell) into ``\n``.
+CSV_LINE_END = "\r\n"
+_CSV_ROW_END = re.compile(r'("[^"]*")|\r\n')
+
+
+def csv_newlines(text: str) -> str:
+    """CSV written with ``CSV_LINE_END`` with ``\n`` row ends; line breaks inside quoted cells are kept.
+
+    Quotes come in pairs in CSV (a ``"`` in a cell is doubled, and such a cell is quoted), so each quoted
+    stretch is matched whole and every ``\r\n`` outside one ends a row."""
+    return _CSV_ROW_END.sub(lambda m: m.group(1) or "\n", text)
+
+
 def csv_frame(frame: Any) -> Any:
     """A copy of ``frame`` whose text cells and column names are ``csv_text``; numeric columns untouched."""
     out = frame.rename(columns=lambda c: csv_text(c) if isinstance(c, str) else c)
@@ -148,8 +173,10 @@ def csv_frame(frame: Any) -> Any:
 
 
 __all__ = [
+    "CSV_LINE_END",
     "Raw",
     "csv_frame",
+    "csv_newlines",
     "csv_text",
     "html_frame",
     "html_text",
@@ -157,5 +184,6 @@ __all__ = [
     "markdown_cell",
     "markdown_code",
     "markdown_text",
+    "plot_text",
     "visible_controls",
 ]

@@ -26,7 +26,8 @@ from toolkit.cli.options import (
     type=click.Path(file_okay=False),
     default=None,
     callback=writable_folder,
-    help="Folder for NAME.md, NAME.html, NAME.json and the runs commands write [default: reports/reproduce/NAME].",
+    help="Folder for NAME.md, NAME.html, NAME.json and the runs commands write, which appear together or not at "
+    "all [default: reports/reproduce/NAME].",
 )
 @DATA_DIR
 @click.option(
@@ -70,6 +71,7 @@ def reproduce(spec, list_specs, out, data_dir, indexes, rows, reuse_runs, strict
     """
     from toolkit.catalog import data_dir as find_data
     from toolkit.report.reproduction import render_markdown, write_outputs
+    from toolkit.reproduction.output import run_into
     from toolkit.reproduction.runner import Runner, spec_readiness
     from toolkit.reproduction.specs import builtin_specs, load_spec
 
@@ -97,9 +99,8 @@ def reproduce(spec, list_specs, out, data_dir, indexes, rows, reuse_runs, strict
         commands=_commands(),
         allow_commands=allow_commands,
     )
-    rep = runner.run()
+    rep, paths = run_into(runner, out_dir, write_outputs)  # the folder appears whole, or stays as it was
     click.echo(render_markdown(rep), nl=False)
-    paths = write_outputs(rep, out_dir)
     click.echo(f"twostage: wrote {', '.join(map(str, paths))}", err=True)
     if rep.failed:
         n = rep.counts()

@@ -109,16 +109,19 @@ def render_csv_many(results: list[tuple[str, EvalResult]], per_query: bool, prov
 
     An empty cell is a value that does not exist (a summary-only measure on a query row) or is
     not finite, as ``null`` in the JSON form."""
-    buf = io.StringIO()
-    if provenance:
+    from toolkit.escape import CSV_LINE_END, csv_newlines
+
+    head = ""
+    if provenance:  # a line break in a run's name would end the comment and start a row
         for name, r in results:
-            buf.write(f"# provenance {name}: " + json.dumps(r.provenance) + "\n")
+            head += f"# provenance {' '.join(str(name).splitlines())}: " + json.dumps(r.provenance) + "\n"
     table = wide_table(results, per_query)
-    w = csv.writer(buf, lineterminator="\n")
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator=CSV_LINE_END)  # a cell holding any line break is quoted
     w.writerow([_cell(c) for c in table.columns])
     for row in table.itertuples(index=False):
         w.writerow([_cell(v) for v in row])
-    return buf.getvalue()
+    return head + csv_newlines(buf.getvalue())
 
 
 def _cell(v) -> str:

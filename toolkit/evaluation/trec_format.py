@@ -146,13 +146,13 @@ def render_json(result: EvalResult, per_query: bool, labels: dict[str, str] | No
 def render_csv(result: EvalResult, per_query: bool, provenance: bool, labels: dict[str, str] | None = None) -> str:
     """Long CSV (query_id, measure, value); ``labels`` as for ``render_json`` (the summary rows in its order);
     text cells through ``toolkit.escape.csv_text`` (no formula)."""
-    from toolkit.escape import csv_text
+    from toolkit.escape import CSV_LINE_END, csv_newlines, csv_text
 
     names = labels or {m.name: m.name for m in result.measures}
     buf = io.StringIO()
     if provenance:
         buf.write("# provenance: " + json.dumps(result.provenance) + "\n")
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv.writer(buf, lineterminator=CSV_LINE_END)  # a cell holding any line break is quoted
     w.writerow(["query_id", "measure", "value"])
     if per_query:
         for row in result.per_query.sort_values(["query_id"], kind="stable").itertuples(index=False):
@@ -164,4 +164,4 @@ def render_csv(result: EvalResult, per_query: bool, provenance: bool, labels: di
     for n in sorted(printed, key=lambda n: list(names).index(n) if n in names else len(names)):
         if n in result.aggregate:
             w.writerow(["all", csv_text(names.get(n, n)), repr(float(result.aggregate[n]))])
-    return buf.getvalue()
+    return csv_newlines(buf.getvalue())

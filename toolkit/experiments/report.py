@@ -28,6 +28,7 @@ def grid_figure(table: pd.DataFrame, params: list[str], primary: str):
     """One panel per swept parameter: ``primary`` of every configuration against the parameter's value, one
     colour per stage; where other parameters vary too, a line joins the best value at each setting. None when
     nothing is swept."""
+    from toolkit.escape import plot_text
     from toolkit.report.html import pyplot
 
     axes_of = swept(table, params)
@@ -42,11 +43,11 @@ def grid_figure(table: pd.DataFrame, params: list[str], primary: str):
         where = {v: i for i, v in enumerate(order)}
         for stage, g in rows.groupby("stage", sort=False):
             x = g[p].astype(float) if numeric else g[p].map(where)
-            ax.scatter(x, g[primary], s=18, alpha=0.6, label=str(stage))
+            ax.scatter(x, g[primary], s=18, alpha=0.6, label=plot_text(stage))
             best = g.assign(_x=x.to_numpy()).groupby("_x")[primary].max().sort_index()
             ax.plot(best.index, best.to_numpy(), linewidth=1)
         if not numeric:
-            ax.set_xticks(range(len(order)), [str(v) for v in order])
+            ax.set_xticks(range(len(order)), [plot_text(v) for v in order])
         ax.set_xlabel(p)
         ax.set_ylabel(primary)
         ax.grid(alpha=0.3)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toolkit.escape import plot_text
 from toolkit.report.eval_tables import SIGNIFICANCE_HEADERS, significance_rows
 from toolkit.report.html import esc, figure_data_uri, html_page, html_table, p_value, provenance_html, pyplot
 
@@ -119,7 +120,7 @@ def difference_plot(table, baseline: str, measure: str):
         ax.set_xlim(-1, max(len(d), 1))
         ax.set_ylabel(f"Δ {measure}")
         ax.set_title(
-            f"{Path(run).name} − {Path(baseline).name}: per query, sorted "
+            f"{plot_text(Path(run).name)} − {plot_text(Path(baseline).name)}: per query, sorted "
             f"({int((d > 0).sum())} up, {int((d == 0).sum())} tied, {int((d < 0).sum())} down)",
             fontsize=9,
         )

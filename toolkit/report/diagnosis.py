@@ -27,8 +27,9 @@ from toolkit.diagnosis.diagnose import (
     Diagnosis,
     json_ready,
 )
-from toolkit.escape import csv_frame, markdown_code
+from toolkit.escape import CSV_LINE_END, csv_frame, csv_newlines, markdown_code
 from toolkit.escape import markdown_text as md
+from toolkit.escape import plot_text as pt
 from toolkit.report.diagnosis_runs import (
     SYSTEM_COLOURS,
     behaviour_parts,
@@ -111,7 +112,9 @@ def plot_decomposition(diag: Diagnosis):
             if v > 0.04:
                 ax.text(x, y, f"{v:.3f}", ha="center", va="center", color="white", fontsize=8)
     ax.set_yticks(
-        range(len(pipes)), [f"{p.name}\n(top {p.depth} of {p.first_stage})" for p in reversed(pipes)], fontsize=8
+        range(len(pipes)),
+        [f"{pt(p.name)}\n(top {p.depth} of {pt(p.first_stage)})" for p in reversed(pipes)],
+        fontsize=8,
     )
     ax.set_xlim(0, max(1.0, max(p.decomposition.means()["ideal"] for p in pipes)))
     ax.set_xlabel(f"mean {diag.measure_label}")
@@ -133,7 +136,7 @@ def plot_depth_curve(diag: Diagnosis):
             c["reranked"],
             marker="o",
             color=SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)],
-            label=f"{p.name}: reranked top k{approx}",
+            label=f"{pt(p.name)}: reranked top k{approx}",
         )
         if p.first_stage not in seen_first:  # the ceiling and recall belong to the first stage's candidates
             seen_first.add(p.first_stage)
@@ -144,7 +147,7 @@ def plot_depth_curve(diag: Diagnosis):
                 marker="^",
                 ls="--",
                 color=shade,
-                label=f"ceiling at k: best order of {p.first_stage}'s top k",
+                label=f"ceiling at k: best order of {pt(p.first_stage)}'s top k",
             )
             ax.plot(
                 c["depth"],
@@ -152,7 +155,7 @@ def plot_depth_curve(diag: Diagnosis):
                 marker="s",
                 ls=":",
                 color=shade,
-                label=f"{p.first_stage}: R@k (-l {diag.settings['recall_level']})",
+                label=f"{pt(p.first_stage)}: R@k (-l {diag.settings['recall_level']})",
             )
     ax.set_xscale("log")
     depths = sorted({int(k) for p in diag.pipelines for k in p.decomposition.curve["depth"]})
@@ -222,9 +225,9 @@ def plot_stage_scatter(diag: Diagnosis):
         d = t[f"delta_{m}"]
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
-        ax.set_xlabel(f"{p.first_stage} {diag.measure_label}")
-        ax.set_ylabel(f"{p.name} {diag.measure_label}")
-        ax.set_title(f"{p.name}: better on {int((d > 0).sum())}, worse on {int((d < 0).sum())}", fontsize=9)
+        ax.set_xlabel(f"{pt(p.first_stage)} {diag.measure_label}")
+        ax.set_ylabel(f"{pt(p.name)} {diag.measure_label}")
+        ax.set_title(f"{pt(p.name)}: better on {int((d > 0).sum())}, worse on {int((d < 0).sum())}", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
@@ -243,14 +246,14 @@ def plot_type_boxes(diag: Diagnosis):
     ):
         data = [table.loc[table["query_type"] == t, col].to_numpy() for t in types]
         ax.boxplot(
-            data, orientation="horizontal", tick_labels=[f"{t} ({len(d)})" for t, d in zip(types, data)], widths=0.6
+            data, orientation="horizontal", tick_labels=[f"{pt(t)} ({len(d)})" for t, d in zip(types, data)], widths=0.6
         )
         for i, d in enumerate(data, start=1):
             ax.scatter(d, [i] * len(d), s=10, alpha=0.5, color="#0969da", zorder=3)
         ax.set_xlim(-0.03, 1.03)
         ax.set_title(title)
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(f"Distribution per query type ({diag.primary.name})")
+    fig.suptitle(f"Distribution per query type ({pt(diag.primary.name)})")
     fig.tight_layout()
     return fig
 
@@ -265,7 +268,7 @@ def plot_judged_hist(diag: Diagnosis):
     ax.hist(
         series,
         bins=bins,
-        label=names,
+        label=[pt(n) for n in names],
         color=[SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)] if i else "#8c959f" for i in range(len(names))],
     )
     ax.set_xlabel("judged@10 (share of the top 10 with a qrels label)")
@@ -1162,5 +1165,5 @@ def _write_report_files(diag: Diagnosis, out: Path) -> None:
         fh.write(diagnosis_markdown(diag, plot_files))
     for name, frame in (("per_query.csv", diag.per_query), ("pairs.csv", diag.pairs)):
         with atomic_write(paths[name]) as fh:
-            csv_frame(frame).to_csv(fh, index=False, lineterminator="\n")
+            fh.write(csv_newlines(csv_frame(frame).to_csv(index=False, lineterminator=CSV_LINE_END)))
     write_json(paths["summary.json"], diag.summary())

@@ -8,6 +8,7 @@ from __future__ import annotations
 from toolkit.diagnosis.depths import DEPTH_RULE
 from toolkit.diagnosis.diagnose import Diagnosis
 from toolkit.escape import markdown_text as md
+from toolkit.escape import plot_text
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc, pyplot
 from toolkit.report.sections import Part
@@ -202,7 +203,7 @@ def plot_promotion_profile(diag: Diagnosis):
             continue
         colour = SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)]
         x = [b["from"] for b in prof]
-        ax.plot(x, [b["reranked_share"] for b in prof], "o-", color=colour, label=f"{p.name}")
+        ax.plot(x, [b["reranked_share"] for b in prof], "o-", color=colour, label=plot_text(p.name))
         ax.plot(x, [b["ceiling_share"] for b in prof], "s--", color=colour, alpha=0.6, label=f"ceiling (top {p.depth})")
     ticks = sorted({b["from"] for p in diag.pipelines for b in (p.behaviour or {}).get("promotion_profile", [])})
     labels = {b["from"]: b["bucket"] for p in diag.pipelines for b in (p.behaviour or {}).get("promotion_profile", [])}

@@ -2,7 +2,8 @@
 
 ``twostage rerank --backend onnx`` exports the sentence-transformers model's transformer
 (``torch.onnx.export``, the TorchScript exporter, dynamic batch and sequence axes) once into
-``$TWOSTAGE_CACHE/onnx/<model fingerprint>/model.onnx`` and runs it with ONNX Runtime;
+``$TWOSTAGE_CACHE/onnx/<model fingerprint>/model.onnx`` (checked against its recorded sha256 whenever it is
+read: ``toolkit.reranking.onnx_cache``) and runs it with ONNX Runtime;
 ``--backend onnx-int8`` runs a copy whose MatMul weights are quantised to int8 per output
 channel (``onnxruntime.quantization.quantize_dynamic``; activations quantised on the fly). Pooling (mean or CLS, from the model's
 ``1_Pooling/config.json``) and L2 normalisation are done in numpy exactly as
@@ -17,9 +18,11 @@ onnxruntime, onnx and torch are imported inside the functions that use them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,21 +60,6 @@ def _pipeline(model_dir: Path) -> tuple[str, bool, int | None]:
     return pooling, "Normalize" in kinds, max_len
 
 
-def export_onnx(model_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool) -> Path:
-    """The ONNX file of ``model_dir``'s transformer in ``out_dir`` (exported, and quantised, once)."""
-    out_dir = Path(out_dir)
-    fp32 = out_dir / "model.onnx"
-    target = out_dir / ("model.int8.onnx" if quantize else "model.onnx")
-    if target.is_file():
-        return target
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not fp32.is_file():
-        _export_fp32(model_dir, out_dir, fp32)
-    if quantize:
-        _quantize(fp32, target, out_dir)
-    return target
-
-
 def _export_fp32(model_dir: str | os.PathLike, out_dir: Path, fp32: Path) -> None:
     """``model_dir``'s transformer exported to ``fp32`` (TorchScript exporter, dynamic batch and sequence axes)."""
     import torch
@@ -93,7 +81,7 @@ def _export_fp32(model_dir: str | os.PathLike, out_dir: Path, fp32: Path) -> Non
     tmp = out_dir / f".model.onnx.{os.getpid()}.tmp"
     import warnings
 
-    with torch.inference_mode(), warnings.catch_warnings():
+    with _removed_on_error(tmp), torch.inference_mode(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter: still the robust one here
         torch.onnx.export(
             ByName(),
@@ -108,8 +96,18 @@ def _export_fp32(model_dir: str | os.PathLike, out_dir: Path, fp32: Path) -> Non
                 "last_hidden_state": {0: "batch", 1: "sequence"},
             },
         )
-    os.replace(tmp, fp32)
+        os.replace(tmp, fp32)
     log.info("twostage: exported %s to %s", model_dir, fp32)
+
+
+@contextlib.contextmanager
+def _removed_on_error(tmp: Path) -> Iterator[None]:
+    """A temporary file that a failed export (a full disk) would leave in the cache is removed."""
+    try:
+        yield
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _quantize(fp32: Path, target: Path, out_dir: Path) -> None:
@@ -126,10 +124,11 @@ def _quantize(fp32: Path, target: Path, out_dir: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)  # quantize_dynamic logs a "pre-process first" hint on the root logger
     try:
-        quantize_dynamic(str(fp32), str(tmp), **settings)
+        with _removed_on_error(tmp):
+            quantize_dynamic(str(fp32), str(tmp), **settings)
+            os.replace(tmp, target)
     finally:
         root.setLevel(level)
-    os.replace(tmp, target)
     with atomic_write(out_dir / "quantization.json") as fh:
         json.dump({"method": "onnxruntime.quantization.quantize_dynamic", **settings}, fh, default=str)
 
@@ -154,16 +153,13 @@ class OnnxBiEncoder:
         from transformers import AutoTokenizer
 
         from toolkit.catalog import cache_dir
-        from toolkit.jobs.embed_cache import model_fingerprint
         from toolkit.models import resolve_model
+        from toolkit.reranking.onnx_cache import cached_onnx
 
         self._path = Path(resolve_model(self.model_name))
         self._pooling, self._normalize, default_len = _pipeline(self._path)
         self.max_length = self.max_length or default_len or 512
         self._tok = AutoTokenizer.from_pretrained(str(self._path))
-        onnx_file = export_onnx(
-            self._path, cache_dir() / "onnx" / model_fingerprint(str(self._path))[:24], self.quantize
-        )
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         import torch  # the same thread count torch uses, so the comparison is fair
@@ -174,9 +170,15 @@ class OnnxBiEncoder:
             if self.device.startswith("cuda")
             else ["CPUExecutionProvider"]
         )
-        self._session = ort.InferenceSession(str(onnx_file), opts, providers=providers)
+        # the export, checked against its recorded sha256 (or made again); loaded whole by ONNX Runtime, so a
+        # temporary export (the cache could not be written) may go once the session exists
+        with cached_onnx(self._path, cache_dir() / "onnx", self.quantize, _export_fp32, _quantize, OPSET) as (
+            onnx_file,
+            cached,
+        ):
+            self._session = ort.InferenceSession(str(onnx_file), opts, providers=providers)
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self._file = onnx_file
+        self._file = str(onnx_file) if cached else "(exported for this run only: the ONNX cache cannot be written)"
         self.model_calls = 0
 
     @property

@@ -10,6 +10,7 @@ into place only when complete, so an interrupted build never looks finished).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -205,15 +206,19 @@ def build_lucene_index(
         java = find_java()
         tmp = out.with_name(f".{out.name}.building{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        cmd = _index_command(java, corpus, tmp / "lucene", threads, positions, docvectors, raw)
-        counters = _run_indexer(cmd, tmp / "indexing.log", progress)
-        documents = counters["indexed"]
-        _warn_not_indexed(counters, out)
-        _lift_lucene_files(tmp)
-        meta = _lucene_meta(corpus, key, inputs, settings, threads, counters, cmd, java)
-        meta["seconds"] = round(time.perf_counter() - started, 3)
-        _finish(tmp, out, meta)
+        try:
+            tmp.mkdir(parents=True)
+            cmd = _index_command(java, corpus, tmp / "lucene", threads, positions, docvectors, raw)
+            counters = _run_indexer(cmd, tmp / "indexing.log", progress, out)
+            documents = counters["indexed"]
+            _warn_not_indexed(counters, out)
+            _lift_lucene_files(tmp)
+            meta = _lucene_meta(corpus, key, inputs, settings, threads, counters, cmd, java)
+            meta["seconds"] = round(time.perf_counter() - started, 3)
+            _finish(tmp, out, meta)
+        except BaseException:  # a failed build leaves no partial folder (on a full disk, its files are the space)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
 
 
@@ -284,37 +289,75 @@ def _lift_lucene_files(tmp: Path) -> None:
     (tmp / "write.lock").unlink(missing_ok=True)
 
 
+#: What the JVM says when the file system refuses a write (in an exception's message, or a ``Caused by`` or
+#: ``Suppressed`` line of its trace), as the errno Python would give for it. Only writes fail so, except for a
+#: denied access, which counts only on a path in the folder being built (an unreadable input is another error).
+_JAVA_FS_ERRORS = (
+    ("No space left on device", errno.ENOSPC, False),
+    ("Disk quota exceeded", errno.EDQUOT, False),
+    ("Read-only file system", errno.EROFS, False),
+    ("AccessDeniedException", errno.EACCES, True),
+    ("Permission denied", errno.EACCES, True),
+)
+
+
+def java_fs_errno(line: str, building: str) -> int | None:
+    """The errno of a file-system failure writing into ``building`` that a line of Java's output reports."""
+    return next((code for text, code, own in _JAVA_FS_ERRORS if text in line and (not own or building in line)), None)
+
+
 _INDEXED = re.compile(r"([\d,]+) documents indexed")
 _COUNTER = re.compile(r" - (indexed|unindexable|empty|skipped|errors):\s+([\d,]+)")
 _ERRORS = re.compile(r"^(?:Exception|Error|java\.|Caused by)|ERROR")
 
 
-def _run_indexer(cmd: list[str], log_path: Path, progress: bool) -> dict[str, int]:
+def _run_indexer(cmd: list[str], log_path: Path, progress: bool, out: Path | None = None) -> dict[str, int]:
+    """Run Anserini's indexer, its output logged to ``log_path``; its counters.
+
+    A full disk, quota or read-only file system, whether Java meets it writing the index or Python writing
+    the log, is an ``OSError`` with that errno naming ``out`` (the index being built): the CLI says it in one
+    line with the fix, never as Java's stack trace. The child is stopped when the log cannot be written.
+    """
     from tqdm import tqdm
 
     from toolkit.jvm import java_env
 
+    where = str(out if out is not None else log_path.parent)
     bar = tqdm(desc="indexing", unit=" docs", disable=not progress, file=sys.stderr)
     documents = 0
     counters: dict[str, int] = {}
     errors: list[str] = []
-    with open(log_path, "w") as logf:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=java_env())
-        assert proc.stdout is not None  # Popen with PIPE always sets it
-        for line in proc.stdout:
-            logf.write(line)
-            c = _COUNTER.search(line)
-            if c:
-                counters[c.group(1)] = int(c.group(2).replace(",", ""))
-            m = _INDEXED.search(line)
-            if m:
-                n = int(m.group(1).replace(",", ""))
-                bar.update(max(0, n - documents))
-                documents = n
-            elif _ERRORS.search(line) and "WARNING" not in line:
-                errors.append(line.strip())
-        rc = proc.wait()
-    bar.close()
+    fs_errno: int | None = None
+    proc = None
+    try:
+        with open(log_path, "w") as logf:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=java_env())
+            assert proc.stdout is not None  # Popen with PIPE always sets it
+            for line in proc.stdout:
+                fs_errno = fs_errno or java_fs_errno(line, str(log_path.parent))
+                logf.write(line)
+                c = _COUNTER.search(line)
+                if c:
+                    counters[c.group(1)] = int(c.group(2).replace(",", ""))
+                m = _INDEXED.search(line)
+                if m:
+                    n = int(m.group(1).replace(",", ""))
+                    bar.update(max(0, n - documents))
+                    documents = n
+                elif _ERRORS.search(line) and "WARNING" not in line:
+                    errors.append(line.strip())
+            rc = proc.wait()
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:  # a write to the open log names no file
+            raise OSError(exc.errno, exc.strerror, where) from exc
+        raise
+    finally:
+        if proc is not None and proc.poll() is None:  # stopped early (the log cannot be written, an interrupt)
+            proc.kill()
+            proc.wait()
+        bar.close()
+    if fs_errno is not None:  # Anserini may log a worker's failure and still exit 0 with part of the index
+        raise OSError(fs_errno, os.strerror(fs_errno), where)
     if rc != 0:
         detail = "; ".join(errors[-3:]) or f"see {log_path}"
         raise TwostageError(f"Anserini IndexCollection failed (exit {rc}): {detail}")

@@ -1,0 +1,153 @@
+"""The ONNX export cache (``--backend onnx``/``onnx-int8``), verified when read and optional when it cannot be
+written, as the stage and embedding caches are.
+
+``$TWOSTAGE_CACHE/onnx/<key[:24]>/`` holds ``model.onnx`` (and ``model.int8.onnx``, ``quantization.json``) and
+``entry.json``: the key (the sha256 of the model folder's files, ``model_fingerprint``), the ONNX opset and the
+sha256 of each ONNX file. A file is used only when ``entry.json`` is a JSON object naming the key it is stored
+under and the file has the sha256 recorded for it; otherwise (a truncated or edited file, one copied from
+another model's folder, one from an older twostage without a record) a warning names the file and the problem,
+the file is moved into ``onnx/damaged/`` and the model is exported again. ONNX Runtime runs what the file says,
+so a file that is not the export of this model would give other scores without any error.
+
+A cache that cannot be written (read-only, full, over quota, no permission) is one warning; the model is
+exported into a temporary folder for this run, which is removed once ONNX Runtime has loaded it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from toolkit.jobs.embed_cache import UNWRITABLE
+
+log = logging.getLogger(__name__)
+
+ENTRY = "entry.json"
+DAMAGED = "damaged"
+FP32, INT8 = "model.onnx", "model.int8.onnx"
+
+#: (model_dir, out_dir, target): writes the fp32 export, or (fp32, target, out_dir): the int8 copy
+Export = Callable[[Path, Path, Path], None]
+Quantize = Callable[[Path, Path, Path], None]
+
+
+def _entry(folder: Path) -> dict | None:
+    try:
+        doc = json.loads((folder / ENTRY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _problem(folder: Path, key: str, name: str) -> str | None:
+    """Why ``folder/name`` is not the export of the model ``key`` (None: it is)."""
+    from toolkit.trec_io import sha256_file
+
+    entry = _entry(folder)
+    if entry is None:
+        return f"has no readable {ENTRY} beside it (written by an older twostage, or not by twostage)"
+    if entry.get("key") != key:
+        return f"is recorded for another model (key {str(entry.get('key'))[:24]}), not {key[:24]}"
+    recorded = (entry.get("files") or {}).get(name) if isinstance(entry.get("files"), dict) else None
+    if not recorded:
+        return f"has no sha256 recorded in {folder / ENTRY}"
+    if sha256_file(folder / name) != recorded:
+        return "does not match its recorded sha256 (damaged, edited, or replaced)"
+    return None
+
+
+def _verified(root: Path, folder: Path, key: str, name: str) -> Path | None:
+    """``folder/name`` when it is there and passes its check; else None (a failed file reported, moved aside)."""
+    path = folder / name
+    if not path.is_file():
+        return None
+    problem = _problem(folder, key, name)
+    if problem is None:
+        return path
+    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    target = root / DAMAGED / f"{folder.name}-{name}-{stamp}"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        where = f"moved to {target}"
+    except OSError as exc:
+        where = f"left in place, could not be moved aside ({exc.strerror or exc})"
+    log.warning("twostage: ONNX cache file %s %s; not used (%s), exporting the model again", path, problem, where)
+    return None
+
+
+def _record(folder: Path, key: str, names: list[str], opset: int) -> None:
+    from toolkit.trec_io import sha256_file, write_json
+
+    entry = _entry(folder)
+    files = dict(entry["files"]) if entry and entry.get("key") == key and isinstance(entry.get("files"), dict) else {}
+    files |= {n: sha256_file(folder / n) for n in names}
+    write_json(folder / ENTRY, {"key": key, "opset": opset, "files": files})
+
+
+def _make(model_dir: Path, folder: Path, root: Path, key: str, quantize: bool, steps: tuple, opset: int) -> Path:
+    """The export (and int8 copy) in ``folder``, verified ones reused; each new file recorded."""
+    export, quantize_to = steps
+    folder.mkdir(parents=True, exist_ok=True)
+    fp32 = _verified(root, folder, key, FP32)
+    if fp32 is None:
+        fp32 = folder / FP32
+        export(model_dir, folder, fp32)
+        _record(folder, key, [FP32], opset)
+    if not quantize:
+        return fp32
+    int8 = _verified(root, folder, key, INT8)
+    if int8 is None:
+        int8 = folder / INT8
+        quantize_to(fp32, int8, folder)
+        _record(folder, key, [INT8], opset)
+    return int8
+
+
+@contextlib.contextmanager
+def cached_onnx(
+    model_dir: str | os.PathLike,
+    root: str | os.PathLike,
+    quantize: bool,
+    export: Export,
+    quantize_to: Quantize,
+    opset: int,
+) -> Iterator[tuple[Path, bool]]:
+    """(the ONNX file of ``model_dir``, whether it is cached) for the block: from ``root`` when its files pass
+    their check, else exported (and quantised) there; in a temporary folder, removed after the block, when
+    ``root`` cannot be written."""
+    from toolkit.jobs.embed_cache import model_fingerprint
+
+    model_dir, root = Path(model_dir), Path(root)
+    key = model_fingerprint(str(model_dir))
+    found: Path | None = None
+    try:
+        found = _make(model_dir, root / key[:24], root, key, quantize, (export, quantize_to), opset)
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE:
+            raise
+        log.warning(
+            "twostage: the ONNX cache %s cannot be written (%s); exporting the model for this run only "
+            "(set TWOSTAGE_CACHE to a folder you can write to keep the export)",
+            root,
+            exc.strerror or exc,
+        )
+    if found is not None:
+        yield found, True
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="twostage-onnx-"))
+    try:
+        yield _make(model_dir, tmp / key[:24], tmp, key, quantize, (export, quantize_to), opset), False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+__all__ = ["ENTRY", "cached_onnx"]
