@@ -29,6 +29,7 @@ from toolkit.diagnosis.diagnose import (
 )
 from toolkit.escape import csv_frame, markdown_code
 from toolkit.escape import markdown_text as md
+from toolkit.report.diagnosis_trust import has_verdicts, trust_parts
 from toolkit.report.diagnosis_runs import (
     SYSTEM_COLOURS,
     behaviour_parts,
@@ -1105,6 +1106,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(lambda d: "Repeated runs", ("pipelines", "comparisons"), repeats_parts, shown=has_repeats),
     Section(lambda d: "How the reranker treats its candidates", ("pipelines",), behaviour_parts),
     Section(lambda d: "Systems", ("systems", "comparisons"), _systems),
+    Section(lambda d: "How far to trust each comparison", ("comparisons", "settings"), trust_parts, shown=has_verdicts),
     Section(
         lambda d: "Where the reranked runs disagree most",
         ("disagreements",),
