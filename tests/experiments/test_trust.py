@@ -1,0 +1,99 @@
+"""An experiment's results page and results.csv: per configuration the hole bounds of the first measure, the
+direction, whether the bounds overlap the baseline's, and the verdict line.
+
+Oracle: P@2's bounds by hand from each configuration's run file (every hole in the top 2 non-relevant / relevant;
+a query the run lacks counts 0, -c), the overlap rule and the verdict's numbers from the table's own columns."""
+
+from __future__ import annotations
+
+import textwrap
+from collections import defaultdict
+
+import pandas as pd
+import pytest
+
+from toolkit.experiments.cache import StageCache
+from toolkit.experiments.results import run_experiment, safe_name
+
+TOPICS = "1\ttime sharing system\n2\tmatrix algorithms\n3\tcomputer time\n4\tsorting algorithms\n5\tcomputer matrix\n"
+# query 3 ("computer time"): b = 0 ranks d1, d2 (judged) first, b = 1 ranks d1, d5 (a hole): the two differ
+QRELS = "1 0 d1 1\n1 0 d2 0\n2 0 d6 1\n2 0 d3 0\n3 0 d2 1\n3 0 d1 0\n4 0 d4 1\n5 0 d6 1\n"
+
+
+def _experiment(tmp_path, index):
+    (tmp_path / "topics.tsv").write_text(TOPICS)
+    (tmp_path / "qrels.txt").write_text(QRELS)
+    text = textwrap.dedent(
+        f"""\
+        name: trust
+        topics: {tmp_path / "topics.tsv"}
+        qrels: {tmp_path / "qrels.txt"}
+        index: {{path: {index}}}
+        hits: 10
+        evaluation:
+          measures: [P.2]
+          permutations: 200
+          baseline: bm25(b=0.0)
+        stages:
+          bm25:
+            type: bm25
+            k1: 1.2
+            b: [0.0, 1.0]
+          qld:
+            type: qld
+            mu: 1
+        """
+    )
+    p = tmp_path / "exp.yaml"
+    p.write_text(text)
+    return p
+
+
+def _hand_bounds(run_file, judged: dict[str, dict[str, int]]) -> tuple[float, float]:
+    """Mean over the judged queries of (relevant in the top 2) / 2 and (relevant + holes) / 2."""
+    rows = defaultdict(list)
+    for line in run_file.read_text().splitlines():
+        q, _, doc, _, score, _ = line.split()
+        rows[q].append((float(score), doc))
+    lows, highs = [], []
+    for q, labels in judged.items():
+        top = [d for _, d in sorted(rows.get(q, []), reverse=True)][:2]  # score, then doc id, descending
+        rel = sum(1 for d in top if labels.get(d, 0) >= 1)
+        holes = sum(1 for d in top if d not in labels)
+        lows.append(rel / 2)
+        highs.append((rel + holes) / 2)
+    return sum(lows) / len(lows), sum(highs) / len(highs)
+
+
+def test_results_carry_bounds_direction_and_verdict(tiny_index, tmp_path):
+    out = tmp_path / "out"
+    res = run_experiment(_experiment(tmp_path, tiny_index), out, cache=StageCache(tmp_path / "c"), say=lambda s: None)
+    t = res.table.set_index("config")
+    judged: dict[str, dict[str, int]] = defaultdict(dict)
+    for line in QRELS.splitlines():
+        q, _, d, rel = line.split()
+        judged[q][d] = int(rel)
+    for name in t.index:
+        lo, hi = _hand_bounds(out / "runs" / f"{safe_name(name)}.trec", judged)
+        assert t.loc[name, "min_P_2"] == pytest.approx(lo, abs=1e-12)
+        assert t.loc[name, "max_P_2"] == pytest.approx(hi, abs=1e-12)
+        assert t.loc[name, "min_P_2"] <= t.loc[name, "P_2"] <= t.loc[name, "max_P_2"]
+    base = "bm25(b=0.0)"
+    assert pd.isna(t.loc[base, "verdict_P_2"])  # the baseline is not tested against itself
+    tested = [n for n in t.index if isinstance(t.loc[n, "verdict_P_2"], str)]
+    assert tested
+    for name in tested:
+        r = t.loc[name]
+        overlap = t.loc[base, "min_P_2"] <= r["max_P_2"] and r["min_P_2"] <= t.loc[base, "max_P_2"]
+        assert bool(r["bounds_overlap_P_2"]) is bool(overlap)
+        direction = "better" if r["delta_P_2"] > 0 else "worse" if r["delta_P_2"] < 0 else "equal"
+        assert r["direction_P_2"] == direction
+        assert r["verdict_P_2"].startswith(f"{r['delta_P_2']:+.4f} [{r['ci_low_P_2']:.4f}, {r['ci_high_P_2']:.4f}]")
+        clause = "bounds overlap: judge more before claiming it" if overlap else "bounds disjoint"
+        assert clause in r["verdict_P_2"]
+    page = (out / "index.html").read_text()
+    assert "How far to trust each difference (P_2)" in page
+    assert t.loc[tested[0], "verdict_P_2"].split(":")[0] in page
+    csv = pd.read_csv(out / "results.csv")
+    assert {"min_P_2", "max_P_2", "direction_P_2", "bounds_overlap_P_2", "verdict_P_2"} <= set(csv.columns)
+    assert list(csv.columns)[-1] == "cache"
