@@ -97,3 +97,40 @@ def test_results_carry_bounds_direction_and_verdict(tiny_index, tmp_path):
     csv = pd.read_csv(out / "results.csv")
     assert {"min_P_2", "max_P_2", "direction_P_2", "bounds_overlap_P_2", "verdict_P_2"} <= set(csv.columns)
     assert list(csv.columns)[-1] == "cache"
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [("  ci: 1.5\n", "ci"), ("  bootstrap: 0\n", "bootstrap"), ("  ci_method: studentized\n", "ci_method")],
+)
+def test_bad_interval_settings_name_their_line(tmp_path, line, key):
+    from toolkit.errors import InputFormatError
+    from toolkit.experiments.spec import parse_experiment
+
+    p = _experiment(tmp_path, tmp_path / "no-index")
+    text = p.read_text().replace("  permutations: 200\n", "  permutations: 200\n" + line)
+    p.write_text(text)
+    with pytest.raises(InputFormatError, match=rf"exp\.yaml:9: {key}: ") as err:
+        parse_experiment(p)
+    if key == "ci":
+        assert "between 0 and 1" in str(err.value)
+
+
+def test_interval_settings_reach_the_tests(tiny_index, tmp_path):
+    """ci: 0.8 (percentile): each tested configuration's interval is scipy's on its per-query differences."""
+    import numpy as np
+    from scipy import stats
+
+    import toolkit as ts
+
+    p = _experiment(tmp_path, tiny_index)
+    p.write_text(p.read_text().replace("  permutations: 200\n", "  permutations: 200\n  ci: 0.8\n  bootstrap: 500\n"))
+    out = tmp_path / "out"
+    res = run_experiment(p, out, cache=StageCache(tmp_path / "c"), say=lambda s: None)
+    t = res.table.set_index("config")
+    base = ts.evaluate(str(tmp_path / "qrels.txt"), str(out / "runs" / "bm25_b-0.0.trec"), "P.2", complete=True)
+    other = ts.evaluate(str(tmp_path / "qrels.txt"), str(out / "runs" / "bm25_b-1.0.trec"), "P.2", complete=True)
+    d = (other.per_query["P_2"] - base.per_query["P_2"]).to_numpy()
+    ci = stats.bootstrap((d,), np.mean, confidence_level=0.8, n_resamples=500, method="percentile", rng=np.random.default_rng(42))
+    assert t.loc["bm25(b=1.0)", "ci_low_P_2"] == pytest.approx(ci.confidence_interval.low, abs=1e-12)
+    assert t.loc["bm25(b=1.0)", "ci_high_P_2"] == pytest.approx(ci.confidence_interval.high, abs=1e-12)

@@ -122,7 +122,11 @@ def _significance(exp: Experiment, tidy: pd.DataFrame, baseline: str | None) -> 
     tested = tidy[~tidy["run"].isin(list(copies))]
     if tested["run"].nunique() < 2:
         return {}
-    rows = compare_table(tested, baseline, int(ev["permutations"]), int(ev["seed"]), str(ev["correction"]))
+    from toolkit.experiments.trust import interval_options
+
+    rows = compare_table(
+        tested, baseline, int(ev["permutations"]), int(ev["seed"]), str(ev["correction"]), **interval_options(ev)
+    )
     out: dict = {(r.run, r.measure): r for r in rows}
     out |= {(run, "identical_to"): same for run, same in copies.items()}
     return out
@@ -203,6 +207,9 @@ def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) ->
         seed=int(ctx.exp.evaluation["seed"]),
         correction=str(ctx.exp.evaluation["correction"]),
     )
+    from toolkit.experiments.trust import with_uncertainty
+
+    diag = with_uncertainty(diag, ctx.qrels, {first.name: first.run, c.name: c.run}, ctx.settings, ctx.exp.evaluation)
     folder = out / "diagnosis" / safe_name(c.name)
     write_diagnosis_report(diag, folder)
     return str(folder.relative_to(out) / "index.html")

@@ -56,4 +56,34 @@ def trust_columns(
     return out
 
 
-__all__ = ["config_bounds", "trust_columns"]
+def interval_options(evaluation: Mapping) -> dict:
+    """The experiment's ``evaluation`` keys ``ci``, ``bootstrap``, ``ci_method`` as ``compare_table``'s keywords."""
+    return {
+        "level": float(evaluation.get("ci", 0.95)),
+        "resamples": int(evaluation.get("bootstrap", 10_000)),
+        "ci_method": str(evaluation.get("ci_method", "percentile")),
+    }
+
+
+def with_uncertainty(diag, qrels, runs: Mapping[str, object], settings, evaluation: Mapping, recall_level: int = 2):
+    """A configuration's diagnosis (``diagnosis.diagnose``, run with its default recall level) with every
+    comparison's interval, bounds and verdict (``diagnosis.uncertainty.annotate``)."""
+    import dataclasses
+
+    from toolkit.diagnosis.uncertainty import annotate
+
+    o = interval_options(evaluation)
+    evaluated = dataclasses.replace(settings, relevance_level=recall_level)
+    return annotate(
+        diag,
+        qrels,
+        {name: [run] for name, run in runs.items()},
+        evaluated,
+        level=o["level"],
+        resamples=o["resamples"],
+        method=o["ci_method"],
+        seed=int(evaluation.get("seed", 42)),
+    )
+
+
+__all__ = ["config_bounds", "interval_options", "trust_columns", "with_uncertainty"]
