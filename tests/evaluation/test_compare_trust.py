@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -55,6 +56,9 @@ def test_compare_holes_hand_computed(three):
     text = cmp.to_text()
     assert "bounds overlap: judge more before claiming it" in text and "# bounds:" in text
     json.loads(cmp.to_json())  # stays valid JSON
+    t = cmp.table.set_index("name")
+    assert t.loc["C", "P_2 direction"] == "worse" and t.loc["C", "P_2 bounds overlap"] is True
+    assert t.loc["B", "P_2 verdict"] == b["verdict"] and pd.isna(t.loc["A", "P_2 verdict"])
 
 
 def test_compare_without_holes_has_direction_and_verdict_only(three):

@@ -107,7 +107,9 @@ class Comparison:
         Columns: ``name``, ``baseline``, each measure's mean, then per measure ``M delta``, ``M ci low`` and
         ``M ci high`` (the bootstrap interval of the delta), ``M d_z`` (effect size), ``M +`` (wins), ``M =``
         (ties), ``M -`` (losses), ``M p-value`` (the chosen test's), ``M p-value corrected`` and ``M reject``
-        (corrected p < 0.05). A baseline's own row has no tests (NaN).
+        (corrected p < 0.05), ``M direction`` (better / worse / equal), ``M bounds overlap`` (with
+        ``holes=True``: the two systems' intervals of possible values overlap) and ``M verdict`` (the one line of
+        ``toolkit.evaluation.trust``). A baseline's own row has no tests (NaN).
         """
         means = self.means
         from toolkit.evaluation.compare import TESTS
@@ -131,8 +133,17 @@ class Comparison:
                     row[f"{m} p-value"] = getattr(c, key) if c else float("nan")
                     row[f"{m} p-value corrected"] = c.p_adjusted if c else float("nan")
                     row[f"{m} reject"] = bool(c.p_adjusted < 0.05) if c else None
+                    trust = self._trust(b, name, m) if c else {}
+                    row[f"{m} direction"] = trust.get("direction")
+                    row[f"{m} bounds overlap"] = trust.get("bounds_overlap")
+                    row[f"{m} verdict"] = trust.get("verdict")
                 rows.append(row)
         return pd.DataFrame(rows)
+
+    def _trust(self, baseline: str, run: str, measure: str) -> dict:
+        """The trust fields (``evaluation.trust``) of one test, as the document holds them."""
+        by = self.result.doc.get("results_by_baseline") or {}
+        return by.get(baseline, {}).get(measure, {}).get(run, {})
 
     @property
     def doc(self) -> dict:
