@@ -7,6 +7,7 @@ diagnosis), ``holes.hole_bounds`` for the bounds, and the overlap rule by hand."
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,7 +88,7 @@ def test_summary_and_page_carry_them(diag, tmp_path):
         "resamples": 1000,
         "seed": 5,
     }
-    html = open(paths["index.html"]).read()
+    html = Path(paths["index.html"]).read_text()
     assert "<h2>How far to trust each comparison</h2>" in html and 'id="trust"' in html
     assert "bounds overlap: judge more before claiming it" in html
     md = (tmp_path / "d" / "report.md").read_text()
@@ -98,7 +99,16 @@ def test_level_outside_unit_interval_is_an_error(cli, tmp_path):
     with pytest.raises(ConfigError, match=r"ci=1\.0.*between 0 and 1"):
         ts.diagnose("dl19-passage", RUNS, RERANKED, ci=1.0)
     res = cli(
-        "diagnose", "--qrels", "dl19-passage", "--first-stage", RUNS["bm25"], "--reranked", RERANKED["tasb"],
-        "--ci", "0", "--out", tmp_path / "x",
+        "diagnose",
+        "--qrels",
+        "dl19-passage",
+        "--first-stage",
+        RUNS["bm25"],
+        "--reranked",
+        RERANKED["tasb"],
+        "--ci",
+        "0",
+        "--out",
+        tmp_path / "x",
     )
     assert res.exit_code == 2 and "--ci" in res.output and "between 0 and 1" in res.output

@@ -33,7 +33,9 @@ def _run(tmp_path, name, ranks):
 def three(tmp_path):
     """P@2 per query (holes u*): A 0.5, 0 (no holes: bounds [0.25, 0.25]); B 0.5, 0.5 (u1 a hole: [0.5, 0.75]);
     C 0, 0 (u3, u4 holes: [0, 0.5])."""
-    qrels = _write(tmp_path, "q.txt", [(1, 0, "d1", 1), (1, 0, "x", 0), (2, 0, "d2", 1), (2, 0, "x", 0), (2, 0, "y", 0)])
+    qrels = _write(
+        tmp_path, "q.txt", [(1, 0, "d1", 1), (1, 0, "x", 0), (2, 0, "d2", 1), (2, 0, "x", 0), (2, 0, "y", 0)]
+    )
     runs = {
         "A": _run(tmp_path, "A", {"1": ["d1", "x"], "2": ["x", "y"]}),
         "B": _run(tmp_path, "B", {"1": ["d1", "u1"], "2": ["d2", "x"]}),
@@ -50,7 +52,9 @@ def test_compare_holes_hand_computed(three):
     b, c = doc["results"]["P_2"]["B"], doc["results"]["P_2"]["C"]
     assert b["delta"] == pytest.approx(0.25) and b["direction"] == "better"
     assert b["baseline_bounds"] == [0.25, 0.25] and b["bounds"] == [0.5, 0.75] and b["bounds_overlap"] is False
-    assert b["verdict"].startswith("+0.2500 [") and b["verdict"].endswith("bounds disjoint: the holes cannot explain it")
+    assert b["verdict"].startswith("+0.2500 [") and b["verdict"].endswith(
+        "bounds disjoint: the holes cannot explain it"
+    )
     assert c["delta"] == pytest.approx(-0.25) and c["direction"] == "worse"
     assert c["bounds_overlap"] is True and c["verdict"].endswith("; bounds overlap: judge more before claiming it")
     text = cmp.to_text()
@@ -90,8 +94,9 @@ def test_dl19_bounds_equal_hole_bounds():
     from toolkit.measures.names import EvalSettings, parse_measure_groups
 
     runs = {"bm25": f"{R}/run.dl19.bm25.top100.txt", "ada": f"{R}/run.dl19.openai-ada2.top100.txt"}
-    doc = ts.compare("dl19-passage", runs, measures="ndcg_cut.10", relevance_level=2, holes=True,
-                     permutations=200, bootstrap=500).doc
+    doc = ts.compare(
+        "dl19-passage", runs, measures="ndcg_cut.10", relevance_level=2, holes=True, permutations=200, bootstrap=500
+    ).doc
     q = as_qrels("dl19-passage")
     ms = [m for g in parse_measure_groups(["ndcg_cut.10"], 9) for m in g.measures]
     for name, path in runs.items():

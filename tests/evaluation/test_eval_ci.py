@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,7 +36,9 @@ def tiny(tmp_path):
         [(q, 0, f"d{q}", 1) for q in "1234"] + [(q, 0, "x", 0) for q in "1234"],
     )
     ranks = {"1": ["d1", "x"], "2": ["x", "d2"], "3": ["x", "y", "d3"], "4": ["d4", "z"]}
-    run = _write(tmp_path, "r.txt", [(q, "Q0", d, i + 1, 10 - i, "t") for q, ds in ranks.items() for i, d in enumerate(ds)])
+    run = _write(
+        tmp_path, "r.txt", [(q, "Q0", d, i + 1, 10 - i, "t") for q, ds in ranks.items() for i, d in enumerate(ds)]
+    )
     return qrels, run
 
 
@@ -113,7 +116,7 @@ def test_cli_text_json_csv_carry_the_interval(tiny):
 def test_cli_refuses_json_for_several_runs(tiny, tmp_path):
     qrels, run = tiny
     other = tmp_path / "other.txt"
-    other.write_text(open(run).read())
+    other.write_text(Path(run).read_text())
     res = CliRunner().invoke(main, ["eval", "-m", "P.2", "--ci", "0.9", "--format", "json", qrels, run, str(other)])
     assert res.exit_code == 2 and "--ci" in res.output
 

@@ -131,6 +131,8 @@ def test_interval_settings_reach_the_tests(tiny_index, tmp_path):
     base = ts.evaluate(str(tmp_path / "qrels.txt"), str(out / "runs" / "bm25_b-0.0.trec"), "P.2", complete=True)
     other = ts.evaluate(str(tmp_path / "qrels.txt"), str(out / "runs" / "bm25_b-1.0.trec"), "P.2", complete=True)
     d = (other.per_query["P_2"] - base.per_query["P_2"]).to_numpy()
-    ci = stats.bootstrap((d,), np.mean, confidence_level=0.8, n_resamples=500, method="percentile", rng=np.random.default_rng(42))
+    ci = stats.bootstrap(
+        (d,), np.mean, confidence_level=0.8, n_resamples=500, method="percentile", rng=np.random.default_rng(42)
+    )
     assert t.loc["bm25(b=1.0)", "ci_low_P_2"] == pytest.approx(ci.confidence_interval.low, abs=1e-12)
     assert t.loc["bm25(b=1.0)", "ci_high_P_2"] == pytest.approx(ci.confidence_interval.high, abs=1e-12)

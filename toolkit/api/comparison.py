@@ -384,7 +384,14 @@ def compare(
                     raise ConfigError(f"qrels are needed to evaluate the run {name} (saved .json results need none)")
                 q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
             r = evaluate(
-                q, r, items, dedupe=dedupe, labels=labels, name=name, holes=holes and _boundable(items, version), **options
+                q,
+                r,
+                items,
+                dedupe=dedupe,
+                labels=labels,
+                name=name,
+                holes=holes and _boundable(items, version),
+                **options,
             )
         else:
             r = dataclasses.replace(r, requested=want)

@@ -403,7 +403,6 @@ def diagnose(
     from toolkit.api.evaluation import settings
     from toolkit.api.inputs import as_qrels, as_run
     from toolkit.evaluation.groups import each_warning_once
-
     from toolkit.evaluation.mean_intervals import check_interval_request
 
     ci_level = check_interval_request(ci, bootstrap, ci_method)  # before anything is read
@@ -458,9 +457,7 @@ def _with_uncertainty(
     level_ci, resamples, method, seed = ci
     runs = {**{n: [r] for n, r in firsts.items()}, **{r.name: list(r.runs) for r in inputs}}
     evaluated = dataclasses.replace(s, relevance_level=level, complete=complete)
-    return annotate(
-        result, q, runs, evaluated, level=level_ci, resamples=int(resamples), method=method, seed=int(seed)
-    )
+    return annotate(result, q, runs, evaluated, level=level_ci, resamples=int(resamples), method=method, seed=int(seed))
 
 
 def _headline_measure(measure: str, recall_level: int | None, version: int) -> tuple[str, int | None]:

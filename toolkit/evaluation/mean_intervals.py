@@ -103,7 +103,7 @@ def mean_intervals(
             continue
         out[m.name] = bootstrap_ci(values, lv, int(resamples), method, seed)
         means[m.name] = float(result.aggregate[m.name])
-    return MeanIntervals(lv, method, int(resamples), int(seed), means, out, int(len(wide)))
+    return MeanIntervals(lv, method, int(resamples), int(seed), means, out, len(wide))
 
 
 def with_ci_lines(text: str, ci: MeanIntervals) -> str:

@@ -86,8 +86,6 @@ def dz_text(r: Mapping) -> str:
         return str(v)
 
 
-
-
 def attach_to_doc(doc: dict, bounds_by_run: Mapping[str, Mapping[str, Bounds]] | None, alpha: float = 0.05) -> dict:
     """``compare``'s JSON document with the fields of the module docstring in every result (in place; returned),
     and, with bounds, ``holes``: ``{measure: {run: [lowest, highest]}}``."""
@@ -111,4 +109,13 @@ def attach_to_doc(doc: dict, bounds_by_run: Mapping[str, Mapping[str, Bounds]] |
     return doc
 
 
-__all__ = ["FIELDS", "attach_to_doc", "bounds_text", "direction", "dz_text", "interval_text", "mean_bounds", "trust_fields"]
+__all__ = [
+    "FIELDS",
+    "attach_to_doc",
+    "bounds_text",
+    "direction",
+    "dz_text",
+    "interval_text",
+    "mean_bounds",
+    "trust_fields",
+]

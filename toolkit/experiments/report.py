@@ -58,7 +58,7 @@ def grid_figure(table: pd.DataFrame, params: list[str], primary: str):
 
 
 def trust_html(table: pd.DataFrame, primary: str) -> str:
-    """"How far to trust each difference": one line per configuration tested against the baseline, its verdict
+    """ "How far to trust each difference": one line per configuration tested against the baseline, its verdict
     on the first measure (``experiments.trust``); empty without one."""
     col = f"verdict_{primary}"
     if col not in table.columns:
@@ -92,9 +92,7 @@ def write_index_html(
 
     ranked = table.sort_values(primary, ascending=False, kind="stable")
     skip = {"stage", "type"}
-    cols = [
-        c for c in ranked.columns if c not in skip and not c.startswith("verdict_") and not ranked[c].isna().all()
-    ]
+    cols = [c for c in ranked.columns if c not in skip and not c.startswith("verdict_") and not ranked[c].isna().all()]
     head = "".join(f"<th>{esc(c)}</th>" for c in ["rank", *cols, "diagnosis"])
     rows = []
     for i, r in enumerate(ranked.to_dict(orient="records"), 1):

@@ -169,7 +169,6 @@ def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
 def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFrame) -> pd.DataFrame:
     """The table with the first measure's hole bounds, direction and verdict columns (``experiments.trust``)."""
     from toolkit.experiments.trust import trust_columns
-
     from toolkit.measures.names import parse_measure_groups
 
     groups = parse_measure_groups([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
@@ -338,7 +337,12 @@ def judged_queries(qrels) -> list[str]:
 
 def table_text(table: pd.DataFrame, measures: list[str] | None = None) -> str:
     """The results table for a terminal: config, parameters, measures to 4 decimals."""
-    drop = [c for c in table.columns if c.startswith(("delta_", "p_", "verdict_", "direction_", "bounds_overlap_")) or c in ("stage", "type", "tuning")]
+    drop = [
+        c
+        for c in table.columns
+        if c.startswith(("delta_", "p_", "verdict_", "direction_", "bounds_overlap_"))
+        or c in ("stage", "type", "tuning")
+    ]
     shown = table.drop(columns=drop).dropna(axis=1, how="all")
     return shown.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="")
 

@@ -29,7 +29,6 @@ from toolkit.diagnosis.diagnose import (
 )
 from toolkit.escape import csv_frame, markdown_code
 from toolkit.escape import markdown_text as md
-from toolkit.report.diagnosis_trust import has_verdicts, trust_parts
 from toolkit.report.diagnosis_runs import (
     SYSTEM_COLOURS,
     behaviour_parts,
@@ -38,6 +37,7 @@ from toolkit.report.diagnosis_runs import (
     plot_promotion_profile,
     repeats_parts,
 )
+from toolkit.report.diagnosis_trust import has_verdicts, trust_parts
 from toolkit.report.eval_tables import Table, significance_cells, wtl
 from toolkit.report.html import (
     esc,
