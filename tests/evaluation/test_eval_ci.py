@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,12 +112,29 @@ def test_cli_text_json_csv_carry_the_interval(tiny):
     assert "num_rel_ci_low" not in got
 
 
-def test_cli_refuses_json_for_several_runs(tiny, tmp_path):
+def test_cli_several_runs_json_and_csv(tiny, tmp_path):
+    """Several runs: each run's JSON entry has its ``ci``; the wide CSV has NAME_ci_low/NAME_ci_high columns on the
+    'all' rows; the values are scipy's on each run's per-query values."""
     qrels, run = tiny
-    other = tmp_path / "other.txt"
-    other.write_text(Path(run).read_text())
-    res = CliRunner().invoke(main, ["eval", "-m", "P.2", "--ci", "0.9", "--format", "json", qrels, run, str(other)])
-    assert res.exit_code == 2 and "--ci" in res.output
+    other = _write(tmp_path, "other.txt", [(q, "Q0", d, 1, 5, "t") for q, d in (("1", "d1"), ("2", "d2"), ("3", "x"))])
+    args = ["eval", "-m", "P.2", "--ci", "0.9", "--bootstrap", "1000", "--seed", "2"]
+    values = {"r.txt": [0.5, 0.5, 0.0, 0.5], "other.txt": [0.5, 0.5, 0.0]}  # by hand (P@2: one relevant at most)
+    doc = json.loads(CliRunner().invoke(main, [*args, "--format", "json", qrels, run, other]).stdout)
+    assert [r["run"] for r in doc["runs"]] == ["r.txt", "other.txt"]
+    for entry in doc["runs"]:
+        theirs = _scipy(values[entry["run"]], 0.9, 1000, "percentile", 2)
+        assert entry["ci"]["measures"]["P_2"]["ci_low"] == pytest.approx(theirs.low, rel=1e-12)
+        assert entry["ci"]["measures"]["P_2"]["ci_high"] == pytest.approx(theirs.high, rel=1e-12)
+    out = CliRunner().invoke(main, [*args, "-q", "--format", "csv", "--no-provenance", qrels, run, other]).stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert list(rows[0]) == ["run", "query_id", "P_2", "P_2_ci_low", "P_2_ci_high"]
+    for r in rows:
+        if r["query_id"] != "all":
+            assert r["P_2_ci_low"] == "" and r["P_2_ci_high"] == ""
+            continue
+        theirs = _scipy(values[r["run"]], 0.9, 1000, "percentile", 2)
+        assert float(r["P_2_ci_low"]) == pytest.approx(theirs.low, rel=1e-12)
+        assert float(r["P_2_ci_high"]) == pytest.approx(theirs.high, rel=1e-12)
 
 
 def test_dl19_bm25_interval_equals_scipy_with_complete_and_labels():

@@ -170,8 +170,6 @@ def eval_command(
         raise click.UsageError("--holes prints in text, and in --format json for one run")
     if holes and (rel_format != "qrels" or zscore_file):
         raise click.UsageError("--holes needs -R qrels and no -Z")
-    if ci_level is not None and fmt in ("csv", "json") and len(paths) > 1:
-        raise click.UsageError("--ci prints in text, and in --format json/csv for one run")
     if rel_format == "qrels":
         echo_qrels_notes(qrels, s.get("data_dir"))
     if judge_qrels:
@@ -236,10 +234,13 @@ def _eval_many(evaluations: dict, per_query, no_summary, fmt, out, no_provenance
     from toolkit.evaluation import multi
 
     results = [(name, ev.result) for name, ev in evaluations.items()]
+    intervals = {name: ev.ci for name, ev in evaluations.items() if ev.ci is not None}
     if fmt == "json":
-        text = multi.render_json_many(results, per_query)
+        text = multi.render_json_many(results, per_query, intervals)
     elif fmt == "csv":
-        text = multi.render_csv_many(results, per_query, provenance=not no_provenance and out is None)
+        text = multi.render_csv_many(
+            results, per_query, provenance=not no_provenance and out is None, intervals=intervals
+        )
     else:
         blocks = [
             ev.to_trec_eval(per_query, provenance=not no_provenance, summary=not no_summary)

@@ -155,12 +155,31 @@ def with_ci_rows(text: str, ci: MeanIntervals, labels: dict[str, str] | None = N
     return buf.getvalue()
 
 
+def with_ci_columns(table: pd.DataFrame, intervals: dict) -> pd.DataFrame:
+    """``multi.wide_table`` with ``NAME_ci_low`` and ``NAME_ci_high`` after each measure column that has an
+    interval, filled on each run's 'all' row (``intervals``: {run: ``MeanIntervals``})."""
+    out = table.copy()
+    summary = out["query_id"] == "all" if "query_id" in out.columns else pd.Series(True, index=out.index)
+    for name in [c for c in table.columns if any(ci is not None and c in ci.intervals for ci in intervals.values())]:
+        at = list(out.columns).index(name) + 1
+        for i, s in enumerate(SUFFIXES):
+            values = [
+                (getattr(intervals[run].intervals[name], s.removeprefix("ci_")) if is_all else None)
+                if intervals.get(run) is not None and name in intervals[run].intervals
+                else None
+                for run, is_all in zip(out["run"], summary)
+            ]
+            out.insert(at + i, f"{name}_{s}", pd.Series(values, index=out.index, dtype="object"))
+    return out
+
+
 __all__ = [
     "SUFFIXES",
     "MeanIntervals",
     "check_interval_request",
     "ci_json",
     "mean_intervals",
+    "with_ci_columns",
     "with_ci_lines",
     "with_ci_rows",
 ]
