@@ -136,3 +136,18 @@ def test_interval_settings_reach_the_tests(tiny_index, tmp_path):
     )
     assert t.loc["bm25(b=1.0)", "ci_low_P_2"] == pytest.approx(ci.confidence_interval.low, abs=1e-12)
     assert t.loc["bm25(b=1.0)", "ci_high_P_2"] == pytest.approx(ci.confidence_interval.high, abs=1e-12)
+
+
+def test_trust_html_escapes_config_names():
+    from toolkit.experiments.report import trust_html
+
+    table = pd.DataFrame(
+        [
+            {"config": "<img src=x onerror=alert(1)>", "min_P_2": 0.1, "max_P_2": 0.3, "verdict_P_2": "+0.1 <b>x</b>"},
+            {"config": "base", "min_P_2": 0.1, "max_P_2": 0.2, "verdict_P_2": None},
+        ]
+    )
+    html = trust_html(table, "P_2")
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html and "<b>x</b>" not in html
+    assert html.count("<li>") == 1 and "(bounds [0.1000, 0.3000])" in html
+    assert trust_html(table.drop(columns="verdict_P_2"), "P_2") == ""
