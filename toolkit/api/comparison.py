@@ -107,7 +107,9 @@ class Comparison:
         Columns: ``name``, ``baseline``, each measure's mean, then per measure ``M delta``, ``M ci low`` and
         ``M ci high`` (the bootstrap interval of the delta), ``M d_z`` (effect size), ``M +`` (wins), ``M =``
         (ties), ``M -`` (losses), ``M p-value`` (the chosen test's), ``M p-value corrected`` and ``M reject``
-        (corrected p < 0.05). A baseline's own row has no tests (NaN).
+        (corrected p < 0.05), ``M direction`` (better / worse / equal), ``M bounds overlap`` (with
+        ``holes=True``: the two systems' intervals of possible values overlap) and ``M verdict`` (the one line of
+        ``toolkit.evaluation.trust``). A baseline's own row has no tests (NaN).
         """
         means = self.means
         from toolkit.evaluation.compare import TESTS
@@ -131,8 +133,17 @@ class Comparison:
                     row[f"{m} p-value"] = getattr(c, key) if c else float("nan")
                     row[f"{m} p-value corrected"] = c.p_adjusted if c else float("nan")
                     row[f"{m} reject"] = bool(c.p_adjusted < 0.05) if c else None
+                    trust = self._trust(b, name, m) if c else {}
+                    row[f"{m} direction"] = trust.get("direction")
+                    row[f"{m} bounds overlap"] = trust.get("bounds_overlap")
+                    row[f"{m} verdict"] = trust.get("verdict")
                 rows.append(row)
         return pd.DataFrame(rows)
+
+    def _trust(self, baseline: str, run: str, measure: str) -> dict:
+        """The trust fields (``evaluation.trust``) of one test, as the document holds them."""
+        by = self.result.doc.get("results_by_baseline") or {}
+        return by.get(baseline, {}).get(measure, {}).get(run, {})
 
     @property
     def doc(self) -> dict:
@@ -302,6 +313,7 @@ def compare(
     ci: float = 0.95,
     bootstrap: int = 10_000,
     ci_method: str = "percentile",
+    holes: bool = False,
     relevance_map: str | None = None,
     dedupe: str = "error",
     data_dir: str | os.PathLike | None = None,
@@ -329,6 +341,10 @@ def compare(
         ci: level of the paired bootstrap interval of each difference (in (0, 1)).
         bootstrap: bootstrap resamples (seeded by ``seed``).
         ci_method: ``percentile`` or ``bca``.
+        holes: also bound each run's ``ndcg_cut.k``, ``P.k`` and ``recall.k`` over the labellings of its unjudged
+            documents (``toolkit.evaluation.holes``): each test then carries ``baseline_bounds``, ``bounds`` and
+            ``bounds_overlap``, and its ``verdict`` says "bounds overlap" where the holes could explain the
+            difference (``toolkit.evaluation.trust``). Saved ``.json`` evaluations have no bounds.
         permutations: random sign flips (all 2^n when that is not more).
         seed: seed of ``numpy.random.default_rng`` for the randomization test.
         force: compare even when provenance or query sets differ (pairs only the shared queries).
@@ -356,6 +372,7 @@ def compare(
     q = None
     per_query: dict[str, pd.DataFrame] = {}
     provenance: dict[str, dict] = {}
+    bounds: dict[str, dict] = {}
     for name, r in named.items():
         if isinstance(r, (str, os.PathLike)) and str(r).endswith(".json"):
             frame, provenance[name] = load_result_json(str(r), names)
@@ -366,9 +383,22 @@ def compare(
                 if qrels is None:
                     raise ConfigError(f"qrels are needed to evaluate the run {name} (saved .json results need none)")
                 q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
-            r = evaluate(q, r, items, dedupe=dedupe, labels=labels, name=name, **options)
+            r = evaluate(
+                q,
+                r,
+                items,
+                dedupe=dedupe,
+                labels=labels,
+                name=name,
+                holes=holes and _boundable(items, version),
+                **options,
+            )
         else:
             r = dataclasses.replace(r, requested=want)
+        if holes and r.holes:
+            from toolkit.evaluation.trust import mean_bounds
+
+            bounds[name] = {want.label(m): b for m, b in mean_bounds(r.holes).items()}
         pq = r.to_ir_measures()
         per_query[name], provenance[name] = pq[pq["measure"].isin(want.labels)], r.provenance
     names = [want.label(n) for n in names]
@@ -388,7 +418,25 @@ def compare(
             resamples=bootstrap,
             ci_method=ci_method,
         )
+    from toolkit.evaluation.trust import attach_to_doc
+
+    attach_to_doc(result.doc, bounds)
     return Comparison(result)
+
+
+def _boundable(items: list, version: int) -> bool:
+    """Whether any measure asked is one the hole bounds cover (ndcg_cut.k, P.k, recall.k)."""
+    from toolkit.evaluation.holes import SUPPORTED
+    from toolkit.measures.names import Measure, parse_measure_groups
+
+    for item in items:
+        if isinstance(item, Measure):
+            ms = [item]
+        else:
+            ms = [m for g in parse_measure_groups([str(item)], version) for m in g.measures]
+        if any(m.family in SUPPORTED and m.cutoff for m in ms):
+            return True
+    return False
 
 
 def _measure_items(measures: Any) -> list:

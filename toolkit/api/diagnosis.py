@@ -335,6 +335,9 @@ def diagnose(
     permutations: int = 10_000,
     seed: int = 42,
     correction: str = "holm",
+    ci: float = 0.95,
+    bootstrap: int = 10_000,
+    ci_method: str = "percentile",
     relevance_map: str | None = None,
     dedupe: str = "error",
     data_dir: str | os.PathLike | None = None,
@@ -383,6 +386,10 @@ def diagnose(
         permutations: random sign flips of the randomization tests.
         seed: their generator's seed.
         correction: ``holm``, ``bonferroni`` or ``none``, within each family of comparisons.
+        ci: level in (0, 1) of the paired bootstrap interval of every comparison (``ci_low``, ``ci_high``
+            beside ``d_z``, the hole bounds of the measure and a verdict: ``toolkit.diagnosis.uncertainty``).
+        bootstrap: its resamples of the queries (seeded by ``seed``).
+        ci_method: ``percentile`` or ``bca``.
         relevance_map: relabel the qrels at load time, as for ``evaluate``.
         dedupe: ``error`` or ``first``, as for ``evaluate``.
         data_dir: where collection names are looked up.
@@ -396,7 +403,9 @@ def diagnose(
     from toolkit.api.evaluation import settings
     from toolkit.api.inputs import as_qrels, as_run
     from toolkit.evaluation.groups import each_warning_once
+    from toolkit.evaluation.mean_intervals import check_interval_request
 
+    ci_level = check_interval_request(ci, bootstrap, ci_method)  # before anything is read
     s = settings(complete=complete, **options)  # the relevance levels are diagnose's own
     measure, recall_level = _headline_measure(measure, recall_level, s.trec_eval)
     q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
@@ -433,7 +442,22 @@ def diagnose(
             window=window,
             stride=stride,
         )
+        result = _with_uncertainty(result, q, firsts, inputs, s, level, complete, ci_level, bootstrap, ci_method, seed)
     return Diagnosis(result)
+
+
+def _with_uncertainty(
+    result: Any, q: Any, firsts: Mapping, inputs: Sequence, s: Any, level: int, complete: bool, *ci: Any
+) -> Any:
+    """The diagnosis with every comparison's interval, bounds and verdict (``toolkit.diagnosis.uncertainty``)."""
+    import dataclasses
+
+    from toolkit.diagnosis.uncertainty import annotate
+
+    level_ci, resamples, method, seed = ci
+    runs = {**{n: [r] for n, r in firsts.items()}, **{r.name: list(r.runs) for r in inputs}}
+    evaluated = dataclasses.replace(s, relevance_level=level, complete=complete)
+    return annotate(result, q, runs, evaluated, level=level_ci, resamples=int(resamples), method=method, seed=int(seed))
 
 
 def _headline_measure(measure: str, recall_level: int | None, version: int) -> tuple[str, int | None]:

@@ -38,6 +38,17 @@ class Evaluation:
     """With ``evaluate(..., holes=True)``: ``{measure name: HoleBounds}`` for every ``ndcg_cut.k``, ``P.k`` and
     ``recall.k`` asked (``toolkit.evaluation.holes``): per query trec_eval's value, the lowest and highest over
     every labelling of the unjudged documents in the top k, the judged-only value and the gap."""
+    ci: Any = None
+    """With ``evaluate(..., ci=0.95)``: the bootstrap interval of each measure's mean over the queries
+    (``toolkit.evaluation.mean_intervals.MeanIntervals``); ``intervals`` is it as a table."""
+
+    @property
+    def intervals(self) -> pd.DataFrame:
+        """With ``ci=LEVEL``: one row per mean-aggregated measure (labels as asked), columns ``mean``, ``ci_low``
+        and ``ci_high`` (``twostage eval --ci``'s ``NAME_ci_low``/``NAME_ci_high`` lines). Empty without ``ci``."""
+        if self.ci is None:
+            return pd.DataFrame(columns=["mean", "ci_low", "ci_high"])
+        return self.ci.frame({n: self.requested.label(n) for n in self.ci.intervals})
 
     @property
     def _order(self) -> list[str]:
@@ -117,6 +128,10 @@ class Evaluation:
         from toolkit.evaluation.trec_format import render_text
 
         text = render_text(self.result, per_query, provenance=provenance, summary=summary)
+        if self.ci is not None:
+            from toolkit.evaluation.mean_intervals import with_ci_lines
+
+            text = with_ci_lines(text, self.ci)
         if self.holes:
             from toolkit.evaluation.holes import with_hole_lines
 
@@ -128,13 +143,18 @@ class Evaluation:
         from toolkit.evaluation.trec_format import render_json
 
         text = render_json(self.result, per_query, self._display())
-        if self.holes:
+        if self.holes or self.ci is not None:
             import json
 
-            from toolkit.evaluation.holes import holes_json
-
             doc = json.loads(text)
-            doc["holes"] = holes_json(self.holes, per_query)
+            if self.ci is not None:
+                from toolkit.evaluation.mean_intervals import ci_json
+
+                doc["ci"] = ci_json(self.ci, self._display())
+            if self.holes:
+                from toolkit.evaluation.holes import holes_json
+
+                doc["holes"] = holes_json(self.holes, per_query)
             text = json.dumps(doc, indent=2) + "\n"
         return text
 
@@ -143,7 +163,12 @@ class Evaluation:
         as ``--no-provenance`` and ``--out`` do)."""
         from toolkit.evaluation.trec_format import render_csv
 
-        return render_csv(self.result, per_query, provenance=provenance, labels=self._display())
+        text = render_csv(self.result, per_query, provenance=provenance, labels=self._display())
+        if self.ci is not None:
+            from toolkit.evaluation.mean_intervals import with_ci_rows
+
+            text = with_ci_rows(text, self.ci, self._display())
+        return text
 
     def _display(self) -> dict[str, str]:
         """Result name -> label, in the order asked (what JSON and CSV are keyed by)."""
@@ -275,6 +300,10 @@ def evaluate(
     labels: Mapping[str, str] | None = None,
     name: str | None = None,
     holes: bool = False,
+    ci: float | None = None,
+    bootstrap: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 42,
 ) -> Evaluation:
     """Evaluate ``run`` against ``qrels`` exactly as trec_eval (and ``twostage eval``) does.
 
@@ -307,6 +336,11 @@ def evaluate(
             else ``run``.
         holes: also bound every ``ndcg_cut.k``, ``P.k`` and ``recall.k`` asked over the labellings of the
             unjudged documents in the top k (``Evaluation.holes``; ``twostage eval --holes``).
+        ci: a level in (0, 1) (``0.95``): the bootstrap confidence interval of each measure's mean over the
+            queries (``Evaluation.intervals``; ``twostage eval --ci``); None (default): none.
+        bootstrap: its resamples of the queries.
+        ci_method: ``percentile`` or ``bca`` (as ``scipy.stats.bootstrap``).
+        seed: seed of ``numpy.random.default_rng``, fresh per measure.
 
     Results name and order the measures as asked (see ``Evaluation``). Input that changes what a number
     means (queries missing from the run or the qrels, tied scores, dropped duplicates) is issued as a
@@ -317,6 +351,7 @@ def evaluate(
         UnknownMeasureError: a measure that does not exist or that these options cannot give.
         ConfigError: a ``labels`` key that is not a measure asked for.
     """
+    interval = _interval_request(ci, bootstrap, ci_method, seed)
     s = settings(
         complete=complete,
         relevance_level=relevance_level,
@@ -335,7 +370,18 @@ def evaluate(
     with notices.once():
         prepared = _prepare(qrels, measures, s, rel_format, relevance_map, dedupe, data_dir, zscores, many=False)
         want = _requested(measures, s.trec_eval, labels)
-        return _evaluate_one(prepared, run, dedupe, want, name, holes)
+        return _evaluate_one(prepared, run, dedupe, want, name, holes, interval)
+
+
+def _interval_request(ci: Any, bootstrap: int, ci_method: str, seed: int) -> dict | None:
+    """The keywords of ``mean_intervals`` (checked before anything is read: a level outside (0, 1) names
+    ``ci=``), or None without ``ci``."""
+    if ci is None:
+        return None
+    from toolkit.evaluation.mean_intervals import check_interval_request
+
+    level = check_interval_request(ci, bootstrap, ci_method)
+    return {"level": level, "resamples": int(bootstrap), "method": ci_method, "seed": int(seed)}
 
 
 def evaluate_many(
@@ -355,6 +401,12 @@ def evaluate_many(
     io = {k: options.pop(k) for k in ("rel_format", "relevance_map", "dedupe", "data_dir", "zscores") if k in options}
     labels = options.pop("labels", None)
     holes = bool(options.pop("holes", False))
+    interval = _interval_request(
+        options.pop("ci", None),
+        options.pop("bootstrap", 10_000),
+        options.pop("ci_method", "percentile"),
+        options.pop("seed", 42),
+    )
     dedupe = io.get("dedupe", "error")
     s = settings(**options)
     with notices.once():
@@ -373,7 +425,7 @@ def evaluate_many(
     out = {}
     for name, run in runs.items():
         with notices.once():  # each run's warnings once, and every run's
-            out[str(name)] = _evaluate_one(prepared, run, dedupe, want, str(name), holes)
+            out[str(name)] = _evaluate_one(prepared, run, dedupe, want, str(name), holes, interval)
     return out
 
 
@@ -436,7 +488,13 @@ def _hole_bounds(judgments: Any, run: Any, groups: list, s: Any, zscored: bool) 
 
 
 def _evaluate_one(
-    prepared: tuple, run: Any, dedupe: str, want: Requested, name: str | None, holes: bool = False
+    prepared: tuple,
+    run: Any,
+    dedupe: str,
+    want: Requested,
+    name: str | None,
+    holes: bool = False,
+    interval: dict | None = None,
 ) -> Evaluation:
     from toolkit import notices
     from toolkit.api.inputs import as_run, system_name
@@ -459,4 +517,9 @@ def _evaluate_one(
     if said:
         result = replace(result, warnings=tuple(said) + result.warnings, notes=tuple(said) + result.notes)
     bounds = _hole_bounds(judgments, r, groups, s, z is not None) if holes else None
-    return Evaluation(result, name or system_name(run, r), want, bounds)
+    ci = None
+    if interval is not None:
+        from toolkit.evaluation.mean_intervals import mean_intervals
+
+        ci = mean_intervals(result, **interval)
+    return Evaluation(result, name or system_name(run, r), want, bounds, ci)

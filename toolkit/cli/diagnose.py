@@ -12,6 +12,7 @@ from toolkit.cli.eval import echo_qrels_notes
 from toolkit.cli.options import (
     api_options,
     evaluation_options,
+    interval_options,
     pop_settings,
     qrels_policy_options,
     settings_from,
@@ -284,6 +285,7 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     help="Top k of every system shown side by side for a chosen query.",
 )
 @significance_options
+@interval_options()
 @click.option("--name", default=None, help="Report title [default: the runs, e.g. 'rv20, rv100 over bm25'].")
 @evaluation_options(exclude=_OWN)
 @qrels_policy_options
@@ -380,6 +382,9 @@ def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, dept
             name=opts["name"],
             **{k: opts[k] for k in ("ok", "max_unjudged", "hurt", "worst_n", "most_changed_n", "disagree_n")},
             **{k: opts[k] for k in ("missed_shown", "explore_depth", "permutations", "seed", "correction")},
+            ci=opts["ci_level"],
+            bootstrap=opts["bootstrap"],
+            ci_method=opts["ci_method"],
             **api_options(s),
         )
     except ConfigError as exc:

@@ -9,8 +9,10 @@ import click
 
 from toolkit.catalog import relevance_map, resolve_qrels
 from toolkit.cli.options import (
+    SEED,
     api_options,
     evaluation_options,
+    interval_options,
     pop_settings,
     qrels_policy_options,
     settings_from,
@@ -89,6 +91,8 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
     "every labelling of the unjudged documents in the top k) and NAME_condensed (the -J value); per query with -q; "
     "in --format json under 'holes'. See docs/statistics.md.",
 )
+@interval_options(default_level=None)
+@SEED
 @click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
 @click.option(
     "--allow-no-common",
@@ -114,6 +118,10 @@ def eval_command(
     zscore_file,
     fmt,
     holes,
+    ci_level,
+    bootstrap,
+    ci_method,
+    seed,
     no_provenance,
     allow_no_common,
     out,
@@ -144,6 +152,11 @@ def eval_command(
       twostage eval -m ndcg_cut.10 --gain exp --format json qrels.txt run.txt
       twostage eval -m map -m P.30 cacm runs/ other.trec 'sweep/*.trec'
       twostage eval -m ndcg_cut.10 -m P.10 -l 2 --holes qrels.txt run.txt
+      twostage eval -m ndcg_cut.10 -l 2 --ci 0.95 --bootstrap 10000 --ci-method bca qrels.txt run.txt
+
+    With --ci LEVEL, each mean-aggregated measure's 'all' line is followed by
+    NAME_ci_low and NAME_ci_high: the bootstrap interval of the mean over the
+    queries (--bootstrap resamples, --ci-method, seeded by --seed).
     """
     from toolkit.api.evaluation import evaluate_many
     from toolkit.evaluation.multi import expand_runs
@@ -175,6 +188,10 @@ def eval_command(
         zscores=zscore_file,
         allow_no_common=allow_no_common,
         holes=holes,
+        ci=ci_level,
+        bootstrap=bootstrap,
+        ci_method=ci_method,
+        seed=seed,
         **api_options(s),
     )
     _echo_notes(evaluations)
@@ -217,10 +234,13 @@ def _eval_many(evaluations: dict, per_query, no_summary, fmt, out, no_provenance
     from toolkit.evaluation import multi
 
     results = [(name, ev.result) for name, ev in evaluations.items()]
+    intervals = {name: ev.ci for name, ev in evaluations.items() if ev.ci is not None}
     if fmt == "json":
-        text = multi.render_json_many(results, per_query)
+        text = multi.render_json_many(results, per_query, intervals)
     elif fmt == "csv":
-        text = multi.render_csv_many(results, per_query, provenance=not no_provenance and out is None)
+        text = multi.render_csv_many(
+            results, per_query, provenance=not no_provenance and out is None, intervals=intervals
+        )
     else:
         blocks = [
             ev.to_trec_eval(per_query, provenance=not no_provenance, summary=not no_summary)

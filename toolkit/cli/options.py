@@ -69,6 +69,15 @@ def trec_eval_option(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str 
     )
 
 
+#: ``--seed``: one seed for every random step of a command (randomization test, bootstrap intervals).
+SEED = click.option(
+    "--seed",
+    type=int,
+    default=42,
+    show_default=True,
+    help="Seed of numpy's default_rng for the randomization test and the bootstrap intervals.",
+)
+
 _SIGNIFICANCE = [
     click.option(
         "--permutations",
@@ -77,13 +86,7 @@ _SIGNIFICANCE = [
         show_default=True,
         help="Random sign flips of the randomization test (all 2^n when that is not more).",
     ),
-    click.option(
-        "--seed",
-        type=int,
-        default=42,
-        show_default=True,
-        help="Seed of numpy's default_rng for the randomization test.",
-    ),
+    SEED,
     click.option(
         "--correction",
         type=click.Choice(CORRECTIONS),

@@ -160,6 +160,12 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
 @significance_options
 @FAMILY
 @interval_options()
+@click.option(
+    "--holes",
+    is_flag=True,
+    help="Bound each run's ndcg_cut.k, P.k and recall.k over every labelling of its unjudged documents; each test "
+    "says 'bounds overlap' where the two runs' intervals of possible values overlap (see docs/statistics.md).",
+)
 @click.option("--force", is_flag=True, help="Compare even when provenance differs (pairs only the shared queries).")
 @click.option(
     "--format",
@@ -192,6 +198,7 @@ def compare(
     ci_level,
     bootstrap,
     ci_method,
+    holes,
     force,
     fmt,
     out,
@@ -223,6 +230,7 @@ def compare(
           --baseline bm25 --baseline splade -m nDCG@10 -m R@100 --format latex
       twostage compare --qrels q.txt A B C -m ndcg_cut.10 -m recall.100 --format json --out reports/abc
       twostage compare --qrels q.txt A B C --family all-pairs --test tukey --ci-method bca
+      twostage compare --qrels q.txt A B -m ndcg_cut.10 --holes
     """
     from toolkit.api.comparison import compare as compare_systems
     from toolkit.cli.options import api_options, pop_settings, settings_from
@@ -261,6 +269,7 @@ def compare(
         ci=ci_level,
         bootstrap=bootstrap,
         ci_method=ci_method,
+        holes=holes,
         **api_options(s),
     )
     if out:

@@ -104,11 +104,14 @@ def wide_table(results: list[tuple[str, EvalResult]], per_query: bool = False) -
     return table if per_query else table.drop(columns="query_id")
 
 
-def render_csv_many(results: list[tuple[str, EvalResult]], per_query: bool, provenance: bool) -> str:
+def render_csv_many(
+    results: list[tuple[str, EvalResult]], per_query: bool, provenance: bool, intervals: dict | None = None
+) -> str:
     """The wide table as CSV at full precision (``repr`` of each double); provenance as '#' lines.
 
     An empty cell is a value that does not exist (a summary-only measure on a query row) or is
-    not finite, as ``null`` in the JSON form."""
+    not finite, as ``null`` in the JSON form. ``intervals`` ({run: ``mean_intervals.MeanIntervals``}, ``eval
+    --ci``) adds ``NAME_ci_low`` and ``NAME_ci_high`` columns after each measure's, filled on the 'all' rows."""
     from toolkit.escape import CSV_LINE_END, csv_newlines
 
     head = ""
@@ -116,6 +119,10 @@ def render_csv_many(results: list[tuple[str, EvalResult]], per_query: bool, prov
         for name, r in results:
             head += f"# provenance {' '.join(str(name).splitlines())}: " + json.dumps(r.provenance) + "\n"
     table = wide_table(results, per_query)
+    if intervals:
+        from toolkit.evaluation.mean_intervals import with_ci_columns
+
+        table = with_ci_columns(table, intervals)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator=CSV_LINE_END)  # a cell holding any line break is quoted
     w.writerow([_cell(c) for c in table.columns])
@@ -133,8 +140,9 @@ def _cell(v) -> str:
     return "" if v is None or v is pd.NA else csv_text(str(v))
 
 
-def render_json_many(results: list[tuple[str, EvalResult]], per_query: bool) -> str:
-    """{"measures": [...], "runs": [{"run", "provenance", "all", ["per_query"]}]} at full precision."""
+def render_json_many(results: list[tuple[str, EvalResult]], per_query: bool, intervals: dict | None = None) -> str:
+    """{"measures": [...], "runs": [{"run", "provenance", "all", ["per_query"], ["ci"]}]} at full precision; ``ci``
+    (``mean_intervals.ci_json``) with ``intervals`` ({run: ``MeanIntervals``}, ``eval --ci``)."""
     runs = []
     for name, r in results:
         summary = {k: _number(v) for k, v in r.aggregate.items()}
@@ -149,6 +157,10 @@ def render_json_many(results: list[tuple[str, EvalResult]], per_query: bool) -> 
                 for q, text in per.items():
                     rows.setdefault(str(q), {})[mname] = text
             doc["per_query"] = rows
+        if intervals and intervals.get(name) is not None:
+            from toolkit.evaluation.mean_intervals import ci_json
+
+            doc["ci"] = ci_json(intervals[name])
         runs.append(doc)
     measures = [m.name for m in results[0][1].measures] if results else []
     return json.dumps({"measures": measures, "runs": runs}, indent=2) + "\n"

@@ -58,6 +58,27 @@ def grid_figure(table: pd.DataFrame, params: list[str], primary: str):
     return fig
 
 
+def trust_html(table: pd.DataFrame, primary: str) -> str:
+    """ "How far to trust each difference": one line per configuration tested against the baseline, its verdict
+    on the first measure (``experiments.trust``); empty without one."""
+    col = f"verdict_{primary}"
+    if col not in table.columns:
+        return ""
+    lo, hi = f"min_{primary}", f"max_{primary}"
+    items = []
+    for r in table.to_dict(orient="records"):
+        if not isinstance(r.get(col), str):
+            continue
+        bounds = f" (bounds [{r[lo]:.4f}, {r[hi]:.4f}])" if lo in r and isinstance(r.get(lo), float) else ""
+        items.append(f"<li><b>{esc(r['config'])}</b>{esc(bounds)}: {esc(r[col])}</li>")
+    note = (
+        "Difference to the baseline [bootstrap interval], effect size d_z, corrected p-value and the verdict; "
+        "bounds: the lowest and highest mean over every labelling of the unjudged documents in the top k, and "
+        "whether they overlap the baseline's (the holes could explain the difference)."
+    )
+    return f'<h2>How far to trust each difference ({esc(primary)})</h2><p class="muted">{esc(note)}</p><ul>{"".join(items)}</ul>'
+
+
 def write_index_html(
     path: Path,
     exp,
@@ -72,7 +93,7 @@ def write_index_html(
 
     ranked = table.sort_values(primary, ascending=False, kind="stable")
     skip = {"stage", "type"}
-    cols = [c for c in ranked.columns if c not in skip and not ranked[c].isna().all()]
+    cols = [c for c in ranked.columns if c not in skip and not c.startswith("verdict_") and not ranked[c].isna().all()]
     head = "".join(f"<th>{esc(c)}</th>" for c in ["rank", *cols, "diagnosis"])
     rows = []
     for i, r in enumerate(ranked.to_dict(orient="records"), 1):
@@ -94,6 +115,7 @@ def write_index_html(
         ' in-sample score. Files: <a href="results.csv">results.csv</a>, <a href="experiment.json">experiment.json</a>.</p>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
+    body += trust_html(table, primary)
     fig = grid_figure(table, params or [], primary)
     if fig is not None:
         alt = f"{primary} against {', '.join(swept(table, params or []))}"

@@ -122,7 +122,11 @@ def _significance(exp: Experiment, tidy: pd.DataFrame, baseline: str | None) -> 
     tested = tidy[~tidy["run"].isin(list(copies))]
     if tested["run"].nunique() < 2:
         return {}
-    rows = compare_table(tested, baseline, int(ev["permutations"]), int(ev["seed"]), str(ev["correction"]))
+    from toolkit.experiments.trust import interval_options
+
+    rows = compare_table(
+        tested, baseline, int(ev["permutations"]), int(ev["seed"]), str(ev["correction"]), **interval_options(ev)
+    )
     out: dict = {(r.run, r.measure): r for r in rows}
     out |= {(run, "identical_to"): same for run, same in copies.items()}
     return out
@@ -162,6 +166,24 @@ def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
     return table
 
 
+def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFrame) -> pd.DataFrame:
+    """The table with the first measure's hole bounds, direction and verdict columns (``experiments.trust``)."""
+    from toolkit.experiments.trust import trust_columns
+    from toolkit.measures.names import parse_measure_groups
+
+    groups = parse_measure_groups([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
+    primary = measures[0].name
+    group = next(g for g in groups if primary in [m.name for m in g.labelled()])
+    measure = group.measures[[m.name for m in group.labelled()].index(primary)]
+    settings = group.overrides.apply(ctx.settings)
+    cols = trust_columns(ctx.qrels, configs, measure, settings, sig, baseline, primary)
+    names = list(dict.fromkeys(k for row in cols.values() for k in row))
+    for k in names:
+        table[k] = [cols.get(c.name, {}).get(k) for c in configs]
+    table["cache"] = table.pop("cache")  # stays last
+    return table
+
+
 def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) -> str:
     from toolkit.diagnosis.diagnose import diagnose
     from toolkit.report.diagnosis import write_diagnosis_report
@@ -184,6 +206,9 @@ def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) ->
         seed=int(ctx.exp.evaluation["seed"]),
         correction=str(ctx.exp.evaluation["correction"]),
     )
+    from toolkit.experiments.trust import with_uncertainty
+
+    diag = with_uncertainty(diag, ctx.qrels, {first.name: first.run, c.name: c.run}, ctx.settings, ctx.exp.evaluation)
     folder = out / "diagnosis" / safe_name(c.name)
     write_diagnosis_report(diag, folder)
     return str(folder.relative_to(out) / "index.html")
@@ -260,7 +285,8 @@ def run_experiment(
             grid.close()
     measures, means, tidy = _evaluate(ctx, configs)
     baseline = _baseline(exp, configs)
-    table = _table(exp, configs, measures, means, _significance(exp, tidy, baseline), baseline)
+    sig = _significance(exp, tidy, baseline)
+    table = _with_trust(ctx, configs, measures, sig, baseline, _table(exp, configs, measures, means, sig, baseline))
     out = Path(out)
     # the whole folder is written beside OUT and renamed into place: it holds this experiment's runs only
     with result_folder(out, "experiment", OUTPUT_NAMES) as tmp:
@@ -312,7 +338,12 @@ def judged_queries(qrels) -> list[str]:
 
 def table_text(table: pd.DataFrame, measures: list[str] | None = None) -> str:
     """The results table for a terminal: config, parameters, measures to 4 decimals."""
-    drop = [c for c in table.columns if c.startswith(("delta_", "p_")) or c in ("stage", "type", "tuning")]
+    drop = [
+        c
+        for c in table.columns
+        if c.startswith(("delta_", "p_", "verdict_", "direction_", "bounds_overlap_"))
+        or c in ("stage", "type", "tuning")
+    ]
     shown = table.drop(columns=drop).dropna(axis=1, how="all")
     return shown.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="")
 

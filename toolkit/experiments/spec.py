@@ -69,7 +69,19 @@ OPTIONAL = {"max_length", "index", "collection", "encoder", "hits"}
 LIST_VALUED = {"inputs"}
 STAGE_KEYS = {"type", "tune"}
 TOP_KEYS = {"name", "topics", "qrels", "index", "hits", "threads", "evaluation", "stages"}
-EVAL_KEYS = {"measures", "complete", "level", "trec_eval", "baseline", "correction", "permutations", "seed"}
+EVAL_KEYS = {
+    "measures",
+    "complete",
+    "level",
+    "trec_eval",
+    "baseline",
+    "correction",
+    "permutations",
+    "seed",
+    "ci",
+    "bootstrap",
+    "ci_method",
+}
 TUNE_KEYS = {"metric", "folds", "seed", "queries"}
 INDEX_KEYS = {"collection", "path"}
 
@@ -427,6 +439,20 @@ def config_names(stages: dict[str, Stage], order: tuple[str, ...]) -> list[str]:
     return names
 
 
+def _check_intervals(doc, ev: dict) -> None:
+    """``ci`` (a level in (0, 1)), ``bootstrap`` (resamples >= 1), ``ci_method``: an error at their line."""
+    from toolkit.errors import ConfigError
+    from toolkit.evaluation.mean_intervals import check_interval_request
+
+    for key, value in (("ci", 0.95), ("bootstrap", 10_000), ("ci_method", "percentile")):
+        ev.setdefault(key, value)
+    try:
+        check_interval_request(ev["ci"], ev["bootstrap"], ev["ci_method"])
+    except (ConfigError, TypeError, ValueError) as exc:
+        key = next((k for k in ("ci_method", "bootstrap") if k in str(exc)), "ci")
+        raise doc.error(("evaluation", key), str(exc).replace("=", ": ", 1)) from None
+
+
 def parse_experiment(path: str | Path) -> Experiment:
     """Read and check an experiment file; every problem is an ``InputFormatError`` with its line."""
     doc = load_yaml(path)
@@ -450,6 +476,7 @@ def parse_experiment(path: str | Path) -> Experiment:
     ev.setdefault("correction", "holm")
     ev.setdefault("permutations", 10_000)
     ev.setdefault("seed", 42)
+    _check_intervals(doc, ev)
     if not isinstance(ev["measures"], list) or not ev["measures"]:
         raise doc.error(("evaluation", "measures"), "measures must be a non-empty list")
     _check_measures(doc, ev, stages)

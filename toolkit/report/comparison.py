@@ -39,6 +39,11 @@ def compare_text(doc: dict) -> str:
             f"# interval: paired bootstrap {ci['method']}, {ci['level']:g}, {ci['resamples']} resamples, seed "
             f"{ci['seed']}; d_z = mean / sd of the per-query differences; verdict at p_adj < 0.05"
         )
+    if doc.get("holes"):
+        lines.append(
+            "# bounds: each run's lowest and highest mean over every labelling of its unjudged documents; "
+            "'bounds overlap': the holes could explain the difference"
+        )
     for run, same in (doc.get("identical") or {}).items():
         lines.append(f"# left out of the family: {run} (identical per-query values to {same})")
     if doc["forced"]:
@@ -59,7 +64,7 @@ def compare_text(doc: dict) -> str:
                 f"{r['wins']}/{r['ties']}/{r['losses']}"
             )
             if "ci_low" in r:
-                lines.append(f"{'':<14} {'':<40} {verdict(r)}")
+                lines.append(f"{'':<14} {'':<40} {r.get('verdict') or verdict(r)}")
     return "\n".join(lines) + "\n"
 
 
@@ -90,10 +95,11 @@ def _write_compare_files(out: Path, doc: dict, table, baseline: str, measures: l
             + "</p>"
         )
     for measure in measures:
-        rows = [[baseline, f"{doc['baseline_mean'][measure]:.4f}", "", "", "", "", ""]]
-        rows += significance_rows(doc["results"][measure])
+        rows = [[baseline, f"{doc['baseline_mean'][measure]:.4f}", "", "", "", "", "", ""]]
+        results = doc["results"][measure]
+        rows += [[*row, results[row[0]].get("verdict", "")] for row in significance_rows(results)]
         body.append(f"<h2>{esc(measure)}</h2>")
-        body.append(html_table(["run", *SIGNIFICANCE_HEADERS], rows, numeric={1, 2, 3, 4, 5}))
+        body.append(html_table(["run", *SIGNIFICANCE_HEADERS, "verdict"], rows, numeric={1, 2, 3, 4, 5}))
         body.append(
             f'<img class="plot" alt="per-query differences, {esc(measure)}" '
             f'src="{figure_data_uri(difference_plot(table, baseline, measure))}">'

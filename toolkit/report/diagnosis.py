@@ -38,6 +38,7 @@ from toolkit.report.diagnosis_runs import (
     plot_promotion_profile,
     repeats_parts,
 )
+from toolkit.report.diagnosis_trust import has_verdicts, trust_parts
 from toolkit.report.eval_tables import Table, significance_cells, wtl
 from toolkit.report.html import (
     esc,
@@ -1108,6 +1109,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(lambda d: "Repeated runs", ("pipelines", "comparisons"), repeats_parts, shown=has_repeats),
     Section(lambda d: "How the reranker treats its candidates", ("pipelines",), behaviour_parts),
     Section(lambda d: "Systems", ("systems", "comparisons"), _systems),
+    Section(lambda d: "How far to trust each comparison", ("comparisons", "settings"), trust_parts, shown=has_verdicts),
     Section(
         lambda d: "Where the reranked runs disagree most",
         ("disagreements",),
