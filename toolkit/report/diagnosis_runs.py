@@ -97,7 +97,9 @@ def repeat_readings(diag: Diagnosis) -> list[str]:
 
 def repeats_parts(diag: Diagnosis) -> list[Part]:
     readings = repeat_readings(diag)
-    firsts = "; ".join(f"{p.name}: {p.repeats['runs'][0]}" for p in diag.pipelines if p.repeats and p.repeats.get("runs"))
+    firsts = "; ".join(
+        f"{p.name}: {p.repeats['runs'][0]}" for p in diag.pipelines if p.repeats and p.repeats.get("runs")
+    )
     lists = (
         "Rank agreement (RBO, Kendall's tau) and the query views read one ranked list per system, that of its "
         f"first repeat ({firsts}); the listwise behaviour counts every repeat."
