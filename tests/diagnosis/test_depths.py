@@ -182,7 +182,7 @@ def test_depth_per_run_and_recall_only_at_the_depths_in_use():
 
 
 def test_a_sidecar_depth_wins_over_detection():
-    from toolkit.diagnosis.diagnose import reranked_input
+    from toolkit.diagnosis.inputs import reranked_input
 
     qrels, first = collection(n_queries=4, length=30)
     lists = first_stage_lists(first.frame.itertuples(index=False))

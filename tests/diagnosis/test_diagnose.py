@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 from samples import N, tiny, write_tiny
 
-from toolkit.diagnosis.diagnose import LABELS, Thresholds, check_reordering, diagnose, label_query
+from toolkit.diagnosis.diagnose import check_reordering, diagnose
+from toolkit.diagnosis.labels import LABELS, Thresholds, label_query
 from toolkit.diagnosis.query_types import (
     DEFAULT_TYPE_RULES,
     TypeRule,
@@ -606,7 +607,7 @@ def test_several_first_stages_pairing(tmp_path):
     d = diagnose(qrels, {"a": first, "b": other}, {"rr": reranked}, worst_n=0)
     assert d.primary.first_stage == "a" and any("taken as a reranking of a (100.0%" in n for n in d.notes)
     assert [c["family"] for c in d.comparisons] == ["against the first stage", "between first stages"]
-    from toolkit.diagnosis.diagnose import Reranked
+    from toolkit.diagnosis.inputs import Reranked
 
     forced = diagnose(qrels, {"a": first, "b": other}, [Reranked("rr", reranked, "b", 10)], worst_n=0)
     assert forced.primary.first_stage == "b" and not forced.reorder_check["only_reorders"]

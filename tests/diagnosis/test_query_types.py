@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from toolkit.diagnosis.diagnose import MIN_TYPE_QUERIES
+from toolkit.diagnosis.labels import MIN_TYPE_QUERIES
 from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, classify_query
 
 #: DL19's queries and the type each one is, decided by reading the query (not by running the rules).

@@ -16,6 +16,9 @@ from typing import Any
 import pandas as pd
 
 from toolkit.diagnosis import diagnose as core
+from toolkit.diagnosis import inputs as diag_inputs
+from toolkit.diagnosis import labels as diag_labels
+from toolkit.diagnosis import sources as diag_sources
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +186,7 @@ def _reranked_inputs(
     listwise: Any,
     pairs: Mapping,
     dedupe: str,
-) -> tuple[list[core.Reranked], dict[str, dict]]:
+) -> tuple[list[diag_inputs.Reranked], dict[str, dict]]:
     """Each reranked run paired and sized (``diagnosis.reranked_input``: the depth given, else the sidecar's;
     ``diagnose`` detects the rest; the pair given, else the sidecar's first stage), and the settings each
     brought. A list of runs under one name is one system's repeats; the first one's sidecar speaks for them."""
@@ -192,13 +195,13 @@ def _reranked_inputs(
     every = listwise is True
     names = set() if every else set(listwise or ())
     named = _named(reranked, "reranked")
-    depths = core.depth_per_run(depth, list(named))
+    depths = diag_inputs.depth_per_run(depth, list(named))
     inputs, metas = [], {}
     for n, r in named.items():
         given = list(r) if _is_repeats(r) else [r]
         metas[n] = _meta_of(given[0])
         runs = [as_run(x, dedupe=dedupe) for x in given]
-        item = core.reranked_input(
+        item = diag_inputs.reranked_input(
             n,
             runs[0],
             firsts,
@@ -222,8 +225,8 @@ def _texts(
     from toolkit.errors import phrase
 
     given = bool(candidates) or bool(corpus) or bool(index)
-    from_meta = {} if given else core.sources_from_metas(metas.values())
-    queries, lookup, described = core.texts_from_sources(
+    from_meta = {} if given else diag_sources.sources_from_metas(metas.values())
+    queries, lookup, described = diag_sources.texts_from_sources(
         [str(c) for c in candidates] or from_meta.get("candidates", []),
         str(corpus) if corpus else from_meta.get("corpus"),
         str(index) if index else from_meta.get("index"),
@@ -429,7 +432,7 @@ def diagnose(
             queries=queries,
             texts=lookup,
             **_query_typing(query_types, type_rules),
-            thresholds=core.Thresholds(ok=ok, max_unjudged=max_unjudged, hurt=hurt),
+            thresholds=diag_labels.Thresholds(ok=ok, max_unjudged=max_unjudged, hurt=hurt),
             worst_n=worst_n,
             most_changed_n=most_changed_n,
             disagree_n=disagree_n,

@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -54,6 +52,16 @@ import pandas as pd
 from toolkit import __version__
 from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
 from toolkit.diagnosis.depths import DEPTH_RULE
+from toolkit.diagnosis.inputs import Reranked, longest_list, named_runs, reranked_inputs
+from toolkit.diagnosis.labels import (
+    LABEL_MEANING,
+    LABELS,
+    MIN_TYPE_QUERIES,
+    TOP,
+    Thresholds,
+    label_query,
+    measure_label,
+)
 from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, TypeRule, assign_types
 from toolkit.diagnosis.query_views import (
     add_snippets,
@@ -74,268 +82,7 @@ from toolkit.measures.names import EvalSettings, parse_measures
 from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 
-LABELS = ("ok", "reranker-hurt", "reranker-misordered", "candidates-missed", "unjudged-top", "no-relevant")
-LABEL_MEANING = {
-    "ok": "the reranked run is good enough (at or above the ok threshold)",
-    "reranker-hurt": "the reranked run scores below the first stage: the reranker made this query worse",
-    "reranker-misordered": "a better order of the same candidates would be ok: the reranking lost it",
-    "candidates-missed": "not even the best order of the first stage's candidates would be ok: the candidates "
-    "hold it back",
-    "unjudged-top": "too much of the reranked top 10 is unjudged to tell",
-    "no-relevant": "the qrels hold nothing the measure rewards for this query",
-}
-#: The order labels are decided in (``label_query``): relative to the first stage before the absolute ones.
-DECISION_ORDER = ("no-relevant", "reranker-hurt", "ok", "unjudged-top", "candidates-missed", "reranker-misordered")
-#: A query type with fewer queries than this is marked as too small to read anything into.
-MIN_TYPE_QUERIES = 5
-TOP = 10
 TextLookup = Callable[[Iterable[str]], dict[str, str]]
-
-
-def measure_label(name: str) -> str:
-    """A measure's display label from its family's declaration (``ndcg_cut_10`` -> nDCG@10, ``map`` -> MAP)."""
-    return parse_measures([name], 10)[0].label
-
-
-# ------------------------------------------------------------- thresholds
-@dataclass(frozen=True)
-class Thresholds:
-    """Cut points of the diagnosis labels (see the module docstring for the order).
-
-    ``hurt`` is a share of the ideal, as ``ok`` is: 0.05 of nDCG@10 is about one relevant document moving a
-    few ranks, so a reordering among near-equal documents is not called harm.
-    """
-
-    ok: float = 0.6
-    max_unjudged: float = 0.3
-    hurt: float = 0.05
-
-    def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"threshold {name} must be within [0, 1], not {value}")
-
-    def describe(self, measure: str = "nDCG@10") -> dict[str, str]:
-        ok = f"{self.ok:g} x ideal"
-        return {
-            "ok": f"not reranker-hurt, and reranked {measure} >= {ok}",
-            "reranker-hurt": f"reranked {measure} < first stage {measure} - {self.hurt:g} x ideal (decided before "
-            "every label but no-relevant)",
-            "reranker-misordered": f"not ok, judged enough, and ceiling >= {ok} (a better order of the same "
-            "candidates would be ok)",
-            "candidates-missed": f"not ok, judged enough, and ceiling < {ok} (no order of the candidates is ok)",
-            "unjudged-top": f"not ok and more than {self.max_unjudged:g} of the reranked top 10 unjudged",
-            "no-relevant": f"ideal {measure} = 0 (nothing in the qrels that the measure rewards)",
-        }
-
-
-def label_query(
-    ideal: float, reranked: float, ceiling: float, unjudged: int, t: Thresholds, *, first_stage: float
-) -> str:
-    """The label of one query (order: no-relevant, reranker-hurt, ok, unjudged-top, candidates-missed,
-    reranker-misordered).
-
-    ``unjudged`` is the number of unjudged documents in the reranked top 10; ``first_stage`` the first stage's
-    value of the measure.
-    """
-    eps = 1e-12  # values computed in another order must not flip a label at the threshold
-    if ideal <= 0:
-        return "no-relevant"
-    if reranked < first_stage - t.hurt * ideal - eps:
-        return "reranker-hurt"
-    if reranked >= t.ok * ideal - eps:
-        return "ok"
-    if unjudged / TOP > t.max_unjudged + eps:
-        return "unjudged-top"
-    if ceiling < t.ok * ideal - eps:
-        return "candidates-missed"
-    return "reranker-misordered"
-
-
-# ------------------------------------------------------------- the inputs
-@dataclass(frozen=True)
-class Reranked:
-    """A reranked run, the first stage whose top ``depth`` candidates it reorders, and whether it is listwise.
-
-    ``depth`` None: not said; ``diagnose`` detects it (``depths.detect_depth``), else takes the run's longest
-    list. ``depth_from`` says where the depth came from (``depths.DEPTH_SOURCES``: option, given, sidecar,
-    detected, longest list); ``detection`` is the detection's record when one was tried. ``repeats`` are further
-    runs of the same configuration (``repeats.py``): the run and its repeats are one system.
-    """
-
-    name: str
-    run: Run
-    first_stage: str
-    depth: int | None
-    listwise: bool = False
-    depth_from: str = "given"
-    detection: dict | None = None
-    repeats: tuple[Run, ...] = ()
-
-    @property
-    def runs(self) -> tuple[Run, ...]:
-        """The run and its repeats."""
-        return (self.run, *self.repeats)
-
-
-def longest_list(run: Run) -> int:
-    return int(run.frame.groupby(QUERY_ID).size().max()) if len(run.frame) else 0
-
-
-def pair_first_stage(
-    run: Run, first_stages: Mapping[str, Run], depth: int, score_precision: str = DEFAULT_SCORE_PRECISION
-) -> tuple[str, float]:
-    """The first stage whose top ``depth`` holds the largest share of ``run``'s (query, document) pairs
-    (the first named on a tie), and that share."""
-    key = pd.MultiIndex.from_frame(run.frame[[QUERY_ID, DOC_ID]])
-    best, share = next(iter(first_stages)), -1.0
-    for name, first in first_stages.items():
-        cands = top_k(first.frame, depth, score_precision)
-        s = float(key.isin(pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]])).mean()) if len(key) else 0.0
-        if s > share:
-            best, share = name, s
-    return best, share
-
-
-def rerank_depth(
-    run: Run, given: int | None, meta: Mapping | None = None, given_as: str = "given"
-) -> tuple[int | None, str]:
-    """The rerank depth of a reranked run and where it came from: ``given`` (said as ``given_as``), else the
-    depth its ``twostage rerank`` sidecar states (``sidecar``); else (None, ''): ``diagnose`` detects it."""
-    if given:
-        return given, given_as
-    meta = meta or {}
-    stated = meta.get("depth") if meta.get("reranker") else None  # only a `twostage rerank` sidecar says it
-    if stated:
-        return int(stated), "sidecar"
-    return None, ""
-
-
-def reranked_input(
-    name: str,
-    run: Run,
-    first_stages: Mapping[str, Run],
-    *,
-    depth: int | None = None,
-    depth_as: str = "given",
-    first_stage: str = "",
-    listwise: bool = False,
-    meta: Mapping | None = None,
-    repeats: Sequence[Run] = (),
-) -> Reranked:
-    """One reranked run with what its sidecar (``meta``, RUN.meta.json) adds to what the caller says: the
-    depth (``rerank_depth``), the first stage whose checksum the sidecar names (else '' and ``diagnose`` pairs
-    it: the only first stage, or the one holding most of its documents), and whether it is listwise."""
-    meta = meta or {}
-    d, d_from = rerank_depth(run, depth, meta, depth_as)
-    if not first_stage:
-        sha = (meta.get("first_stage") or {}).get("sha256")
-        first_stage = next((n for n, r in first_stages.items() if sha and r.sha256 == sha), "")
-    listwise = listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
-    return Reranked(name, run, first_stage, d, listwise, d_from, repeats=tuple(repeats))
-
-
-def _named(runs: Run | Mapping[str, Run], default: str) -> dict[str, Run]:
-    return {default: runs} if isinstance(runs, Run) else dict(runs)
-
-
-def _reranked_inputs(
-    reranked,
-    first_stages: Mapping[str, Run],
-    depth: int | Mapping[str, int] | None,
-    listwise: Collection[str],
-    score_precision: str,
-) -> tuple[list[Reranked], list[str], list[str]]:
-    """``Reranked`` inputs (first stage paired, depth set: ``resolve_depth``), notes on how they were paired
-    and notes on how they were sized."""
-    if isinstance(reranked, (Run, Mapping)):
-        named = _named(reranked, "reranked")
-        depths = depth_per_run(depth, list(named))
-        items = []
-        for name, run in named.items():
-            runs = list(run) if isinstance(run, (list, tuple)) else [run]
-            items.append(
-                reranked_input(
-                    name,
-                    runs[0],
-                    first_stages,
-                    depth=depths.get(name),
-                    listwise=name in listwise,
-                    repeats=runs[1:],
-                )
-            )
-    else:
-        items = list(reranked)
-    if not items:
-        raise ConfigError("give at least one reranked run")
-    notes, out, depth_notes = [], [], []
-    for r in items:
-        if r.depth is not None and r.depth < 1:
-            raise ConfigError(f"{r.name}: rerank depth must be >= 1")
-        first = r.first_stage
-        if not first:
-            if len(first_stages) == 1:
-                first = next(iter(first_stages))
-            else:
-                pair_depth = r.depth or longest_list(r.run)
-                first, share = pair_first_stage(r.run, first_stages, pair_depth, score_precision)
-                notes.append(
-                    f"{r.name} is taken as a reranking of {first} ({share:.1%} of its documents are in "
-                    f"{first}'s top {pair_depth}, the most of any first stage)"
-                )
-        elif first not in first_stages:
-            raise ConfigError(f"{r.name}: no first stage named {first!r} (first stages: {', '.join(first_stages)})")
-        r = dataclasses.replace(r, first_stage=first, listwise=r.listwise or r.name in listwise)
-        r, note = resolve_depth(r, first_stages[first], score_precision)
-        depth_notes += note
-        out.append(r)
-    names = [*first_stages, *(r.name for r in out)]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ConfigError(f"every run needs its own name; repeated: {', '.join(repeated)}")
-    return out, notes, depth_notes
-
-
-def depth_per_run(depth: int | Mapping[str, int] | None, names: Sequence[str]) -> dict[str, int]:
-    """``depth`` (one for every run, or {run name: depth}) as {name: depth}; a name that is no reranked run is
-    an error naming it."""
-    if depth is None:
-        return {}
-    if isinstance(depth, Mapping):
-        unknown = sorted(set(depth) - set(names))
-        if unknown:
-            raise ConfigError(
-                f"depth names no reranked run: {', '.join(map(repr, unknown))} (reranked runs: {', '.join(names)})"
-            )
-        return {n: int(k) for n, k in depth.items()}
-    return {n: int(depth) for n in names}
-
-
-def resolve_depth(r: Reranked, first: Run, score_precision: str) -> tuple[Reranked, list[str]]:
-    """``r`` with its depth: as given (checked against the first stage's lists), else detected
-    (``depths.detect_depth``), else its longest list; and the notes that say so. Every repeat must have the
-    same depth and query set as the run."""
-    from toolkit.diagnosis.depths import detect_depth
-    from toolkit.diagnosis.repeats import check_repeats
-
-    notes: list[str] = []
-    deepest = longest_list(first)
-    if r.depth is not None and r.depth_from in ("given", "option") and r.depth > deepest:
-        how = "--depth" if r.depth_from == "option" else "depth"
-        raise ConfigError(
-            f"{how} {r.depth} for {r.name} is larger than the lists of its first stage {r.first_stage} (at most "
-            f"{deepest} documents per query): give a depth of at most {deepest}"
-        )
-    detections = [detect_depth(first, run, score_precision) for run in r.runs]
-    detection = detections[0]
-    if r.depth is None:
-        if detection.depth is not None:
-            r = dataclasses.replace(r, depth=detection.depth, depth_from="detected")
-        else:
-            r = dataclasses.replace(r, depth=longest_list(r.run), depth_from="longest list")
-            notes.append(f"{r.name}: {detection.describe()}; its depth is its longest list, {r.depth}")
-    check_repeats(r, detections)
-    return dataclasses.replace(r, detection=detection.as_dict()), notes
 
 
 # ------------------------------------------------------------ evaluation
@@ -812,8 +559,8 @@ def diagnose(
         if n < 0:
             raise ConfigError(f"{what} must be >= 0")
     s = _Settings.from_base(settings, recall_level, complete)
-    firsts = _named(first, "first stage")
-    inputs, notes, depth_notes = _reranked_inputs(reranked, firsts, depth, listwise, s.binary.score_precision)
+    firsts = named_runs(first, "first stage")
+    inputs, notes, depth_notes = reranked_inputs(reranked, firsts, depth, listwise, s.binary.score_precision)
     ev = _evaluate_all(qrels, firsts, inputs, parse_headline_measure(measure), s, complete)
     done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t, window, stride) for r in inputs]
     pipelines = [p for p, _ in done]
@@ -1355,82 +1102,3 @@ def _settings_record(
         "query_set": "every qrels query (-c)" if complete else "the qrels queries every run holds",
         "sources": sources or {},
     }
-
-
-# ------------------------------------------------------------ text sources
-def texts_from_sources(
-    candidates: Iterable[str | os.PathLike] = (), corpus: str | None = None, index: str | None = None
-) -> tuple[dict[str, str], Callable | None, list[dict]]:
-    """Query texts and a document-text lookup from candidates JSONs, a JSONL corpus or a Lucene index."""
-    from toolkit.texts import lucene_text_source, read_candidates, read_jsonl_corpus
-
-    queries: dict[str, str] = {}
-    lookups = []
-    described = []
-    for path in candidates:
-        c = read_candidates(path)
-        queries.update(c.topics.as_dict())
-        src = c.text_source()
-        lookups.append(src.lookup)
-        described.append(src.describe())
-    if corpus:
-        src = read_jsonl_corpus(corpus)
-        lookups.append(src.lookup)
-        described.append(src.describe())
-    if index:
-        src = lucene_text_source(index)
-        lookups.append(src.lookup)
-        described.append(src.describe())
-    if not lookups:
-        return queries, None, described
-
-    def lookup(ids: Iterable[str]) -> dict[str, str]:
-        ids = list(ids)
-        out: dict[str, str] = {}
-        for f in lookups:
-            rest = [d for d in ids if d not in out]
-            if not rest:
-                break
-            out.update(f(rest))
-        return out
-
-    return queries, lookup, described
-
-
-def sources_from_metas(metas: Iterable[dict]) -> dict:
-    """Texts named by several reranked runs' sidecars: every candidates file (as a list), the first corpus,
-    index and topics."""
-    out: dict = {"candidates": []}
-    for meta in metas:
-        found = sources_from_meta(meta)
-        if "candidates" in found and found["candidates"] not in out["candidates"]:
-            out["candidates"].append(found["candidates"])
-        for key in ("corpus", "index", "topics"):
-            if key in found:
-                out.setdefault(key, found[key])
-    if not out["candidates"]:
-        del out["candidates"]
-    return out
-
-
-def sources_from_meta(meta: dict | None) -> dict:
-    """Where the reranked run's sidecar says its query and document texts came from."""
-    if not meta:
-        return {}
-
-    def existing(*paths: str | None) -> str | None:
-        return next((p for p in paths if p and Path(p).exists()), None)
-
-    texts = meta.get("texts") or {}
-    out = {}
-    path = existing(texts.get("path"), texts.get("resolved"))
-    kind = {"candidates-json": "candidates", "jsonl": "corpus", "lucene": "index"}.get(texts.get("kind", ""))
-    if path and kind:
-        out[kind] = path
-    topics = existing(meta.get("topics"), meta.get("topics_resolved"))
-    name = meta.get("topics")
-    if topics is None and isinstance(name, str) and name and "/" not in name and not name.endswith(".json"):
-        topics = name  # a collection name (cacm)
-    if topics and topics != out.get("candidates"):
-        out["topics"] = topics
-    return out

@@ -18,15 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from toolkit.diagnosis.diagnose import (
-    DECISION_ORDER,
-    FAMILIES,
-    LABEL_MEANING,
-    LABELS,
-    MIN_TYPE_QUERIES,
-    Diagnosis,
-    json_ready,
-)
+from toolkit.diagnosis.diagnose import FAMILIES, Diagnosis, json_ready
+from toolkit.diagnosis.labels import DECISION_ORDER, LABEL_MEANING, LABELS, MIN_TYPE_QUERIES
 from toolkit.escape import CSV_LINE_END, csv_frame, csv_newlines, markdown_code
 from toolkit.escape import markdown_text as md
 from toolkit.escape import plot_text as pt

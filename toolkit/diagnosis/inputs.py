@@ -1,0 +1,199 @@
+"""The diagnosis' inputs: a reranked run (``Reranked``), the first stage it reorders and its rerank depth (given,
+from its sidecar, detected or its longest list), checked before anything is evaluated."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from toolkit.errors import ConfigError
+from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.records import DOC_ID, QUERY_ID, Run
+
+
+@dataclass(frozen=True)
+class Reranked:
+    """A reranked run, the first stage whose top ``depth`` candidates it reorders, and whether it is listwise.
+
+    ``depth`` None: not said; ``diagnose`` detects it (``depths.detect_depth``), else takes the run's longest
+    list. ``depth_from`` says where the depth came from (``depths.DEPTH_SOURCES``: option, given, sidecar,
+    detected, longest list); ``detection`` is the detection's record when one was tried. ``repeats`` are further
+    runs of the same configuration (``repeats.py``): the run and its repeats are one system.
+    """
+
+    name: str
+    run: Run
+    first_stage: str
+    depth: int | None
+    listwise: bool = False
+    depth_from: str = "given"
+    detection: dict | None = None
+    repeats: tuple[Run, ...] = ()
+
+    @property
+    def runs(self) -> tuple[Run, ...]:
+        """The run and its repeats."""
+        return (self.run, *self.repeats)
+
+
+def longest_list(run: Run) -> int:
+    return int(run.frame.groupby(QUERY_ID).size().max()) if len(run.frame) else 0
+
+
+def pair_first_stage(
+    run: Run, first_stages: Mapping[str, Run], depth: int, score_precision: str = DEFAULT_SCORE_PRECISION
+) -> tuple[str, float]:
+    """The first stage whose top ``depth`` holds the largest share of ``run``'s (query, document) pairs
+    (the first named on a tie), and that share."""
+    key = pd.MultiIndex.from_frame(run.frame[[QUERY_ID, DOC_ID]])
+    best, share = next(iter(first_stages)), -1.0
+    for name, first in first_stages.items():
+        cands = top_k(first.frame, depth, score_precision)
+        s = float(key.isin(pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]])).mean()) if len(key) else 0.0
+        if s > share:
+            best, share = name, s
+    return best, share
+
+
+def rerank_depth(
+    run: Run, given: int | None, meta: Mapping | None = None, given_as: str = "given"
+) -> tuple[int | None, str]:
+    """The rerank depth of a reranked run and where it came from: ``given`` (said as ``given_as``), else the
+    depth its ``twostage rerank`` sidecar states (``sidecar``); else (None, ''): ``diagnose`` detects it."""
+    if given:
+        return given, given_as
+    meta = meta or {}
+    stated = meta.get("depth") if meta.get("reranker") else None  # only a `twostage rerank` sidecar says it
+    if stated:
+        return int(stated), "sidecar"
+    return None, ""
+
+
+def reranked_input(
+    name: str,
+    run: Run,
+    first_stages: Mapping[str, Run],
+    *,
+    depth: int | None = None,
+    depth_as: str = "given",
+    first_stage: str = "",
+    listwise: bool = False,
+    meta: Mapping | None = None,
+    repeats: Sequence[Run] = (),
+) -> Reranked:
+    """One reranked run with what its sidecar (``meta``, RUN.meta.json) adds to what the caller says: the
+    depth (``rerank_depth``), the first stage whose checksum the sidecar names (else '' and ``diagnose`` pairs
+    it: the only first stage, or the one holding most of its documents), and whether it is listwise."""
+    meta = meta or {}
+    d, d_from = rerank_depth(run, depth, meta, depth_as)
+    if not first_stage:
+        sha = (meta.get("first_stage") or {}).get("sha256")
+        first_stage = next((n for n, r in first_stages.items() if sha and r.sha256 == sha), "")
+    listwise = listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
+    return Reranked(name, run, first_stage, d, listwise, d_from, repeats=tuple(repeats))
+
+
+def named_runs(runs: Run | Mapping[str, Run], default: str) -> dict[str, Run]:
+    return {default: runs} if isinstance(runs, Run) else dict(runs)
+
+
+def reranked_inputs(
+    reranked,
+    first_stages: Mapping[str, Run],
+    depth: int | Mapping[str, int] | None,
+    listwise: Collection[str],
+    score_precision: str,
+) -> tuple[list[Reranked], list[str], list[str]]:
+    """``Reranked`` inputs (first stage paired, depth set: ``resolve_depth``), notes on how they were paired
+    and notes on how they were sized."""
+    if isinstance(reranked, (Run, Mapping)):
+        named = named_runs(reranked, "reranked")
+        depths = depth_per_run(depth, list(named))
+        items = []
+        for name, run in named.items():
+            runs = list(run) if isinstance(run, (list, tuple)) else [run]
+            items.append(
+                reranked_input(
+                    name,
+                    runs[0],
+                    first_stages,
+                    depth=depths.get(name),
+                    listwise=name in listwise,
+                    repeats=runs[1:],
+                )
+            )
+    else:
+        items = list(reranked)
+    if not items:
+        raise ConfigError("give at least one reranked run")
+    notes, out, depth_notes = [], [], []
+    for r in items:
+        if r.depth is not None and r.depth < 1:
+            raise ConfigError(f"{r.name}: rerank depth must be >= 1")
+        first = r.first_stage
+        if not first:
+            if len(first_stages) == 1:
+                first = next(iter(first_stages))
+            else:
+                pair_depth = r.depth or longest_list(r.run)
+                first, share = pair_first_stage(r.run, first_stages, pair_depth, score_precision)
+                notes.append(
+                    f"{r.name} is taken as a reranking of {first} ({share:.1%} of its documents are in "
+                    f"{first}'s top {pair_depth}, the most of any first stage)"
+                )
+        elif first not in first_stages:
+            raise ConfigError(f"{r.name}: no first stage named {first!r} (first stages: {', '.join(first_stages)})")
+        r = dataclasses.replace(r, first_stage=first, listwise=r.listwise or r.name in listwise)
+        r, note = resolve_depth(r, first_stages[first], score_precision)
+        depth_notes += note
+        out.append(r)
+    names = [*first_stages, *(r.name for r in out)]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"every run needs its own name; repeated: {', '.join(repeated)}")
+    return out, notes, depth_notes
+
+
+def depth_per_run(depth: int | Mapping[str, int] | None, names: Sequence[str]) -> dict[str, int]:
+    """``depth`` (one for every run, or {run name: depth}) as {name: depth}; a name that is no reranked run is
+    an error naming it."""
+    if depth is None:
+        return {}
+    if isinstance(depth, Mapping):
+        unknown = sorted(set(depth) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"depth names no reranked run: {', '.join(map(repr, unknown))} (reranked runs: {', '.join(names)})"
+            )
+        return {n: int(k) for n, k in depth.items()}
+    return {n: int(depth) for n in names}
+
+
+def resolve_depth(r: Reranked, first: Run, score_precision: str) -> tuple[Reranked, list[str]]:
+    """``r`` with its depth: as given (checked against the first stage's lists), else detected
+    (``depths.detect_depth``), else its longest list; and the notes that say so. Every repeat must have the
+    same depth and query set as the run."""
+    from toolkit.diagnosis.depths import detect_depth
+    from toolkit.diagnosis.repeats import check_repeats
+
+    notes: list[str] = []
+    deepest = longest_list(first)
+    if r.depth is not None and r.depth_from in ("given", "option") and r.depth > deepest:
+        how = "--depth" if r.depth_from == "option" else "depth"
+        raise ConfigError(
+            f"{how} {r.depth} for {r.name} is larger than the lists of its first stage {r.first_stage} (at most "
+            f"{deepest} documents per query): give a depth of at most {deepest}"
+        )
+    detections = [detect_depth(first, run, score_precision) for run in r.runs]
+    detection = detections[0]
+    if r.depth is None:
+        if detection.depth is not None:
+            r = dataclasses.replace(r, depth=detection.depth, depth_from="detected")
+        else:
+            r = dataclasses.replace(r, depth=longest_list(r.run), depth_from="longest list")
+            notes.append(f"{r.name}: {detection.describe()}; its depth is its longest list, {r.depth}")
+    check_repeats(r, detections)
+    return dataclasses.replace(r, detection=detection.as_dict()), notes
