@@ -137,6 +137,12 @@ def _norm(line: str) -> str:
     return " ".join(line.split())
 
 
+def _pattern(shown: str) -> str:
+    """``...`` is any text; ``.../`` any folder or none (``.../run.txt`` matches ``run.txt`` and ``/a/b/run.txt``)."""
+    parts = [".*".join(re.escape(p) for p in piece.split("...")) for piece in shown.split(".../")]
+    return "(?:.*/)?".join(parts) + r"\Z"
+
+
 def output_mismatch(shown: list[str], actual: str) -> str | None:
     """Why ``actual`` is not the output ``shown`` (None when it is). A line ``...`` stands for any lines, ``...``
     inside a line for any text; runs of blank space count as one; ``  # note`` after a shown line is a note;
@@ -153,7 +159,7 @@ def output_mismatch(shown: list[str], actual: str) -> str | None:
         else:
             chunks[-1].append(w)
     anchored_start, anchored_end = want[0] != "...", want[-1] != "..."
-    patterns = [[re.compile(".*".join(map(re.escape, w.split("..."))) + r"\Z") for w in c] for c in chunks if c]
+    patterns = [[re.compile(_pattern(w)) for w in c] for c in chunks if c]
     pos = 0
     for n, chunk in enumerate(patterns):
         last = n == len(patterns) - 1
