@@ -37,14 +37,16 @@ def test_build_docs_renders_the_public_api(tmp_path):
         "compare": ("baseline", "correction", "permutations"),
         "diagnose": ("first_stage", "reranked", "curve_depths"),
     }.items():
-        start = page.index(f'id="{verb}"')
-        section = page[start : page.index('<section id="', start + 1) if '<section id="' in page[start + 1 :] else None]
+        start = page.index(f'<section id="{verb}">')
+        end = page.find("<section id=", start + 1)
+        section = page[start : end if end > 0 else None]
         for kw in keywords:
             assert re.search(rf"\b{kw}\b", section), (verb, kw)
 
 
 def test_the_default_output_is_git_ignored():
-    ignored = (REPO / ".gitignore").read_text().splitlines()
-    assert "site/" in ignored
-    script = (REPO / "scripts" / "build_docs.sh").read_text()
-    assert "site/api" in script
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    res = subprocess.run(["git", "check-ignore", "-q", "site/api/index.html"], cwd=REPO, timeout=60)
+    assert res.returncode == 0  # 1: not ignored
+    assert "site/api" in (REPO / "scripts" / "build_docs.sh").read_text()  # the default the ignore rule covers
