@@ -507,6 +507,23 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
     assert not missing, missing
 
 
+def test_the_api_page_names_real_keywords():
+    """docs/api.md's table of ``twostage eval`` flags and ``ts.evaluate`` keywords names only real parameters, and
+    the keywords it lists for compare and diagnose exist."""
+    import inspect
+
+    page = (DOCS / "api.md").read_text(encoding="utf-8")
+    table = page.split("| `twostage eval` | `ts.evaluate(...)` |", 1)[1].split("\n\n", 1)[0]
+    named = {k for row in table.splitlines()[2:] for k in re.findall(r"`(\w+)`", row.split("|")[2])}
+    params = set(inspect.signature(ts.evaluate).parameters)
+    assert len(named) >= 15 and named <= params, sorted(named - params)
+    for verb in ("compare", "diagnose"):
+        section = page.split(f"## {verb.title()}\n", 1)[1].split("\n## ", 1)[0].split("```")[-1]
+        listed = set(re.findall(r"`([a-z_]+)`", section))  # the prose after the example: its keywords
+        params = set(inspect.signature(getattr(ts, verb)).parameters)
+        assert len(listed) >= 8 and listed <= params, (verb, sorted(listed - params))
+
+
 def test_the_anchor_rules_are_githubs(tmp_path):
     page = tmp_path / "p.md"
     page.write_text(
