@@ -1,11 +1,21 @@
-"""Every ``twostage ...`` example in README.md (and in each command's ``--help`` Examples), checked against the CLI
-and, for the examples below, run next to the equivalent ``toolkit`` call with the outputs compared.
+"""Every example of README.md and docs/*.md (and of each command's ``--help`` Examples), checked against the CLI,
+run, and, for the examples below, run next to the equivalent ``toolkit`` call with the outputs compared; and every
+relative link of those pages resolves (files and ``#anchors``).
 
-The examples are read from the README itself: 4-space-indented lines and ``$ twostage`` lines in fenced blocks,
-backslash continuations joined, ``#`` comments dropped. Every one must parse with the command it names (its
-options and arguments exist), so an example that drifts from the CLI fails here. ``RUN`` below lists the examples
-that are also run, each by its exact README text (an edited example fails until its check is updated), on
-substituted small inputs:
+The ``twostage`` examples are read from the pages: 4-space-indented lines and ``$ twostage`` lines in fenced
+blocks (in docs/*.md also fenced lines starting with ``twostage``), backslash continuations joined, ``#`` comments
+dropped. Every one must parse with the command it names (its options and arguments exist), so an example that
+drifts from the CLI fails here.
+
+Every example block (a shell block of ``twostage`` commands, a ```` ```python ```` block) also runs as written
+(``test_every_docs_example_runs``), in a temporary folder beside ``../shared`` (a link to the real data folder)
+that holds the DL19 runs and qrels by their file names; shown output (the lines after a ``$ twostage`` line, or a
+```` ```text ```` block after a Python block) must match. A block that is not run carries ``<!-- not run: REASON
+-->`` on the line above it; an unmarked block that cannot run fails. Blocks whose every command is run below on
+small inputs count as run.
+
+``RUN`` below lists the examples that are also run, each by its exact text in the pages (an edited example
+fails until its check is updated), on substituted small inputs:
 
 * DL19 examples (``eval``, ``compare``, ``diagnose``, ``fuse``): the DL19 runs of ../shared/data
   (``RUN_A``/``RUN_B`` = BM25/SPLADE++, ``BM25 RM3 TASB`` = those runs, CACM runs given to ``fuse`` = the DL19
@@ -21,7 +31,10 @@ Every ``reports/...`` and ``indexes/...`` path goes to a temporary folder.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -30,11 +43,14 @@ import click
 import numpy as np
 import pandas as pd
 import pytest
+from doc_blocks import Block, anchors, blocks, output_mismatch, steps
 from samples import write_tiny_corpus
 
 import toolkit as ts
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = README.parent / "docs"
+PAGES = [README, *sorted(DOCS.glob("*.md"))]
 
 
 def _join_continuations(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -127,10 +143,12 @@ def parse(example: str) -> click.Context:
 EXAMPLES = readme_examples(README.read_text(encoding="utf-8"))
 
 
-def test_the_readme_has_its_examples():
-    commands = {shlex.split(t, comments=True)[1] for _, t in EXAMPLES}
+def test_the_readme_and_the_docs_have_their_examples():
+    commands = {shlex.split(t, comments=True)[1] for _, t in [*EXAMPLES, *DOCS_EXAMPLES]}
     want = {"eval", "compare", "diagnose", "fuse", "rerank", "bm25", "index", "dense", "reproduce", "experiment"}
     assert want <= commands, sorted(want - commands)
+    readme = {shlex.split(t, comments=True)[1] for _, t in EXAMPLES}
+    assert {"eval", "compare", "rerank", "diagnose"} <= readme, readme  # the tour
 
 
 @pytest.mark.parametrize("line, example", EXAMPLES, ids=[f"L{n}" for n, _ in EXAMPLES])
@@ -367,19 +385,19 @@ RERANK = (
 
 
 def _readme_texts() -> set[str]:
-    return {t for _, t in EXAMPLES}
+    return {t for _, t in [*EXAMPLES, *DOCS_EXAMPLES]}
 
 
 def _raw_readme_lines() -> set[str]:
-    return {ln.strip() for ln in README.read_text(encoding="utf-8").splitlines()}
+    return {ln.strip() for page in PAGES for ln in page.read_text(encoding="utf-8").splitlines()}
 
 
-def test_every_run_example_is_still_in_the_readme():
+def test_every_run_example_is_still_in_the_pages():
     texts = _readme_texts()
     missing = [e for e in [*RUN, RERANK] if e not in texts]
     lines = _raw_readme_lines()
     missing += [e for e in CACM_STEPS if e not in lines]
-    assert not missing, f"README examples changed; update tests/api/test_readme_examples.py: {missing}"
+    assert not missing, f"README/docs examples changed; update tests/api/test_readme_examples.py: {missing}"
     assert COMPARE_NAMED in {t for _, t in help_examples()}
 
 
@@ -417,7 +435,7 @@ def test_readme_cacm_walkthrough_equals_the_api(cli, small, tmp_path, minilm, mo
         if argv[0] in ("index", "dense"):
             argv.append("--no-progress")
         check(_run(cli, argv), argv, small, tmp_path)
-    rerank = [e for _, e in EXAMPLES if e.startswith("twostage rerank --run ") and "--index indexes/cacm" in e]
+    rerank = sorted({e for e in _readme_texts() if e.startswith("twostage rerank --run ") and "indexes/cacm" in e})
     assert len(rerank) == 1
     run = tmp_path / "reports/runs/cacm.bm25.top100.trec"
     run.parent.mkdir(parents=True, exist_ok=True)
@@ -431,15 +449,16 @@ def test_readme_cacm_walkthrough_equals_the_api(cli, small, tmp_path, minilm, mo
 
 def docs_examples() -> list[tuple[str, str]]:
     """(page:line, command) of every ``twostage`` example in docs/*.md: as in the README, plus lines of fenced
-    blocks that start with ``twostage `` (continuations joined)."""
+    blocks that start with ``twostage `` (continuations joined; ```` ```text ```` blocks show output or a synopsis)."""
     out: list[tuple[str, str]] = []
-    for page in sorted((README.parent / "docs").glob("*.md")):
+    for page in sorted(DOCS.glob("*.md")):
         text = page.read_text(encoding="utf-8")
         found = readme_examples(text)
-        fenced, current = False, None
+        fence: str | None = None  # the open fence's info string
+        current = None
         for i, line in enumerate(text.splitlines(), 1):
-            if line.startswith("```"):
-                fenced = not fenced
+            if line.lstrip().startswith("```"):
+                fence = line.lstrip()[3:].strip() if fence is None else None
                 continue
             if current is not None:
                 current.append((i, line))
@@ -447,8 +466,8 @@ def docs_examples() -> list[tuple[str, str]]:
                     found += _join_continuations(current)
                     current = None
                 continue
-            if fenced and line.startswith("twostage "):
-                current = [(i, line)]
+            if fence is not None and fence != "text" and line.lstrip().startswith("twostage "):
+                current = [(i, line.lstrip())]
                 if not line.rstrip().endswith("\\"):
                     found += _join_continuations(current)
                     current = None
@@ -470,13 +489,180 @@ def test_every_docs_example_parses(where, example):
 
 
 def test_every_relative_link_in_the_readme_and_docs_resolves():
-    """``[text](path)`` links to files of the repository (anchors and web addresses aside) name files that exist."""
+    """``[text](path)`` and ``[text](path#anchor)`` links (web addresses aside) name files that exist, and an
+    anchor names a heading of that page (GitHub's ids), ``#anchor`` one of the page itself."""
     missing = []
-    for page in [README, *sorted((README.parent / "docs").glob("*.md"))]:
-        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
-            if target.startswith(("http://", "https://", "#", "mailto:")):
+    for page in PAGES:
+        text = re.sub(r"^\s*```.*?^\s*```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+        text = re.sub(r"``.*?``|`[^`\n]*`", "", text)  # code shows link syntax, it is not a link
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://", "mailto:")):
                 continue
-            path = (page.parent / target.split("#", 1)[0]).resolve()
+            file, _, anchor = target.partition("#")
+            path = (page.parent / file).resolve() if file else page
             if not path.exists():
                 missing.append(f"{page.name}: {target}")
+            elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+                missing.append(f"{page.name}: {target} (no heading #{anchor} in {path.name})")
     assert not missing, missing
+
+
+def test_the_api_page_names_real_keywords():
+    """docs/api.md's table of ``twostage eval`` flags and ``ts.evaluate`` keywords names only real parameters, and
+    the keywords it lists for compare and diagnose exist."""
+    import inspect
+
+    page = (DOCS / "api.md").read_text(encoding="utf-8")
+    table = page.split("| `twostage eval` | `ts.evaluate(...)` |", 1)[1].split("\n\n", 1)[0]
+    named = {k for row in table.splitlines()[2:] for k in re.findall(r"`(\w+)`", row.split("|")[2])}
+    params = set(inspect.signature(ts.evaluate).parameters)
+    assert len(named) >= 15 and named <= params, sorted(named - params)
+    for verb in ("compare", "diagnose"):
+        section = page.split(f"## {verb.title()}\n", 1)[1].split("\n## ", 1)[0].split("```")[-1]
+        listed = set(re.findall(r"`([a-z_]+)`", section))  # the prose after the example: its keywords
+        params = set(inspect.signature(getattr(ts, verb)).parameters)
+        assert len(listed) >= 8 and listed <= params, (verb, sorted(listed - params))
+
+
+def test_the_anchor_rules_are_githubs(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "# One `--device` default: `auto`\n## Python: `import toolkit as ts`\n```\n# not a heading\n```\n"
+        "## The main job: `scripts/demo.sh`\n## Notes\n## Notes\n"
+    )
+    assert anchors(page) == {
+        "one---device-default-auto",
+        "python-import-toolkit-as-ts",
+        "the-main-job-scriptsdemosh",
+        "notes",
+        "notes-1",
+    }
+
+
+# ------------------------------------------------------------------ every example runs
+
+EXAMPLE_BLOCKS: list[Block] = [b for page in PAGES for b in blocks(page) if b.is_example]
+
+#: Commands run on substituted small inputs above (next to their ``ts.`` call): a block of these alone counts as run.
+SUBSTITUTED = {*RUN, *(re.sub(r"\s+#.*$", "", e) for e in CACM_STEPS), RERANK}
+
+
+def _covered(block: Block) -> bool:
+    """Every command of the block is run on small inputs by the tests above, and it shows no output to check."""
+    commands = [s for s in steps(block) if s.kind != "set"]
+    substituted = SUBSTITUTED | {e for e in _readme_texts() if e.startswith("twostage rerank --run ")}
+    return all(s.kind == "run" and re.sub(r"\s+#.*$", "", s.text) in substituted and not s.output for s in commands)
+
+
+def _work(tmp_path: Path, shared_data: Path, msmarco: Path) -> Path:
+    """A folder beside ``../shared/data`` (a link to the real data) holding the DL19 runs and qrels by name."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "data").symlink_to(shared_data, target_is_directory=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    for f in [*sorted((msmarco / "runs").glob("run.dl19.*")), msmarco / "qrels.dl19-passage.txt"]:
+        (work / f.name).symlink_to(f)
+    return work
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: env.get(m.group(1), m.group(0)), text)
+
+
+def run_shell(block: Block, cli, env: dict[str, str]) -> list[str]:
+    """Run the block's steps in the current folder; the problems found (empty when it ran as shown)."""
+    import glob
+
+    problems = []
+    for step in steps(block):
+        if step.kind == "set":
+            name, value = step.text.removeprefix("export ").strip().split("=", 1)
+            env[name] = _expand(value, env)
+            continue
+        argv = []
+        for a in shlex.split(_expand(step.text, env), comments=True)[1:]:
+            argv += sorted(glob.glob(a)) or [a] if any(c in a for c in "*?[") else [a]
+        res = cli(*argv)
+        error_shown = any(ln.startswith("Error:") for ln in step.output)
+        if (res.exit_code != 0) != error_shown:
+            problems.append(f"`{step.text}` exited {res.exit_code}:\n{res.output[-3000:]}")
+            continue
+        why = output_mismatch(step.output, res.output if error_shown else res.stdout)
+        if why:
+            problems.append(f"`{step.text}`: {why}")
+    return problems
+
+
+def _page_shell_blocks(block: Block) -> list[Block]:
+    """The shell blocks above ``block`` on its page."""
+    return [b for b in blocks(block.page) if b.kind == "shell" and b.line < block.line]
+
+
+def run_python(block: Block) -> list[str]:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(compile("\n".join(block.lines), block.where, "exec"), {"__name__": "__docs__"})
+    why = output_mismatch(block.output or [], buf.getvalue())
+    return [f"printed output: {why}"] if why else []
+
+
+def test_the_docs_have_runnable_examples():
+    kinds = {(b.page.name, b.kind) for b in EXAMPLE_BLOCKS if not b.not_run and not _covered(b)}
+    assert {("README.md", "shell"), ("README.md", "python"), ("api.md", "python"), ("evaluate.md", "shell")} <= kinds
+
+
+@pytest.mark.parametrize("block", EXAMPLE_BLOCKS, ids=[b.where for b in EXAMPLE_BLOCKS])
+def test_every_docs_example_runs(block, shared_data, msmarco, cli, tmp_path, monkeypatch):
+    """Each example runs as written (or is marked ``<!-- not run: REASON -->``), and shows what it printed."""
+    if block.not_run:
+        pytest.skip(f"marked not run: {block.not_run}")
+    if block.kind == "shell" and _covered(block):
+        pytest.skip("its commands run on small inputs in test_readme_example_equals_its_api_call / the walk-through")
+    other = [s.text for s in steps(block) if s.kind == "other"] if block.kind == "shell" else []
+    assert not other, f"{block.where}: {other} cannot run here; mark the block <!-- not run: REASON -->"
+    work = _work(tmp_path, shared_data, msmarco)
+    monkeypatch.chdir(work)
+    data = str(tmp_path / "shared" / "data")
+    monkeypatch.setenv("TWOSTAGE_DATA", data)
+    if block.kind == "python":
+        problems = run_python(block)
+    else:
+        env = dict(os.environ, TWOSTAGE_DATA=data)
+        for earlier in _page_shell_blocks(block):  # a page reads as one shell session: its variables carry on
+            for step in steps(earlier):
+                if step.kind == "set":
+                    name, value = step.text.removeprefix("export ").strip().split("=", 1)
+                    env[name] = _expand(value, env)
+        problems = run_shell(block, cli, env)
+    assert not problems, f"{block.where} (fix it, or mark it <!-- not run: REASON -->): " + "\n".join(problems)
+
+
+def test_the_block_reader_finds_markers_outputs_and_steps(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "Text.\n\n<!-- not run: needs a server -->\n    twostage judge --model m\n\n"
+        "```python\nprint(1)\n```\n\n```text\n1\n```\n\n"
+        "```\n$ twostage eval -m P.5 q r\nP_5 all 0.2000     # a note\n...\n```\n\n"
+        "    R=runs\n    twostage eval q $R/a \\\n        -m P.5\n    ray start --head\n"
+    )
+    found = blocks(page)
+    assert [(b.kind, b.line, b.not_run, b.is_example) for b in found] == [
+        ("shell", 4, "needs a server", True),
+        ("python", 6, None, True),
+        ("text", 10, None, False),
+        ("shell", 14, None, True),
+        ("shell", 20, None, True),
+    ]
+    assert found[1].output == ["1"]
+    assert [(s.kind, s.text, s.output) for s in steps(found[3])] == [
+        ("run", "twostage eval -m P.5 q r", ["P_5 all 0.2000     # a note", "..."])
+    ]
+    assert [(s.kind, s.text) for s in steps(found[4])] == [
+        ("set", "R=runs"),
+        ("run", "twostage eval q $R/a -m P.5"),
+        ("other", "ray start --head"),
+    ]
+    assert output_mismatch(["P_5 all 0.2000     # a note", "..."], "P_5\tall\t0.2000\nmore\n") is None
+    assert output_mismatch(["P_5 all 0.2000"], "P_5\tall\t0.2000\nmore\n") is not None  # unshown extra line
+    assert output_mismatch(["# run: .../a.txt sha256:ab"], "# run: /x/y/a.txt sha256:ab\n") is None
+    assert output_mismatch(["P_5 all 0.3000"], "P_5 all 0.2000\n") is not None

@@ -109,7 +109,7 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
     default=DEFAULT_BACKEND,
     show_default=True,
     help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
-    "with int8 weights (fastest; changes scores, see the README).",
+    "with int8 weights (fastest; changes scores, see docs/benchmarks.md).",
 )
 @PRECISION
 @click.option(

@@ -1,7 +1,7 @@
 """Where twostage deliberately differs from trec_eval: the one list.
 
 Each entry names one difference, the trec_eval generations it concerns, what trec_eval does and what
-twostage does instead. The README's table "Where twostage deliberately differs from trec_eval" is
+twostage does instead. The table "Where twostage deliberately differs from trec_eval" of docs/evaluate.md is
 rendered from this list (``readme_table``; a test checks they agree), and the differential fuzzer
 (``scripts/fuzz_eval.py``) knows each one by its name: a generated case that falls under one is
 skipped and counted under that name, never silently passed. Nothing else may differ.
@@ -107,7 +107,7 @@ BY_NAME = {d.name: d for d in DIFFERENCES}
 
 
 def readme_table() -> str:
-    """The README's table, one row per difference, in this list's order."""
+    """The table of docs/evaluate.md, one row per difference, in this list's order."""
     rows = [
         "| name | trec_eval | twostage | generations |",
         "|---|---|---|---|",

@@ -28,7 +28,7 @@ other points run on any actor, two at a time per actor.
 Fusion points stay in the driver (``FusePoint`` through the driver's ``Warm``): reciprocal rank fusion
 of two CACM runs of 1,000 hits takes milliseconds in the driver, while sending it to an actor
 means pickling both input frames out and the fused frame back, which costs more than the fusion
-itself; and its inputs are already in the driver's memory. See the README for the figures.
+itself; and its inputs are already in the driver's memory. docs/benchmarks.md has the figures.
 """
 
 from __future__ import annotations

@@ -373,7 +373,7 @@ def rerank_run(
     ``reranker`` is a built model, or a ``RerankerSpec`` (built here, or by each Ray
     worker). ``sharding`` (``toolkit.jobs.shards.Sharding``) runs the model work as a sharded,
     resumable job; ``cache`` (``toolkit.jobs.embed_cache.EmbeddingCache``) serves and keeps a
-    bi-encoder's embeddings. Either way the scores are the same (see the README's
+    bi-encoder's embeddings. Either way the scores are the same (see docs/distributed.md's
     tolerance).
     """
     if depth < 1:
