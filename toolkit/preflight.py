@@ -4,6 +4,7 @@
   removed there; permission bits alone would pass root on a read-only mount), checked when the option is
   parsed, before any input is read;
 - ``check_free_space(path, need, what, option)``: room for an estimated output;
+- ``native_fs_errno(text, building)``: the errno a native message (Java's, FAISS's) reports for a refused write;
 - ``os_error_message(exc)``: an ``OSError`` of the file system (disk full, quota, read-only, permission) as
   one sentence naming the file and the fix (the CLI prints it as its one ``Error:`` line);
 - ``build_lock(out)``: one process at a time builds an index into one folder (an advisory ``flock`` on a
@@ -31,6 +32,22 @@ _FS_ERRORS = {
     errno.EPERM: ("operation not permitted", "write the output to a folder you can write"),
     errno.ENOTDIR: ("a part of the path is a file, not a folder", "give a path whose folders are folders"),
 }
+
+
+#: What a failing write reports, in the C library's words (Java and FAISS quote ``strerror``), as its errno.
+#: Only writes fail so, except for a denied access, which counts only on a path in the folder being built.
+NATIVE_FS_ERRORS = (
+    ("No space left on device", errno.ENOSPC, False),
+    ("Disk quota exceeded", errno.EDQUOT, False),
+    ("Read-only file system", errno.EROFS, False),
+    ("AccessDeniedException", errno.EACCES, True),
+    ("Permission denied", errno.EACCES, True),
+)
+
+
+def native_fs_errno(text: str, building: str) -> int | None:
+    """The errno of a file-system failure writing into ``building`` that a native message (Java, FAISS) reports."""
+    return next((code for said, code, own in NATIVE_FS_ERRORS if said in text and (not own or building in text)), None)
 
 
 def os_error_message(exc: OSError) -> str | None:

@@ -10,7 +10,6 @@ into place only when complete, so an interrupted build never looks finished).
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
@@ -27,7 +26,8 @@ from toolkit import trec_io
 from toolkit.corpus import Corpus
 from toolkit.errors import ConfigError, TwostageError
 from toolkit.extras import require
-from toolkit.preflight import build_lock
+from toolkit.preflight import build_lock, native_fs_errno
+from toolkit.retrieval.dense_space import as_output_error, check_dense_room, encoder_dim
 
 log = logging.getLogger(__name__)
 
@@ -289,21 +289,10 @@ def _lift_lucene_files(tmp: Path) -> None:
     (tmp / "write.lock").unlink(missing_ok=True)
 
 
-#: What the JVM says when the file system refuses a write (in an exception's message, or a ``Caused by`` or
-#: ``Suppressed`` line of its trace), as the errno Python would give for it. Only writes fail so, except for a
-#: denied access, which counts only on a path in the folder being built (an unreadable input is another error).
-_JAVA_FS_ERRORS = (
-    ("No space left on device", errno.ENOSPC, False),
-    ("Disk quota exceeded", errno.EDQUOT, False),
-    ("Read-only file system", errno.EROFS, False),
-    ("AccessDeniedException", errno.EACCES, True),
-    ("Permission denied", errno.EACCES, True),
-)
-
-
 def java_fs_errno(line: str, building: str) -> int | None:
-    """The errno of a file-system failure writing into ``building`` that a line of Java's output reports."""
-    return next((code for text, code, own in _JAVA_FS_ERRORS if text in line and (not own or building in line)), None)
+    """The errno of a file-system failure writing into ``building`` that a line of Java's output reports (in an
+    exception's message, or a ``Caused by`` or ``Suppressed`` line of its trace; ``preflight.native_fs_errno``)."""
+    return native_fs_errno(line, building)
 
 
 _INDEXED = re.compile(r"([\d,]+) documents indexed")
@@ -562,6 +551,9 @@ def build_dense_index(
         if limit is not None and total is not None:
             total = min(total, limit)
         faiss = _faiss()  # before encoding: a missing faiss fails at once, not after hours of encoding
+        # and a folder that takes no writes, or has no room for the index (and its shards), too
+        shards = sharding.folder if sharding is not None else None
+        check_dense_room(out, total, encoder_dim(resolve_encoder(settings.model)), hnsw, hnsw_m, shards)
         enc_started = time.perf_counter()
         job: dict | None = None
         if sharding is not None:
@@ -574,12 +566,19 @@ def build_dense_index(
         dim = int(vectors.shape[1])
         tmp = out.with_name(f".{out.name}.building{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        _write_faiss(faiss, tmp, ids, vectors, hnsw, hnsw_m, ef_construction)
-        execution = job or {"engine": "in-process"}
-        meta = _dense_meta(corpus, key, inputs, desc, ids, dim, settings, threads, encode_seconds, execution)
-        meta["seconds"] = round(time.perf_counter() - started, 3)
-        _finish(tmp, out, meta)
+        try:
+            tmp.mkdir(parents=True)
+            _write_faiss(faiss, tmp, ids, vectors, hnsw, hnsw_m, ef_construction)
+            execution = job or {"engine": "in-process"}
+            meta = _dense_meta(corpus, key, inputs, desc, ids, dim, settings, threads, encode_seconds, execution)
+            meta["seconds"] = round(time.perf_counter() - started, 3)
+            _finish(tmp, out, meta)
+        except BaseException as exc:  # no partial folder; a full or read-only disk names the index, not its file
+            shutil.rmtree(tmp, ignore_errors=True)
+            said = as_output_error(exc, out, tmp)
+            if said is None:
+                raise
+            raise said from exc
         return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(out))
 
 
