@@ -130,3 +130,34 @@ def test_a_line_break_in_a_cell_is_quoted():
         ['q"\r\n"x', "1.0"],
         ["plain", "2.5"],
     ]
+
+
+def _as_html_text(name: str) -> str:
+    """What a browser shows of ``name`` written as HTML text: a bidirectional control as ``[U+XXXX]``
+    (toolkit.escape), a carriage return as a line feed (HTML's input-stream preprocessing)."""
+    return name.replace("\u202e", "[U+202E]").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def test_experiment_page_in_chromium(result, tmp_path):
+    """``index.html`` opened in a browser: nothing a payload names runs (not on load, not on a mouse over or the
+    focus), the console stays free of errors, every row of the results table is as wide as its header, and each
+    configuration's name is its row's text (no cell moved, no name cut)."""
+    from browser import chromium, probe
+
+    driver = chromium(tmp_path)
+    try:
+        state = probe(driver, (result.out / "index.html").as_uri())
+        assert state["pwned"] is None, state
+        assert state["handlers"] == 0 and state["js"] == 0, state
+        assert state["console"] == [], state["console"]
+        table = state["rows"][0]
+        assert len(table) == 1 + len(result.table) and len(set(table)) == 1, table
+        names = driver.execute_script(
+            "const t = document.querySelector('table');"
+            "const i = [...t.tHead.rows[0].cells].findIndex(c => c.textContent === 'config');"
+            "return [...t.tBodies[0].rows].map(r => r.cells[i].textContent)"
+        )
+        assert sorted(names) == sorted(_as_html_text(c) for c in result.table["config"])
+        assert driver.title == "Experiment " + _as_html_text(NAME)
+    finally:
+        driver.quit()
