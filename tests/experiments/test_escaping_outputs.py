@@ -161,3 +161,51 @@ def test_experiment_page_in_chromium(result, tmp_path):
         assert driver.title == "Experiment " + _as_html_text(NAME)
     finally:
         driver.quit()
+
+
+#: A rerank stage's name and the query id it sees: its diagnosis folder, the link to it and the pages inside.
+RERANK = "<img src=x onerror=window.pwned=41>|=rr\u202e"
+
+
+@pytest.fixture(scope="module")
+def reranked(tiny_index, tiny_cross_encoder, tmp_path_factory):
+    """One BM25 stage and a payload-named rerank stage over it (the tiny random cross-encoder, top 2)."""
+    tmp = tmp_path_factory.mktemp("payload-rerank")
+    stages = (
+        f"{_q(STAGES['bm'])}: {{type: bm25}}\n"
+        f"{_q(RERANK)}:\n  type: rerank\n  input: {_q(STAGES['bm'])}\n  model: {tiny_cross_encoder}\n"
+        "  depth: 2\n  device: cpu\n"
+    )
+    path = experiment(tmp, tiny_index, stages)
+    (tmp / "topics.tsv").write_text(TOPICS.replace("5\t", f"{QID}\t"))
+    (tmp / "qrels.txt").write_text(QRELS + f"{QID} 0 d6 1\n")
+    res, _ = run(path, tmp / "out", StageCache(tmp / "cache"))
+    return res
+
+
+def test_a_rerank_stage_with_a_payload_name_writes_inert_pages(reranked, tmp_path):
+    """The experiment page links the stage's diagnosis (an escaped href to a folder of a sanitised name); that
+    diagnosis' index.html and report.md (rendered by a CommonMark renderer) hold no markup from the names."""
+    from markdown_it import MarkdownIt
+
+    page = (reranked.out / "index.html").read_text()
+    assert_inert_html(page, "experiment index.html")
+    folders = [p for p in (reranked.out / "diagnosis").iterdir() if p.is_dir()]
+    assert len(folders) == 1 and "<" not in folders[0].name and "\u202e" not in folders[0].name
+    assert f'href="diagnosis/{folders[0].name}/index.html"' in page
+    diagnosis = (folders[0] / "index.html").read_text()
+    assert_inert_html(diagnosis, "rerank diagnosis index.html")
+    assert RERANK not in diagnosis and "&lt;img src=x onerror=window.pwned=41&gt;" in diagnosis
+    md = MarkdownIt("commonmark", {"html": True}).enable("table").render((folders[0] / "report.md").read_text())
+    assert_inert_html(md, "rerank diagnosis report.md")
+    from browser import chromium, probe
+
+    driver = chromium(tmp_path)
+    try:
+        for url in ((reranked.out / "index.html").as_uri(), (folders[0] / "index.html").as_uri()):
+            state = probe(driver, url)
+            assert state["pwned"] is None and state["handlers"] == 0 and state["js"] == 0, (url, state)
+            assert state["console"] == [], (url, state["console"])
+            assert all(len(set(widths)) <= 1 for widths in state["rows"]), (url, state["rows"])
+    finally:
+        driver.quit()
