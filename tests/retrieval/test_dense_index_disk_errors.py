@@ -114,8 +114,9 @@ def test_faiss_failing_to_write_the_index_is_one_line(cli, inputs, mounts, monke
 
 
 def test_the_index_still_builds_where_there_is_room(cli, inputs, mounts, tmp_path):  # noqa: F811
+    """200 KiB hold the index (about 137 KB estimated), not the index and a sharded job's embeddings (below)."""
     disk = tmp_path / "disk"
-    mounts(disk, "size=1m")
+    mounts(disk, "size=200k")
     res = build(cli, inputs, disk / "index")
     assert res.exit_code == 0, res.output
     from toolkit.retrieval.indexing import read_meta
@@ -123,3 +124,28 @@ def test_the_index_still_builds_where_there_is_room(cli, inputs, mounts, tmp_pat
     assert read_meta(disk / "index")["documents"] == DOCS
     assert (disk / "index" / "index").stat().st_size > 4 * DIM * DOCS
     assert sorted(p.name for p in disk.iterdir()) == [".index.lock", "index"]
+
+
+def test_a_sharded_build_counts_its_shards_too(inputs, mounts, tmp_path):  # noqa: F811
+    """A sharded job (``--ray``; here in this process) keeps every shard's embeddings in ``OUT.shards`` beside the
+    index: the estimate adds them, and the library names ``out`` as its keyword."""
+    from toolkit.corpus import resolve_corpus
+    from toolkit.errors import ConfigError
+    from toolkit.jobs.shards import LocalExecutor, Sharding, shards_dir
+    from toolkit.retrieval.indexing import EncoderSettings, build_dense_index
+
+    corpus_path, model = inputs
+    disk = tmp_path / "disk"
+    mounts(disk, "size=200k")
+    out = disk / "index"
+    sharding = Sharding(LocalExecutor(), shards_dir(out), shard_size=250)
+    settings = EncoderSettings(str(model), device="cpu")
+    with pytest.raises(ConfigError) as err:
+        build_dense_index(resolve_corpus(str(corpus_path)), out, settings, sharding=sharding, progress=False)
+    need = DOCS * (4 * DIM + 12) + DOCS * 4 * DIM  # the index, and the shards' float32 vectors: 268,000 bytes
+    free = shutil.disk_usage(disk).free
+    assert str(err.value) == (
+        f"out {out}: the dense index ({DOCS} documents of {DIM} dimensions, and its shards) needs about "
+        f"{human_bytes(need)}, but {disk} has {human_bytes(free)} free; free space there or choose another folder"
+    )
+    assert sorted(p.name for p in disk.iterdir()) == [".index.lock"]
