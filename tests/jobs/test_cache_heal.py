@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 
@@ -22,8 +21,9 @@ import numpy as np
 import pytest
 from samples import CANDIDATES
 
-from toolkit.experiments.cache import DAMAGED, ENTRY_FILE, RUN_FILE, StageCache
+from toolkit.experiments.cache import ENTRY_FILE, RUN_FILE, StageCache
 from toolkit.jobs.embed_cache import EmbeddingCache, text_key
+from toolkit.outputs import DAMAGED
 from toolkit.records import run_from_rows
 from toolkit.trec_io import read_run
 
@@ -116,11 +116,13 @@ def _stored(tmp_path: Path) -> EmbeddingCache:
 
 def test_truncated_part_is_named_and_moved_aside(tmp_path, caplog):
     part = next(_stored(tmp_path).folder.glob("part-*.npz"))
-    part.write_bytes(part.read_bytes()[:100])
+    truncated = part.read_bytes()[:100]
+    part.write_bytes(truncated)
     with caplog.at_level(logging.WARNING):
         c = EmbeddingCache(tmp_path, NS)
     assert len(c) == 0 and str(part) in _warnings(caplog) and not part.exists()
-    assert (c.folder / DAMAGED / f"{part.name}.{os.getpid()}").is_file()
+    (moved,) = (c.folder / DAMAGED).iterdir()
+    assert moved.name.startswith(f"{part.name}-") and moved.read_bytes() == truncated
     assert c.describe()["set_aside"] == [str(part)]
 
 

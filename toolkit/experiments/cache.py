@@ -24,7 +24,6 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from toolkit.errors import TwostageError
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 
 RUN_FILE = "run.trec"
 ENTRY_FILE = "entry.json"
-DAMAGED = "damaged"
 
 #: What a cache that cannot be written raises: read-only, no permission, full, over quota.
 UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
@@ -86,13 +84,9 @@ class StageCache:
 
     def _set_aside(self, entry: Path, problem: str) -> None:
         """Report a failed entry and move it out of the way (into ``damaged/``), so it is computed again."""
-        target = self.folder / DAMAGED / f"{entry.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(entry, target)
-            where = f"moved to {target}"
-        except OSError as exc:
-            where = f"could not be moved aside ({exc})"
+        from toolkit.outputs import set_aside
+
+        where = set_aside(entry, self.folder)
         log.warning("twostage: stage cache entry %s; it is %s and computed again", problem, where)
 
     def put(self, key: str, run: Run, record: dict, hits: int | None = None) -> tuple[Run, dict]:

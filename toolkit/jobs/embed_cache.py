@@ -34,7 +34,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 KEY_BYTES = 16
-DAMAGED = "damaged"
+
 #: What a folder that takes no writes raises: read-only, no permission, full, over quota.
 UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
 
@@ -112,13 +112,9 @@ class EmbeddingCache:
         return None
 
     def _set_aside(self, p: Path, problem: str) -> None:
-        target = self.folder / DAMAGED / f"{p.name}.{os.getpid()}"
-        try:
-            target.parent.mkdir(exist_ok=True)
-            os.replace(p, target)
-            where = f"moved to {target}"
-        except OSError as exc:
-            where = f"left in place, could not be moved aside ({exc.strerror or exc})"
+        from toolkit.outputs import set_aside
+
+        where = set_aside(p, self.folder)
         log.warning(
             "twostage: embedding cache part %s %s; not used (%s), its texts are embedded again", p, problem, where
         )

@@ -21,8 +21,6 @@ import logging
 import os
 import shutil
 import tempfile
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from toolkit.jobs.embed_cache import UNWRITABLE
 log = logging.getLogger(__name__)
 
 ENTRY = "entry.json"
-DAMAGED = "damaged"
+
 FP32, INT8 = "model.onnx", "model.int8.onnx"
 
 #: (model_dir, out_dir, target): writes the fp32 export, or (fp32, target, out_dir): the int8 copy
@@ -72,14 +70,9 @@ def _verified(root: Path, folder: Path, key: str, name: str) -> Path | None:
     problem = _problem(folder, key, name)
     if problem is None:
         return path
-    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    target = root / DAMAGED / f"{folder.name}-{name}-{stamp}"
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
-        where = f"moved to {target}"
-    except OSError as exc:
-        where = f"left in place, could not be moved aside ({exc.strerror or exc})"
+    from toolkit.outputs import set_aside
+
+    where = set_aside(path, root, f"{folder.name}-{name}")
     log.warning("twostage: ONNX cache file %s %s; not used (%s), exporting the model again", path, problem, where)
     return None
 
