@@ -134,8 +134,12 @@ def test_paper_tables_carry_interval_dz_bounds_and_verdict(three):
             f"p_adj {r['p_adjusted']:.4g}: no significant difference; {tail}"
         )
 
-    want_b = line("B", b, "bounds disjoint: the holes cannot explain it (bounds A [0.2500, 0.2500], B [0.5000, 0.7500])")
-    want_c = line("C", c, "bounds overlap: judge more before claiming it (bounds A [0.2500, 0.2500], C [0.0000, 0.5000])")
+    want_b = line(
+        "B", b, "bounds disjoint: the holes cannot explain it (bounds A [0.2500, 0.2500], B [0.5000, 0.7500])"
+    )
+    want_c = line(
+        "C", c, "bounds overlap: judge more before claiming it (bounds A [0.2500, 0.2500], C [0.0000, 0.5000])"
+    )
     assert want_b.startswith("P_2, B vs A: +0.2500 [") and ", d_z 0.71, p_adj 1:" in want_b
     assert want_c.startswith("P_2, C vs A: -0.2500 [") and ", d_z -0.71, p_adj 1:" in want_c
     assert cmp.notes()[1:] == [want_b, want_c]
