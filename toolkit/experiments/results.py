@@ -168,7 +168,7 @@ def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
 
 def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFrame) -> pd.DataFrame:
     """The table with every measure's hole bounds (where it has them), direction, overlap and verdict columns
-    (``experiments.trust``): the first measure's first, then the others' in the experiment's order."""
+    (``experiments.trust``): the first measure's first, then the others' in the table's measure order."""
     from toolkit.experiments.trust import trust_columns
     from toolkit.measures.names import parse_measure_groups
 
