@@ -99,7 +99,7 @@ def test_notes(doc: dict, tests, baselines: list[str], systems: list[str], alpha
                 trust = by_baseline.get(b, {}).get(m, {}).get(run, {})
                 lo, hi = trust.get("baseline_bounds"), trust.get("bounds")
                 pair = (tuple(lo), tuple(hi)) if lo is not None and hi is not None else None
-                line = f"{m}, {run} vs {b}: {verdict(c.as_dict(), alpha, pair)}"  # type: ignore[arg-type]
+                line = f"{m}, {run} vs {b}: {verdict(c.as_dict(), alpha, pair)}"
                 if pair is not None:
                     line += f" (bounds {b} {bounds_text(lo)}, {run} {bounds_text(hi)})"
                 lines.append(line)
@@ -133,7 +133,7 @@ def _write_compare_files(out: Path, doc: dict, table, baseline: str, measures: l
             + "</p>"
         )
     for measure in measures:
-        rows = [[baseline, f"{doc['baseline_mean'][measure]:.4f}", "", "", "", "", "", ""]]
+        rows: list[list[object]] = [[baseline, f"{doc['baseline_mean'][measure]:.4f}", "", "", "", "", "", ""]]
         results = doc["results"][measure]
         rows += [[*row, results[row[0]].get("verdict", "")] for row in significance_rows(results)]
         body.append(f"<h2>{esc(measure)}</h2>")
