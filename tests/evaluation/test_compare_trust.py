@@ -117,3 +117,52 @@ def test_trust_fields_rules():
     )
     assert trust_fields(r, (0.40, 0.49), (0.50, 0.60))["bounds_overlap"] is False
     assert direction(0) == "equal" and direction(-1e-9) == "worse" and direction(None) == "equal"
+
+
+def test_paper_tables_carry_interval_dz_bounds_and_verdict(three):
+    """Markdown and LaTeX keep their cells and add one line per test under the legend. Hand-computed: P@2 per
+    query A (0.5, 0), B (0.5, 0.5), C (0, 0): B - A = (0, 0.5), mean +0.25, sd 0.3536, d_z 0.71; C - A = (-0.5,
+    0), d_z -0.71; bounds as in ``three``. The interval and p_adj come from the (tested) comparison document."""
+    qrels, runs = three
+    cmp = ts.compare(qrels, runs, measures="P.2", holes=True, permutations=100, bootstrap=200)
+    res = cmp.doc["results"]["P_2"]
+    b, c = res["B"], res["C"]
+
+    def line(run, r, tail):
+        return (
+            f"P_2, {run} vs A: {r['delta']:+.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}], d_z {r['d_z']:.2f}, "
+            f"p_adj {r['p_adjusted']:.4g}: no significant difference; {tail}"
+        )
+
+    want_b = line(
+        "B", b, "bounds disjoint: the holes cannot explain it (bounds A [0.2500, 0.2500], B [0.5000, 0.7500])"
+    )
+    want_c = line(
+        "C", c, "bounds overlap: judge more before claiming it (bounds A [0.2500, 0.2500], C [0.0000, 0.5000])"
+    )
+    assert want_b.startswith("P_2, B vs A: +0.2500 [") and ", d_z 0.71, p_adj 1:" in want_b
+    assert want_c.startswith("P_2, C vs A: -0.2500 [") and ", d_z -0.71, p_adj 1:" in want_c
+    assert cmp.notes()[1:] == [want_b, want_c]
+    assert "0.95 paired bootstrap interval (percentile)" in cmp.notes()[0] and "unjudged" in cmp.notes()[0]
+    md = cmp.to_markdown()
+    table = md.split("\n\n")[0].splitlines()
+    assert table[2:] == ["| A | 0.2500 |", "| B | **0.5000** |", "| C | 0.0000 |"]  # cells unchanged
+    esc = str.maketrans({"[": "\\[", "]": "\\]"})
+    assert f"- {want_b.translate(esc)}\n" in md and md.endswith(f"- {want_c.translate(esc)}\n")
+    assert cmp.to_markdown(notes=False) == md.split("\nPer test:")[0]
+    tex = cmp.to_latex()
+    assert tex.endswith("% " + want_c.replace("_", r"\_") + "\n") and ("% " + want_b.replace("_", r"\_")) in tex
+    assert r"\end{tabular}" in tex and tex.count(r"\\") == 4  # header + three rows: the tabular is as before
+    # at another alpha the verdict is recomputed (p_adj 1 stays not significant, the text stays the same)
+    assert cmp.notes(alpha=0.5)[1:] == [want_b, want_c]
+
+
+def test_paper_table_notes_without_holes_and_escaped(three):
+    qrels, runs = three
+    named = {"<b>|x": runs["A"], "B": runs["B"]}
+    cmp = ts.compare(qrels, named, measures="P.2", permutations=100, bootstrap=200)
+    notes = cmp.notes()
+    assert len(notes) == 2 and "bounds" not in "".join(notes) and notes[1].startswith("P_2, B vs <b>|x: +0.2500")
+    md = cmp.to_markdown()
+    assert "- P_2, B vs \\<b\\>\\|x: +0.2500 \\[" in md and "<b>" not in md
+    assert r"% P\_2, B vs \textless{}b\textgreater{}\textbar{}x: +0.2500 [" in cmp.to_latex()

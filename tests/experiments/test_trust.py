@@ -151,3 +151,73 @@ def test_trust_html_escapes_config_names():
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html and "<b>x</b>" not in html
     assert html.count("<li>") == 1 and "(bounds [0.1000, 0.3000])" in html
     assert trust_html(table.drop(columns="verdict_P_2"), "P_2") == ""
+
+
+def _hand_recall_bounds(run_file, judged: dict[str, dict[str, int]]) -> tuple[float, float]:
+    """recall@2 by hand: low rel / R (holes non-relevant); high (rel + holes) / (R + holes) (every hole relevant
+    joins the relevant set too)."""
+    rows = defaultdict(list)
+    for line in run_file.read_text().splitlines():
+        q, _, doc, _, score, _ = line.split()
+        rows[q].append((float(score), doc))
+    lows, highs = [], []
+    for q, labels in judged.items():
+        top = [d for _, d in sorted(rows.get(q, []), reverse=True)][:2]
+        rel = sum(1 for d in top if labels.get(d, 0) >= 1)
+        holes = sum(1 for d in top if d not in labels)
+        n_rel = sum(1 for v in labels.values() if v >= 1)
+        lows.append(rel / n_rel)
+        highs.append((rel + holes) / (n_rel + holes))
+    return sum(lows) / len(lows), sum(highs) / len(highs)
+
+
+def test_every_measure_gets_bounds_direction_and_verdict(tiny_index, tmp_path):
+    """measures [P.2, recall.2, map]: bounds for P_2 and recall_2 (hand-computed), none for map; direction,
+    overlap and verdict for each, from the table's own delta, interval and p columns."""
+    p = _experiment(tmp_path, tiny_index)
+    p.write_text(p.read_text().replace("measures: [P.2]", "measures: [P.2, recall.2, map]"))
+    out = tmp_path / "out"
+    res = run_experiment(p, out, cache=StageCache(tmp_path / "c"), say=lambda s: None)
+    t = res.table.set_index("config")
+    judged: dict[str, dict[str, int]] = defaultdict(dict)
+    for line in QRELS.splitlines():
+        q, _, d, rel = line.split()
+        judged[q][d] = int(rel)
+    for name in t.index:
+        run_file = out / "runs" / f"{safe_name(name)}.trec"
+        for m, hand in (("P_2", _hand_bounds), ("recall_2", _hand_recall_bounds)):
+            lo, hi = hand(run_file, judged)
+            assert t.loc[name, f"min_{m}"] == pytest.approx(lo, abs=1e-12), (name, m)
+            assert t.loc[name, f"max_{m}"] == pytest.approx(hi, abs=1e-12), (name, m)
+            assert t.loc[name, f"min_{m}"] <= t.loc[name, m] <= t.loc[name, f"max_{m}"]
+    assert "min_map" not in t.columns and "max_map" not in t.columns
+    base = "bm25(b=0.0)"
+    tested = [n for n in t.index if isinstance(t.loc[n, "verdict_P_2"], str)]
+    assert tested and all(isinstance(t.loc[n, "verdict_recall_2"], str) for n in tested)
+    for name in tested:
+        r = t.loc[name]
+        for m in ("P_2", "recall_2", "map"):
+            direction = "better" if r[f"delta_{m}"] > 0 else "worse" if r[f"delta_{m}"] < 0 else "equal"
+            assert r[f"direction_{m}"] == direction, (name, m)
+            p_text = f"p_adj {r[f'p_{m}']:.4g}"
+            assert r[f"verdict_{m}"].startswith(
+                f"{r[f'delta_{m}']:+.4f} [{r[f'ci_low_{m}']:.4f}, {r[f'ci_high_{m}']:.4f}], d_z "
+            ) and (p_text in r[f"verdict_{m}"])
+        for m in ("P_2", "recall_2"):
+            overlap = t.loc[base, f"min_{m}"] <= r[f"max_{m}"] and r[f"min_{m}"] <= t.loc[base, f"max_{m}"]
+            assert bool(r[f"bounds_overlap_{m}"]) is bool(overlap)
+            clause = "bounds overlap: judge more before claiming it" if overlap else "bounds disjoint"
+            assert clause in r[f"verdict_{m}"]
+        assert pd.isna(r["bounds_overlap_map"]) and "bounds" not in r["verdict_map"]
+    csv = pd.read_csv(out / "results.csv")
+    cols = list(csv.columns)
+    for m in ("P_2", "recall_2"):
+        assert {f"min_{m}", f"max_{m}", f"direction_{m}", f"bounds_overlap_{m}", f"verdict_{m}"} <= set(cols)
+    assert {"direction_map", "bounds_overlap_map", "verdict_map"} <= set(cols) and cols[-1] == "cache"
+    means = sorted(("P_2", "recall_2", "map"), key=cols.index)  # the table's measure order: its first comes first
+    verdicts = sorted((f"verdict_{m}" for m in means), key=cols.index)
+    assert verdicts == [f"verdict_{m}" for m in means]
+    page = (out / "index.html").read_text()
+    for m in ("P_2", "recall_2", "map"):
+        assert f"How far to trust each difference ({m})" in page
+        assert t.loc[tested[0], f"verdict_{m}"].split(":")[0] in page

@@ -210,18 +210,34 @@ class Comparison:
             )
         return out + "Bold: the best value of each measure."
 
-    def to_markdown(self, alpha: float = 0.05, digits: int = 4) -> str:
-        """A systems x measures table in Markdown: significant differences marked (see ``legend``), best in bold."""
+    def notes(self, alpha: float = 0.05) -> list[str]:
+        """How far to trust each test, for under a paper table: a heading line, then one line per (baseline,
+        measure, system) test, ``nDCG@10, splade vs bm25: +0.2250 [0.1700, 0.2800], d_z 1.02, p_adj 0.0001:
+        better`` (``toolkit.evaluation.verdict`` at ``alpha``), with the two systems' hole bounds where known
+        (``holes=True``). Plain text: each format escapes it (``toolkit.escape``)."""
+        from toolkit.report.comparison import test_notes
+
+        return test_notes(self.doc, self.result.tests, list(self.baselines), self.systems, alpha)
+
+    def to_markdown(self, alpha: float = 0.05, digits: int = 4, notes: bool = True) -> str:
+        """A systems x measures table in Markdown: significant differences marked (see ``legend``), best in bold;
+        with ``notes``, under the legend one list item per test: its difference, interval, d_z, corrected p,
+        verdict and, with ``holes=True``, the hole bounds (``notes``)."""
         from toolkit.escape import markdown_text
 
         rows, _ = self._cells(alpha, digits, lambda s: f"**{s}**", lambda s: s, markdown_text)
         head = ["system", *(markdown_text(m) for m in self.measures)]
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(self.measures)) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(lines) + f"\n\n{self._legend(alpha, markdown_text)}\n"
+        out = "\n".join(lines) + f"\n\n{self._legend(alpha, markdown_text)}\n"
+        if notes and self.result.tests:
+            head_line, *tests = self.notes(alpha)
+            out += f"\n{markdown_text(head_line)}\n\n" + "".join(f"- {markdown_text(t)}\n" for t in tests)
+        return out
 
-    def to_latex(self, alpha: float = 0.05, digits: int = 4) -> str:
-        """A systems x measures ``tabular`` for a paper: significance as superscript marks, best in ``\\textbf``."""
+    def to_latex(self, alpha: float = 0.05, digits: int = 4, notes: bool = True) -> str:
+        """A systems x measures ``tabular`` for a paper: significance as superscript marks, best in ``\\textbf``;
+        the legend and (with ``notes``) one line per test (``notes``) follow as ``%`` comments, for a caption."""
         from toolkit.escape import latex_text
 
         def mark(s: str) -> str:
@@ -240,7 +256,10 @@ class Comparison:
         for sym, tex in _LATEX_SYMBOLS.items():
             legend = legend.replace(f"{sym} vs", f"${tex}$ vs")
         legend = legend.replace(f"{UP} better", r"$\uparrow$ better").replace(f"{DOWN} worse", r"$\downarrow$ worse")
-        return "\n".join(lines) + f"\n% {legend}\n"
+        out = "\n".join(lines) + f"\n% {legend}\n"
+        if notes and self.result.tests:
+            out += "".join(f"% {latex_text(t)}\n" for t in self.notes(alpha))
+        return out
 
     def to_text(self) -> str:
         """What ``twostage compare`` prints by default: per measure, every test against each baseline."""

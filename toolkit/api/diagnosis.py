@@ -446,7 +446,19 @@ def diagnose(
             stride=stride,
         )
         result = _with_uncertainty(result, q, firsts, inputs, s, level, complete, ci_level, bootstrap, ci_method, seed)
-    return Diagnosis(result)
+    return Diagnosis(_with_qrels_origin(result, q))
+
+
+def _with_qrels_origin(result: Any, q: Any) -> Any:
+    """Merged human and judge qrels: ``settings["qrels_origin"]`` holds the policy, the counts of labels of each
+    origin and the sources, the judge's sidecar record (model, prompt, calibration) among them; the page's
+    "Labels from a judge" section reads it (``toolkit.report.diagnosis_judge``)."""
+    import dataclasses
+
+    origin = getattr(q, "origin", None)
+    if origin is None:
+        return result
+    return dataclasses.replace(result, settings={**result.settings, "qrels_origin": origin.describe()})
 
 
 def _with_uncertainty(

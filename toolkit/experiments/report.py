@@ -58,25 +58,35 @@ def grid_figure(table: pd.DataFrame, params: list[str], primary: str):
     return fig
 
 
-def trust_html(table: pd.DataFrame, primary: str) -> str:
-    """ "How far to trust each difference": one line per configuration tested against the baseline, its verdict
-    on the first measure (``experiments.trust``); empty without one."""
-    col = f"verdict_{primary}"
-    if col not in table.columns:
-        return ""
-    lo, hi = f"min_{primary}", f"max_{primary}"
-    items = []
-    for r in table.to_dict(orient="records"):
-        if not isinstance(r.get(col), str):
+def trust_html(table: pd.DataFrame, primary: str, measures: list[str] | None = None) -> str:
+    """ "How far to trust each difference": per measure (``primary`` first, then the others of ``measures``), one
+    line per configuration tested against the baseline, its verdict (``experiments.trust``); empty without one."""
+    sections: list[str] = []
+    for m in dict.fromkeys([primary, *(measures or [])]):
+        col = f"verdict_{m}"
+        if col not in table.columns:
             continue
-        bounds = f" (bounds [{r[lo]:.4f}, {r[hi]:.4f}])" if lo in r and isinstance(r.get(lo), float) else ""
-        items.append(f"<li><b>{esc(r['config'])}</b>{esc(bounds)}: {esc(r[col])}</li>")
-    note = (
-        "Difference to the baseline [bootstrap interval], effect size d_z, corrected p-value and the verdict; "
-        "bounds: the lowest and highest mean over every labelling of the unjudged documents in the top k, and "
-        "whether they overlap the baseline's (the holes could explain the difference)."
-    )
-    return f'<h2>How far to trust each difference ({esc(primary)})</h2><p class="muted">{esc(note)}</p><ul>{"".join(items)}</ul>'
+        lo, hi = f"min_{m}", f"max_{m}"
+        items = []
+        for r in table.to_dict(orient="records"):
+            if not isinstance(r.get(col), str):
+                continue
+            bounds = f" (bounds [{r[lo]:.4f}, {r[hi]:.4f}])" if lo in r and isinstance(r.get(lo), float) else ""
+            items.append(f"<li><b>{esc(r['config'])}</b>{esc(bounds)}: {esc(r[col])}</li>")
+        note = (
+            ""
+            if sections
+            else '<p class="muted">'
+            + esc(
+                "Difference to the baseline [bootstrap interval], effect size d_z, corrected p-value and the verdict; "
+                "bounds: the lowest and highest mean over every labelling of the unjudged documents in the top k "
+                "(ndcg_cut.k, P.k, recall.k), and whether they overlap the baseline's (the holes could explain the "
+                "difference)."
+            )
+            + "</p>"
+        )
+        sections.append(f"<h2>How far to trust each difference ({esc(m)})</h2>{note}<ul>{''.join(items)}</ul>")
+    return "".join(sections)
 
 
 def write_index_html(
@@ -87,6 +97,7 @@ def write_index_html(
     baseline: str | None,
     links: dict,
     params: list[str] | None = None,
+    measures: list[str] | None = None,
 ) -> None:
     from toolkit.report.html import figure_data_uri
     from toolkit.trec_io import atomic_write
@@ -115,7 +126,7 @@ def write_index_html(
         ' in-sample score. Files: <a href="results.csv">results.csv</a>, <a href="experiment.json">experiment.json</a>.</p>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
-    body += trust_html(table, primary)
+    body += trust_html(table, primary, measures)
     fig = grid_figure(table, params or [], primary)
     if fig is not None:
         alt = f"{primary} against {', '.join(swept(table, params or []))}"

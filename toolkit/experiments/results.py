@@ -167,19 +167,22 @@ def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
 
 
 def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFrame) -> pd.DataFrame:
-    """The table with the first measure's hole bounds, direction and verdict columns (``experiments.trust``)."""
+    """The table with every measure's hole bounds (where it has them), direction, overlap and verdict columns
+    (``experiments.trust``): the first measure's first, then the others' in the table's measure order."""
     from toolkit.experiments.trust import trust_columns
     from toolkit.measures.names import parse_measure_groups
 
     groups = parse_measure_groups([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
-    primary = measures[0].name
-    group = next(g for g in groups if primary in [m.name for m in g.labelled()])
-    measure = group.measures[[m.name for m in group.labelled()].index(primary)]
-    settings = group.overrides.apply(ctx.settings)
-    cols = trust_columns(ctx.qrels, configs, measure, settings, sig, baseline, primary)
-    names = list(dict.fromkeys(k for row in cols.values() for k in row))
-    for k in names:
-        table[k] = [cols.get(c.name, {}).get(k) for c in configs]
+    for m in measures:
+        name = m.name
+        group = next((g for g in groups if name in [x.name for x in g.labelled()]), None)
+        if group is None:
+            continue
+        measure = group.measures[[x.name for x in group.labelled()].index(name)]
+        settings = group.overrides.apply(ctx.settings)
+        cols = trust_columns(ctx.qrels, configs, measure, settings, sig, baseline, name)
+        for k in dict.fromkeys(k for row in cols.values() for k in row):
+            table[k] = [cols.get(c.name, {}).get(k) for c in configs]
     table["cache"] = table.pop("cache")  # stays last
     return table
 
@@ -329,7 +332,9 @@ def _write_outputs(ctx: Context, exp: Experiment, path, configs, table, measures
         },
     )
     params = list(dict.fromkeys(k for c in configs for k in c.stage.grid))
-    write_index_html(out / "index.html", exp, table, measures[0].name, baseline, links, params)
+    write_index_html(
+        out / "index.html", exp, table, measures[0].name, baseline, links, params, [m.name for m in measures]
+    )
 
 
 def judged_queries(qrels) -> list[str]:

@@ -1,13 +1,13 @@
-"""How far to trust each configuration's difference to the baseline, on the first measure of an experiment.
+"""How far to trust each configuration's difference to the baseline, on every measure of an experiment.
 
-Columns added to ``results.csv`` (and shown on ``index.html``) for the first measure M when it is ``ndcg_cut.k``,
-``P.k`` or ``recall.k``: ``min_M`` and ``max_M``, the lowest and highest mean over every labelling of the
+Columns added to ``results.csv`` (and shown on ``index.html``) for each measure M: when M is ``ndcg_cut.k``,
+``P.k`` or ``recall.k``, ``min_M`` and ``max_M``, the lowest and highest mean over every labelling of the
 configuration's unjudged documents in the top k (``evaluation.holes``); for every configuration tested against
 the baseline: ``direction_M`` (better / worse / equal), ``bounds_overlap_M`` (its interval of possible values
-and the baseline's overlap: the holes could explain the difference) and ``verdict_M``, the one line of
-``evaluation.verdict`` (``+0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.0123: better; bounds overlap: judge more
-before claiming it``). Without bounds (another measure) the verdict has no bounds clause.
-"""
+and the baseline's overlap: the holes could explain the difference; empty without bounds) and ``verdict_M``, the
+one line of ``evaluation.verdict`` (``+0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.0123: better; bounds overlap:
+judge more before claiming it``). Without bounds (another measure) the verdict has no bounds clause. The first
+measure's columns come first, then the others' in the table's measure order."""
 
 from __future__ import annotations
 

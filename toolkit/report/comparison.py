@@ -68,6 +68,44 @@ def compare_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def test_notes(doc: dict, tests, baselines: list[str], systems: list[str], alpha: float = 0.05) -> list[str]:
+    """``Comparison.notes``: a heading, then per test (baselines in order, then measures, then systems) its
+    verdict line at ``alpha`` and, where the document holds them (``compare --holes``), both systems' bounds."""
+    from toolkit.evaluation.trust import bounds_text
+    from toolkit.evaluation.verdict import verdict
+
+    t = doc["tests"]
+    ci = t.get("ci") or {}
+    method = f" ({ci['method']})" if ci.get("method") else ""
+    head = (
+        f"Per test: the difference to the baseline, its {ci.get('level', 0.95):g} paired bootstrap interval{method} "
+        f"in brackets, d_z, p_adj ({t['correction']} correction) and the verdict at p < {alpha:g}"
+    )
+    if doc.get("holes"):
+        head += (
+            "; bounds: each system's lowest and highest mean over every labelling of its unjudged documents "
+            "(overlapping bounds: the holes could explain the difference)"
+        )
+    by = {(c.baseline, c.run, c.measure): c for c in tests}
+    by_baseline = doc.get("results_by_baseline") or {doc["baseline"]: doc["results"]}
+    order = list(dict.fromkeys([*baselines, *(c.baseline for c in tests)]))
+    lines = [head + "."]
+    for b in order:
+        for m in doc.get("measures") or sorted({c.measure for c in tests}):
+            for run in systems:
+                c = by.get((b, run, m))
+                if c is None:
+                    continue
+                trust = by_baseline.get(b, {}).get(m, {}).get(run, {})
+                lo, hi = trust.get("baseline_bounds"), trust.get("bounds")
+                pair = (tuple(lo), tuple(hi)) if lo is not None and hi is not None else None
+                line = f"{m}, {run} vs {b}: {verdict(c.as_dict(), alpha, pair)}"
+                if pair is not None:
+                    line += f" (bounds {b} {bounds_text(lo)}, {run} {bounds_text(hi)})"
+                lines.append(line)
+    return lines
+
+
 def write_compare_report(out: Path, doc: dict, table, baseline: str, measures: list[str]) -> None:
     """``OUT/compare.json`` and ``OUT/compare.html`` (one table and one difference plot per measure), written into
     a temporary folder that replaces ``out`` in one rename (``toolkit.outputs``)."""
@@ -95,7 +133,7 @@ def _write_compare_files(out: Path, doc: dict, table, baseline: str, measures: l
             + "</p>"
         )
     for measure in measures:
-        rows = [[baseline, f"{doc['baseline_mean'][measure]:.4f}", "", "", "", "", "", ""]]
+        rows: list[list[object]] = [[baseline, f"{doc['baseline_mean'][measure]:.4f}", "", "", "", "", "", ""]]
         results = doc["results"][measure]
         rows += [[*row, results[row[0]].get("verdict", "")] for row in significance_rows(results)]
         body.append(f"<h2>{esc(measure)}</h2>")

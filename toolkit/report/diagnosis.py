@@ -23,6 +23,7 @@ from toolkit.diagnosis.labels import DECISION_ORDER, LABEL_MEANING, LABELS, MIN_
 from toolkit.escape import CSV_LINE_END, csv_frame, csv_newlines, markdown_code
 from toolkit.escape import markdown_text as md
 from toolkit.escape import plot_text as pt
+from toolkit.report.diagnosis_judge import has_judge_labels, judge_parts
 from toolkit.report.diagnosis_runs import (
     SYSTEM_COLOURS,
     behaviour_parts,
@@ -1103,6 +1104,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(lambda d: "How the reranker treats its candidates", ("pipelines",), behaviour_parts),
     Section(lambda d: "Systems", ("systems", "comparisons"), _systems),
     Section(lambda d: "How far to trust each comparison", ("comparisons", "settings"), trust_parts, shown=has_verdicts),
+    Section(lambda d: "Labels from a judge", ("settings",), judge_parts, shown=has_judge_labels),
     Section(
         lambda d: "Where the reranked runs disagree most",
         ("disagreements",),
