@@ -215,6 +215,7 @@ def test_every_measure_gets_bounds_direction_and_verdict(tiny_index, tmp_path):
         assert {f"min_{m}", f"max_{m}", f"direction_{m}", f"bounds_overlap_{m}", f"verdict_{m}"} <= set(cols)
     assert {"direction_map", "bounds_overlap_map", "verdict_map"} <= set(cols) and cols[-1] == "cache"
     means = sorted(("P_2", "recall_2", "map"), key=cols.index)  # the table's measure order: its first comes first
+    assert means == ["P_2", "recall_2", "map"]  # the experiment file's order, not trec_eval's (map first)
     verdicts = sorted((f"verdict_{m}" for m in means), key=cols.index)
     assert verdicts == [f"verdict_{m}" for m in means]
     page = (out / "index.html").read_text()

@@ -76,11 +76,12 @@ def _context(exp: Experiment, cache: StageCache, data_dir, force, say) -> Contex
 
 def _evaluate(ctx: Context, configs: list[Config]):
     from toolkit.evaluation.groups import evaluate_groups
-    from toolkit.measures.names import parse_measure_groups
+    from toolkit.measures.names import in_request_order, parse_measure_groups
 
     # every measure evaluate takes, per-measure settings included (AP(rel=2)@100 is its own group)
-    groups = parse_measure_groups([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
-    measures = [m for g in groups for m in g.labelled()]
+    texts = [str(m) for m in ctx.exp.evaluation["measures"]]
+    groups = parse_measure_groups(texts, ctx.settings.trec_eval)
+    measures = in_request_order(texts, ctx.settings.trec_eval)  # the experiment file's order: the first ranks
     means, tidy = {}, []
     for c in configs:
         res = evaluate_groups(ctx.qrels, c.run, groups, ctx.settings)

@@ -310,6 +310,18 @@ def parse_measure_groups(texts, version: int = DEFAULT_TREC_EVAL) -> list[Measur
     return groups
 
 
+def in_request_order(texts, version: int = DEFAULT_TREC_EVAL) -> list[Measure]:
+    """Every measure of several ``-m`` arguments as results name them (``MeasureGroup.labelled``), in the order
+    the arguments were given (one argument naming several, ``P.5,10``, in trec_eval's order within it; a measure
+    named twice keeps its first place): the order a table shows them in and the first one a table ranks by."""
+    seen: dict[str, Measure] = {}
+    for text in texts:
+        for g in parse_measure_groups([text], version):
+            for m in g.labelled():
+                seen.setdefault(m.name, m)
+    return list(seen.values())
+
+
 def _group_measures(requests, version: int) -> tuple[list[Measure], dict[Measure, str]]:
     bare: set[str] = set()
     explicit: dict[str, list[str]] = {}
