@@ -164,10 +164,6 @@ def throughput(args, bi_dir: str, ce_dir: str, passages: list[str], queries: lis
     row("model rows: texts (pairs)", f"{n:,}")
     enc = BiEncoder(bi_dir, dev, bs, None, prec)
     enc.embed(passages[: min(n, 4 * bs)])  # warm up
-    floor = floor_rate(enc._pipeline, passages, dev)
-    e2e = n / min(timed(functools.partial(enc.embed, passages), dev) for _ in range(2))
-    row(f"bi-encoder floor (forward only, {prec}, batch {bs}), texts/s", f"{floor:,.0f}")
-    row("bi-encoder twostage embed end to end, texts/s", f"{e2e:,.0f} ({e2e / floor:.0%} of floor; target >= 50 %)")
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(bi_dir, device=dev)
@@ -177,8 +173,16 @@ def throughput(args, bi_dir: str, ce_dir: str, passages: list[str], queries: lis
         import torch
 
         st.to(torch.bfloat16)
+    encode = functools.partial(st.encode, passages, batch_size=bs, normalize_embeddings=True)
     st.encode(passages[: min(n, 4 * bs)], batch_size=bs, normalize_embeddings=True)
-    plain = n / timed(functools.partial(st.encode, passages, batch_size=bs, normalize_embeddings=True), dev)
+    e2e_s = plain_s = float("inf")
+    for _ in range(2):  # alternating, best of two each (a shared machine's load moves both alike)
+        e2e_s = min(e2e_s, timed(functools.partial(enc.embed, passages), dev))
+        plain_s = min(plain_s, timed(encode, dev))
+    e2e, plain = n / e2e_s, n / plain_s
+    floor = floor_rate(enc._pipeline, passages, dev)
+    row(f"bi-encoder floor (forward only, {prec}, batch {bs}), texts/s", f"{floor:,.0f}")
+    row("bi-encoder twostage embed end to end, texts/s", f"{e2e:,.0f} ({e2e / floor:.0%} of floor; target >= 50 %)")
     row("plain sentence-transformers encode, texts/s", f"{plain:,.0f} (twostage {e2e / plain:.1f}x; target >= 5x)")
     mine = enc.embed(passages[:2000])
     ref = st.encode(passages[:2000], batch_size=bs, normalize_embeddings=True)
@@ -272,6 +276,11 @@ def profile(args, bi_dir: str, cands: Path, work: Path) -> None:
             for k in ("import_torch_s", "cuda_context_s", "read_weights_s")
         ),
     )
+    import compileall
+
+    # an installed twostage has its bytecode compiled (pip does it); a fresh checkout, with PYTHONDONTWRITEBYTECODE
+    # set, would compile every module again in each call
+    compileall.compile_dir(str(ROOT / "toolkit"), quiet=1)
     cmd = [sys.executable, "-m", "toolkit.cli", "rerank", "--candidates", str(cands), "--model", bi_dir,
            "--device", args.device, "--batch-size", str(args.batch_size), "--depth", str(args.profile_depth),
            "--no-embedding-cache", "--no-progress", "--profile", "--out", str(work / "dl19.rerank.trec")]  # fmt: skip
