@@ -304,7 +304,7 @@ def profile(args, bi_dir: str, cands: Path, work: Path) -> None:
     unavoidable = next((v, k) for k, v in parts.items() if k.startswith("unavoidable"))
     row(
         "  outside the model work / unavoidable (same run)",
-        f"{outside:.2f} s / {unavoidable[0]:.2f} s ({unavoidable[1][len('unavoidable ') :]}) = "
+        f"{outside:.2f} s / {unavoidable[0]:.2f} s {unavoidable[1][len('unavoidable ') :]} = "
         f"{outside / unavoidable[0]:.2f}x (target <= 1.5x)",
     )
     fresh = sum(v for v in alone.values() if v)

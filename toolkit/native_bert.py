@@ -1,7 +1,7 @@
 """BERT models in plain torch, for short calls: no transformers or sentence-transformers import.
 
 Importing sentence-transformers (and through it transformers' model machinery, torch.distributed,
-torch._dynamo, sympy, scipy) costs more than importing torch itself: on a 2-core CPU about 3 s of a
+torch._dynamo, sympy, scipy) costs more than importing torch itself: on a 2-core CPU 3.5-4.7 s of a
 small ``twostage rerank`` against 1.1 s for torch (docs/gpu.md). The common reranker models are a
 BERT with mean or CLS pooling (all-MiniLM-L6-v2 and its kind) or a BERT with a classification head
 (cross-encoders such as ms-marco-MiniLM-L-6-v2); this module runs those with the same operations in
