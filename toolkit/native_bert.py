@@ -60,8 +60,26 @@ def _bert_config(folder: Path) -> dict | None:
         and not config.get("chunk_size_feed_forward")
         and (folder / "model.safetensors").is_file()
         and (folder / "tokenizer.json").is_file()
+        and _tokenizer_agrees(folder)
     )
     return config if supported else None
+
+
+def _tokenizer_agrees(folder: Path) -> bool:
+    """Whether ``tokenizer.json`` alone tokenises as the Hugging Face tokenizer does: a BERT tokenizer whose
+    ``tokenizer_config.json`` asks for other lower-casing or accent stripping than the file's normaliser
+    gets a new normaliser from transformers (then sentence-transformers runs the model)."""
+    normalizer = _json(folder / "tokenizer.json").get("normalizer") or {}
+    settings = _json(folder / "tokenizer_config.json")
+    pairs = {
+        "do_lower_case": "lowercase",
+        "strip_accents": "strip_accents",
+        "tokenize_chinese_chars": "handle_chinese_chars",
+    }
+    asked = {k: settings[k] for k in pairs if k in settings}
+    if normalizer.get("type") != "BertNormalizer":
+        return not asked
+    return all(normalizer.get(pairs[k]) == v for k, v in asked.items())
 
 
 def _default_max_length(folder: Path, config: dict) -> int:

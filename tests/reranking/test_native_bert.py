@@ -116,6 +116,12 @@ def test_other_folders_run_through_sentence_transformers(tiny_bert, tmp_path):
         if not (lower / f).exists():
             (lower / f).symlink_to(os.path.join(mean, f))
     assert native_bert.plan(str(lower), "bi-encoder") is None
+    (lower / "sentence_bert_config.json").write_text('{"max_seq_length": 20}')
+    assert native_bert.plan(str(lower), "bi-encoder") is not None
+    config = json.loads((tiny_bert / "tokenizer_config.json").read_text())
+    (lower / "tokenizer_config.json").unlink()
+    (lower / "tokenizer_config.json").write_text(json.dumps(config | {"do_lower_case": False}))
+    assert native_bert.plan(str(lower), "bi-encoder") is None  # transformers would rebuild the normaliser
     (lower / "tokenizer.json").unlink()
     (lower / "sentence_bert_config.json").write_text('{"max_seq_length": 20}')
     assert native_bert.plan(str(lower), "bi-encoder") is None
