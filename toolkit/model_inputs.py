@@ -59,18 +59,25 @@ class Tokenizer:
     The same ids as ``tokenizer(texts, truncation="longest_first", max_length=max_length)`` (the
     call sentence-transformers makes), from one batch call over all the inputs. ``calls`` and
     ``inputs_tokenized`` count the work (the tests check every input is tokenised exactly once).
+    ``rust``: a ``tokenizers.Tokenizer`` of its own (a model's ``tokenizer.json``, set to truncate here)
+    instead of ``hf_tokenizer``, with its ``pad_id``.
     """
 
-    def __init__(self, hf_tokenizer, max_length: int):
+    def __init__(self, hf_tokenizer, max_length: int, *, rust=None, pad_id: int = 0):
         self.max_length = int(max_length)
-        self.pad_id = int(getattr(hf_tokenizer, "pad_token_id", None) or 0)
-        backend = getattr(hf_tokenizer, "backend_tokenizer", None) or getattr(hf_tokenizer, "_tokenizer", None)
         self._hf = hf_tokenizer
+        if rust is not None:
+            self.pad_id = int(pad_id)
+            backend = rust
+        else:
+            self.pad_id = int(getattr(hf_tokenizer, "pad_token_id", None) or 0)
+            backend = getattr(hf_tokenizer, "backend_tokenizer", None) or getattr(hf_tokenizer, "_tokenizer", None)
         self._rust = None
         if backend is not None and hasattr(backend, "encode_batch"):
-            from tokenizers import Tokenizer as RustTokenizer
+            if rust is None:
+                from tokenizers import Tokenizer as RustTokenizer
 
-            rust = RustTokenizer.from_str(backend.to_str())  # a copy: the model's own stays as it was
+                rust = RustTokenizer.from_str(backend.to_str())  # a copy: the model's own stays as it was
             rust.no_padding()
             rust.enable_truncation(self.max_length, stride=0, strategy="longest_first", direction="right")
             self._rust = rust

@@ -2,7 +2,12 @@
 
 A phase is timed only while a profile is active (``start()``), so library calls pay nothing otherwise.
 ``imports`` is the time from the process' start to ``start()`` (Linux: /proc/self/stat), the
-interpreter's and the command's imports.
+interpreter's and the command's imports. A phase ``part_of`` another is printed indented under it and
+not added to the total twice.
+
+``report`` ends with the figures of "short calls stay short" (issue 28): the time outside the model work
+(``MODEL_WORK``), the unavoidable part of it (``UNAVOIDABLE``: importing torch, creating the CUDA context,
+reading the weights, each timed alone), and their ratio.
 """
 
 from __future__ import annotations
@@ -13,7 +18,16 @@ import sys
 import time
 from collections.abc import Iterator
 
+IMPORTS = "imports (process start to command)"
+#: The phase that is the model work itself.
+MODEL_WORK = "scoring"
+#: The phases no implementation avoids: each is timed alone, in the same run.
+UNAVOIDABLE = ("import torch", "CUDA context", "read weights")
+#: The ratio "short calls stay short" asks for (outside the model work / unavoidable).
+TARGET_RATIO = 1.5
+
 _ACTIVE: dict[str, float] | None = None
+_PARENT: dict[str, str] = {}
 _STARTED = 0.0
 
 
@@ -33,10 +47,11 @@ def start() -> None:
     """Begin profiling this process (``imports``: the time since it started)."""
     global _ACTIVE, _STARTED
     _ACTIVE = {}
+    _PARENT.clear()
     _STARTED = time.perf_counter()
     since = _since_process_start()
     if since is not None:
-        _ACTIVE["imports (process start to command)"] = since
+        _ACTIVE[IMPORTS] = since
 
 
 def active() -> bool:
@@ -44,11 +59,14 @@ def active() -> bool:
 
 
 @contextlib.contextmanager
-def phase(name: str) -> Iterator[None]:
-    """Time the block as ``name`` (added up when repeated) while a profile is active."""
+def phase(name: str, part_of: str | None = None) -> Iterator[None]:
+    """Time the block as ``name`` (added up when repeated) while a profile is active; ``part_of``: the
+    phase that contains it."""
     if _ACTIVE is None:
         yield
         return
+    if part_of is not None:
+        _PARENT[name] = part_of
     t = time.perf_counter()
     try:
         yield
@@ -56,15 +74,38 @@ def phase(name: str) -> Iterator[None]:
         _ACTIVE[name] = _ACTIVE.get(name, 0.0) + time.perf_counter() - t
 
 
+def overhead(phases: dict[str, float]) -> dict[str, float]:
+    """From a report's phases: ``outside`` (total minus the model work), ``unavoidable`` and ``ratio``."""
+    outside = phases.get("total", 0.0) - phases.get(MODEL_WORK, 0.0)
+    unavoidable = sum(phases.get(name, 0.0) for name in UNAVOIDABLE)
+    return {
+        "outside": outside,
+        "unavoidable": unavoidable,
+        "ratio": outside / unavoidable if unavoidable > 0 else float("inf"),
+    }
+
+
 def report() -> dict[str, float]:
-    """Print the phases to stderr, then the total (imports + the time since ``start()``); returns them."""
+    """Print the phases to stderr, then the total (imports + the time since ``start()``) and the time outside
+    the model work against its unavoidable part; returns the phases."""
     if _ACTIVE is None:
         return {}
     phases = dict(_ACTIVE)
-    total = phases.get("imports (process start to command)", 0.0) + time.perf_counter() - _STARTED
-    timed = sum(phases.values())
+    total = phases.get(IMPORTS, 0.0) + time.perf_counter() - _STARTED
+    timed = sum(s for name, s in phases.items() if name not in _PARENT)
     phases["other"] = max(0.0, total - timed)
     phases["total"] = total
-    for name, seconds in phases.items():
-        print(f"profile: {name} {seconds:.3f} s", file=sys.stderr)
+    top = [name for name in phases if name not in _PARENT]
+    for name in top:
+        print(f"profile: {name} {phases[name]:.3f} s", file=sys.stderr)
+        for child in (c for c, parent in _PARENT.items() if parent == name and c in phases):
+            print(f"profile:   {child} (part of {name}) {phases[child]:.3f} s", file=sys.stderr)
+    o = overhead(phases)
+    parts = " + ".join(name for name in UNAVOIDABLE if name in phases) or "none timed"
+    print(f"profile: outside the model work ({MODEL_WORK}) {o['outside']:.3f} s", file=sys.stderr)
+    print(f"profile: unavoidable ({parts}) {o['unavoidable']:.3f} s", file=sys.stderr)
+    print(
+        f"profile: outside / unavoidable {o['ratio']:.2f}x (target <= {TARGET_RATIO}x)",
+        file=sys.stderr,
+    )
     return phases

@@ -1,6 +1,6 @@
 """The shared model-input pipeline (toolkit.model_inputs): tokenised once, exact on the CPU, out-of-memory
 retries, and the precision/device errors. Oracles: the model's own Hugging Face tokenizer call and
-sentence-transformers' own preprocess + forward (the path before the pipeline)."""
+sentence-transformers' own preprocess + forward (the path before the pipeline and the native BERT)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,14 @@ def bi(minilm):
 
 
 @pytest.fixture(scope="module")
+def st_minilm(minilm):
+    """The oracle: sentence-transformers' own model."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(minilm, device="cpu")
+
+
+@pytest.fixture(scope="module")
 def ce(tiny_cross_encoder):
     from toolkit.reranking.torch_backend import CrossEncoderReranker
 
@@ -59,31 +67,37 @@ def _old_embed(model, texts, batch_size):
     return batched_by_length(texts, lengths, batch_size, forward)
 
 
-def test_token_ids_are_the_hf_tokenizers(bi, ce):
+def test_token_ids_are_the_hf_tokenizers(bi, ce, st_minilm, minilm, tiny_cross_encoder):
+    from transformers import AutoTokenizer
+
     from toolkit.model_inputs import Tokenizer
 
-    hf = bi._model.tokenizer
-    tokens = Tokenizer(hf, 32).encode(TEXTS)
-    ref = hf(TEXTS, truncation="longest_first", max_length=32)["input_ids"]
-    assert tokens.lengths.tolist() == [len(r) for r in ref]
-    assert tokens.ids.tolist() == [i for r in ref for i in r]
+    hf = st_minilm.tokenizer
+    for tokenizer in (Tokenizer(hf, 32), bi._pipeline.tokenizer):  # from the HF tokenizer, from tokenizer.json
+        tokens = tokenizer.encode(TEXTS)
+        ref = hf(TEXTS, truncation="longest_first", max_length=tokenizer.max_length)["input_ids"]
+        assert tokens.lengths.tolist() == [len(r) for r in ref]
+        assert tokens.ids.tolist() == [i for r in ref for i in r]
+    assert bi._pipeline.tokenizer.pad_id == hf.pad_token_id
     pairs = [("apple pie " * 20, t) for t in TEXTS]
-    hf = ce._model.tokenizer
-    got = Tokenizer(hf, 24).encode(pairs)
+    hf = AutoTokenizer.from_pretrained(tiny_cross_encoder)
+    got = ce._pipeline.tokenizer.encode(pairs)
     ref = hf([a for a, _ in pairs], [b for _, b in pairs], truncation="longest_first", max_length=24)
     assert got.ids.tolist() == [i for r in ref["input_ids"] for i in r]
     assert got.type_ids.tolist() == [i for r in ref["token_type_ids"] for i in r]
 
 
-def test_bi_encoder_embeddings_are_bit_identical_to_the_per_batch_path(bi):
+def test_bi_encoder_embeddings_are_bit_identical_to_the_per_batch_path(bi, st_minilm):
+    """The native BERT through the pipeline against sentence-transformers' model through the old path."""
+    assert bi.describe()["implementation"].startswith("native BERT")
     new = bi.embed(TEXTS)
-    old = _old_embed(bi._model, TEXTS, 4)
+    old = _old_embed(st_minilm, TEXTS, 4)
     assert new.dtype == np.float32 and new.shape == (len(TEXTS), 384)
     assert np.array_equal(new, old)
 
 
 def test_every_text_is_tokenised_exactly_once(bi, monkeypatch):
-    """One batch call over all the texts; the model's own tokenizer is never called."""
+    """One batch call over all the texts, nothing else tokenises."""
     tok = bi._pipeline.tokenizer
     calls = []
     real = tok._rust.encode_batch_fast if hasattr(tok._rust, "encode_batch_fast") else tok._rust.encode_batch
@@ -100,8 +114,6 @@ def test_every_text_is_tokenised_exactly_once(bi, monkeypatch):
 
     tok._rust_real = tok._rust
     monkeypatch.setattr(tok, "_rust", Counting())
-    hf = type(bi._model.tokenizer)
-    monkeypatch.setattr(hf, "__call__", lambda *a, **k: pytest.fail("the HF tokenizer was called"))
     before = tok.inputs_tokenized
     bi.embed(TEXTS)
     assert tok.inputs_tokenized - before == len(TEXTS)
@@ -112,12 +124,14 @@ def test_cross_encoder_scores_are_the_models_logits(ce):
     """Batch size 1: the same batches as sentence-transformers' predict, so the same bits; batched across
     queries, the scores move in the last float bits only (batch composition)."""
     import torch
+    from sentence_transformers import CrossEncoder
 
     from toolkit.reranking.torch_backend import CrossEncoderReranker
 
     q = "apple pie"
     one = CrossEncoderReranker(ce.model_name, "cpu", 1, 24)
-    ref = one._model.predict(
+    assert one.describe()["implementation"].startswith("native BERT")
+    ref = CrossEncoder(ce.model_name, device="cpu", max_length=24).predict(
         [(q, t) for t in TEXTS], batch_size=1, activation_fn=torch.nn.Identity(), show_progress_bar=False
     )
     assert np.array_equal(one.score(q, TEXTS), np.asarray(ref, dtype=np.float32).astype(np.float64))

@@ -252,6 +252,7 @@ def _texts(
 def _sources(q: Any, qrels: Any, first_stage: Any, reranked: Any, metas: dict, texts: dict) -> dict:
     """Where every input came from, as the report states it: paths and names as given (never resolved, so
     no symlink or data folder is spelled out), empty ones left out."""
+    from toolkit.diagnosis.precision import precision_line
 
     def paths(runs: Any) -> str:
         given = [x for r in _named(runs, "").values() for x in (r if _is_repeats(r) else [r])]
@@ -265,6 +266,7 @@ def _sources(q: Any, qrels: Any, first_stage: Any, reranked: Any, metas: dict, t
         "reranked": paths(reranked),
         **texts,
         "reranker": ", ".join(models) or None,
+        "reranker_precision": precision_line(metas),
     }
     return {k: v for k, v in found.items() if v}
 

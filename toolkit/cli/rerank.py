@@ -216,13 +216,12 @@ def rerank(
 
 
 def _profile_imports(device: str) -> None:
-    """--profile: the heavy imports and the CUDA context, each timed alone before the work."""
+    """--profile: importing torch and creating the CUDA context, each timed alone before the work (the model's
+    own libraries, where a model needs them, are timed as part of its load)."""
     from toolkit import profiling
 
     with profiling.phase("import torch"):
         import torch
-    with profiling.phase("import sentence-transformers"):
-        import sentence_transformers  # noqa: F401
     if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
         with profiling.phase("CUDA context"):
             torch.zeros(1, device="cuda" if device == "auto" else device)

@@ -2,9 +2,12 @@
 
 Both feed the model through ``toolkit.model_inputs.ModelPipeline``: every text (pair) tokenised once,
 length-sorted batches built ahead of the device, outputs kept on the device until one copy back.
-The model itself is the sentence-transformers model's own modules (its pooling, its head).
+The model is a plain-torch BERT (``toolkit.native_bert``) where the folder is a BERT bi-encoder or
+cross-encoder of the common kind, bit-identical to sentence-transformers on a CPU and without its
+import (seconds of a short call); anything else runs the sentence-transformers model's own modules
+(its pooling, its head). ``describe()["implementation"]`` says which.
 
-torch and sentence-transformers are imported when a model is built.
+torch (and sentence-transformers, where needed) are imported when a model is built.
 """
 
 from __future__ import annotations
@@ -32,17 +35,21 @@ class BiEncoder:
 
     def __post_init__(self) -> None:
         require("rerank", "a sentence-transformers bi-encoder")
-        from sentence_transformers import SentenceTransformer
+        self._net = _native(self, "bi-encoder")
+        if self._net is None:
+            from sentence_transformers import SentenceTransformer
 
-        try:
-            self._model = SentenceTransformer(resolve_model(self.model_name), device=self.device)
-        except Exception as exc:  # any loader failure is a configuration problem for the user
-            raise model_load_error(self.model_name, exc) from exc
-        if self.max_length is not None:
-            self._model.max_seq_length = self.max_length
-        self._model.eval()
-        apply_precision(self._model, self.precision)
-        self._pipeline = _pipeline(self._model, self._model.max_seq_length, self._embed_forward, self)
+            try:
+                self._model = SentenceTransformer(resolve_model(self.model_name), device=self.device)
+            except Exception as exc:  # any loader failure is a configuration problem for the user
+                raise model_load_error(self.model_name, exc) from exc
+            if self.max_length is not None:
+                self._model.max_seq_length = self.max_length
+            self._model.eval()
+            self._max_length = self._model.max_seq_length
+            limit = int(self._model.max_seq_length or self._model.tokenizer.model_max_length)
+            self._pipeline = _pipeline(self._model, limit, self._embed_forward, self)
+        apply_precision(self._net if self._net is not None else self._model, self.precision)
 
     @property
     def model_calls(self) -> int:
@@ -61,7 +68,10 @@ class BiEncoder:
     def _embed_forward(self, features: dict):
         import torch
 
-        emb = self._model({**features, "modality": "text"})["sentence_embedding"]
+        if self._net is not None:
+            emb = self._net(features)
+        else:
+            emb = self._model({**features, "modality": "text"})["sentence_embedding"]
         return torch.nn.functional.normalize(emb.float(), p=2, dim=1)
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -79,8 +89,9 @@ class BiEncoder:
             "score": "cosine of L2-normalised embeddings (model pooling)",
             "device": self.device,
             "batch_size": self.batch_size,
-            "max_length": self._model.max_seq_length,
+            "max_length": self._max_length,
             "backend": self.backend,
+            "implementation": _implementation(self._net),
             "precision": self.precision,
             "precision_effect": precision_effect(self.precision),
         }
@@ -100,18 +111,21 @@ class CrossEncoderReranker:
 
     def __post_init__(self) -> None:
         require("rerank", "a sentence-transformers cross-encoder")
-        from sentence_transformers import CrossEncoder
+        self._net = _native(self, "cross-encoder")
+        if self._net is None:
+            from sentence_transformers import CrossEncoder
 
-        kwargs: dict = {"device": self.device}
-        if self.max_length is not None:
-            kwargs["max_length"] = self.max_length
-        try:
-            self._model = CrossEncoder(resolve_model(self.model_name), **kwargs)
-        except Exception as exc:
-            raise model_load_error(self.model_name, exc) from exc
-        self._model.eval()
-        apply_precision(self._model, self.precision)
-        self._pipeline = _pipeline(self._model, self._model.max_seq_length, self._pair_forward, self)
+            kwargs: dict = {"device": self.device}
+            if self.max_length is not None:
+                kwargs["max_length"] = self.max_length
+            try:
+                self._model = CrossEncoder(resolve_model(self.model_name), **kwargs)
+            except Exception as exc:
+                raise model_load_error(self.model_name, exc) from exc
+            self._model.eval()
+            self._max_length = getattr(self._model, "max_seq_length", None)
+            self._pipeline = _pipeline(self._model, self._model.max_seq_length, self._pair_forward, self)
+        apply_precision(self._net if self._net is not None else self._model, self.precision)
 
     @property
     def model_calls(self) -> int:
@@ -119,7 +133,10 @@ class CrossEncoderReranker:
         return self._pipeline.model_calls
 
     def _pair_forward(self, features: dict):
-        scores = self._model({**features, "modality": "text"})["scores"]
+        if self._net is not None:
+            scores = self._net(features)
+        else:
+            scores = self._model({**features, "modality": "text"})["scores"]
         # several labels: the last one is "relevant" by convention; the activation is the identity
         return scores[:, -1] if scores.ndim == 2 else scores
 
@@ -147,8 +164,9 @@ class CrossEncoderReranker:
             "score": "cross-encoder logit (identity activation)",
             "device": self.device,
             "batch_size": self.batch_size,
-            "max_length": getattr(self._model, "max_seq_length", None),
+            "max_length": self._max_length,
             "backend": self.backend,
+            "implementation": _implementation(self._net),
             "precision": self.precision,
             "precision_effect": precision_effect(self.precision),
         }
@@ -159,3 +177,29 @@ def _pipeline(model, max_length: int, forward, owner):
     from toolkit.model_inputs import ModelPipeline, Tokenizer
 
     return ModelPipeline(Tokenizer(model.tokenizer, max_length), forward, owner.device, owner.batch_size)
+
+
+def _native(owner, kind: str):
+    """``owner``'s model as a plain-torch BERT (its pipeline and maximum length set), or None where
+    the folder needs sentence-transformers."""
+    from toolkit import native_bert
+    from toolkit.model_inputs import ModelPipeline, Tokenizer
+
+    p = native_bert.plan(resolve_model(owner.model_name), kind, owner.max_length)
+    if p is None:
+        return None
+    try:
+        net = native_bert.build(p, owner.device)
+    except native_bert.Unsupported:
+        return None
+    rust, pad_id = native_bert.rust_tokenizer(p)
+    forward = owner._embed_forward if kind == "bi-encoder" else owner._pair_forward
+    owner._max_length = p.max_length
+    owner._pipeline = ModelPipeline(
+        Tokenizer(None, p.max_length, rust=rust, pad_id=pad_id), forward, owner.device, owner.batch_size
+    )
+    return net
+
+
+def _implementation(net) -> str:
+    return "native BERT (toolkit.native_bert)" if net is not None else "sentence-transformers"
