@@ -360,8 +360,8 @@ def compare(
         ci: level of the paired bootstrap interval of each difference (in (0, 1)).
         bootstrap: bootstrap resamples (seeded by ``seed``).
         ci_method: ``percentile`` or ``bca``.
-        holes: also bound each run's ``ndcg_cut.k``, ``P.k`` and ``recall.k`` over the labellings of its unjudged
-            documents (``toolkit.evaluation.holes``): each test then carries ``baseline_bounds``, ``bounds`` and
+        holes: also bound each run's ``ndcg_cut.k``, ``P.k`` and ``recall.k`` over the labellings of its
+            unjudged documents, as ``toolkit.evaluation.holes`` does; each test then carries ``baseline_bounds``, ``bounds`` and
             ``bounds_overlap``, and its ``verdict`` says "bounds overlap" where the holes could explain the
             difference (``toolkit.evaluation.trust``). Saved ``.json`` evaluations have no bounds.
         permutations: random sign flips (all 2^n when that is not more).

@@ -336,8 +336,8 @@ def evaluate(
             else ``run``.
         holes: also bound every ``ndcg_cut.k``, ``P.k`` and ``recall.k`` asked over the labellings of the
             unjudged documents in the top k (``Evaluation.holes``; ``twostage eval --holes``).
-        ci: a level in (0, 1) (``0.95``): the bootstrap confidence interval of each measure's mean over the
-            queries (``Evaluation.intervals``; ``twostage eval --ci``); None (default): none.
+        ci: a level in (0, 1) (``0.95``): the bootstrap confidence interval of each measure's mean over
+            the queries, in ``Evaluation.intervals`` (``twostage eval --ci``); None (default): none.
         bootstrap: its resamples of the queries.
         ci_method: ``percentile`` or ``bca`` (as ``scipy.stats.bootstrap``).
         seed: seed of ``numpy.random.default_rng``, fresh per measure.
