@@ -118,8 +118,9 @@ def resolve_precision(precision: str, device: str) -> str:
 
 
 def precision_effect(precision: str) -> str:
-    """What ``precision`` changes against fp32 (measured; see ``PRECISION_EFFECTS``)."""
-    return PRECISION_EFFECTS.get(precision, "unmeasured")
+    """What ``precision`` changes against fp32 (measured; see ``PRECISION_EFFECTS``); ``auto`` is fp32 on every
+    device (``resolve_precision``)."""
+    return PRECISION_EFFECTS.get("fp32" if precision == "auto" else precision, "unmeasured")
 
 
 def apply_precision(model, precision: str) -> None:

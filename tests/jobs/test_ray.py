@@ -290,4 +290,5 @@ def test_private_local_ray_cross_encoder(tiny_cross_encoder, tmp_path, cli):
     assert m["job"] == "rerank-pairs" and len(m["shards"]) == 2
     meta = json.loads((tmp_path / "ray.trec.meta.json").read_text())
     assert meta["execution"]["address"] == "local"
+    assert meta["reranker"]["precision"] == "fp32" and meta["reranker"]["precision_effect"].startswith("none: exact")
     assert wait_for(lambda: _ray_daemons() <= before, 30), "the private Ray was not stopped"

@@ -16,7 +16,15 @@ from typing import Protocol
 import numpy as np
 
 from toolkit.errors import ConfigError
-from toolkit.models import PRECISIONS, detect_kind, read_json_object, resolve_device, resolve_model, resolve_precision
+from toolkit.models import (
+    PRECISIONS,
+    detect_kind,
+    precision_effect,
+    read_json_object,
+    resolve_device,
+    resolve_model,
+    resolve_precision,
+)
 
 RERANKER_KINDS = ("auto", "bi-encoder", "cross-encoder")
 
@@ -130,6 +138,7 @@ class RerankerSpec:
             "max_length": max_length,
             "backend": self.backend,
             "precision": self.precision,
+            "precision_effect": precision_effect(self.precision),
             "built_by": "each Ray worker",
         }
 
