@@ -183,3 +183,28 @@ def test_profile_overhead_by_hand():
     o = overhead({"total": 10.0, "scoring": 7.0, "import torch": 1.5, "read weights": 0.5, "model load": 0.9})
     assert o == {"outside": 3.0, "unavoidable": 2.0, "ratio": 1.5}
     assert overhead({"total": 1.0})["ratio"] == float("inf")
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_native_bert_runs_in_half_precision(minilm, tiny_cross_encoder, precision):
+    """The casts --precision fp16/bf16 make on CUDA, run on the CPU: the native model's boolean mask and fp32
+    pooling accumulator work in either dtype, the embeddings come back as float32 within cosine 0.999 of fp32
+    and the cross-encoder's logits within 1e-2 (the GPU figures of each precision are measured by bench_gpu.py)."""
+    from toolkit.models import apply_precision
+    from toolkit.reranking.torch_backend import BiEncoder, CrossEncoderReranker
+
+    texts = [t for t in TEXTS if t] + ["apple pie recipe with cinnamon and sugar " * 8]
+    exact = BiEncoder(minilm, "cpu", 2).embed(texts)
+    half = BiEncoder(minilm, "cpu", 2)
+    apply_precision(half._net, precision)
+    import torch
+
+    assert next(half._net.parameters()).dtype == {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    got = half.embed(texts)
+    assert got.dtype == np.float32 and got.shape == exact.shape and not np.array_equal(got, exact)
+    cos = (got * exact).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(exact, axis=1)
+    assert cos.min() > 0.999, cos
+    ce = CrossEncoderReranker(tiny_cross_encoder, "cpu", 2, 24)
+    want = ce.score("apple pie", texts)
+    apply_precision(ce._net, precision)
+    assert np.abs(ce.score("apple pie", texts) - want).max() < 1e-2
