@@ -134,27 +134,9 @@ def minilm() -> str:
 @pytest.fixture(scope="session")
 def tiny_cross_encoder(tmp_path_factory) -> str:
     """A 1-layer BERT with a 1-logit classification head, random weights, a word-piece vocab built here."""
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from tiny_models import save_tiny_bert
 
-    folder = tmp_path_factory.mktemp("tiny-ce")
     words = sorted(
         {w for e in CANDIDATES for h in e["hits"] for w in h["content"].split()} | {"apple", "pie", "recipe"}
     )
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tok = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
-    tok.save_pretrained(folder)
-    import torch
-
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(folder)
-    return str(folder)
+    return str(save_tiny_bert(tmp_path_factory.mktemp("tiny-ce"), words, seed=0, classifier=True))

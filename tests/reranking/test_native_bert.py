@@ -24,24 +24,10 @@ TEXTS = ["apple pie recipe with cinnamon", "", "car repair", "a", "how to fix an
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     """A 2-layer BERT (random weights) saved with a word-piece tokenizer: the body of the bi-encoders below."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from tiny_models import save_tiny_bert
 
-    folder = tmp_path_factory.mktemp("tiny-bert")
     words = sorted({w for t in TEXTS for w in t.split()} | {"engine"})
-    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
-    torch.manual_seed(1)
-    config = BertConfig(
-        vocab_size=5 + len(words),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=32,
-        max_position_embeddings=64,
-    )
-    BertModel(config).save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), words, seed=1, layers=2, heads=4)
 
 
 def _bi_encoder(tiny_bert, tmp_path, pooling: str, normalize: bool = True, **sbert) -> str:

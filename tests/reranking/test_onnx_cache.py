@@ -26,22 +26,10 @@ WORDS = sorted({w for t in TEXTS for w in t.split()} | {"first", "example", "sen
 
 
 def _tiny_bi_encoder(folder: Path, seed: int) -> str:
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from tiny_models import save_tiny_bert
 
     folder.mkdir(parents=True)
-    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=5 + len(WORDS),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-    )
-    BertModel(config).save_pretrained(folder)
+    save_tiny_bert(folder, WORDS, seed=seed)
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},

@@ -30,24 +30,10 @@ DIM = 32
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """(corpus, encoder folder): 1,000 five-word documents and a 1-layer BERT with random weights."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from tiny_models import save_tiny_bert
 
     folder = tmp_path_factory.mktemp("dense-disk")
-    model = folder / "encoder"
-    model.mkdir()
-    (model / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    BertTokenizerFast(vocab_file=str(model / "vocab.txt")).save_pretrained(model)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=5 + len(WORDS),
-        hidden_size=DIM,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-    )
-    BertModel(config).save_pretrained(model)
+    model = save_tiny_bert(folder / "encoder", WORDS, seed=0, hidden=DIM)
     corpus = folder / "corpus.jsonl"
     with open(corpus, "w") as fh:
         for i in range(DOCS):
