@@ -56,9 +56,11 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def read_json_object(path: Path) -> dict:
+    """The JSON object in ``path``; ``{}`` when the file is absent, unreadable, not UTF-8, not JSON or not an
+    object."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return {}
     return doc if isinstance(doc, dict) else {}
 

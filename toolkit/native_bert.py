@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from toolkit import profiling
+from toolkit.models import read_json_object
 
 
 @dataclass(frozen=True)
@@ -41,16 +42,8 @@ class Plan:
     normalize: bool = False  # bi-encoder: a Normalize module after the pooling
 
 
-def _json(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
 def _bert_config(folder: Path) -> dict | None:
-    config = _json(folder / "config.json")
+    config = read_json_object(folder / "config.json")
     supported = (
         config.get("model_type") == "bert"
         and config.get("position_embedding_type", "absolute") == "absolute"
@@ -69,8 +62,8 @@ def _tokenizer_agrees(folder: Path) -> bool:
     """Whether ``tokenizer.json`` alone tokenises as the Hugging Face tokenizer does: a BERT tokenizer whose
     ``tokenizer_config.json`` asks for other lower-casing or accent stripping than the file's normaliser
     gets a new normaliser from transformers (then sentence-transformers runs the model)."""
-    normalizer = _json(folder / "tokenizer.json").get("normalizer") or {}
-    settings = _json(folder / "tokenizer_config.json")
+    normalizer = read_json_object(folder / "tokenizer.json").get("normalizer") or {}
+    settings = read_json_object(folder / "tokenizer_config.json")
     pairs = {
         "do_lower_case": "lowercase",
         "strip_accents": "strip_accents",
@@ -85,7 +78,7 @@ def _tokenizer_agrees(folder: Path) -> bool:
 def _default_max_length(folder: Path, config: dict) -> int:
     """sentence-transformers' default: the tokenizer's ``model_max_length`` capped at the positions."""
     positions = int(config.get("max_position_embeddings", 512))
-    declared = _json(folder / "tokenizer_config.json").get("model_max_length")
+    declared = read_json_object(folder / "tokenizer_config.json").get("model_max_length")
     return min(int(declared), positions) if isinstance(declared, int | float) and declared > 0 else positions
 
 
@@ -101,13 +94,13 @@ def _bi_encoder(folder: Path, config: dict, max_length: int | None) -> Plan | No
         return None
     if modules_list[0].get("path", "") not in ("", "."):
         return None
-    st = _json(folder / "config_sentence_transformers.json")
+    st = read_json_object(folder / "config_sentence_transformers.json")
     if st.get("prompts") or st.get("default_prompt_name"):
         return None
-    sbert = _json(folder / "sentence_bert_config.json")
+    sbert = read_json_object(folder / "sentence_bert_config.json")
     if set(sbert) - {"max_seq_length", "do_lower_case"} or sbert.get("do_lower_case"):
         return None
-    pooling = _json(folder / str(modules_list[1].get("path", "1_Pooling")) / "config.json")
+    pooling = read_json_object(folder / str(modules_list[1].get("path", "1_Pooling")) / "config.json")
     modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
     mode = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}.get(next(iter(modes), ""))
     if len(modes) != 1 or mode is None or pooling.get("include_prompt") is False:
@@ -345,7 +338,7 @@ def rust_tokenizer(p: Plan):
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(p.folder / "tokenizer.json"))
-    pad = _json(p.folder / "tokenizer_config.json").get("pad_token") or "[PAD]"
+    pad = read_json_object(p.folder / "tokenizer_config.json").get("pad_token") or "[PAD]"
     pad = pad.get("content") if isinstance(pad, dict) else pad
     pad_id = tok.token_to_id(str(pad))
     return tok, int(pad_id if pad_id is not None else p.config.get("pad_token_id") or 0)

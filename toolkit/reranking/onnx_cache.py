@@ -16,7 +16,6 @@ exported into a temporary folder for this run, which is removed once ONNX Runtim
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -25,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from toolkit.jobs.embed_cache import UNWRITABLE
+from toolkit.models import read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -37,20 +37,12 @@ Export = Callable[[Path, Path, Path], None]
 Quantize = Callable[[Path, Path, Path], None]
 
 
-def _entry(folder: Path) -> dict | None:
-    try:
-        doc = json.loads((folder / ENTRY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def _problem(folder: Path, key: str, name: str) -> str | None:
     """Why ``folder/name`` is not the export of the model ``key`` (None: it is)."""
     from toolkit.trec_io import sha256_file
 
-    entry = _entry(folder)
-    if entry is None:
+    entry = read_json_object(folder / ENTRY)
+    if not entry:
         return f"has no readable {ENTRY} beside it (written by an older twostage, or not by twostage)"
     if entry.get("key") != key:
         return f"is recorded for another model (key {str(entry.get('key'))[:24]}), not {key[:24]}"
@@ -80,16 +72,19 @@ def _verified(root: Path, folder: Path, key: str, name: str) -> Path | None:
 def _record(folder: Path, key: str, names: list[str], opset: int) -> None:
     from toolkit.trec_io import sha256_file, write_json
 
-    entry = _entry(folder)
+    entry = read_json_object(folder / ENTRY)
     files = dict(entry["files"]) if entry and entry.get("key") == key and isinstance(entry.get("files"), dict) else {}
     files |= {n: sha256_file(folder / n) for n in names}
     write_json(folder / ENTRY, {"key": key, "opset": opset, "files": files})
 
 
 def _make(model_dir: Path, folder: Path, root: Path, key: str, quantize: bool, steps: tuple, opset: int) -> Path:
-    """The export (and int8 copy) in ``folder``, verified ones reused; each new file recorded."""
+    """The export (and int8 copy) in ``folder``, verified ones reused; each new file recorded. A verified int8
+    copy is used without reading the fp32 export it was made from (hashing it would cost a start-up a full read)."""
     export, quantize_to = steps
     folder.mkdir(parents=True, exist_ok=True)
+    if quantize and (int8 := _verified(root, folder, key, INT8)) is not None:
+        return int8
     fp32 = _verified(root, folder, key, FP32)
     if fp32 is None:
         fp32 = folder / FP32
@@ -97,11 +92,9 @@ def _make(model_dir: Path, folder: Path, root: Path, key: str, quantize: bool, s
         _record(folder, key, [FP32], opset)
     if not quantize:
         return fp32
-    int8 = _verified(root, folder, key, INT8)
-    if int8 is None:
-        int8 = folder / INT8
-        quantize_to(fp32, int8, folder)
-        _record(folder, key, [INT8], opset)
+    int8 = folder / INT8
+    quantize_to(fp32, int8, folder)
+    _record(folder, key, [INT8], opset)
     return int8
 
 
