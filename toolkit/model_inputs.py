@@ -66,21 +66,18 @@ class Tokenizer:
     def __init__(self, hf_tokenizer, max_length: int, *, rust=None, pad_id: int = 0):
         self.max_length = int(max_length)
         self._hf = hf_tokenizer
-        if rust is not None:
-            self.pad_id = int(pad_id)
-            backend = rust
-        else:
-            self.pad_id = int(getattr(hf_tokenizer, "pad_token_id", None) or 0)
+        if rust is None:
+            pad_id = getattr(hf_tokenizer, "pad_token_id", None) or 0
             backend = getattr(hf_tokenizer, "backend_tokenizer", None) or getattr(hf_tokenizer, "_tokenizer", None)
-        self._rust = None
-        if backend is not None and hasattr(backend, "encode_batch"):
-            if rust is None:
+            if backend is not None and hasattr(backend, "encode_batch"):
                 from tokenizers import Tokenizer as RustTokenizer
 
                 rust = RustTokenizer.from_str(backend.to_str())  # a copy: the model's own stays as it was
+        self.pad_id = int(pad_id)
+        if rust is not None:
             rust.no_padding()
             rust.enable_truncation(self.max_length, stride=0, strategy="longest_first", direction="right")
-            self._rust = rust
+        self._rust = rust
         self.calls = 0
         self.inputs_tokenized = 0
 
