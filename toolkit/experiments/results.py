@@ -170,18 +170,13 @@ def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
 def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFrame) -> pd.DataFrame:
     """The table with every measure's hole bounds (where it has them), direction, overlap and verdict columns
     (``experiments.trust``): the first measure's first, then the others' in the table's measure order."""
-    from toolkit.experiments.trust import trust_columns
+    from toolkit.experiments.trust import group_bounds, trust_columns
     from toolkit.measures.names import parse_measure_groups
 
     groups = parse_measure_groups([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
+    bounds = group_bounds(ctx.qrels, configs, groups, ctx.settings)
     for m in measures:
-        name = m.name
-        group = next((g for g in groups if name in [x.name for x in g.labelled()]), None)
-        if group is None:
-            continue
-        measure = group.measures[[x.name for x in group.labelled()].index(name)]
-        settings = group.overrides.apply(ctx.settings)
-        cols = trust_columns(ctx.qrels, configs, measure, settings, sig, baseline, name)
+        cols = trust_columns(configs, bounds.get(m.name, {}), sig, baseline, m.name)
         for k in dict.fromkeys(k for row in cols.values() for k in row):
             table[k] = [cols.get(c.name, {}).get(k) for c in configs]
     table["cache"] = table.pop("cache")  # stays last

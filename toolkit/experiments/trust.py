@@ -16,42 +16,49 @@ from collections.abc import Mapping, Sequence
 from toolkit.evaluation.trust import trust_fields
 
 
-def config_bounds(qrels, configs: Sequence, measure, settings) -> dict[str, tuple[float, float]]:
-    """``{config name: (lowest mean, highest mean)}`` of ``measure`` (a parsed ``Measure``) under ``settings``
-    (its group's); empty when it has no hole bounds."""
+def group_bounds(qrels, configs: Sequence, groups: Sequence, settings) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{measure name in the results table: {config name: (lowest mean, highest mean)}}`` for every
+    ``ndcg_cut.k``, ``P.k`` and ``recall.k`` of the measure ``groups`` (``MeasureGroup``s; each under its own
+    settings from ``settings``): one ``hole_bounds`` call per group and configuration. A group whose settings the
+    bounds do not cover (``-J``, another discount) gets none."""
     from toolkit.errors import ConfigError
     from toolkit.evaluation.holes import SUPPORTED, hole_bounds
+    from toolkit.evaluation.trust import mean_bounds
 
-    if measure.family not in SUPPORTED or not measure.cutoff:
-        return {}
-    out: dict[str, tuple[float, float]] = {}
-    for c in configs:
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for g in groups:
+        chosen = [(m, lab.name) for m, lab in zip(g.measures, g.labelled()) if m.family in SUPPORTED and m.cutoff]
+        if not chosen:
+            continue
         try:
-            mean = hole_bounds(qrels, c.run, [measure], settings)[measure.name].mean()
+            per_config = {
+                c.name: mean_bounds(hole_bounds(qrels, c.run, [m for m, _ in chosen], g.overrides.apply(settings)))
+                for c in configs
+            }
         except ConfigError:  # -J or a discount the bounds do not cover
-            return {}
-        out[c.name] = (mean["min"], mean["max"])
+            continue
+        for m, name in chosen:
+            out[name] = {c: b[m.name] for c, b in per_config.items()}
     return out
 
 
 def trust_columns(
-    qrels, configs: Sequence, measure, settings, sig: Mapping, baseline: str | None, name: str | None = None
+    configs: Sequence, bounds: Mapping[str, tuple[float, float]], sig: Mapping, baseline: str | None, name: str
 ) -> dict[str, dict]:
-    """``{config name: {column: value}}`` of the module docstring's columns for ``measure`` (a parsed
-    ``Measure``, evaluated under ``settings``; ``name``: its name in the results table, default its own)."""
-    measure_name = name or measure.name
-    bounds = config_bounds(qrels, configs, measure, settings)
+    """``{config name: {column: value}}`` of the module docstring's columns for the measure ``name`` (its name in
+    the results table), with ``bounds`` its ``{config name: (lowest mean, highest mean)}`` (``group_bounds``;
+    empty without bounds)."""
     out: dict[str, dict] = {}
     for c in configs:
         row: dict = {}
         if c.name in bounds:
-            row[f"min_{measure_name}"], row[f"max_{measure_name}"] = bounds[c.name]
-        r = sig.get((c.name, measure_name)) if baseline else None
+            row[f"min_{name}"], row[f"max_{name}"] = bounds[c.name]
+        r = sig.get((c.name, name)) if baseline else None
         if r is not None:
             f = trust_fields(r.as_dict(), bounds.get(baseline or ""), bounds.get(c.name))
-            row[f"direction_{measure_name}"] = f["direction"]
-            row[f"bounds_overlap_{measure_name}"] = f["bounds_overlap"]
-            row[f"verdict_{measure_name}"] = f["verdict"]
+            row[f"direction_{name}"] = f["direction"]
+            row[f"bounds_overlap_{name}"] = f["bounds_overlap"]
+            row[f"verdict_{name}"] = f["verdict"]
         out[c.name] = row
     return out
 
@@ -59,9 +66,9 @@ def trust_columns(
 def interval_options(evaluation: Mapping) -> dict:
     """The experiment's ``evaluation`` keys ``ci``, ``bootstrap``, ``ci_method`` as ``compare_table``'s keywords."""
     return {
-        "level": float(evaluation.get("ci", 0.95)),
-        "resamples": int(evaluation.get("bootstrap", 10_000)),
-        "ci_method": str(evaluation.get("ci_method", "percentile")),
+        "level": float(evaluation["ci"]),
+        "resamples": int(evaluation["bootstrap"]),
+        "ci_method": str(evaluation["ci_method"]),
     }
 
 
@@ -82,8 +89,8 @@ def with_uncertainty(diag, qrels, runs: Mapping[str, object], settings, evaluati
         level=o["level"],
         resamples=o["resamples"],
         method=o["ci_method"],
-        seed=int(evaluation.get("seed", 42)),
+        seed=int(evaluation["seed"]),
     )
 
 
-__all__ = ["config_bounds", "interval_options", "trust_columns", "with_uncertainty"]
+__all__ = ["group_bounds", "interval_options", "trust_columns", "with_uncertainty"]
