@@ -101,7 +101,12 @@ def test_results_carry_bounds_direction_and_verdict(tiny_index, tmp_path):
 
 @pytest.mark.parametrize(
     ("line", "key"),
-    [("  ci: 1.5\n", "ci"), ("  bootstrap: 0\n", "bootstrap"), ("  ci_method: studentized\n", "ci_method")],
+    [
+        ("  ci: 1.5\n", "ci"),
+        ("  bootstrap: 0\n", "bootstrap"),
+        ("  bootstrap: many\n", "bootstrap"),  # before: reported at ci's line
+        ("  ci_method: studentized\n", "ci_method"),
+    ],
 )
 def test_bad_interval_settings_name_their_line(tmp_path, line, key):
     from toolkit.errors import InputFormatError

@@ -444,13 +444,17 @@ def _check_intervals(doc, ev: dict) -> None:
     from toolkit.errors import ConfigError
     from toolkit.evaluation.mean_intervals import check_interval_request
 
-    for key, value in (("ci", 0.95), ("bootstrap", 10_000), ("ci_method", "percentile")):
+    defaults = {"ci": 0.95, "bootstrap": 10_000, "ci_method": "percentile"}
+    for key, value in defaults.items():
         ev.setdefault(key, value)
-    try:
-        check_interval_request(ev["ci"], ev["bootstrap"], ev["ci_method"])
-    except (ConfigError, TypeError, ValueError) as exc:
-        key = next((k for k in ("ci_method", "bootstrap") if k in str(exc)), "ci")
-        raise doc.error(("evaluation", key), str(exc).replace("=", ": ", 1)) from None
+    for key in defaults:  # each value checked alone, so an error is at its own line
+        try:
+            given = {**defaults, key: ev[key]}
+            check_interval_request(given["ci"], given["bootstrap"], given["ci_method"])
+        except ConfigError as exc:
+            raise doc.error(("evaluation", key), str(exc).replace("=", ": ", 1)) from None
+        except (TypeError, ValueError):
+            raise doc.error(("evaluation", key), f"{key}: {ev[key]!r} is not a number") from None
 
 
 def parse_experiment(path: str | Path) -> Experiment:
