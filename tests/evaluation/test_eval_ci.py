@@ -112,6 +112,16 @@ def test_cli_text_json_csv_carry_the_interval(tiny):
     assert "num_rel_ci_low" not in got
 
 
+def test_csv_interval_rows_keep_a_label_with_a_line_break_in_one_cell(tiny):
+    """A display label holding a carriage return: its interval rows are quoted like its own row, so every row of
+    the CSV keeps its three cells (before, the interval rows were appended to the text unquoted)."""
+    qrels, run = tiny
+    ev = ts.evaluate(qrels, run, ["P.2"], ci=0.9, bootstrap=200, seed=3, labels={"P_2": "P\r@2"})
+    rows = list(csv.reader(io.StringIO(ev.to_csv(provenance=False), newline="")))
+    assert all(len(r) == 3 for r in rows), rows
+    assert [r[1] for r in rows if r[0] == "all"] == ["P\r@2", "P\r@2_ci_low", "P\r@2_ci_high"]
+
+
 def test_cli_several_runs_json_and_csv(tiny, tmp_path):
     """Several runs: each run's JSON entry has its ``ci``; the wide CSV has NAME_ci_low/NAME_ci_high columns on the
     'all' rows; the values are scipy's on each run's per-query values."""

@@ -163,12 +163,7 @@ class Evaluation:
         as ``--no-provenance`` and ``--out`` do)."""
         from toolkit.evaluation.trec_format import render_csv
 
-        text = render_csv(self.result, per_query, provenance=provenance, labels=self._display())
-        if self.ci is not None:
-            from toolkit.evaluation.mean_intervals import with_ci_rows
-
-            text = with_ci_rows(text, self.ci, self._display())
-        return text
+        return render_csv(self.result, per_query, provenance=provenance, labels=self._display(), ci=self.ci)
 
     def _display(self) -> dict[str, str]:
         """Result name -> label, in the order asked (what JSON and CSV are keyed by)."""

@@ -14,8 +14,6 @@ in ``--format json`` under ``ci``, in ``--format csv`` as ``all`` rows named the
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,26 +133,6 @@ def ci_json(ci: MeanIntervals, labels: dict[str, str] | None = None) -> dict:
     }
 
 
-def with_ci_rows(text: str, ci: MeanIntervals, labels: dict[str, str] | None = None) -> str:
-    """``render_csv``'s long CSV with ``all,LABEL_ci_low,VALUE`` and ``all,LABEL_ci_high,VALUE`` rows after each
-    measure's ``all`` row (full precision; names through ``toolkit.escape.csv_text``)."""
-    from toolkit.escape import csv_text
-
-    by_label = {(labels or {}).get(n, n): n for n in ci.intervals}
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    for line in text.splitlines(keepends=True):
-        buf.write(line)
-        if line.startswith("#"):
-            continue
-        row = next(csv.reader([line]), [])
-        if len(row) == 3 and row[0] == "all" and row[1] in by_label:
-            iv = ci.intervals[by_label[row[1]]]
-            for s, v in zip(SUFFIXES, (iv.low, iv.high)):
-                w.writerow(["all", csv_text(f"{row[1]}_{s}"), repr(float(v))])
-    return buf.getvalue()
-
-
 def with_ci_columns(table: pd.DataFrame, intervals: dict) -> pd.DataFrame:
     """``multi.wide_table`` with ``NAME_ci_low`` and ``NAME_ci_high`` after each measure column that has an
     interval, filled on each run's 'all' row (``intervals``: {run: ``MeanIntervals``})."""
@@ -181,5 +159,4 @@ __all__ = [
     "mean_intervals",
     "with_ci_columns",
     "with_ci_lines",
-    "with_ci_rows",
 ]

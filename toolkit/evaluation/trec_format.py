@@ -143,9 +143,12 @@ def render_json(result: EvalResult, per_query: bool, labels: dict[str, str] | No
     return json.dumps(doc, indent=2) + "\n"
 
 
-def render_csv(result: EvalResult, per_query: bool, provenance: bool, labels: dict[str, str] | None = None) -> str:
+def render_csv(
+    result: EvalResult, per_query: bool, provenance: bool, labels: dict[str, str] | None = None, ci=None
+) -> str:
     """Long CSV (query_id, measure, value); ``labels`` as for ``render_json`` (the summary rows in its order);
-    text cells through ``toolkit.escape.csv_text`` (no formula)."""
+    text cells through ``toolkit.escape.csv_text`` (no formula). ``ci`` (``mean_intervals.MeanIntervals``, ``eval
+    --ci``) adds ``all,LABEL_ci_low,VALUE`` and ``all,LABEL_ci_high,VALUE`` rows after each measure's ``all`` row."""
     from toolkit.escape import CSV_LINE_END, csv_newlines, csv_text
 
     names = labels or {m.name: m.name for m in result.measures}
@@ -164,4 +167,10 @@ def render_csv(result: EvalResult, per_query: bool, provenance: bool, labels: di
     for n in sorted(printed, key=lambda n: list(names).index(n) if n in names else len(names)):
         if n in result.aggregate:
             w.writerow(["all", csv_text(names.get(n, n)), repr(float(result.aggregate[n]))])
+            iv = ci.intervals.get(n) if ci is not None else None
+            if iv is not None:
+                from toolkit.evaluation.mean_intervals import SUFFIXES
+
+                for suffix, v in zip(SUFFIXES, (iv.low, iv.high)):
+                    w.writerow(["all", csv_text(f"{names.get(n, n)}_{suffix}"), repr(float(v))])
     return csv_newlines(buf.getvalue())
