@@ -34,6 +34,10 @@ _FS_ERRORS = {
 }
 
 
+#: The errnos of a write refused by the file system (full, over quota, read-only, no permission): what an
+#: optional cache turns into a warning and a build into one ``Error:`` line.
+UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+
 #: What a failing write reports, in the C library's words (Java and FAISS quote ``strerror``), as its errno.
 #: Only writes fail so, except for a denied access, which counts only on a path in the folder being built.
 NATIVE_FS_ERRORS = (

@@ -17,7 +17,6 @@ a warning, and the experiment runs without it: the run is kept in a temporary fo
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import logging
@@ -27,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from toolkit.errors import TwostageError
+from toolkit.preflight import UNWRITABLE
 from toolkit.records import Run
 from toolkit.trec_io import read_run, sha256_file, write_json, write_run
 
@@ -34,9 +34,6 @@ log = logging.getLogger(__name__)
 
 RUN_FILE = "run.trec"
 ENTRY_FILE = "entry.json"
-
-#: What a cache that cannot be written raises: read-only, no permission, full, over quota.
-UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
 
 
 def unwritable(exc: OSError) -> bool:

@@ -18,7 +18,6 @@ written (read-only, full, over quota) is a warning; the run goes on without stor
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import logging
@@ -31,12 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.preflight import UNWRITABLE
+
 log = logging.getLogger(__name__)
 
 KEY_BYTES = 16
-
-#: What a folder that takes no writes raises: read-only, no permission, full, over quota.
-UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
 
 
 def text_key(text: str) -> bytes:

@@ -23,8 +23,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from toolkit.jobs.embed_cache import UNWRITABLE
 from toolkit.models import read_json_object
+from toolkit.preflight import UNWRITABLE
 
 log = logging.getLogger(__name__)
 

@@ -289,12 +289,6 @@ def _lift_lucene_files(tmp: Path) -> None:
     (tmp / "write.lock").unlink(missing_ok=True)
 
 
-def java_fs_errno(line: str, building: str) -> int | None:
-    """The errno of a file-system failure writing into ``building`` that a line of Java's output reports (in an
-    exception's message, or a ``Caused by`` or ``Suppressed`` line of its trace; ``preflight.native_fs_errno``)."""
-    return native_fs_errno(line, building)
-
-
 _INDEXED = re.compile(r"([\d,]+) documents indexed")
 _COUNTER = re.compile(r" - (indexed|unindexable|empty|skipped|errors):\s+([\d,]+)")
 _ERRORS = re.compile(r"^(?:Exception|Error|java\.|Caused by)|ERROR")
@@ -323,7 +317,7 @@ def _run_indexer(cmd: list[str], log_path: Path, progress: bool, out: Path | Non
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=java_env())
             assert proc.stdout is not None  # Popen with PIPE always sets it
             for line in proc.stdout:
-                fs_errno = fs_errno or java_fs_errno(line, str(log_path.parent))
+                fs_errno = fs_errno or native_fs_errno(line, str(log_path.parent))
                 logf.write(line)
                 c = _COUNTER.search(line)
                 if c:
