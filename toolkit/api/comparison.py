@@ -392,6 +392,7 @@ def compare(
     per_query: dict[str, pd.DataFrame] = {}
     provenance: dict[str, dict] = {}
     bounds: dict[str, dict] = {}
+    boundable = holes and _boundable(items, version)
     for name, r in named.items():
         if isinstance(r, (str, os.PathLike)) and str(r).endswith(".json"):
             frame, provenance[name] = load_result_json(str(r), names)
@@ -409,7 +410,7 @@ def compare(
                 dedupe=dedupe,
                 labels=labels,
                 name=name,
-                holes=holes and _boundable(items, version),
+                holes=boundable,
                 **options,
             )
         else:

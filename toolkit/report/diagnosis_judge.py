@@ -1,7 +1,7 @@
 """The diagnosis page's "Labels from a judge" section, shown when the qrels were merged with an LLM judge's labels
 (``toolkit.evaluation.qrels_origin``) and some of the judge's labels were used.
 
-It reads ``diag.settings["qrels_origin"]`` (``qrels_origin.origin_record``: the policy, the counts of labels of
+It reads ``diag.settings["qrels_origin"]`` (``records.QrelsOrigin.describe()``: the policy, the counts of labels of
 each origin, the sources, and the judge's sidecar record: backend, model, prompt checksum and, when
 ``twostage judge --calibrate`` measured it, its ``calibration``) and shows the policy and the labels of each
 origin; with a calibration the documents both judged, the confusion matrix (rows the human label, columns the
