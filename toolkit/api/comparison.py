@@ -471,14 +471,11 @@ def _numeric_names(items: list, version: int) -> set[str]:
     such as relstring, one that needs preference judgments) is refused, naming the keyword ``measures``."""
     from toolkit.errors import UnknownMeasureError
     from toolkit.evaluation.evaluate import check_measures
-    from toolkit.measures.names import EvalSettings, Measure, parse_measure_groups
+    from toolkit.measures.names import EvalSettings, Measure, labelled_measures
 
     numeric: set[str] = set()
     for item in items:
-        if isinstance(item, Measure):
-            ms = [item]
-        else:
-            ms = [m for g in parse_measure_groups([str(item)], version) for m in g.labelled()]
+        ms = [item] if isinstance(item, Measure) else labelled_measures(str(item), version)
         try:
             check_measures(ms, EvalSettings(trec_eval=version), "qrels")
         except UnknownMeasureError as exc:

@@ -80,7 +80,7 @@ class Requested:
 def requested(measures: Any, version: int, default: Iterable[str] | None = None) -> Requested:
     """The measures of ``measures`` (one or a list of names, ir_measures objects or ``Measure`` values; None:
     ``default``, trec_eval's ``official`` unless given) as (result name, label) pairs in the user's order."""
-    from toolkit.measures.names import DEFAULT_MEASURES, Measure, parse_measure_groups
+    from toolkit.measures.names import DEFAULT_MEASURES, Measure, labelled_measures
 
     if measures is None:
         items: list = list(default if default is not None else DEFAULT_MEASURES)
@@ -95,7 +95,7 @@ def requested(measures: Any, version: int, default: Iterable[str] | None = None)
             order.setdefault(item.name, item.name)
             continue
         text = str(item).strip()
-        names = [m.name for g in parse_measure_groups([text], version) for m in g.labelled()]
+        names = [m.name for m in labelled_measures(text, version)]
         if len(names) == 1 and _ir_measures_name(text):
             order.setdefault(names[0], text)
         for n in names:

@@ -316,10 +316,14 @@ def in_request_order(texts, version: int = DEFAULT_TREC_EVAL) -> list[Measure]:
     named twice keeps its first place): the order a table shows them in and the first one a table ranks by."""
     seen: dict[str, Measure] = {}
     for text in texts:
-        for g in parse_measure_groups([text], version):
-            for m in g.labelled():
-                seen.setdefault(m.name, m)
+        for m in labelled_measures(text, version):
+            seen.setdefault(m.name, m)
     return list(seen.values())
+
+
+def labelled_measures(text: str, version: int = DEFAULT_TREC_EVAL) -> list[Measure]:
+    """The measures one ``-m`` argument names, as results name them (``MeasureGroup.labelled``)."""
+    return [m for g in parse_measure_groups([text], version) for m in g.labelled()]
 
 
 def _group_measures(requests, version: int) -> tuple[list[Measure], dict[Measure, str]]:
