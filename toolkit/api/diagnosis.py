@@ -447,7 +447,12 @@ def diagnose(
             window=window,
             stride=stride,
         )
-        result = _with_uncertainty(result, q, firsts, inputs, s, level, complete, ci_level, bootstrap, ci_method, seed)
+        from toolkit.diagnosis.uncertainty import annotate
+
+        runs = {**{n: [r] for n, r in firsts.items()}, **{r.name: list(r.runs) for r in inputs}}
+        result = annotate(
+            result, q, runs, s, level=ci_level, resamples=int(bootstrap), method=ci_method, seed=int(seed)
+        )
     return Diagnosis(_with_qrels_origin(result, q))
 
 
@@ -461,20 +466,6 @@ def _with_qrels_origin(result: Any, q: Any) -> Any:
     if origin is None:
         return result
     return dataclasses.replace(result, settings={**result.settings, "qrels_origin": origin.describe()})
-
-
-def _with_uncertainty(
-    result: Any, q: Any, firsts: Mapping, inputs: Sequence, s: Any, level: int, complete: bool, *ci: Any
-) -> Any:
-    """The diagnosis with every comparison's interval, bounds and verdict (``toolkit.diagnosis.uncertainty``)."""
-    import dataclasses
-
-    from toolkit.diagnosis.uncertainty import annotate
-
-    level_ci, resamples, method, seed = ci
-    runs = {**{n: [r] for n, r in firsts.items()}, **{r.name: list(r.runs) for r in inputs}}
-    evaluated = dataclasses.replace(s, relevance_level=level, complete=complete)
-    return annotate(result, q, runs, evaluated, level=level_ci, resamples=int(resamples), method=method, seed=int(seed))
 
 
 def _headline_measure(measure: str, recall_level: int | None, version: int) -> tuple[str, int | None]:

@@ -73,7 +73,11 @@ def annotate(
     """``diag`` (a ``diagnose.Diagnosis``) with the fields of the module docstring in every comparison.
 
     ``runs``: ``{system name: [run, repeat, ...]}`` for every first stage and reranked system; ``settings``: the
-    ``EvalSettings`` the diagnosis's measure was evaluated with."""
+    diagnosis's base ``EvalSettings``, to which its recall level and query set (``diag.settings``) are applied, as
+    its measure was evaluated."""
+    settings = dataclasses.replace(
+        settings, relevance_level=int(diag.settings["recall_level"]), complete=bool(diag.settings["complete"])
+    )
     pairs = diag.pairs
     queries = list(dict.fromkeys(pairs[QUERY_ID].tolist()))
     bounds = system_bounds(qrels, runs, diag.measure, settings, queries)

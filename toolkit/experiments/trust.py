@@ -72,20 +72,17 @@ def interval_options(evaluation: Mapping) -> dict:
     }
 
 
-def with_uncertainty(diag, qrels, runs: Mapping[str, object], settings, evaluation: Mapping, recall_level: int = 2):
-    """A configuration's diagnosis (``diagnosis.diagnose``, run with its default recall level) with every
-    comparison's interval, bounds and verdict (``diagnosis.uncertainty.annotate``)."""
-    import dataclasses
-
+def with_uncertainty(diag, qrels, runs: Mapping[str, object], settings, evaluation: Mapping):
+    """A configuration's diagnosis (``diagnosis.diagnose``) with every comparison's interval, bounds and verdict
+    (``diagnosis.uncertainty.annotate``)."""
     from toolkit.diagnosis.uncertainty import annotate
 
     o = interval_options(evaluation)
-    evaluated = dataclasses.replace(settings, relevance_level=recall_level)
     return annotate(
         diag,
         qrels,
         {name: [run] for name, run in runs.items()},
-        evaluated,
+        settings,
         level=o["level"],
         resamples=o["resamples"],
         method=o["ci_method"],
