@@ -21,8 +21,9 @@ import pandas as pd
 
 from toolkit.errors import ConfigError, phrase
 from toolkit.evaluation.intervals import CI_METHODS, DEFAULT_RESAMPLES, Interval, bootstrap_ci
+from toolkit.evaluation.trec_format import CI_SUFFIXES
 
-SUFFIXES = ("ci_low", "ci_high")
+SUFFIXES = CI_SUFFIXES  # NAME_ci_low, NAME_ci_high
 
 
 @dataclass(frozen=True)

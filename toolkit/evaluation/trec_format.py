@@ -143,6 +143,10 @@ def render_json(result: EvalResult, per_query: bool, labels: dict[str, str] | No
     return json.dumps(doc, indent=2) + "\n"
 
 
+#: The suffixes of a measure's interval lines and rows (``eval --ci``): ``NAME_ci_low``, ``NAME_ci_high``.
+CI_SUFFIXES = ("ci_low", "ci_high")
+
+
 def render_csv(
     result: EvalResult, per_query: bool, provenance: bool, labels: dict[str, str] | None = None, ci=None
 ) -> str:
@@ -169,8 +173,6 @@ def render_csv(
             w.writerow(["all", csv_text(names.get(n, n)), repr(float(result.aggregate[n]))])
             iv = ci.intervals.get(n) if ci is not None else None
             if iv is not None:
-                from toolkit.evaluation.mean_intervals import SUFFIXES
-
-                for suffix, v in zip(SUFFIXES, (iv.low, iv.high)):
+                for suffix, v in zip(CI_SUFFIXES, (iv.low, iv.high)):
                     w.writerow(["all", csv_text(f"{names.get(n, n)}_{suffix}"), repr(float(v))])
     return csv_newlines(buf.getvalue())
