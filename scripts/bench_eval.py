@@ -83,7 +83,7 @@ import pandas as pd
 step, qrels, path = sys.argv[1], sys.argv[2], sys.argv[3]
 import pytrec_eval
 import toolkit as ts
-from toolkit.trec_io import read_run
+from toolkit.data.trec_io import read_run
 M = ["ndcg_cut.10", "recall.100"]
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

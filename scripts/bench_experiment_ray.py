@@ -107,7 +107,7 @@ def bench_experiment(index: str, dense: str, data: str, rounds: int, work: Path)
 def bench_fusion(index: str, dense: str, data: str) -> None:
     import pickle
 
-    from toolkit import catalog
+    from toolkit.data import catalog
     from toolkit.experiments.points import DensePoint, FusePoint, SearchPoint, Warm, WarmSpec
     from toolkit.jobs.distributed import RayExecutor, RayOptions, shutdown
 

@@ -135,7 +135,7 @@ def floor_rate(pipeline, inputs, device: str, repeats: int = 2) -> float:
     """Inputs per second of ``pipeline.forward`` alone over its own batches, already on the device."""
     import torch
 
-    from toolkit.model_inputs import pad_batch, plan_batches
+    from toolkit.models.inputs import pad_batch, plan_batches
 
     tok = pipeline.tokenizer
     tokens = tok.encode(inputs)
@@ -278,7 +278,7 @@ def profile(args, bi_dir: str, cands: Path, work: Path) -> None:
     )
     import compileall
 
-    from toolkit import profiling
+    from toolkit.models import profiling
 
     # an installed twostage has its bytecode compiled (pip does it); a fresh checkout, with PYTHONDONTWRITEBYTECODE
     # set, would compile every module again in each call
@@ -322,7 +322,7 @@ def proxy(args, bi_dir: str, passages: list[str]) -> None:
     from tokenizers import Tokenizer as RustTokenizer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from toolkit.model_inputs import Tokenizer
+    from toolkit.models.inputs import Tokenizer
     from toolkit.reranking.torch_backend import BiEncoder
 
     threads = torch.get_num_threads()

@@ -66,13 +66,13 @@ def main() -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from toolkit.data.texts import read_candidates
+    from toolkit.data.trec_io import write_run
     from toolkit.jobs.embed_cache import EmbeddingCache
     from toolkit.models import resolve_model
     from toolkit.reranking.backends import load_reranker
     from toolkit.reranking.job import embedding_namespace, rerank_run
     from toolkit.retrieval.indexing import Encoder, EncoderSettings
-    from toolkit.texts import read_candidates
-    from toolkit.trec_io import write_run
 
     data = Path(args.data)
     cands = read_candidates(data / "candidates" / "dl19.bm25.top100.json")

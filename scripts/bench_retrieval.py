@@ -86,7 +86,7 @@ def mark(name):
     marks.append((name, time.perf_counter(), time.process_time()))
 import toolkit.cli
 mark("import toolkit.cli (click, pandas, numpy, pyarrow)")
-from toolkit import catalog
+from toolkit.data import catalog
 from toolkit.jvm import start_jvm
 from toolkit.retrieval.lucene import LuceneRetriever
 start_jvm()
@@ -98,7 +98,7 @@ topics = catalog.resolve_topics("cacm", sys.argv[3] or None)
 mark("topics read")
 res = r.search(topics, 1000)
 mark("search: 64 queries in Lucene, hits read back, ties adjusted")
-from toolkit.trec_io import write_run
+from toolkit.data.trec_io import write_run
 write_run(res.run, sys.argv[4], tag="bm25", depth=1000)
 mark("run written")
 print(json.dumps([(n, t - marks[i - 1][1], c - marks[i - 1][2]) for i, (n, t, c) in enumerate(marks) if i]))
@@ -168,7 +168,7 @@ def sweep(args) -> None:
 
 def pyserini_sweep(args) -> float:
     """The same six points through Pyserini's LuceneSearcher in this process, after one warm-up search."""
-    from toolkit.catalog import resolve_topics
+    from toolkit.data.catalog import resolve_topics
     from toolkit.jvm import import_pyserini
 
     topics = resolve_topics("cacm", args.data_dir)
@@ -201,8 +201,8 @@ def main() -> int:
         sweep(args)
         return 0
 
-    from toolkit.catalog import resolve_topics
-    from toolkit.corpus import iter_corpus_texts, resolve_corpus
+    from toolkit.data.catalog import resolve_topics
+    from toolkit.data.corpus import iter_corpus_texts, resolve_corpus
     from toolkit.jvm import import_pyserini
     from toolkit.retrieval.indexing import Encoder, EncoderSettings, resolve_encoder
     from toolkit.retrieval.lucene import LuceneRetriever

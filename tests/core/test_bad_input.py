@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from toolkit.data.trec_io import read_qrels, read_run, read_topics
 from toolkit.errors import InputFormatError
-from toolkit.trec_io import read_qrels, read_run, read_topics
 
 QRELS = "q1 0 D1 2\nq1 0 D2 1\nq1 0 D3 0\nq2 0 D1 1\n"
 RUN = "q1 Q0 D1 1 3.0 t\nq1 Q0 D2 2 2.0 t\nq1 Q0 X 3 1.0 t\nq2 Q0 D1 1 5.0 t\n"
@@ -228,10 +228,10 @@ def test_allow_no_common_prints_zeros_and_says_so(tmp_path, cli):
 
 
 def test_no_common_query_in_memory_is_a_typed_error():
+    from toolkit.data.records import qrels_from_rows, run_from_rows
     from toolkit.errors import NoCommonQueriesError
     from toolkit.evaluation.evaluate import evaluate
     from toolkit.measures.names import parse_measures
-    from toolkit.records import qrels_from_rows, run_from_rows
 
     with pytest.raises(NoCommonQueriesError, match=r"run: 1 queries.*judgments: 1 queries"):
         evaluate(qrels_from_rows([("1", "d", 1)]), run_from_rows([("2", "d", 1.0)]), parse_measures(["map"]))
@@ -260,7 +260,7 @@ def test_control_characters_in_ids_are_errors_with_line(tmp_path, cli, byte, nam
 
 
 def test_control_character_in_a_prefs_file(tmp_path):
-    from toolkit.trec_io import read_prefs
+    from toolkit.data.trec_io import read_prefs
 
     pf = write(tmp_path, "prefs", b"q1 g 0 d\x002 1\n", binary=True)
     with pytest.raises(InputFormatError, match=r"prefs:1: NUL at column 9"):
@@ -356,9 +356,9 @@ def test_warnings_reach_stderr_of_the_command(tmp_path):
 def test_in_memory_ids_that_are_not_strings_are_a_typed_error():
     import pandas as pd
 
+    from toolkit.data.records import Run, qrels_from_rows
     from toolkit.evaluation.evaluate import evaluate
     from toolkit.measures.names import parse_measures
-    from toolkit.records import Run, qrels_from_rows
 
     qrels = qrels_from_rows([("1", "d1", 1), ("2", "d1", 1)])
     ints = Run(frame=pd.DataFrame({"query_id": [1, 2], "doc_id": ["d1", "d1"], "score": [1.0, 1.0]}))

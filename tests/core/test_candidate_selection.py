@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.ranking import DEFAULT_SCORE_PRECISION, order_run
-from toolkit.records import run_from_rows
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
+from toolkit.data.records import run_from_rows
+from toolkit.data.texts import TextSource
 from toolkit.reranking.job import rerank_run
 from toolkit.retrieval.fusion import interpolate, rrf
-from toolkit.texts import TextSource
 
 HIGH = 2.0
 TIED = 1.0

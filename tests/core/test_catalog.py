@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import catalog
+from toolkit.data import catalog
+from toolkit.data.trec_io import read_qrels, sha256_file
 from toolkit.errors import ChecksumError, ConfigError, InputFormatError
-from toolkit.trec_io import read_qrels, sha256_file
 
 
 @pytest.fixture()

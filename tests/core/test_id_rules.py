@@ -17,10 +17,10 @@ import pytest
 from samples import CANDIDATES
 
 from toolkit.api.inputs import as_qrels, as_run
-from toolkit.corpus import iter_jsonl_docs
+from toolkit.data.corpus import iter_jsonl_docs
+from toolkit.data.texts import read_candidates
+from toolkit.data.trec_io import read_topics
 from toolkit.errors import InputFormatError
-from toolkit.texts import read_candidates
-from toolkit.trec_io import read_topics
 
 PLANTED = "d2\n1 Q0 planted 1 99.0 x"
 
@@ -112,7 +112,7 @@ def test_in_memory_inputs_refuse_bad_ids_naming_the_row_and_the_id(make, message
 
 
 def test_ids_of_any_script_and_punctuation_are_kept(tmp_path):
-    from toolkit.records import id_problem
+    from toolkit.data.records import id_problem
 
     ids = ["D1", "msmarco_passage_00_123", "clueweb12-0000tw-00-00000", "文档-7", "éa", "a/b#c", "q.1:2"]
     assert [id_problem(i) for i in ids] == [None] * len(ids)

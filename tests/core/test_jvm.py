@@ -106,7 +106,8 @@ def test_pyserini_imports_after_start_jvm_without_openai_key(tmp_path):
     proc = _run_python(
         """
         import json, os
-        from toolkit import catalog, jvm
+        from toolkit import jvm
+        from toolkit.data import catalog
         seeded = catalog.seed_pyserini_cache() if catalog.data_dir() else []
         info = jvm.start_jvm()
         lucene = jvm.import_pyserini("pyserini.search.lucene")
@@ -151,8 +152,8 @@ def test_import_toolkit_loads_no_heavy_dependency():
     proc = _run_python(
         f"""
         import sys, json
-        import toolkit, toolkit.evaluation.evaluate, toolkit.cli, toolkit.catalog, toolkit.jvm, toolkit.retrieval.lucene
-        import toolkit.retrieval.indexing, toolkit.corpus, toolkit.cli.retrieval
+        import toolkit, toolkit.evaluation.evaluate, toolkit.cli, toolkit.data.catalog, toolkit.jvm, toolkit.retrieval.lucene
+        import toolkit.retrieval.indexing, toolkit.data.corpus, toolkit.cli.retrieval
         import toolkit.jobs.shards, toolkit.jobs.distributed, toolkit.jobs.embed_cache, toolkit.reranking.onnx_backend, toolkit.cli.ray_options
         import toolkit.reranking.job, toolkit.cli.rerank
         from click.testing import CliRunner

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit import trec_io
-from toolkit.columns import string_hashes, take
-from toolkit.ranking import trec_order
+from toolkit.data import trec_io
+from toolkit.data.columns import string_hashes, take
+from toolkit.data.ranking import trec_order
 
 QIDS = ["q1", "q10", "q2", "Q", "é"]
 DOCS = ["d1", "d10", "d2", "D1", "", "a" * 9, "a" * 8 + "b", "x" * 17, "x" * 16 + "y", "ü", "üü"]
@@ -146,8 +146,8 @@ def test_take_from_chunked_column_keeps_row_order():
 
 
 def test_write_run_lines_in_trec_order_with_exact_scores(tmp_path):
-    from toolkit.records import run_from_rows
-    from toolkit.trec_io import read_run, write_run
+    from toolkit.data.records import run_from_rows
+    from toolkit.data.trec_io import read_run, write_run
 
     rows = [
         ("q2", "a", 1.0),
@@ -179,8 +179,8 @@ def test_write_run_lines_in_trec_order_with_exact_scores(tmp_path):
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(QIDS), st.floats(allow_nan=False, width=64)), min_size=1, max_size=40))
 def test_write_run_scores_read_back_as_the_same_doubles(tmp_path_factory, data):
-    from toolkit.records import run_from_rows
-    from toolkit.trec_io import read_run, write_run
+    from toolkit.data.records import run_from_rows
+    from toolkit.data.trec_io import read_run, write_run
 
     rows = [(q, f"d{i}", s) for i, (q, s) in enumerate(data)]
     out = tmp_path_factory.mktemp("w") / "run.trec"

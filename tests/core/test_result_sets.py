@@ -20,9 +20,9 @@ import pytest
 from samples import tiny, write_tiny
 
 import toolkit as ts
+from toolkit.data.trec_io import sha256_file, write_json
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.outputs import MARKER
-from toolkit.trec_io import sha256_file, write_json
+from toolkit.guard.writer import MARKER
 
 
 def _warnings(caplog) -> str:
@@ -48,22 +48,22 @@ def test_a_failed_diagnosis_write_leaves_the_previous_set(tmp_path, monkeypatch)
     marker = json.loads(before[MARKER])
     assert marker["files"]["summary.json"] == sha256_file(out / "summary.json")
 
-    import toolkit.trec_io
+    import toolkit.data.trec_io
 
-    real = toolkit.trec_io.write_json
+    real = toolkit.data.trec_io.write_json
 
     def full_disk(path, obj):
         if Path(path).name == "summary.json":  # the last file of the set: the disk fills up there
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, obj)
 
-    monkeypatch.setattr(toolkit.trec_io, "write_json", full_disk)
+    monkeypatch.setattr(toolkit.data.trec_io, "write_json", full_disk)
     other = _diagnosis(tmp_path, reranked="same.trec")  # another result: the first stage as "reranked"
     with pytest.raises(OSError, match="No space"):
         other.write(out)
     assert _snapshot(out) == before  # the page and the summary still agree: both the old set's
     assert sorted(p.name for p in out.parent.iterdir()) == ["tiny"]  # no temporary folder left behind
-    monkeypatch.setattr(toolkit.trec_io, "write_json", real)
+    monkeypatch.setattr(toolkit.data.trec_io, "write_json", real)
     other.write(out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reranked_runs"][0]["name"] != json.loads(before["summary.json"])["reranked_runs"][0]["name"]

@@ -15,7 +15,7 @@ from toolkit.diagnosis.diagnose import diagnose
 
 @pytest.fixture(scope="module")
 def dl19_runs(msmarco):
-    from toolkit.trec_io import read_qrels, read_run
+    from toolkit.data.trec_io import read_qrels, read_run
 
     qrels = read_qrels(msmarco / "qrels.dl19-passage.txt")
     bm25 = read_run(msmarco / "runs" / "run.dl19.bm25.top100.txt")

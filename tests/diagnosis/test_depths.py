@@ -10,10 +10,10 @@ import random
 import pytest
 from rankllm import collection, first_stage_lists, oracle_order, rank_llm_run
 
+from toolkit.data.records import run_from_rows
 from toolkit.diagnosis.depths import DETECT_SHARE, classify_documents, detect_depth, rerank_shapes
 from toolkit.diagnosis.diagnose import check_reordering, diagnose
 from toolkit.errors import ConfigError
-from toolkit.records import run_from_rows
 
 
 def _shuffle(seed):

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from samples import N, tiny, write_tiny
 
+from toolkit.data.records import run_from_rows
 from toolkit.diagnosis.diagnose import check_reordering, diagnose
 from toolkit.diagnosis.labels import LABELS, Thresholds, label_query
 from toolkit.diagnosis.query_types import (
@@ -25,7 +26,6 @@ from toolkit.diagnosis.query_types import (
     read_query_types,
 )
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.records import run_from_rows
 
 
 def _log2(r):
@@ -353,7 +353,7 @@ def test_cli_diagnose_options_and_errors(tmp_path, cli):
 # ------------------------------------------------------------------ real data
 @pytest.fixture(scope="module")
 def dl19(msmarco):
-    from toolkit.trec_io import read_qrels, read_run
+    from toolkit.data.trec_io import read_qrels, read_run
 
     return read_qrels(msmarco / "qrels.dl19-passage.txt"), read_run(msmarco / "runs" / "run.dl19.bm25.top100.txt")
 
@@ -376,7 +376,7 @@ def test_dl19_reordered_keeps_recall(dl19):
 def _reorder_by(first, other):
     """``first``'s documents in ``other``'s order (those ``other`` lacks after them, in ``first``'s order),
     scored -position so that no two tie."""
-    from toolkit.ranking import order_run
+    from toolkit.data.ranking import order_run
 
     f = order_run(first.frame, "float32")[["query_id", "doc_id", "rank"]]
     o = order_run(other.frame, "float32")[["query_id", "doc_id", "rank"]].rename(columns={"rank": "other_rank"})
@@ -394,7 +394,7 @@ def test_dl19_reranker_hurt_against_pytrec_eval(dl19, msmarco):
     import pytrec_eval
     from oracles import pytrec_inputs
 
-    from toolkit.trec_io import read_run
+    from toolkit.data.trec_io import read_run
 
     qrels, bm25 = dl19
     rr = _reorder_by(bm25, read_run(msmarco / "runs" / "run.dl19.splade-pp-ed.top100.txt"))
@@ -420,7 +420,7 @@ def test_dl19_reranker_hurt_against_pytrec_eval(dl19, msmarco):
 
 @pytest.mark.data
 def test_dl19_other_first_stage_is_flagged(dl19, msmarco):
-    from toolkit.trec_io import read_run
+    from toolkit.data.trec_io import read_run
 
     qrels, bm25 = dl19
     tasb = read_run(msmarco / "runs" / "run.dl19.tasb.top100.txt")
@@ -433,7 +433,7 @@ def test_dl19_other_first_stage_is_flagged(dl19, msmarco):
 def test_cli_diagnose_reads_texts_from_sidecar(dl19, msmarco, tmp_path, cli):
     """The exact user form: no --topics; query texts and snippets come from the reranked run's sidecar."""
     _qrels, bm25 = dl19
-    from toolkit.trec_io import write_json, write_run
+    from toolkit.data.trec_io import write_json, write_run
 
     rr = tmp_path / "runs" / "dl19.rev.trec"
     rev = run_from_rows(list(zip(bm25.frame["query_id"], bm25.frame["doc_id"], -bm25.frame["score"])), tag="rev")
@@ -495,8 +495,8 @@ def test_cli_recall_level_follows_the_qrels(tmp_path, cli):
 
 def test_condensed_ndcg_beside_plain_on_dl19_ada2(msmarco):
     # ada2's top 10 holds unjudged passages: nDCG@10 0.7035, condensed (-J) 0.7374 (trec_eval -J gives the same)
+    from toolkit.data.trec_io import read_qrels, read_run
     from toolkit.diagnosis.diagnose import diagnose
-    from toolkit.trec_io import read_qrels, read_run
 
     qrels = read_qrels(msmarco / "qrels.dl19-passage.txt")
     run = read_run(msmarco / "runs" / "run.dl19.openai-ada2.top100.txt")
@@ -653,7 +653,7 @@ def test_cli_measure_depth_and_name_errors(tmp_path, cli):
 
 def test_cli_reads_depth_and_listwise_from_the_sidecar(tmp_path, cli):
     qp = write_tiny(tmp_path)
-    from toolkit.trec_io import write_json
+    from toolkit.data.trec_io import write_json
 
     write_json(
         str(tmp_path / "rr.trec") + ".meta.json",

@@ -10,7 +10,7 @@ import random
 import pytest
 from rankllm import collection, first_stage_lists, rank_llm_run
 
-from toolkit.trec_io import write_run
+from toolkit.data.trec_io import write_run
 
 
 def _order(seed):

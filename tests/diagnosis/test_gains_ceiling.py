@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.diagnosis.decompose import decompose, order_keys
 from toolkit.measures.names import EvalSettings, Gain
-from toolkit.records import qrels_from_rows, run_from_rows
 
 
 def _ranked(docs):

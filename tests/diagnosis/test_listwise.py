@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.diagnosis.diagnose import diagnose
 from toolkit.diagnosis.listwise import buckets, listwise_behaviour, promotion_profile, window_spans, windows_in_order
-from toolkit.records import qrels_from_rows, run_from_rows
 
 
 def _first(q, n):

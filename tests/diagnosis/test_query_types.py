@@ -112,9 +112,9 @@ def test_default_rules_beyond_dl19(query, expected):
 
 @pytest.mark.data
 def test_dl19_page_counts_types_and_marks_small_ones(msmarco, tmp_path):
+    from toolkit.data.trec_io import read_qrels, read_run
     from toolkit.diagnosis.diagnose import diagnose
     from toolkit.report.diagnosis import PLOTS, diagnosis_markdown, types_table
-    from toolkit.trec_io import read_qrels, read_run
 
     qrels = read_qrels(msmarco / "qrels.dl19-passage.txt")
     bm25 = read_run(msmarco / "runs" / "run.dl19.bm25.top100.txt")

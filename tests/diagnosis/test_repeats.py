@@ -10,10 +10,10 @@ import statistics
 import pytest
 from rankllm import collection, first_stage_lists, ndcg10, oracle_order, rank_llm_run, run_lists
 
+from toolkit.data.records import run_from_rows
 from toolkit.diagnosis.diagnose import diagnose
 from toolkit.diagnosis.repeats import repeat_pairs_won, repeat_stats
 from toolkit.errors import ConfigError
-from toolkit.records import run_from_rows
 
 
 def _shuffled(lists, k, seed, path):

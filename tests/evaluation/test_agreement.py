@@ -11,8 +11,8 @@ import random
 
 import pytest
 
+from toolkit.data.records import run_from_rows
 from toolkit.evaluation.agreement import agreement, kendall_tau_top, ranked_lists, rbo
-from toolkit.records import run_from_rows
 
 
 def rbo_ext_definition(a, b, p):

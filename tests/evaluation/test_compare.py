@@ -9,7 +9,7 @@ import pytest
 from oracles import pytrec_inputs
 from scipy import stats
 
-from toolkit.trec_io import read_qrels, read_run
+from toolkit.data.trec_io import read_qrels, read_run
 
 QRELS = "".join(f"{q} 0 d{q}{i} {int(i < 2)}\n" for q in range(1, 7) for i in range(4))
 

@@ -105,9 +105,9 @@ def test_per_query_values_equal_pytrec_eval():
     pytrec_eval = pytest.importorskip("pytrec_eval")
     from oracles import pytrec_inputs
 
+    from toolkit.data.records import qrels_from_rows, run_from_rows
     from toolkit.evaluation.evaluate import evaluate
     from toolkit.measures.names import EvalSettings, parse_measures
-    from toolkit.records import qrels_from_rows, run_from_rows
 
     rng = random.Random(7)
     compared = 0

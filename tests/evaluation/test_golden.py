@@ -15,9 +15,9 @@ import math
 import pytest
 from oracles import native_trec_eval, native_trec_eval_output
 
+from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.evaluation.evaluate import evaluate
 from toolkit.measures.names import Discount, EvalSettings, Gain, parse_measures
-from toolkit.records import qrels_from_rows, run_from_rows
 
 QRELS = [("q1", "D1", 3), ("q1", "D2", 2), ("q1", "D3", 1), ("q1", "D4", 1), ("q1", "D5", 1)]
 RUN = [("q1", "D2", 10.0), ("q1", "X", 9.0), ("q1", "D1", 8.0), ("q1", "D3", 7.0), ("q1", "Y", 6.0), ("q1", "D4", 5.0)]

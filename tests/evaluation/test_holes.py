@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.errors import ConfigError
 from toolkit.evaluation.evaluate import evaluate
 from toolkit.evaluation.holes import hole_bounds
 from toolkit.measures.names import EvalSettings, parse_measures
-from toolkit.records import qrels_from_rows, run_from_rows
 
 QRELS = [("1", "a", 2), ("1", "b", 0), ("1", "c", 1), ("1", "z", 3), ("2", "a", 1), ("2", "y", 0)]
 RUN = [("1", d, 10.0 - i) for i, d in enumerate(["u1", "a", "u2", "b", "u3", "c"])] + [
@@ -154,9 +154,9 @@ def test_full_judgment_score_within_bounds_on_dl19_with_judgments_removed():
     judgments is one labelling of the holes, so it lies within the bounds computed on the reduced qrels."""
     import numpy as np
 
-    from toolkit.ranking import top_k
-    from toolkit.records import DOC_ID, QUERY_ID, Qrels
-    from toolkit.trec_io import read_qrels, read_run
+    from toolkit.data.ranking import top_k
+    from toolkit.data.records import DOC_ID, QUERY_ID, Qrels
+    from toolkit.data.trec_io import read_qrels, read_run
 
     full = read_qrels(DL19 / "qrels.dl19-passage.txt")
     measures = parse_measures(["ndcg_cut.10", "P.10", "recall.10"], 9)

@@ -85,9 +85,9 @@ def test_two_parameters_printing_one_name_print_both_lines(cli, binaries, files,
 def test_two_parameters_printing_one_name_keep_their_own_values(files):
     # iprec_at_recall.0.2,0.201 with R = 5 under 10: round(1.0) = 1 and round(1.005) = 1 print one name, but
     # Rprec_mult 1.0 vs 1.004 with R = 250 differ: c = 250 and 251; the summary keeps each measure's value
+    from toolkit.data.trec_io import read_qrels, read_run
     from toolkit.evaluation.evaluate import evaluate
     from toolkit.measures.names import EvalSettings, parse_measures
-    from toolkit.trec_io import read_qrels, read_run
 
     qrels = "".join(f"1 0 d{i:03d} 1\n" for i in range(250))
     run = "".join(f"1 Q0 d{i:03d} 1 {1000 - i} r\n" for i in range(250)) + "1 Q0 z 1 -5 r\n"

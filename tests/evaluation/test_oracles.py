@@ -6,9 +6,9 @@ import pytest
 from oracles import jar_trec_eval, parse_output, pyserini_trec_eval, pytrec_inputs
 
 from toolkit.cli.eval import format_value, render_text
+from toolkit.data.trec_io import read_qrels, read_run
 from toolkit.evaluation.evaluate import evaluate
 from toolkit.measures.names import EvalSettings, parse_measures
-from toolkit.trec_io import read_qrels, read_run
 
 RUNS = [
     f"run.{y}.{m}.top100.txt"

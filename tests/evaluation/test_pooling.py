@@ -106,7 +106,7 @@ DL19 = Path("/work/shared/data/msmarco-passage")
 def test_pool_test_on_dl19_against_an_independent_pool():
     """The five DL19 runs, depth 10: each run's unique documents computed here from the files (trec_eval's order:
     float32 score descending, document id descending), the reduced qrels evaluated, ranks recounted."""
-    from toolkit.trec_io import read_qrels
+    from toolkit.data.trec_io import read_qrels
 
     runs = sorted((DL19 / "runs").glob("run.dl19.*.txt"))
     assert len(runs) == 5

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 import toolkit.measures.ranked as ranked
+from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.evaluation.evaluate import evaluate, prepare_judgments
 from toolkit.measures.names import EvalSettings, parse_measures
-from toolkit.records import qrels_from_rows, run_from_rows
 
 QRELS = [("q1", "a", 2), ("q1", "b", 0), ("q1", "c", 1), ("q1", "x", -1), ("q2", "a", 1), ("q3", "z", 3)]
 RUNS = {

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from oracles import pytrec_inputs
 
+from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.evaluation.evaluate import evaluate
 from toolkit.measures.names import EvalSettings, parse_measures
-from toolkit.records import qrels_from_rows, run_from_rows
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

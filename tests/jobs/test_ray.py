@@ -28,8 +28,8 @@ import pytest
 from ray_cluster import running_cluster
 from samples import CANDIDATES
 
-from toolkit.ranking import order_run
-from toolkit.trec_io import read_run
+from toolkit.data.ranking import order_run
+from toolkit.data.trec_io import read_run
 
 pytest.importorskip("ray", reason="the [ray] extra is not installed (pip install -e '.[ray]')")
 

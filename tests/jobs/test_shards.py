@@ -9,12 +9,12 @@ import json
 import numpy as np
 import pytest
 
+from toolkit.data.records import run_from_rows
+from toolkit.data.texts import TextSource
 from toolkit.errors import ConfigError
 from toolkit.jobs.embed_cache import EmbeddingCache
 from toolkit.jobs.shards import LocalExecutor, Sharding, _differences, plan
-from toolkit.records import run_from_rows
 from toolkit.reranking.job import rerank_run
-from toolkit.texts import TextSource
 
 
 class Overlap:

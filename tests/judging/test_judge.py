@@ -15,8 +15,8 @@ from judge_server import write_candidates, write_qrels
 
 import toolkit as ts
 from toolkit.cli import main
+from toolkit.data.trec_io import read_qrels
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.trec_io import read_qrels
 
 #: the known confusion matrix of the calibration test: rows human label 0..3, columns the judge's label
 MATRIX = np.array([[20, 4, 1, 0], [3, 12, 4, 1], [1, 3, 10, 2], [0, 1, 2, 8]])
@@ -102,11 +102,11 @@ def test_rerun_asks_nothing_and_other_runs_share_the_cache(tmp_path, judge_serve
 
 
 def test_interrupted_job_resumes(tmp_path, judge_server):
+    from toolkit.data.texts import read_candidates
     from toolkit.judging.backends import OpenAIChatJudge
     from toolkit.judging.cache import JudgmentCache
     from toolkit.judging.job import items_with_texts, judge_items, select_pairs
     from toolkit.judging.prompt import load_template
-    from toolkit.texts import read_candidates
 
     c = read_candidates(_collection(tmp_path, judge_server))
     items = items_with_texts(select_pairs(c.run, 6), c.topics.as_dict(), c.text_source().lookup)

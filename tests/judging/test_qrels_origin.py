@@ -11,9 +11,9 @@ from judge_server import write_qrels
 
 import toolkit as ts
 from toolkit.cli import main
+from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.errors import ConfigError
 from toolkit.evaluation.qrels_origin import judged_by_origin, merge_qrels
-from toolkit.records import qrels_from_rows, run_from_rows
 
 HUMAN = [("q1", "a", 2), ("q1", "b", 0), ("q1", "c", -1), ("q2", "a", 1)]
 JUDGE = [("q1", "a", 0), ("q1", "c", 3), ("q1", "d", 1), ("q2", "b", 2), ("q3", "a", 3)]

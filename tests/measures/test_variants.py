@@ -8,9 +8,9 @@ import pytest
 from oracles import jar_trec_eval, parse_output, pyserini_trec_eval
 
 from toolkit.cli.eval import render_text
+from toolkit.data.trec_io import read_qrels, read_run
 from toolkit.evaluation.evaluate import evaluate
 from toolkit.measures.names import EvalSettings, parse_measures
-from toolkit.trec_io import read_qrels, read_run
 
 MEASURES = ["ndcg_cut.10,100", "recall.100", "P.10", "map", "recip_rank", "num_ret", "num_rel_ret"]
 

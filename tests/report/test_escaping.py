@@ -25,7 +25,7 @@ import pytest
 from browser import chromium
 from samples import tiny
 
-from toolkit.escape import csv_text, latex_text, markdown_cell, markdown_code, markdown_text
+from toolkit.guard.escape import csv_text, latex_text, markdown_cell, markdown_code, markdown_text
 
 #: Query ids (no whitespace: ids never hold any) and the texts, document ids and run names built from them.
 QIDS = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from samples import tiny
 
-from toolkit.escape import plot_text
+from toolkit.guard.escape import plot_text
 
 NAMES = ["$\\frac{$ first", "rr $x^{2}$ \\$ 5$"]
 

@@ -248,8 +248,8 @@ def test_dl19_page(msmarco, dl19_minilm, tmp_path):
     from click.testing import CliRunner
 
     from toolkit.cli import main
+    from toolkit.data.trec_io import read_qrels
     from toolkit.diagnosis.query_views import query_terms
-    from toolkit.trec_io import read_qrels
 
     out = tmp_path / "dl19"
     res = CliRunner().invoke(

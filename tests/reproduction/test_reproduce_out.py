@@ -9,7 +9,7 @@ from pathlib import Path
 
 from test_reproduce import BASE, RUN, runner, write_spec
 
-from toolkit.outputs import MARKER
+from toolkit.guard.writer import MARKER
 from toolkit.report.reproduction import write_outputs
 from toolkit.reproduction.output import run_into
 from toolkit.reproduction.runner import CommandResult

@@ -1,4 +1,4 @@
-"""The shared model-input pipeline (toolkit.model_inputs): tokenised once, exact on the CPU, out-of-memory
+"""The shared model-input pipeline (toolkit.models.inputs): tokenised once, exact on the CPU, out-of-memory
 retries, and the precision/device errors. Oracles: the model's own Hugging Face tokenizer call and
 sentence-transformers' own preprocess + forward (the path before the pipeline and the native BERT)."""
 
@@ -70,7 +70,7 @@ def _old_embed(model, texts, batch_size):
 def test_token_ids_are_the_hf_tokenizers(bi, ce, st_minilm, minilm, tiny_cross_encoder):
     from transformers import AutoTokenizer
 
-    from toolkit.model_inputs import Tokenizer
+    from toolkit.models.inputs import Tokenizer
 
     hf = st_minilm.tokenizer
     for tokenizer in (Tokenizer(hf, 32), bi._pipeline.tokenizer):  # from the HF tokenizer, from tokenizer.json
@@ -143,7 +143,7 @@ def test_cross_encoder_scores_are_the_models_logits(ce):
 def test_cuda_batching_on_the_cpu_pads_to_eight_and_windows(bi):
     """The CUDA layout (windows sorted on their own, widths rounded to 8) run on the CPU: the same
     embeddings to float rounding (padding positions are masked)."""
-    from toolkit.model_inputs import ModelPipeline
+    from toolkit.models.inputs import ModelPipeline
 
     p = ModelPipeline(bi._pipeline.tokenizer, bi._embed_forward, "cpu", 4, window=10, pad_multiple=8)
     got = p.run(TEXTS)
@@ -154,7 +154,7 @@ def test_cuda_batching_on_the_cpu_pads_to_eight_and_windows(bi):
 def test_out_of_memory_batch_is_retried_smaller(bi, monkeypatch):
     import torch
 
-    from toolkit.model_inputs import ModelPipeline
+    from toolkit.models.inputs import ModelPipeline
 
     real = bi._embed_forward
     seen = []
@@ -207,7 +207,7 @@ def test_precision_and_device_errors_name_the_setting():
         with pytest.raises(ConfigError, match="--device cuda: CUDA is not available"):
             resolve_device("cuda")
     with pytest.raises(ConfigError, match="--batch-size must be >= 1"):
-        from toolkit.model_inputs import ModelPipeline
+        from toolkit.models.inputs import ModelPipeline
 
         ModelPipeline(None, None, "cpu", 0)
 

@@ -1,4 +1,4 @@
-"""The plain-torch BERT (toolkit.native_bert): which folders it runs, the same bits as sentence-transformers
+"""The plain-torch BERT (toolkit.models.native_bert): which folders it runs, the same bits as sentence-transformers
 (the oracle) for each pooling, the fallback to sentence-transformers for anything else, and a CLI rerank
 that never imports sentence-transformers or transformers (what makes short calls short, issue 28).
 MiniLM's own comparison is in test_model_inputs.py; here tiny random BERTs built from a config."""
@@ -76,14 +76,14 @@ def test_native_bi_encoder_is_bit_identical_to_sentence_transformers(tiny_bert, 
     folder = _bi_encoder(tiny_bert, tmp_path, pooling, normalize)
     bi = BiEncoder(folder, "cpu", 3)
     d = bi.describe()
-    assert d["implementation"] == "native BERT (toolkit.native_bert)" and d["max_length"] == 20
+    assert d["implementation"] == "native BERT (toolkit.models.native_bert)" and d["max_length"] == 20
     got = bi.embed(TEXTS)
     assert np.array_equal(got, _sentence_transformers_embed(folder, TEXTS, 3))
 
 
 def test_other_folders_run_through_sentence_transformers(tiny_bert, tmp_path):
     """Max pooling, a lower-casing setting, no tokenizer.json: not the native BERT's; the same scores as before."""
-    from toolkit import native_bert
+    from toolkit.models import native_bert
     from toolkit.reranking.torch_backend import BiEncoder
 
     mean = _bi_encoder(tiny_bert, tmp_path, "mean_tokens")
@@ -117,7 +117,7 @@ def test_cross_encoder_plan_and_weights_that_do_not_fit(tiny_cross_encoder, tmp_
     import torch
     from safetensors.torch import load_file, save_file
 
-    from toolkit import native_bert
+    from toolkit.models import native_bert
 
     p = native_bert.plan(tiny_cross_encoder, "cross-encoder")
     assert p.kind == "cross-encoder" and p.max_length == 64  # the positions cap the tokenizer's length
@@ -159,12 +159,12 @@ def test_cli_rerank_imports_neither_sentence_transformers_nor_transformers(minil
     assert any(ln.startswith("profile: unavoidable (import torch + read weights) ") for ln in lines), r.stderr
     assert any(ln.startswith("profile: outside / unavoidable ") and ln.endswith("(target <= 1.5x)") for ln in lines)
     meta = json.loads((tmp_path / "r.trec.meta.json").read_text())
-    assert meta["reranker"]["implementation"] == "native BERT (toolkit.native_bert)"
+    assert meta["reranker"]["implementation"] == "native BERT (toolkit.models.native_bert)"
     assert set(meta["libraries"]) == {"torch"}
 
 
 def test_profile_overhead_by_hand():
-    from toolkit.profiling import overhead
+    from toolkit.models.profiling import overhead
 
     o = overhead({"total": 10.0, "scoring": 7.0, "import torch": 1.5, "read weights": 0.5, "model load": 0.9})
     assert o == {"outside": 3.0, "unavoidable": 2.0, "ratio": 1.5}

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from samples import CANDIDATES
 
+from toolkit.data.sidecar import meta_path
+from toolkit.data.texts import TextSource, read_candidates, read_jsonl_corpus
+from toolkit.data.trec_io import read_run
 from toolkit.errors import ConfigError, InputFormatError
 from toolkit.models import detect_kind, resolve_model
 from toolkit.reranking.job import rerank_run
-from toolkit.sidecar import meta_path
-from toolkit.texts import TextSource, read_candidates, read_jsonl_corpus
-from toolkit.trec_io import read_run
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -93,7 +93,7 @@ def test_jsonl_corpus(tmp_path):
     p = tmp_path / "corpus.jsonl"
     p.write_text('{"id": "a", "contents": "alpha"}\n\n{"docid": "b", "title": "T", "text": "beta"}\n')
     src = read_jsonl_corpus(p)
-    # the same texts `twostage index` reads from this corpus (toolkit.corpus): title, newline, text
+    # the same texts `twostage index` reads from this corpus (toolkit.data.corpus): title, newline, text
     assert src.lookup(["a", "b", "c"]) == {"a": "alpha", "b": "T\nbeta"}
     only = read_jsonl_corpus(p, wanted={"b"})
     assert only.lookup(["a", "b"]) == {"b": "T\nbeta"}
@@ -302,7 +302,7 @@ def test_cli_rerank_dl19_subset(msmarco, minilm, tmp_path, cli):
     run = read_run(out)
     assert run.query_ids == ["1037798", "104861", "1063750"] and len(run) == 60
     first = read_run(msmarco / "runs" / "run.dl19.bm25.top100.txt")
-    from toolkit.ranking import top_k
+    from toolkit.data.ranking import top_k
 
     top20 = top_k(first.frame[first.frame["query_id"].isin(run.query_ids)], 20)
     assert set(map(tuple, top20[["query_id", "doc_id"]].values.tolist())) == set(

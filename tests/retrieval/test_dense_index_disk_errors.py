@@ -17,7 +17,7 @@ import shutil
 import pytest
 
 from tests.retrieval.test_index_disk_errors import mounts  # noqa: F401  (a fixture)
-from toolkit.preflight import human_bytes
+from toolkit.guard.preflight import human_bytes
 
 pytest.importorskip("faiss", reason="dense indexes need faiss (the [pyserini] extra)")
 pytest.importorskip("pyserini", reason="dense indexes need the [pyserini] extra")
@@ -115,7 +115,7 @@ def test_the_index_still_builds_where_there_is_room(cli, inputs, mounts, tmp_pat
 def test_a_sharded_build_counts_its_shards_too(inputs, mounts, tmp_path):  # noqa: F811
     """A sharded job (``--ray``; here in this process) keeps every shard's embeddings in ``OUT.shards`` beside the
     index: the estimate adds them, and the library names ``out`` as its keyword."""
-    from toolkit.corpus import resolve_corpus
+    from toolkit.data.corpus import resolve_corpus
     from toolkit.errors import ConfigError
     from toolkit.jobs.shards import LocalExecutor, Sharding, shards_dir
     from toolkit.retrieval.indexing import EncoderSettings, build_dense_index

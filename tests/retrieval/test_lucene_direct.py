@@ -132,9 +132,9 @@ def test_search_many_keeps_query_order_and_raises_a_threads_error():
     ids=["bm25", "bm25-1.2-0.75-3-threads", "bm25-k1=0-all-ties", "qld"],
 )
 def test_cacm_hits_and_scores_equal_pyserinis(cacm_index, shared_data, model, k1, b, mu, threads):
+    from toolkit.data.trec_io import read_topics
     from toolkit.jvm import import_pyserini
     from toolkit.retrieval.lucene import LuceneRetriever
-    from toolkit.trec_io import read_topics
 
     topics = read_topics(shared_data / "cacm" / "topics.cacm.txt")
     oracle = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(cacm_index))

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolkit.corpus import iter_corpus_texts, resolve_corpus
+from toolkit.data.corpus import iter_corpus_texts, resolve_corpus
+from toolkit.data.records import Topic, Topics, run_from_rows
+from toolkit.data.trec_io import read_qrels, read_run
 from toolkit.errors import ConfigError, InputFormatError
 from toolkit.evaluation.evaluate import evaluate
 from toolkit.measures.names import EvalSettings, parse_measures
-from toolkit.records import Topic, Topics, run_from_rows
 from toolkit.retrieval.dense import DenseRetriever
 from toolkit.retrieval.fusion import interpolate, rrf
 from toolkit.retrieval.lucene import RM3, LuceneRetriever
-from toolkit.trec_io import read_qrels, read_run
 
 
 @pytest.fixture()
@@ -82,7 +82,7 @@ def test_cli_user_errors_exit_1_without_traceback(cli, tmp_path, args, message):
 
 @pytest.mark.data
 def test_unknown_topics_name(cli, tmp_path, shared_data):
-    from toolkit.catalog import resolve_topics
+    from toolkit.data.catalog import resolve_topics
 
     with pytest.raises(ConfigError, match=r"unknown topics 'no-such-topics'"):
         resolve_topics("no-such-topics", shared_data)
@@ -134,7 +134,7 @@ def test_fusion_agrees_with_pyserini(tmp_path, method):
     from pyserini.fusion import reciprocal_rank_fusion
     from pyserini.trectools import TrecRun
 
-    from toolkit.trec_io import write_run
+    from toolkit.data.trec_io import write_run
 
     rng = np.random.default_rng(7)
     paths = []
@@ -207,7 +207,7 @@ def test_beir_folder(tmp_path, cache):
     c = resolve_corpus(str(beir))
     assert c.name == "scifact" and list(iter_corpus_texts(c)) == [("d1", "one")]
     assert read_qrels(c.qrels).frame.values.tolist() == [["q1", "d1", 1]]
-    from toolkit.catalog import resolve_topics
+    from toolkit.data.catalog import resolve_topics
 
     assert resolve_topics(c.topics).topics == (Topic("q1", "what"),)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 
-from toolkit.records import qrels_from_rows, run_from_rows
+from toolkit.data.records import qrels_from_rows, run_from_rows
 
 
 def first_stage_lists(rows):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolkit.records import qrels_from_rows, run_from_rows
+from toolkit.data.records import qrels_from_rows, run_from_rows
 
 CANDIDATES = [
     {
@@ -80,7 +80,7 @@ def tiny():
 
 def write_tiny(tmp_path):
     qrels, first, reranked, _, queries = tiny()
-    from toolkit.trec_io import write_run
+    from toolkit.data.trec_io import write_run
 
     qp = tmp_path / "qrels.txt"
     qp.write_text("".join(f"{q} 0 {d} {r}\n" for q, d, r in qrels.frame.itertuples(index=False)))

@@ -167,11 +167,11 @@ def judgment_sets(
 ) -> tuple[dict[str, pd.DataFrame], dict[str, dict]]:
     """{name: judgments (query_id, doc_id, relevance)} from two qrels, or from the groups of a ``qrels_jg`` file
     (named ``jg=NAME``, sorted), and where each came from."""
+    from toolkit.data.records import QUERY_ID
     from toolkit.errors import ConfigError
-    from toolkit.records import QUERY_ID
 
     if rel_format == "qrels_jg":
-        from toolkit.trec_io import read_qrels_jg
+        from toolkit.data.trec_io import read_qrels_jg
 
         if qrels_b is not None:
             raise ConfigError("rel_format='qrels_jg' reads the groups of one file: give qrels_a only")
@@ -296,8 +296,8 @@ def _per_query(
 ) -> pd.DataFrame:
     """run, query_id, value of every run under ``judgments`` restricted to ``queries``, for one measure."""
     from toolkit.api.evaluation import evaluate_many
+    from toolkit.data.records import Qrels
     from toolkit.errors import ConfigError
-    from toolkit.records import Qrels
 
     qrels = Qrels(frame=judgments[judgments["query_id"].isin(queries)].reset_index(drop=True), path="<agreement>")
     evaluations = evaluate_many(qrels, runs, [measure], dedupe=dedupe, **options)

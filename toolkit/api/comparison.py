@@ -30,9 +30,9 @@ UP, DOWN = "▲", "▼"
 
 
 def latex_escape(text: str) -> str:
-    """``text`` safe in LaTeX's text mode: ``toolkit.escape.latex_text`` (each special character, ``\\ & % $ # _
+    """``text`` safe in LaTeX's text mode: ``toolkit.guard.escape.latex_text`` (each special character, ``\\ & % $ # _
     { } ~ ^ < > |``, escaped in one pass, so an escape is never escaped again; control characters made visible)."""
-    from toolkit.escape import latex_text
+    from toolkit.guard.escape import latex_text
 
     return latex_text(text)
 
@@ -159,7 +159,7 @@ class Comparison:
         mark: Callable[[str], str],
         escape: Callable[[object], str] = str,
     ) -> tuple[list[list[str]], str]:
-        """The table's cells in one format: each name through ``escape`` (``toolkit.escape``), the numbers
+        """The table's cells in one format: each name through ``escape`` (``toolkit.guard.escape``), the numbers
         with ``bold`` and ``mark`` (markup of that format); and the legend (``legend``)."""
         means = self.means
         by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
@@ -214,7 +214,7 @@ class Comparison:
         """How far to trust each test, for under a paper table: a heading line, then one line per (baseline,
         measure, system) test, ``nDCG@10, splade vs bm25: +0.2250 [0.1700, 0.2800], d_z 1.02, p_adj 0.0001:
         better`` (``toolkit.evaluation.verdict`` at ``alpha``), with the two systems' hole bounds where known
-        (``holes=True``). Plain text: each format escapes it (``toolkit.escape``)."""
+        (``holes=True``). Plain text: each format escapes it (``toolkit.guard.escape``)."""
         from toolkit.report.comparison import test_notes
 
         return test_notes(self.doc, self.result.tests, list(self.baselines), self.systems, alpha)
@@ -223,7 +223,7 @@ class Comparison:
         """A systems x measures table in Markdown: significant differences marked (see ``legend``), best in bold;
         with ``notes``, under the legend one list item per test: its difference, interval, d_z, corrected p,
         verdict and, with ``holes=True``, the hole bounds (``notes``)."""
-        from toolkit.escape import markdown_text
+        from toolkit.guard.escape import markdown_text
 
         rows, _ = self._cells(alpha, digits, lambda s: f"**{s}**", lambda s: s, markdown_text)
         head = ["system", *(markdown_text(m) for m in self.measures)]
@@ -238,7 +238,7 @@ class Comparison:
     def to_latex(self, alpha: float = 0.05, digits: int = 4, notes: bool = True) -> str:
         """A systems x measures ``tabular`` for a paper: significance as superscript marks, best in ``\\textbf``;
         the legend and (with ``notes``) one line per test (``notes``) follow as ``%`` comments, for a caption."""
-        from toolkit.escape import latex_text
+        from toolkit.guard.escape import latex_text
 
         def mark(s: str) -> str:
             return "$^{" + "".join(_LATEX_SYMBOLS[c] for c in s) + "}$"
@@ -285,7 +285,7 @@ class Comparison:
         )
 
     def _repr_html_(self) -> str:
-        from toolkit.escape import html_text
+        from toolkit.guard.escape import html_text
 
         rows, legend = self._cells(0.05, 4, lambda s: f"<b>{s}</b>", lambda s: f"<sup>{s}</sup>", html_text)
         head = "".join(f"<th>{html_text(h)}</th>" for h in ["system", *self.measures])

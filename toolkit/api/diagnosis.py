@@ -111,8 +111,8 @@ class Diagnosis:
         return f"Diagnosis({'; '.join(parts)})"
 
     def _repr_html_(self) -> str:
-        from toolkit.escape import html_frame
-        from toolkit.escape import html_text as escape
+        from toolkit.guard.escape import html_frame
+        from toolkit.guard.escape import html_text as escape
         from toolkit.report.html import figure_data_uri
 
         figs = "".join(
@@ -162,7 +162,7 @@ def _named(runs: Any, what: str) -> dict[str, Any]:
 
 def _meta_of(run: Any) -> dict:
     """The settings a reranked run brings: a file's ``RUN.meta.json`` sidecar, a ``toolkit.Run``'s ``meta``."""
-    from toolkit.sidecar import read_meta
+    from toolkit.data.sidecar import read_meta
 
     if isinstance(run, (str, os.PathLike)):
         return read_meta(run) or {}
@@ -221,7 +221,7 @@ def _texts(
 ) -> tuple[dict[str, str], Any, dict]:
     """Query and document texts as given, else from the reranked runs' sidecars; and where they came from."""
     from toolkit import notices
-    from toolkit.catalog import resolve_topics
+    from toolkit.data.catalog import resolve_topics
     from toolkit.errors import phrase
 
     given = bool(candidates) or bool(corpus) or bool(index)

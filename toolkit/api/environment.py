@@ -90,7 +90,7 @@ def _ray_lines() -> list[str]:
 
 def _data_lines(data_dir: str | None) -> list[str]:
     """The data folder, the cache, and per collection whether each of its files is here (and checks out)."""
-    from toolkit import catalog
+    from toolkit.data import catalog
     from toolkit.errors import ConfigError
 
     folder = catalog.data_dir(data_dir)

@@ -171,7 +171,7 @@ class Evaluation:
 
     def write(self, path: str | os.PathLike, per_query: bool = False) -> None:
         """What ``twostage eval --out PATH`` writes: trec_eval's text and ``PATH.provenance.json``, atomically."""
-        from toolkit.trec_io import atomic_write, write_json
+        from toolkit.data.trec_io import atomic_write, write_json
 
         with atomic_write(path) as fh:
             fh.write(self.to_trec_eval(per_query))
@@ -188,8 +188,8 @@ class Evaluation:
         )
 
     def _repr_html_(self) -> str:
-        from toolkit.escape import html_frame
-        from toolkit.escape import html_text as escape
+        from toolkit.guard.escape import html_frame
+        from toolkit.guard.escape import html_text as escape
 
         table = html_frame(self.summary.to_frame(), float_format=lambda v: f"{v:.4f}")
         notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
@@ -242,8 +242,8 @@ def _judgments(
     qrels: Any, rel_format: str, relevance_map: str | None, dedupe: str, data_dir: str | os.PathLike | None
 ) -> Any:
     from toolkit.api.inputs import as_qrels
+    from toolkit.data.trec_io import read_prefs, read_qrels_jg
     from toolkit.errors import ConfigError
-    from toolkit.trec_io import read_prefs, read_qrels_jg
 
     if rel_format == "qrels":
         return as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
@@ -445,8 +445,8 @@ def _prepare(
 ) -> tuple:
     """(judgments, measure groups, settings, z-scores): measures checked before anything is read; judgments
     factorised once when several runs share them."""
+    from toolkit.data.trec_io import read_zscores
     from toolkit.evaluation.evaluate import check_measures, prepare_judgments
-    from toolkit.trec_io import read_zscores
 
     groups = _groups(measures, s.trec_eval)
     for group in groups:  # before reading anything
@@ -460,10 +460,10 @@ def _prepare(
 
 def _hole_bounds(judgments: Any, run: Any, groups: list, s: Any, zscored: bool) -> dict[str, Any]:
     """``Evaluation.holes``: the bounds of each group's ndcg_cut.k, P.k and recall.k under its settings."""
+    from toolkit.data.records import Qrels
     from toolkit.errors import ConfigError
     from toolkit.evaluation.evaluate import PreparedJudgments
     from toolkit.evaluation.holes import SUPPORTED, hole_bounds
-    from toolkit.records import Qrels
 
     qrels = judgments.judgments if isinstance(judgments, PreparedJudgments) else judgments
     if not isinstance(qrels, Qrels):

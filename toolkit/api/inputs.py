@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from toolkit.data.records import BAD_ID_RE2, DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, id_error, id_problem
 from toolkit.errors import ConfigError, InputFormatError, phrase
-from toolkit.records import BAD_ID_RE2, DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, id_error, id_problem
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def _ids(values: pd.Series, what: str, where: str) -> Any:
 
 
 def _valid_ids(text: Any, what: str, where: str) -> Any:
-    """``text`` if no id is empty or holds whitespace or a control character (``toolkit.records.check_id``, as
+    """``text`` if no id is empty or holds whitespace or a control character (``toolkit.data.records.check_id``, as
     for files), checked in C; else the error naming the first such row and its id."""
     import pyarrow.compute as pc
 
@@ -179,7 +179,7 @@ def _dedupe(
     """Repeated (query, doc) rows, found as files' are (64-bit pair hashes, then the exact strings)."""
     import pyarrow as pa
 
-    from toolkit.trec_io import _duplicate_rows
+    from toolkit.data.trec_io import _duplicate_rows
 
     rows = _duplicate_rows(_for_hashing(query), _for_hashing(doc))
     if not len(rows):
@@ -207,7 +207,7 @@ def _frame_sha256(query: Any, doc: Any, values: np.ndarray) -> str:
     float64 (scores) or int64 (labels): equal tables give equal checksums whatever their dtype or chunking,
     a change of one id or one value changes it, and so does a change of row order.
     """
-    from toolkit.columns import text_digests
+    from toolkit.data.columns import text_digests
 
     h = hashlib.sha256(b"twostage in-memory table v2\0")
     for column in (query, doc):
@@ -330,7 +330,7 @@ def system_name(given: Any, run: Run | None = None) -> str:
 def as_run(obj: Any, *, dedupe: str = "error") -> Run:
     """A ``Run`` from a path, a DataFrame, a ``{qid: {docid: score}}`` dict, a ranx ``Run``, ir_measures
     ``ScoredDoc``s, a ``toolkit.Run`` or a ``records.Run``; see the module docstring for the validation."""
-    from toolkit.trec_io import read_run
+    from toolkit.data.trec_io import read_run
 
     if isinstance(obj, Run):
         return obj
@@ -375,8 +375,8 @@ def qrels_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", where: str =
 def _relabel(qrels: Qrels, relevance_map: str | None) -> Qrels:
     import dataclasses
 
-    from toolkit.catalog import relevance_map as parse_map
-    from toolkit.trec_io import apply_relevance_map
+    from toolkit.data.catalog import relevance_map as parse_map
+    from toolkit.data.trec_io import apply_relevance_map
 
     if not relevance_map:
         return qrels
@@ -390,7 +390,7 @@ def as_qrels(
 ) -> Qrels:
     """A ``Qrels`` from a path, a collection name, a DataFrame, a ``{qid: {docid: label}}`` dict, ir_measures
     ``Qrel``s or a ``records.Qrels``; ``relevance_map`` (``1:0,2:1`` or a preset) relabels at load time."""
-    from toolkit.catalog import resolve_qrels
+    from toolkit.data.catalog import resolve_qrels
 
     if isinstance(obj, Qrels):
         return _relabel(obj, relevance_map)
@@ -399,7 +399,7 @@ def as_qrels(
         for note in source.notes:
             log.info("%s", note)
         if relevance_map:
-            from toolkit.catalog import relevance_map as parse_map
+            from toolkit.data.catalog import relevance_map as parse_map
 
             mapping, name = parse_map(relevance_map)
             return source.read(dedupe, mapping, name)

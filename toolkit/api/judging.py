@@ -35,7 +35,7 @@ class Judgments:
 
     def write(self, path: str | os.PathLike) -> None:
         """``path`` (trec_eval qrels) and ``path.meta.json``, each written atomically."""
-        from toolkit.trec_io import atomic_write, sha256_bytes, write_json
+        from toolkit.data.trec_io import atomic_write, sha256_bytes, write_json
 
         text = self.to_trec()
         with atomic_write(path) as fh:
@@ -87,7 +87,7 @@ def _model_name(model: str) -> str:
 def same_model_warnings(judge_model: str, runs: Mapping[str, Any]) -> list[str]:
     """A warning for each run whose ``RUN.meta.json`` names a reranker with the judge's model (a system judged
     by itself); also issued as Python warnings."""
-    from toolkit.sidecar import read_meta
+    from toolkit.data.sidecar import read_meta
 
     out = []
     for name, run in runs.items():
@@ -328,7 +328,7 @@ def merge_qrels(
     if isinstance(judge, (str, os.PathLike)):  # the sidecar `twostage judge` wrote: which judge, calibrated?
         import json
 
-        from toolkit.sidecar import meta_path
+        from toolkit.data.sidecar import meta_path
 
         # the judge's own record: its "run" is the run that was judged, not this qrels file, so it is read as
         # it is (a run sidecar's checksum check does not apply)

@@ -80,8 +80,8 @@ def _on_device(settings: Any, device: str, precision: str, sharding: Any, gpus_p
 def _topics(topics: Any, data_dir: str | os.PathLike | None, max_queries: int | None) -> tuple[Any, tuple[str, ...]]:
     """The topics (a file, a name, or ``{qid: text}``), the first ``max_queries``, and what reading them noted
     (Cranfield's query renumbering)."""
-    from toolkit import catalog
-    from toolkit.records import Topic, Topics
+    from toolkit.data import catalog
+    from toolkit.data.records import Topic, Topics
     from toolkit.retrieval.search import limit_topics
 
     if isinstance(topics, Mapping):
@@ -129,7 +129,7 @@ def build_index(
 ) -> tuple[Any, tuple[str, ...]]:
     """``index`` with every option of ``twostage index``; returns the ``IndexInfo`` (path, kind, documents,
     whether it was reused, seconds, its ``index.meta.json``) and what reading the collection noted."""
-    from toolkit.corpus import resolve_corpus
+    from toolkit.data.corpus import resolve_corpus
     from toolkit.errors import ConfigError
     from toolkit.retrieval.indexing import EncoderSettings, build_dense_index, build_lucene_index
 
@@ -384,8 +384,8 @@ def fuse(
     """
     from toolkit.api.inputs import as_run
     from toolkit.api.sidecars import run_meta
+    from toolkit.data.ranking import candidate_selection
     from toolkit.errors import ConfigError
-    from toolkit.ranking import candidate_selection
     from toolkit.retrieval.fusion import interpolate, rrf
     from toolkit.retrieval.search import SearchResult
 
@@ -407,8 +407,8 @@ def fuse(
 
 
 def _texts(first: Any, candidates: Any, corpus: Any, index: Any) -> Any:
+    from toolkit.data.texts import lucene_text_source, read_jsonl_corpus
     from toolkit.errors import ConfigError
-    from toolkit.texts import lucene_text_source, read_jsonl_corpus
 
     if corpus and index:
         raise ConfigError("give at most one of corpus= or index=")
@@ -424,8 +424,8 @@ def _texts(first: Any, candidates: Any, corpus: Any, index: Any) -> Any:
 def _rerank_inputs(run: Any, candidates: Any, topics: Any, corpus: Any, index: Any) -> tuple[Any, Any, dict, Any]:
     """(the candidates file or None, the first-stage run, the query texts, the document texts)."""
     from toolkit.api.inputs import as_run
+    from toolkit.data.texts import read_candidates
     from toolkit.errors import ConfigError
-    from toolkit.texts import read_candidates
 
     if (run is None) == (candidates is None):
         raise ConfigError("give exactly one of run= or candidates=")
@@ -470,7 +470,7 @@ def _topics_source(topics: Any, cand: Any) -> dict:
     resolved = str(Path(source).resolve()) if source and source != "<dict>" and Path(source).is_file() else None
     if resolved is None:
         return {"topics": source, "topics_resolved": None}
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     return {"topics": source, "topics_resolved": resolved, "topics_sha256": sha256_file(resolved)}
 
@@ -508,7 +508,7 @@ def rerank_job(
     """``rerank`` with every option of ``twostage rerank``; returns the ``RerankResult`` (run, settings,
     seconds, queries, pairs, missing texts) and where the query texts came from (``topics``,
     ``topics_resolved``)."""
-    from toolkit.profiling import phase
+    from toolkit.models.profiling import phase
     from toolkit.reranking.backends import RerankerSpec
     from toolkit.reranking.job import rerank_run
 

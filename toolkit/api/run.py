@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit import records
-from toolkit.records import DOC_ID, QUERY_ID, SCORE
+from toolkit.data import records
+from toolkit.data.records import DOC_ID, QUERY_ID, SCORE
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class Run:
     @classmethod
     def read(cls, path: str | os.PathLike, *, dedupe: str = "error") -> Run:
         """A run file (TREC format, gz allowed) and its ``PATH.meta.json`` sidecar when there is one."""
-        from toolkit.sidecar import read_meta
-        from toolkit.trec_io import read_run
+        from toolkit.data.sidecar import read_meta
+        from toolkit.data.trec_io import read_run
 
         return cls(read_run(path, dedupe=dedupe), read_meta(path) or {})  # type: ignore[arg-type]
 
@@ -64,7 +64,7 @@ class Run:
 
         ``style="twostage"``: query_id, doc_id, score, rank; ``style="pyterrier"``: qid, docno, score, rank.
         """
-        from toolkit.ranking import ranked_positions
+        from toolkit.data.ranking import ranked_positions
 
         order, rank = ranked_positions(self.inner.frame, "float64")
         f = self.inner.frame
@@ -95,7 +95,7 @@ class Run:
     def write(self, path: str | os.PathLike, *, tag: str | None = None, depth: int | None = None) -> None:
         """Write the run in TREC format (atomically, trec_eval order, full-precision scores) and, when the run
         has settings, ``PATH.meta.json`` beside it."""
-        from toolkit.trec_io import sha256_file, write_json, write_run
+        from toolkit.data.trec_io import sha256_file, write_json, write_run
 
         write_run(self.inner, path, tag=tag, depth=depth)
         if self.meta:
@@ -111,8 +111,8 @@ class Run:
         return f"Run({self.tag or 'untagged'!r}, {len(self.query_ids)} queries, {n} rows, from {self.inner.path})"
 
     def _repr_html_(self) -> str:
-        from toolkit.escape import html_frame
-        from toolkit.escape import html_text as escape
+        from toolkit.guard.escape import html_frame
+        from toolkit.guard.escape import html_text as escape
 
         head = html_frame(self.to_frame().head(10), index=False)
         return f"<p><b>Run</b> {escape(repr(self))}</p>{head}"

@@ -20,8 +20,8 @@ def versions() -> dict[str, str]:
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
-    from toolkit import __version__
     from toolkit.errors import ConfigError
+    from toolkit.version import __version__
 
     out = {"twostage": __version__, "python": platform.python_version()}
     for pkg in PACKAGES:

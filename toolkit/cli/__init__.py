@@ -13,8 +13,8 @@ import sys
 
 import click
 
-from toolkit import __version__
 from toolkit.errors import TwostageError
+from toolkit.version import __version__
 
 
 class _Group(click.Group):
@@ -27,7 +27,7 @@ class _Group(click.Group):
             sys.stderr.close()
             sys.exit(0)
         except OSError as exc:  # disk full, read-only, permission: one line naming the file and the fix
-            from toolkit.preflight import os_error_message
+            from toolkit.guard.preflight import os_error_message
 
             message = os_error_message(exc)
             if message is None:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from toolkit.catalog import relevance_map, resolve_qrels
 from toolkit.cli.options import (
     SEED,
     api_options,
@@ -19,18 +18,19 @@ from toolkit.cli.options import (
     trec_eval_option,
     writable_file,
 )
+from toolkit.data.catalog import relevance_map, resolve_qrels
+from toolkit.data.records import Qrels
+from toolkit.data.trec_io import atomic_write, read_run, write_json
 from toolkit.evaluation.evaluate import EvalResult
 from toolkit.evaluation.trec_format import format_value, provenance_lines, render_csv, render_json, render_text
 from toolkit.measures.names import parse_measure_groups
-from toolkit.records import Qrels
-from toolkit.trec_io import atomic_write, read_run, write_json
 
 REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
 
 
 def echo_qrels_notes(spec: str, data_dir: str | None) -> None:
     """How a named collection's qrels were converted (Cranfield's), on stderr; nothing for files."""
-    from toolkit.catalog import is_collection_name
+    from toolkit.data.catalog import is_collection_name
 
     if is_collection_name(spec):
         for note in resolve_qrels(spec, data_dir).notes:

@@ -101,10 +101,10 @@ def run_command(
 def _check_size(experiment_file, out, cache_dir, data_dir, yes: bool) -> None:
     """Before anything runs: a grid over GRID_LIMIT configurations needs --yes (its size and the disk it needs are
     said first), and the runs must fit in the free space of --out and of the stage cache."""
-    from toolkit import catalog
+    from toolkit.data import catalog
     from toolkit.experiments.cache import default_folder
     from toolkit.experiments.spec import grid_size, parse_experiment
-    from toolkit.preflight import check_free_space, human_bytes
+    from toolkit.guard.preflight import check_free_space, human_bytes
 
     exp = parse_experiment(experiment_file)
     per_stage = grid_size(exp.stages, exp.order)

@@ -19,13 +19,13 @@ from typing import get_args
 
 import click
 
+from toolkit.data.ranking import SCORE_PRECISIONS
+from toolkit.data.trec_io import DedupePolicy
 from toolkit.errors import TwostageError
 from toolkit.evaluation.significance import CORRECTIONS
 from toolkit.measures.names import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, EvalSettings, build_settings
 from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
 from toolkit.models import DEFAULT_DEVICE, PRECISIONS
-from toolkit.ranking import SCORE_PRECISIONS
-from toolkit.trec_io import DedupePolicy
 
 DATA_DIR = click.option(
     "--data-dir",
@@ -232,9 +232,9 @@ PROFILE = click.option(
 
 
 def writable_file(ctx: click.Context, param: click.Parameter, value):
-    """``--out FILE`` callback: the file's folder can be written (``toolkit.preflight``), checked as the option
+    """``--out FILE`` callback: the file's folder can be written (``toolkit.guard.preflight``), checked as the option
     is parsed, before any input is read; an error is one ``Error:`` line."""
-    from toolkit.preflight import check_writable
+    from toolkit.guard.preflight import check_writable
 
     if value is not None and value != "-":
         check_writable(value, f"--{param.name}".replace("_", "-") if param.name else "--out")
@@ -243,7 +243,7 @@ def writable_file(ctx: click.Context, param: click.Parameter, value):
 
 def writable_folder(ctx: click.Context, param: click.Parameter, value):
     """``--out FOLDER`` callback: as ``writable_file``, for an output folder."""
-    from toolkit.preflight import check_writable
+    from toolkit.guard.preflight import check_writable
 
     if value is not None:
         check_writable(value, f"--{param.name}".replace("_", "-") if param.name else "--out", folder=True)

@@ -69,7 +69,7 @@ def reproduce(spec, list_specs, out, data_dir, indexes, rows, reuse_runs, strict
       twostage reproduce msmarco-dl-first-stage
       twostage reproduce anserini-cacm --out reports/cacm
     """
-    from toolkit.catalog import data_dir as find_data
+    from toolkit.data.catalog import data_dir as find_data
     from toolkit.report.reproduction import render_markdown, write_outputs
     from toolkit.reproduction.output import run_into
     from toolkit.reproduction.runner import Runner, spec_readiness

@@ -168,9 +168,9 @@ def rerank(
     With --ray the model work is split into shards recorded in OUT.shards/manifest.json;
     running the same command again after an interruption does only the unfinished shards.
     """
-    from toolkit import profiling
     from toolkit.api.pipeline import rerank_job
     from toolkit.jobs.shards import shards_dir
+    from toolkit.models import profiling
 
     if profile:
         profiling.start()
@@ -218,7 +218,7 @@ def rerank(
 def _profile_imports(device: str) -> None:
     """--profile: importing torch and creating the CUDA context, each timed alone before the work (the model's
     own libraries, where a model needs them, are timed as part of its load)."""
-    from toolkit import profiling
+    from toolkit.models import profiling
 
     with profiling.phase("import torch"):
         import torch
@@ -267,8 +267,8 @@ def _check_sources(candidates, run_path, topics, corpus, index_path) -> None:
 def _write_outputs(result, out: str, tag: str, source: dict) -> dict:
     """OUT (the reranked run) and OUT.meta.json, which records OUT's sha256 (a reader checks it: a sidecar left
     beside another run is not that run's); returns the sidecar's settings."""
-    from toolkit.sidecar import meta_path
-    from toolkit.trec_io import sha256_file, write_json, write_run
+    from toolkit.data.sidecar import meta_path
+    from toolkit.data.trec_io import sha256_file, write_json, write_run
 
     write_run(result.run, out, tag=tag)
     run = {"run": {"path": str(out), "sha256": sha256_file(out)}}

@@ -37,12 +37,12 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from toolkit.data.ranking import order_run, top_k, within_group_rank
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 from toolkit.errors import ConfigError
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.measures.gains import GainTable
 from toolkit.measures.names import EvalSettings, Measure, parse_measures
-from toolkit.ranking import order_run, top_k, within_group_rank
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 #: Rerank depths of the curve by default; the run's own depth is always added.
 DEFAULT_CURVE_DEPTHS = (10, 20, 30, 50, 100)

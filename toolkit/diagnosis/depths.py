@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from toolkit.ranking import DEFAULT_SCORE_PRECISION, order_run
-from toolkit.records import DOC_ID, QUERY_ID, SCORE, Run
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
+from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
 #: The share of queries the rule must hold for at the detected depth ("nearly every query": 2 of DL19's 43
 #: queries may differ, e.g. a failed model call that dropped a document).

@@ -49,7 +49,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from toolkit import __version__
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
 from toolkit.diagnosis.depths import DEPTH_RULE
 from toolkit.diagnosis.inputs import Reranked, longest_list, named_runs, reranked_inputs
@@ -79,8 +80,7 @@ from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, agreement, ranked_lis
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.evaluation.significance import adjust, compare_table
 from toolkit.measures.names import EvalSettings, parse_measures
-from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
+from toolkit.version import __version__
 
 TextLookup = Callable[[Iterable[str]], dict[str, str]]
 

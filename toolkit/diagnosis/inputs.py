@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.data.records import DOC_ID, QUERY_ID, Run
 from toolkit.errors import ConfigError
-from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
-from toolkit.records import DOC_ID, QUERY_ID, Run
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.depths import aligned, rerank_shapes
-from toolkit.ranking import DEFAULT_SCORE_PRECISION, top_k
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 
 BUCKET = 10
 TOP = 10

@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from toolkit.data.trec_io import read_bytes
 from toolkit.errors import InputFormatError
-from toolkit.trec_io import read_bytes
 
 
 @dataclass(frozen=True)

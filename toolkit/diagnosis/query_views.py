@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels
 
 #: Words that carry no topic: not highlighted, not used to place a snippet.
 STOPWORDS = frozenset(

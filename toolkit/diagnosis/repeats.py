@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from toolkit.data.records import QUERY_ID
 from toolkit.errors import ConfigError
-from toolkit.records import QUERY_ID
 
 if TYPE_CHECKING:
     from toolkit.diagnosis.depths import DepthDetection

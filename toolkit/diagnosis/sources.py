@@ -12,7 +12,7 @@ def texts_from_sources(
     candidates: Iterable[str | os.PathLike] = (), corpus: str | None = None, index: str | None = None
 ) -> tuple[dict[str, str], Callable | None, list[dict]]:
     """Query texts and a document-text lookup from candidates JSONs, a JSONL corpus or a Lucene index."""
-    from toolkit.texts import lucene_text_source, read_candidates, read_jsonl_corpus
+    from toolkit.data.texts import lucene_text_source, read_candidates, read_jsonl_corpus
 
     queries: dict[str, str] = {}
     lookups = []

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from toolkit.data.records import QUERY_ID
 from toolkit.evaluation.intervals import DEFAULT_RESAMPLES, bootstrap_ci
 from toolkit.evaluation.trust import trust_fields
-from toolkit.records import QUERY_ID
 
 
 def system_bounds(

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from toolkit.ranking import DEFAULT_SCORE_PRECISION, order_run
-from toolkit.records import DOC_ID, QUERY_ID, Run
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
+from toolkit.data.records import DOC_ID, QUERY_ID, Run
 
 RBO_P = 0.9
 TAU_DEPTH = 10

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE
 from toolkit.errors import ConfigError, NoCommonQueriesError
 from toolkit.evaluation.significance import DEFAULT_PERMUTATIONS, DEFAULT_SEED, adjust, permutation_test
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE
 
 ALPHA = 0.05
 

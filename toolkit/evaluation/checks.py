@@ -13,7 +13,7 @@ refuses the input with a typed error naming the files, or issues a ``TwostageWar
 - every score of the run equal, or of some queries: their order is then the documents' ids;
 - a cutoff beyond every query's depth (``recall.1000`` on a top-100 run).
 
-Control characters and NULs inside ids are refused by the readers (``toolkit.trec_io``).
+Control characters and NULs inside ids are refused by the readers (``toolkit.data.trec_io``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit import notices
+from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 from toolkit.errors import InputFormatError, NoCommonQueriesError, phrase
 from toolkit.measures.names import EvalSettings, Measure
 from toolkit.measures.registry import Params
-from toolkit.records import DOC_ID, QUERY_ID, SCORE, Run
 
 log = logging.getLogger(__name__)
 

@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from toolkit import __version__
+from toolkit.data.ranking import group_starts, trec_order, within_group_rank
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
 from toolkit.errors import UnknownMeasureError, phrase
 from toolkit.evaluation.checks import check_id_types, input_provenance, input_warnings, require_common_queries
 from toolkit.measures.names import EvalSettings, Measure
 from toolkit.measures.prefs import JgInput, build_prefs_input
 from toolkit.measures.ranked import QrelsIndex, build_ranked, index_qrels
 from toolkit.measures.trec import MIN_GEO_MEAN, Context
-from toolkit.ranking import group_starts, trec_order, within_group_rank
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
+from toolkit.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.errors import ConfigError
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 
 SUPPORTED = ("ndcg_cut", "P", "recall")
 MAX_MULTISETS = 200_000
@@ -129,7 +129,7 @@ def ndcg_bounds(
 
 def _query_tables(qrels: Qrels, run: Run, k: int, score_precision: str):
     """Per query: the top k (doc ids in trec_eval order) and the judged labels {doc: label >= 0}."""
-    from toolkit.ranking import top_k
+    from toolkit.data.ranking import top_k
 
     top = top_k(run.frame, k, score_precision)  # type: ignore[arg-type]
     tops = {q: g[DOC_ID].tolist() for q, g in top.groupby(QUERY_ID, sort=False)}

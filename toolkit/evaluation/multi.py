@@ -112,7 +112,7 @@ def render_csv_many(
     An empty cell is a value that does not exist (a summary-only measure on a query row) or is
     not finite, as ``null`` in the JSON form. ``intervals`` ({run: ``mean_intervals.MeanIntervals``}, ``eval
     --ci``) adds ``NAME_ci_low`` and ``NAME_ci_high`` columns after each measure's, filled on the 'all' rows."""
-    from toolkit.escape import CSV_LINE_END, csv_newlines
+    from toolkit.guard.escape import CSV_LINE_END, csv_newlines
 
     head = ""
     if provenance:  # a line break in a run's name would end the comment and start a row
@@ -132,8 +132,8 @@ def render_csv_many(
 
 
 def _cell(v) -> str:
-    """A CSV cell: a double at full precision (empty when not finite); a text through ``toolkit.escape.csv_text``."""
-    from toolkit.escape import csv_text
+    """A CSV cell: a double at full precision (empty when not finite); a text through ``toolkit.guard.escape.csv_text``."""
+    from toolkit.guard.escape import csv_text
 
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else ""

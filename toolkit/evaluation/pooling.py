@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.errors import ConfigError
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 
 COLUMNS = (
     "score",
@@ -80,7 +80,7 @@ class PoolTest:
 
 def pooled(run: Run, depth: int, score_precision: str) -> set[tuple[str, str]]:
     """The (query, document) pairs of ``run``'s top ``depth`` in trec_eval's order."""
-    from toolkit.ranking import top_k
+    from toolkit.data.ranking import top_k
 
     top = top_k(run.frame, depth, score_precision)  # type: ignore[arg-type]
     return set(zip(top[QUERY_ID], top[DOC_ID]))

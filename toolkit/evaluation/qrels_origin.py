@@ -19,9 +19,9 @@ import hashlib
 import numpy as np
 import pandas as pd
 
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, QrelsOrigin, Run
 from toolkit.errors import ConfigError
-from toolkit.ranking import DEFAULT_SCORE_PRECISION, order_run
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, QrelsOrigin, Run
 
 QRELS_POLICIES = ("human", "fill", "judge")
 ORIGIN = "origin"

@@ -6,10 +6,10 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from toolkit.data.records import Qrels, Run
 from toolkit.errors import UnknownMeasureError
 from toolkit.evaluation.evaluate import evaluate, prepare_judgments
 from toolkit.measures.names import Discount, EvalSettings, Gain, Measure
-from toolkit.records import Qrels, Run
 
 #: (label, gain, discount): trec_eval's default first, then the common alternatives.
 VARIANTS: tuple[tuple[str, str, str], ...] = (

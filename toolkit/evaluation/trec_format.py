@@ -151,9 +151,9 @@ def render_csv(
     result: EvalResult, per_query: bool, provenance: bool, labels: dict[str, str] | None = None, ci=None
 ) -> str:
     """Long CSV (query_id, measure, value); ``labels`` as for ``render_json`` (the summary rows in its order);
-    text cells through ``toolkit.escape.csv_text`` (no formula). ``ci`` (``mean_intervals.MeanIntervals``, ``eval
+    text cells through ``toolkit.guard.escape.csv_text`` (no formula). ``ci`` (``mean_intervals.MeanIntervals``, ``eval
     --ci``) adds ``all,LABEL_ci_low,VALUE`` and ``all,LABEL_ci_high,VALUE`` rows after each measure's ``all`` row."""
-    from toolkit.escape import CSV_LINE_END, csv_newlines, csv_text
+    from toolkit.guard.escape import CSV_LINE_END, csv_newlines, csv_text
 
     names = labels or {m.name: m.name for m in result.measures}
     buf = io.StringIO()

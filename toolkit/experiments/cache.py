@@ -25,10 +25,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from toolkit.data.records import Run
+from toolkit.data.trec_io import read_run, sha256_file, write_json, write_run
 from toolkit.errors import TwostageError
-from toolkit.preflight import UNWRITABLE
-from toolkit.records import Run
-from toolkit.trec_io import read_run, sha256_file, write_json, write_run
+from toolkit.guard.preflight import UNWRITABLE
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class StageCache:
 
     def _set_aside(self, entry: Path, problem: str) -> None:
         """Report a failed entry and move it out of the way (into ``damaged/``), so it is computed again."""
-        from toolkit.outputs import set_aside
+        from toolkit.guard.writer import set_aside
 
         where = set_aside(entry, self.folder)
         log.warning("twostage: stage cache entry %s; it is %s and computed again", problem, where)

@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.data.records import Run
 from toolkit.jobs.distributed import ActorPool, RayExecutor, RayOptions, shutdown
-from toolkit.records import Run
 
 #: Stage types whose missing points run on Ray; ``fuse`` stays in the driver (see the module docstring).
 DISTRIBUTED = ("bm25", "qld", "rm3", "dense", "rerank")

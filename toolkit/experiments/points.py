@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolkit.records import Run, Topics
+    from toolkit.data.records import Run, Topics
     from toolkit.reranking.backends import RerankerSpec
 
 
@@ -187,7 +187,7 @@ class Warm:
         return self.embedding_caches[key]
 
     def text_source(self, index: str):
-        from toolkit.texts import lucene_text_source
+        from toolkit.data.texts import lucene_text_source
 
         if index not in self.text_sources:
             self.text_sources[index] = lucene_text_source(index)

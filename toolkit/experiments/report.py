@@ -28,7 +28,7 @@ def grid_figure(table: pd.DataFrame, params: list[str], primary: str):
     """One panel per swept parameter: ``primary`` of every configuration against the parameter's value, one
     colour per stage; where other parameters vary too, a line joins the best value at each setting. None when
     nothing is swept."""
-    from toolkit.escape import plot_text
+    from toolkit.guard.escape import plot_text
     from toolkit.report.html import pyplot
 
     axes_of = swept(table, params)
@@ -99,8 +99,8 @@ def write_index_html(
     params: list[str] | None = None,
     measures: list[str] | None = None,
 ) -> None:
+    from toolkit.data.trec_io import atomic_write
     from toolkit.report.html import figure_data_uri
-    from toolkit.trec_io import atomic_write
 
     ranked = table.sort_values(primary, ascending=False, kind="stable")
     skip = {"stage", "type"}

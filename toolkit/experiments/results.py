@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from toolkit.data.records import QUERY_ID
 from toolkit.errors import ConfigError
 from toolkit.experiments.cache import StageCache
 from toolkit.experiments.runner import Config, Context, run_stages, topics_checksum
 from toolkit.experiments.spec import Experiment, parse_experiment, safe_name
-from toolkit.records import QUERY_ID
 
 
 @dataclass
@@ -41,7 +41,7 @@ def _index(exp: Experiment, data_dir: str | None, say) -> str:
         p = Path(exp.index["path"])
         p = p if p.is_absolute() else Path(exp.path).parent / p
         return str(check_lucene_index(p))
-    from toolkit.corpus import resolve_corpus
+    from toolkit.data.corpus import resolve_corpus
     from toolkit.experiments.cache import default_folder
     from toolkit.retrieval.indexing import build_lucene_index
 
@@ -53,7 +53,7 @@ def _index(exp: Experiment, data_dir: str | None, say) -> str:
 
 
 def _context(exp: Experiment, cache: StageCache, data_dir, force, say) -> Context:
-    from toolkit import catalog
+    from toolkit.data import catalog
     from toolkit.measures.names import EvalSettings
     from toolkit.retrieval.indexing import index_checksum
 
@@ -214,7 +214,7 @@ def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) ->
 
 
 def _write_runs(ctx: Context, configs: list[Config], out: Path) -> None:
-    from toolkit.trec_io import sha256_file, write_json, write_run
+    from toolkit.data.trec_io import sha256_file, write_json, write_run
 
     for c in configs:
         path = out / "runs" / f"{safe_name(c.name)}.trec"
@@ -246,7 +246,7 @@ def _resolved(ctx: Context, c: Config) -> dict:
 def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
-    from toolkit import __version__
+    from toolkit.version import __version__
 
     out = {"twostage": __version__}
     for pkg in ("pyserini", "torch", "transformers", "sentence-transformers", "numpy", "pandas"):
@@ -271,7 +271,7 @@ def run_experiment(
     ``grid``: a ``toolkit.experiments.distributed.RayGrid`` (``--ray``) computes the missing search, dense and
     rerank points on Ray; it is closed (workers stopped) once the stages are done.
     """
-    from toolkit.outputs import result_folder
+    from toolkit.guard.writer import result_folder
 
     started = time.perf_counter()
     exp = parse_experiment(path)  # every check before anything runs
@@ -303,9 +303,9 @@ OUTPUT_NAMES = ("results.csv", "experiment.json", "index.html", "runs", "diagnos
 
 
 def _write_outputs(ctx: Context, exp: Experiment, path, configs, table, measures, baseline, grid, out: Path) -> None:
-    from toolkit.escape import CSV_LINE_END, csv_frame, csv_newlines
+    from toolkit.data.trec_io import atomic_write, write_json
     from toolkit.experiments.report import write_index_html
-    from toolkit.trec_io import atomic_write, write_json
+    from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines
 
     _write_runs(ctx, configs, out)
     by_name = {c.name: c for c in configs}

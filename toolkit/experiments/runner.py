@@ -19,11 +19,11 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.data.records import QUERY_ID, Run, Topics
 from toolkit.experiments.cache import StageCache, stage_key
 from toolkit.experiments.points import DensePoint, FusePoint, Point, RerankPoint, SearchPoint, Warm
 from toolkit.experiments.spec import Experiment, Stage, outputs, tuned_label
 from toolkit.experiments.tuning import TuneResult, cross_validate, tuning_set
-from toolkit.records import QUERY_ID, Run, Topics
 
 
 @dataclass
@@ -195,7 +195,7 @@ def _dense_index(ctx: Context, point: dict) -> tuple[str, str]:
     desc = {"collection": name, "encoder": settings.result_settings(), "hnsw": bool(point["hnsw"])}
     key = ("build", json.dumps(desc, sort_keys=True))
     if key not in ctx.dense_indexes:
-        from toolkit.corpus import resolve_corpus
+        from toolkit.data.corpus import resolve_corpus
         from toolkit.experiments.cache import default_folder
         from toolkit.retrieval.indexing import build_dense_index
 

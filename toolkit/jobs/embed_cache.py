@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.preflight import UNWRITABLE
+from toolkit.guard.preflight import UNWRITABLE
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def text_key(text: str) -> bytes:
 @lru_cache(maxsize=16)
 def model_fingerprint(model_path: str) -> str:
     """sha256 over a local model folder's files (relative name and bytes); a hub name stands for itself."""
-    from toolkit.trec_io import folder_sha256
+    from toolkit.data.trec_io import folder_sha256
 
     folder = Path(model_path)
     if not folder.is_dir():
@@ -53,7 +53,7 @@ def model_fingerprint(model_path: str) -> str:
 
 
 def default_folder() -> Path:
-    from toolkit.catalog import cache_dir
+    from toolkit.data.catalog import cache_dir
 
     return cache_dir() / "embeddings"
 
@@ -110,7 +110,7 @@ class EmbeddingCache:
         return None
 
     def _set_aside(self, p: Path, problem: str) -> None:
-        from toolkit.outputs import set_aside
+        from toolkit.guard.writer import set_aside
 
         where = set_aside(p, self.folder)
         log.warning(
@@ -158,7 +158,7 @@ class EmbeddingCache:
         self.added += len(fresh)
 
     def _write_part(self, keys_arr: np.ndarray, vecs: np.ndarray) -> None:
-        from toolkit.trec_io import atomic_write, write_json
+        from toolkit.data.trec_io import atomic_write, write_json
 
         self.folder.mkdir(parents=True, exist_ok=True)
         if not (self.folder / "namespace.json").exists():

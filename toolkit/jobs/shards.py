@@ -69,7 +69,7 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 def _sha256(path: Path) -> str:
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     return sha256_file(path)
 
@@ -99,14 +99,14 @@ class Manifest:
         return self.folder / f"shard-{shard:05d}.npz"
 
     def save(self) -> None:
-        from toolkit.trec_io import write_json
+        from toolkit.data.trec_io import write_json
 
         self.doc["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         write_json(self.folder / MANIFEST, self.doc)
 
     def record(self, shard: int, arrays: dict[str, np.ndarray], info: dict) -> None:
         """Write one shard's arrays atomically, then record the file and its checksum."""
-        from toolkit.trec_io import atomic_write
+        from toolkit.data.trec_io import atomic_write
 
         path = self.shard_path(shard)
         with atomic_write(path, "wb") as fh:

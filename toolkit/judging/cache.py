@@ -35,7 +35,7 @@ def cache_key(model: str, prompt_sha256: str, query: str, passage: str) -> tuple
 
 
 def default_folder() -> Path:
-    from toolkit.catalog import cache_dir
+    from toolkit.data.catalog import cache_dir
 
     return cache_dir() / "judgments"
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Run
 from toolkit.errors import ConfigError
 from toolkit.judging.backends import Judge, Prompt
 from toolkit.judging.cache import JudgmentCache
 from toolkit.judging.prompt import Template
-from toolkit.ranking import DEFAULT_SCORE_PRECISION, order_run
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, Run
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,7 @@ class Gain:
         text = text.strip()
         if text in ("linear", "exp"):
             return cls(text)
-        from toolkit.trec_io import parse_label_map
+        from toolkit.data.trec_io import parse_label_map
 
         try:
             mapping = parse_label_map(text)

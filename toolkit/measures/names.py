@@ -34,12 +34,12 @@ import logging
 import re
 from dataclasses import asdict, dataclass, field, replace
 
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION
 from toolkit.errors import ConfigError, UnknownMeasureError, phrase
 from toolkit.measures import prefs as pref_measures  # noqa: F401  (registers every family)
 from toolkit.measures.gains import Discount, Gain
 from toolkit.measures.registry import REGISTRY, Measure, Params, families_in_order
 from toolkit.measures.settings import SETTING_NAMES
-from toolkit.ranking import DEFAULT_SCORE_PRECISION
 
 log = logging.getLogger(__name__)
 

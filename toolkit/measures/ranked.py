@@ -27,9 +27,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.columns import arrow_of
-from toolkit.ranking import group_starts, trec_order, within_group_rank
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
+from toolkit.data.columns import arrow_of
+from toolkit.data.ranking import group_starts, trec_order, within_group_rank
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 #: Relevance code of a retrieved document absent from the qrels (trec_eval's RELVALUE_NONPOOL).
 NONPOOL = -1

@@ -903,8 +903,8 @@ def judged(r: Ranked, ms, ctx) -> Values:
 
 def _pyserini_judged(r: Ranked, ms, ctx) -> Values:
     """Pyserini's judged.k: first k file lines per query, all run queries, pairs pooled (the pooled value rides along)."""
-    from toolkit.ranking import within_group_rank
-    from toolkit.records import DOC_ID, QUERY_ID
+    from toolkit.data.ranking import within_group_rank
+    from toolkit.data.records import DOC_ID, QUERY_ID
 
     frame = ctx.run.frame
     q = frame[QUERY_ID].to_numpy(dtype=object)

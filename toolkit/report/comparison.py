@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.escape import plot_text
+from toolkit.guard.escape import plot_text
 from toolkit.report.eval_tables import SIGNIFICANCE_HEADERS, significance_rows
 from toolkit.report.html import esc, figure_data_uri, html_page, html_table, p_value, provenance_html, pyplot
 
@@ -108,15 +108,15 @@ def test_notes(doc: dict, tests, baselines: list[str], systems: list[str], alpha
 
 def write_compare_report(out: Path, doc: dict, table, baseline: str, measures: list[str]) -> None:
     """``OUT/compare.json`` and ``OUT/compare.html`` (one table and one difference plot per measure), written into
-    a temporary folder that replaces ``out`` in one rename (``toolkit.outputs``)."""
-    from toolkit.outputs import result_folder
+    a temporary folder that replaces ``out`` in one rename (``toolkit.guard.writer``)."""
+    from toolkit.guard.writer import result_folder
 
     with result_folder(out, "comparison", ("compare.json", "compare.html")) as tmp:
         _write_compare_files(tmp, doc, table, baseline, measures)
 
 
 def _write_compare_files(out: Path, doc: dict, table, baseline: str, measures: list[str]) -> None:
-    from toolkit.trec_io import atomic_write, write_json
+    from toolkit.data.trec_io import atomic_write, write_json
 
     write_json(out / "compare.json", doc)
     t = doc["tests"]

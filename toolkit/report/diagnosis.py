@@ -20,9 +20,9 @@ import pandas as pd
 
 from toolkit.diagnosis.diagnose import FAMILIES, Diagnosis, json_ready
 from toolkit.diagnosis.labels import DECISION_ORDER, LABEL_MEANING, LABELS, MIN_TYPE_QUERIES
-from toolkit.escape import CSV_LINE_END, csv_frame, csv_newlines, markdown_code
-from toolkit.escape import markdown_text as md
-from toolkit.escape import plot_text as pt
+from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines, markdown_code
+from toolkit.guard.escape import markdown_text as md
+from toolkit.guard.escape import plot_text as pt
 from toolkit.report.diagnosis_judge import has_judge_labels, judge_parts
 from toolkit.report.diagnosis_runs import (
     SYSTEM_COLOURS,
@@ -1136,8 +1136,8 @@ def diagnosis_markdown(diag: Diagnosis, plot_files: dict[str, str]) -> str:
 
 def write_diagnosis_report(diag: Diagnosis, out_dir) -> dict[str, str]:
     """Write index.html, report.md (+ plots/*.png), per_query.csv, pairs.csv and summary.json: into a temporary
-    folder beside ``out_dir`` that replaces it in one rename (``toolkit.outputs``: the set is whole or absent)."""
-    from toolkit.outputs import result_folder
+    folder beside ``out_dir`` that replaces it in one rename (``toolkit.guard.writer``: the set is whole or absent)."""
+    from toolkit.guard.writer import result_folder
 
     names = ("index.html", "report.md", "per_query.csv", "pairs.csv", "summary.json")
     with result_folder(out_dir, "diagnosis", (*names, "plots")) as tmp:
@@ -1146,7 +1146,7 @@ def write_diagnosis_report(diag: Diagnosis, out_dir) -> dict[str, str]:
 
 
 def _write_report_files(diag: Diagnosis, out: Path) -> None:
-    from toolkit.trec_io import atomic_write, write_json
+    from toolkit.data.trec_io import atomic_write, write_json
 
     plots = diagnosis_plots(diag)
     plot_files = {}

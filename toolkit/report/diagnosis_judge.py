@@ -7,14 +7,14 @@ each origin, the sources, and the judge's sidecar record: backend, model, prompt
 origin; with a calibration the documents both judged, the confusion matrix (rows the human label, columns the
 judge's), Cohen's kappa, linearly weighted kappa, the mean absolute label difference and, where the calibration
 ranked systems, Kendall's tau, tau_ap and the significant pairs that flip; else that no calibration was recorded,
-with the command that makes one. Every value is escaped by ``Table``/``Part`` (``toolkit.escape``).
+with the command that makes one. Every value is escaped by ``Table``/``Part`` (``toolkit.guard.escape``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from toolkit.escape import markdown_code, markdown_text
+from toolkit.guard.escape import markdown_code, markdown_text
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc
 from toolkit.report.sections import Part

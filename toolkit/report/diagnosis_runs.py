@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from toolkit.diagnosis.depths import DEPTH_RULE
 from toolkit.diagnosis.diagnose import Diagnosis
-from toolkit.escape import markdown_text as md
-from toolkit.escape import plot_text
+from toolkit.guard.escape import markdown_text as md
+from toolkit.guard.escape import plot_text
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc, pyplot
 from toolkit.report.sections import Part

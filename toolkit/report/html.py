@@ -10,7 +10,7 @@ import base64
 import io
 import json
 
-from toolkit.escape import html_text, markdown_cell
+from toolkit.guard.escape import html_text, markdown_cell
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.45}
@@ -25,7 +25,7 @@ pre{padding:.6rem;overflow-x:auto}
 
 
 def esc(value: object) -> str:
-    """``value`` as HTML text or attribute value (``toolkit.escape.html_text``)."""
+    """``value`` as HTML text or attribute value (``toolkit.guard.escape.html_text``)."""
     return html_text(value)
 
 
@@ -63,8 +63,8 @@ def html_page(title: str, body: str, extra_css: str = "", script: str = "") -> s
 
 
 def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
-    """A Markdown table; headers and cells are escaped (``toolkit.escape.markdown_cell``: no HTML, no link, no
-    extra cell), except ``toolkit.escape.Raw`` cells, which twostage formatted itself."""
+    """A Markdown table; headers and cells are escaped (``toolkit.guard.escape.markdown_cell``: no HTML, no link, no
+    extra cell), except ``toolkit.guard.escape.Raw`` cells, which twostage formatted itself."""
     lines = ["| " + " | ".join(markdown_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(markdown_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"

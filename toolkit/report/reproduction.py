@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.escape import Raw, markdown_code
-from toolkit.escape import markdown_text as md
+from toolkit.guard.escape import Raw, markdown_code
+from toolkit.guard.escape import markdown_text as md
 from toolkit.report.html import esc, html_page, html_table, markdown_table, provenance_html, signed
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ def render_html(rep: Reproduction) -> str:
 
 def write_outputs(rep: Reproduction, out: Path) -> list[Path]:
     """``OUT/<name>.md``, ``.html`` and ``.json``, each written atomically."""
-    from toolkit.trec_io import atomic_write, write_json
+    from toolkit.data.trec_io import atomic_write, write_json
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{rep.spec.name}.md", out / f"{rep.spec.name}.html", out / f"{rep.spec.name}.json"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from toolkit.escape import markdown_text
+from toolkit.guard.escape import markdown_text
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc, png_data_uri
 

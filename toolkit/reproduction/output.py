@@ -1,6 +1,6 @@
 """A reproduction's folder whole or absent: ``twostage reproduce --out DIR`` runs the spec's commands in a
 temporary folder beside ``DIR`` (the ``{work}`` of the spec) and writes ``NAME.md``, ``NAME.html`` and
-``NAME.json`` there; the folder becomes ``DIR`` in one rename when all is written (``toolkit.outputs``).
+``NAME.json`` there; the folder becomes ``DIR`` in one rename when all is written (``toolkit.guard.writer``).
 
 A failure or a kill part-way leaves the previous ``DIR`` as it was and no partial folder. The report names
 ``DIR``, never the temporary folder: every path under it in the rows, cells and programs is rewritten.
@@ -57,7 +57,7 @@ def run_into(
         ConfigError: ``out`` holds files a reproduction does not write, or the spec runs programs that are not
             allowed (nothing is run, ``out`` is untouched).
     """
-    from toolkit.outputs import result_folder
+    from toolkit.guard.writer import result_folder
 
     out = Path(out)
     final = str(out.resolve())

@@ -80,8 +80,8 @@ from toolkit.extras import COMMAND_EXTRAS, missing
 from toolkit.measures.names import EvalSettings
 
 if TYPE_CHECKING:
-    from toolkit.catalog import QrelsSource
-    from toolkit.records import Qrels
+    from toolkit.data.catalog import QrelsSource
+    from toolkit.data.records import Qrels
 from toolkit.reproduction.specs import _PLACEHOLDER, Cell, Column, Row, Spec, Step
 
 log = logging.getLogger(__name__)
@@ -427,8 +427,8 @@ class Runner:
         measured: dict[tuple[str, str], tuple[float, dict]],
     ) -> None:
         """Evaluate a row's run once per distinct settings of its columns."""
+        from toolkit.data.trec_io import read_run
         from toolkit.evaluation.evaluate import evaluate
-        from toolkit.trec_io import read_run
 
         if qsrc.path not in qrels_read:  # rows share qrels files: parse each once
             qrels_read[qsrc.path] = qsrc.read()
@@ -476,7 +476,7 @@ class Runner:
         return res
 
     def _qrels(self, row: Row) -> QrelsSource:
-        from toolkit.catalog import QrelsSource, is_collection_name, resolve_qrels
+        from toolkit.data.catalog import QrelsSource, is_collection_name, resolve_qrels
 
         if is_collection_name(row.qrels):
             if self.data is None:

@@ -320,7 +320,7 @@ def _column(
         raise w.fail(f"{cw}.measure", str(exc)) from None
     if len(measures) != 1:
         raise w.fail(f"{cw}.measure", f"{mtext!r} names {len(measures)} measures; give exactly one, e.g. ndcg_cut.10")
-    from toolkit.ranking import SCORE_PRECISIONS
+    from toolkit.data.ranking import SCORE_PRECISIONS
 
     precision = c.get("score_precision")
     if precision is not None and precision not in SCORE_PRECISIONS:

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit import __version__
+from toolkit.data.ranking import CANDIDATE_PRECISION, candidate_selection, top_k
+from toolkit.data.records import DOC_ID, QUERY_ID, Run, run_from_rows
+from toolkit.data.texts import TextSource
 from toolkit.errors import ConfigError
-from toolkit.ranking import CANDIDATE_PRECISION, candidate_selection, top_k
-from toolkit.records import DOC_ID, QUERY_ID, Run, run_from_rows
 from toolkit.reranking.backends import Reranker, RerankerSpec
-from toolkit.texts import TextSource
+from toolkit.version import __version__
 
 MISSING_TEXT_POLICIES = ("error", "bottom")
 

@@ -114,7 +114,7 @@ def _quantize(fp32: Path, target: Path, out_dir: Path) -> None:
     """An int8 copy of ``fp32`` at ``target`` (dynamic quantisation), its settings in ``quantization.json``."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from toolkit.trec_io import atomic_write
+    from toolkit.data.trec_io import atomic_write
 
     tmp = out_dir / f".model.int8.onnx.{os.getpid()}.tmp"
     # MatMul weights only, one scale per output channel: on MiniLM the cosine to the fp32 embedding
@@ -152,7 +152,7 @@ class OnnxBiEncoder:
         import onnxruntime as ort
         from transformers import AutoTokenizer
 
-        from toolkit.catalog import cache_dir
+        from toolkit.data.catalog import cache_dir
         from toolkit.models import resolve_model
         from toolkit.reranking.onnx_cache import cached_onnx
 

@@ -23,8 +23,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from toolkit.guard.preflight import UNWRITABLE
 from toolkit.models import read_json_object
-from toolkit.preflight import UNWRITABLE
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ Quantize = Callable[[Path, Path, Path], None]
 
 def _problem(folder: Path, key: str, name: str) -> str | None:
     """Why ``folder/name`` is not the export of the model ``key`` (None: it is)."""
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     entry = read_json_object(folder / ENTRY)
     if not entry:
@@ -62,7 +62,7 @@ def _verified(root: Path, folder: Path, key: str, name: str) -> Path | None:
     problem = _problem(folder, key, name)
     if problem is None:
         return path
-    from toolkit.outputs import set_aside
+    from toolkit.guard.writer import set_aside
 
     where = set_aside(path, root, f"{folder.name}-{name}")
     log.warning("twostage: ONNX cache file %s %s; not used (%s), exporting the model again", path, problem, where)
@@ -70,7 +70,7 @@ def _verified(root: Path, folder: Path, key: str, name: str) -> Path | None:
 
 
 def _record(folder: Path, key: str, names: list[str], opset: int) -> None:
-    from toolkit.trec_io import sha256_file, write_json
+    from toolkit.data.trec_io import sha256_file, write_json
 
     entry = read_json_object(folder / ENTRY)
     files = dict(entry["files"]) if entry and entry.get("key") == key and isinstance(entry.get("files"), dict) else {}

@@ -1,8 +1,8 @@
 """sentence-transformers rerankers on torch: a bi-encoder (cosine of normalised embeddings) and a cross-encoder (raw logit).
 
-Both feed the model through ``toolkit.model_inputs.ModelPipeline``: every text (pair) tokenised once,
+Both feed the model through ``toolkit.models.inputs.ModelPipeline``: every text (pair) tokenised once,
 length-sorted batches built ahead of the device, outputs kept on the device until one copy back.
-The model is a plain-torch BERT (``toolkit.native_bert``) where the folder is a BERT bi-encoder or
+The model is a plain-torch BERT (``toolkit.models.native_bert``) where the folder is a BERT bi-encoder or
 cross-encoder of the common kind, bit-identical to sentence-transformers on a CPU and without its
 import (seconds of a short call); anything else runs the sentence-transformers model's own modules
 (its pooling, its head). ``describe()["implementation"]`` says which.
@@ -174,7 +174,7 @@ class CrossEncoderReranker:
 
 def _pipeline(model, max_length: int, forward, owner):
     """The input pipeline of a sentence-transformers model: its tokenizer, at ``max_length``, on its device."""
-    from toolkit.model_inputs import ModelPipeline, Tokenizer
+    from toolkit.models.inputs import ModelPipeline, Tokenizer
 
     return ModelPipeline(Tokenizer(model.tokenizer, max_length), forward, owner.device, owner.batch_size)
 
@@ -182,8 +182,8 @@ def _pipeline(model, max_length: int, forward, owner):
 def _native(owner, kind: str):
     """``owner``'s model as a plain-torch BERT (its pipeline and maximum length set), or None where
     the folder needs sentence-transformers."""
-    from toolkit import native_bert
-    from toolkit.model_inputs import ModelPipeline, Tokenizer
+    from toolkit.models import native_bert
+    from toolkit.models.inputs import ModelPipeline, Tokenizer
 
     p = native_bert.plan(resolve_model(owner.model_name), kind, owner.max_length)
     if p is None:
@@ -202,4 +202,4 @@ def _native(owner, kind: str):
 
 
 def _implementation(net) -> str:
-    return "native BERT (toolkit.native_bert)" if net is not None else "sentence-transformers"
+    return "native BERT (toolkit.models.native_bert)" if net is not None else "sentence-transformers"

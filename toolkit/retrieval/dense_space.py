@@ -4,7 +4,7 @@
   system has room for the estimated index (and, for a sharded job, for the shard embeddings beside it);
 - ``as_output_error``: a failure writing the index (Python's ``OSError``, or FAISS's ``RuntimeError`` whose
   message carries the system's words, e.g. "(No space left on device)") as an ``OSError`` naming the index
-  folder, which the CLI prints as one ``Error:`` line with the fix (``toolkit.preflight.os_error_message``).
+  folder, which the CLI prints as one ``Error:`` line with the fix (``toolkit.guard.preflight.os_error_message``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from toolkit.errors import phrase
-from toolkit.preflight import UNWRITABLE, check_free_space, check_writable, native_fs_errno
+from toolkit.guard.preflight import UNWRITABLE, check_free_space, check_writable, native_fs_errno
 
 #: Bytes per document of the ``docid`` file assumed by the estimate (ids are not read before encoding).
 DOCID_BYTES = 12

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from toolkit.data.ranking import CANDIDATE_PRECISION, top_k
+from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 from toolkit.errors import ConfigError
-from toolkit.ranking import CANDIDATE_PRECISION, top_k
-from toolkit.records import DOC_ID, QUERY_ID, SCORE, Run
 from toolkit.retrieval.search import DEFAULT_HITS, validate_hits
 
 

@@ -22,11 +22,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from toolkit import trec_io
-from toolkit.corpus import Corpus
+from toolkit.data import trec_io
+from toolkit.data.corpus import Corpus
 from toolkit.errors import ConfigError, TwostageError
 from toolkit.extras import require
-from toolkit.preflight import build_lock, native_fs_errno
+from toolkit.guard.preflight import build_lock, native_fs_errno
 from toolkit.retrieval.dense_space import as_output_error, check_dense_room, encoder_dim
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def read_meta(index: str | os.PathLike) -> dict:
 
 
 def _input_records(corpus: Corpus) -> list[dict]:
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     return [{"path": str(p), "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in corpus.inputs]
 
@@ -88,7 +88,7 @@ def index_checksum(index: str | os.PathLike) -> str:
     signature = _stat_signature(folder)
     if signature in _CHECKSUMS:
         return _CHECKSUMS[signature]
-    from toolkit.catalog import cache_dir
+    from toolkit.data.catalog import cache_dir
 
     memo = cache_dir() / "checksums" / f"index-{signature}"
     with contextlib.suppress(OSError, UnicodeDecodeError):
@@ -135,7 +135,7 @@ def _reusable(out: Path, key: str) -> dict | None:
 
 
 def _finish(tmp: Path, out: Path, meta: dict) -> None:
-    from toolkit.trec_io import write_json
+    from toolkit.data.trec_io import write_json
 
     meta["index_sha256"] = index_checksum(tmp)  # remembered by the files' stats, which the rename keeps
     meta["complete"] = True
@@ -152,7 +152,7 @@ def _finish(tmp: Path, out: Path, meta: dict) -> None:
 def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
-    from toolkit import __version__
+    from toolkit.version import __version__
 
     out = {"twostage": __version__, "python": sys.version.split()[0]}
     for pkg in ("pyserini", "torch", "transformers", "faiss-cpu"):
@@ -423,7 +423,7 @@ class Encoder:
     """The Hugging Face encoder of a dense index, for documents *and* queries (one code path, so a query and
     a document with the same text get the same vector): Pyserini's ``AutoDocumentEncoder`` computation
     (tokenizer without token type ids, mean or CLS pooling, L2 normalisation) fed by the shared model-input
-    pipeline (``toolkit.model_inputs``: each text tokenised once, length-sorted batches built ahead, one copy
+    pipeline (``toolkit.models.inputs``: each text tokenised once, length-sorted batches built ahead, one copy
     back), no gradients."""
 
     def __init__(self, settings: EncoderSettings, threads: int | None = None):
@@ -433,8 +433,8 @@ class Encoder:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        from toolkit.model_inputs import ModelPipeline, Tokenizer
         from toolkit.models import apply_precision
+        from toolkit.models.inputs import ModelPipeline, Tokenizer
 
         if threads:
             torch.set_num_threads(threads)
@@ -520,7 +520,7 @@ def build_dense_index(
     (tests, smoke runs). ``sharding`` (``toolkit.jobs.shards.Sharding``) encodes as a sharded,
     resumable job (on Ray); the index is then assembled from the shard embeddings in corpus
     order. The shards do not depend on flat/HNSW, so building the other kind re-encodes nothing."""
-    from toolkit.corpus import count_docs
+    from toolkit.data.corpus import count_docs
 
     settings.validate()
     out = Path(out)
@@ -583,7 +583,7 @@ def _encode_here(
     import numpy as np
     from tqdm import tqdm
 
-    from toolkit.corpus import iter_corpus_texts
+    from toolkit.data.corpus import iter_corpus_texts
 
     encoder = Encoder(settings, threads)
     ids: list[str] = []
@@ -707,7 +707,7 @@ def _encode_sharded(
 ):
     """(ids, vectors, job record) from a sharded encoding job over the corpus in its stable order."""
 
-    from toolkit.corpus import iter_corpus_texts
+    from toolkit.data.corpus import iter_corpus_texts
     from toolkit.jobs.embed_cache import model_fingerprint
     from toolkit.jobs.shards import open_manifest, plan, run_job
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.data.records import Run, Topics
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.records import Run, Topics
 from toolkit.retrieval.search import DEFAULT_HITS, SearchResult, results_frame, validate_hits
 
 

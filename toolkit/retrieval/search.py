@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run, Topics
 from toolkit.errors import ConfigError
-from toolkit.records import DOC_ID, QUERY_ID, SCORE, Run, Topics
 
 DEFAULT_HITS = 1000
 

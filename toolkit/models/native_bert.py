@@ -26,8 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from toolkit import profiling
-from toolkit.models import read_json_object
+from toolkit.models import profiling, read_json_object
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def read_meta(run_path: str | os.PathLike) -> dict | None:
 
 
 def _sha256(path: Path) -> str:
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     return sha256_file(path)
 

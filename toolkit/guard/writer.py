@@ -60,7 +60,7 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _manifest(folder: Path, kind: str, run_id: str) -> dict:
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MARKER)
     return {
@@ -81,8 +81,8 @@ def result_folder(target: str | os.PathLike, kind: str, names: Iterable[str] = (
     Raises:
         ConfigError: ``target`` exists and holds what such a set does not write (before anything is written).
     """
+    from toolkit.data.trec_io import write_json
     from toolkit.errors import ConfigError
-    from toolkit.trec_io import write_json
 
     target = Path(target)
     names = tuple(names)

@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.columns import arrow_of, take
-from toolkit.records import DOC_ID, QUERY_ID, SCORE
+from toolkit.data.columns import arrow_of, take
+from toolkit.data.records import DOC_ID, QUERY_ID, SCORE
 
 ScorePrecision = Literal["float32", "float64"]
 SCORE_PRECISIONS: tuple[str, ...] = ("float32", "float64")

@@ -212,7 +212,7 @@ _VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha
 
 def verify_checksum(path: Path, expected: str) -> None:
     """Raise ``ChecksumError`` when ``path`` differs from the declared sha256 (hashed once per process)."""
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns)
@@ -228,7 +228,7 @@ def verify_checksum(path: Path, expected: str) -> None:
 def _download(df: DataFile, dest: Path) -> None:
     import urllib.request
 
-    from toolkit.trec_io import atomic_write
+    from toolkit.data.trec_io import atomic_write
 
     log.info("downloading %s -> %s", df.url, dest)
     with urllib.request.urlopen(df.url, timeout=30) as resp:
@@ -360,7 +360,7 @@ def convert_cranfield(data: str | os.PathLike | None = None, download: bool = Fa
     if notes_path.exists():
         return CranfieldFiles(files.corpus_dir, files.topics, files.qrels, tuple(json.loads(notes_path.read_text())))
 
-    from toolkit.trec_io import atomic_write
+    from toolkit.data.trec_io import atomic_write
 
     docs = _smart_records(src["corpus"].read_text(encoding="utf-8", errors="replace"), str(src["corpus"]))
     queries = _smart_records(src["topics"].read_text(encoding="utf-8", errors="replace"), str(src["topics"]))
@@ -418,7 +418,7 @@ class QrelsSource:
 
     def read(self, dedupe: str = "error", relevance_map: dict[int, int] | None = None, relevance_map_name: str = ""):
         """The parsed qrels, with this source's relevance map unless another one is given."""
-        from toolkit.trec_io import read_qrels
+        from toolkit.data.trec_io import read_qrels
 
         if not relevance_map:
             relevance_map, relevance_map_name = self.relevance_map, self.relevance_map_name
@@ -438,7 +438,7 @@ def seed_pyserini_cache(data: str | os.PathLike | None = None) -> list[Path]:
     ``get_topics('dl19-passage')`` work offline. Existing identical files are kept."""
     import shutil
 
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     seeded = []
     target = pyserini_cache_dir()
@@ -559,8 +559,8 @@ def resolve_topics(spec: str, data: str | os.PathLike | None = None):
 
     Returns ``records.Topics``.
     """
-    from toolkit.records import Topic, Topics
-    from toolkit.trec_io import read_topics
+    from toolkit.data.records import Topic, Topics
+    from toolkit.data.trec_io import read_topics
 
     if Path(spec).is_file():
         return read_topics(spec)
@@ -609,7 +609,7 @@ RELEVANCE_MAP_PRESETS: dict[str, tuple[dict[int, int], str]] = {
 
 def relevance_map(spec: str) -> tuple[dict[int, int], str]:
     """A preset name (``cranfield``) or an explicit ``LABEL:LABEL,...`` map -> (map, name)."""
-    from toolkit.trec_io import parse_label_map
+    from toolkit.data.trec_io import parse_label_map
 
     if spec in RELEVANCE_MAP_PRESETS:
         return dict(RELEVANCE_MAP_PRESETS[spec][0]), spec

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.data.records import DOC_ID, QUERY_ID, Run, Topic, Topics, check_id, run_from_rows
+from toolkit.data.trec_io import read_bytes, sha256_bytes, sha256_file
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.records import DOC_ID, QUERY_ID, Run, Topic, Topics, check_id, run_from_rows
-from toolkit.trec_io import read_bytes, sha256_bytes, sha256_file
 
 
 # ------------------------------------------------------------ text sources
@@ -53,7 +53,7 @@ def read_candidates(path: str | os.PathLike) -> Candidates:
 
     The run keeps the file's scores (so trec_eval's order of the first stage
     is reproduced); a passage id seen with two different texts is an error, and so is an id holding
-    whitespace or a control character (``toolkit.records.check_id``).
+    whitespace or a control character (``toolkit.data.records.check_id``).
     """
     path = str(path)
     raw = read_bytes(path)
@@ -109,11 +109,11 @@ def read_candidates(path: str | os.PathLike) -> Candidates:
 
 
 def read_jsonl_corpus(path: str | os.PathLike, wanted: set[str] | None = None) -> TextSource:
-    """A JSONL corpus, read as ``twostage index`` reads it (``toolkit.corpus``): same ids, same texts.
+    """A JSONL corpus, read as ``twostage index`` reads it (``toolkit.data.corpus``): same ids, same texts.
 
     Only the ids in ``wanted`` are kept in memory when it is given.
     """
-    from toolkit.corpus import iter_jsonl_docs
+    from toolkit.data.corpus import iter_jsonl_docs
 
     path = str(path)
     texts = {d: t for d, t in iter_jsonl_docs([Path(path)]) if wanted is None or d in wanted}

@@ -30,9 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from toolkit.columns import arrow_of, row_hashes, take
+from toolkit.data.columns import arrow_of, row_hashes, take
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics, check_id
 from toolkit.errors import InputFormatError, phrase
-from toolkit.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics, check_id
 
 DedupePolicy = Literal["error", "first"]
 
@@ -557,7 +557,7 @@ def read_prefs(path: str | os.PathLike, kind: str = "prefs"):
     qrels_prefs (trec_eval's ``get_qrels_prefs.c``): the iteration column is
     the judgment group, the sub-group is '0', the label is the rel_level.
     """
-    from toolkit.records import Prefs
+    from toolkit.data.records import Prefs
 
     path = str(path)
     if kind == "prefs":
@@ -575,7 +575,7 @@ def read_prefs(path: str | os.PathLike, kind: str = "prefs"):
 
 def read_qrels_jg(path: str | os.PathLike):
     """Qrels per judgment group (``qid jg docno relevance``, trec_eval's ``get_qrels_jg.c``): integer labels."""
-    from toolkit.records import JudgmentGroups
+    from toolkit.data.records import JudgmentGroups
 
     path = str(path)
     rows, sha, comments = _small_table(path, 4, "judgment-group qrels", "query_id jg doc_id relevance")
@@ -729,7 +729,7 @@ def write_run(run: Run, path: str | os.PathLike, tag: str | None = None, depth: 
     (arrow's float-to-string cast: ``38.661416``, ``1`` for 1.0, ``1e-7``), so
     writing manufactures no ties. Lines are built by arrow a block at a time.
     """
-    from toolkit.ranking import ranked_positions
+    from toolkit.data.ranking import ranked_positions
 
     order, rank = ranked_positions(run.frame, "float64")
     if depth is not None:

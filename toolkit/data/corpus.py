@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit.data.records import check_id
+from toolkit.data.trec_io import iter_json_lines
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.records import check_id
-from toolkit.trec_io import iter_json_lines
 
 _ID_KEYS = ("id", "_id", "docid", "doc_id")
 _OTHER_TEXT_KEYS = ("content", "body", "passage")
@@ -51,13 +51,13 @@ class Corpus:
 
 
 def _cache_folder(kind: str, key: str) -> Path:
-    from toolkit.catalog import cache_dir
+    from toolkit.data.catalog import cache_dir
 
     return cache_dir() / "derived" / f"{kind}-{key[:16]}"
 
 
 def _inputs_key(paths: list[Path]) -> str:
-    from toolkit.trec_io import sha256_file
+    from toolkit.data.trec_io import sha256_file
 
     h = hashlib.sha256()
     for p in paths:
@@ -103,7 +103,7 @@ def iter_jsonl_docs(paths: list[Path]) -> Iterator[tuple[str, str]]:
 
 def normalise_jsonl(name: str, paths: list[Path]) -> Path:
     """Write ``{"id", "contents"}`` lines for Anserini's JsonCollection (once per input checksum)."""
-    from toolkit.trec_io import atomic_write
+    from toolkit.data.trec_io import atomic_write
 
     out = _cache_folder(f"jsonl-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}", _inputs_key(paths))
     target = out / "docs.jsonl"
@@ -118,7 +118,7 @@ def normalise_jsonl(name: str, paths: list[Path]) -> Path:
 
 def beir_qrels_to_trec(tsv: Path) -> Path:
     """BEIR ``qrels/test.tsv`` (query-id, corpus-id, score; header) -> TREC qrels in the cache."""
-    from toolkit.trec_io import atomic_write
+    from toolkit.data.trec_io import atomic_write
 
     out = _cache_folder("beir-qrels", _inputs_key([tsv])) / "qrels.txt"
     if out.exists():
@@ -140,7 +140,7 @@ def resolve_corpus(
     spec: str, collection_class: str | None = None, data: str | os.PathLike | None = None, download: bool = False
 ) -> Corpus:
     """A named collection, a JSONL file/folder, a BEIR folder, or a folder for an Anserini class."""
-    from toolkit import catalog
+    from toolkit.data import catalog
 
     if catalog.is_collection_name(spec) and not Path(spec).exists():
         coll = catalog.get_collection(spec)
