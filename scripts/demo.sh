@@ -11,7 +11,8 @@
 #     prints the results table (results.csv and index.html in $OUT/cacm-experiment)
 #   DL20 passage likewise, with WITH_DL20=1 (another ~5,400 passages through MiniLM on the CPU)
 #
-# Progress bars go to stderr; the report folders are printed at the end.
+# Each stage starts with a numbered line on stderr ("== [2/4] ..." with the time so far) and ends with its time;
+# progress bars go to stderr too. The last two lines are the main page's path and the whole run's time.
 # Environment: MODEL (default all-MiniLM-L6-v2, the offline packaged copy),
 # DEVICE (default auto), OUT (default reports), TWOSTAGE_DATA (default ../shared/data),
 # FRESH=1 to rerank again even when a reranked run of the same model exists,
@@ -32,7 +33,14 @@ mkdir -p "$OUT/runs"
 t0=$(date +%s)
 reports=()
 
+# the stages this run will do, for the "[k/N]" counter
+stages=1
+[ -n "${WITH_DL20:-}" ] && stages=$((stages + 1))
+[ -z "${SKIP_CACM:-}" ] && stages=$((stages + 2))
+stage=0
 say() { printf '\n== %s\n' "$*" >&2; }
+step() { stage=$((stage + 1)); printf '\n== [%d/%d] %s  (%ss so far)\n' "$stage" "$stages" "$*" "$(( $(date +%s) - t0 ))" >&2; t_stage=$(date +%s); }
+done_step() { echo "== [$stage/$stages] done in $(elapsed "$t_stage")" >&2; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
 # rerank OUTFILE ARGS...: skips the work when OUTFILE and its sidecar exist for the same model (FRESH=1 redoes it)
@@ -55,7 +63,7 @@ diagnose() {
 }
 
 # ------------------------------------------------------------------ DL19
-say "DL19 passage (43 judged topics): BM25 top-100 candidates -> $MODEL rerank, RRF, an outside run -> diagnose"
+step "DL19 passage (43 judged topics): BM25 top-100 candidates -> $MODEL rerank, RRF, an outside run -> diagnose"
 rerank "$OUT/runs/dl19.bm25.minilm.trec" --candidates "$MS/candidates/dl19.bm25.top100.json"
 "$TS" fuse --method rrf "$MS/runs/run.dl19.bm25.top100.txt" "$OUT/runs/dl19.bm25.minilm.trec" \
   --out "$OUT/runs/dl19.bm25.minilm-rrf.trec" 2>/dev/null
@@ -80,23 +88,26 @@ PYEOF
 diagnose "$OUT/dl19-minilm" --qrels "$MS/qrels.dl19-passage.txt" \
   --first-stage "bm25=$MS/runs/run.dl19.bm25.top100.txt" --reranked "minilm=$OUT/runs/dl19.bm25.minilm.trec" \
   --reranked "rrf-bm25-minilm=$OUT/runs/dl19.bm25.minilm-rrf.trec" --reranked "tasb-order=$OUT/runs/dl19.bm25.tasb-order.txt"
+done_step
 
 # ------------------------------------------------------------------ DL20
 if [ -n "${WITH_DL20:-}" ]; then
-  say "DL20 passage (54 judged of 200 topics; only the judged ones are reranked): BM25 -> $MODEL -> diagnose"
+  step "DL20 passage (54 judged of 200 topics; only the judged ones are reranked): BM25 -> $MODEL -> diagnose"
   rerank "$OUT/runs/dl20.bm25.minilm.trec" --candidates "$MS/candidates/dl20.bm25.top100.json" \
     --judged-only "$MS/qrels.dl20-passage.txt"
   diagnose "$OUT/dl20-minilm" --qrels "$MS/qrels.dl20-passage.txt" \
     --first-stage "bm25=$MS/runs/run.dl20.bm25.top100.txt" --reranked "minilm=$OUT/runs/dl20.bm25.minilm.trec"
+  done_step
 fi
 
 # ------------------------------------------------------------------ CACM
 if [ -n "${SKIP_CACM:-}" ]; then
   say "CACM skipped (SKIP_CACM is set)"
 elif ! "$TS" bm25 --help >/dev/null 2>&1 || ! "$TS" index --help >/dev/null 2>&1; then
+  stage=$((stage + 2))
   say "CACM skipped: 'twostage index' / 'twostage bm25' are not available in this checkout"
 else
-  say "CACM (52 judged of 64 topics): index -> BM25 top-100 -> $MODEL rerank (texts stored in the index) -> diagnose"
+  step "CACM (52 judged of 64 topics): index -> BM25 top-100 -> $MODEL rerank (texts stored in the index) -> diagnose"
   t=$(date +%s)
   "$TS" index --collection cacm --out indexes/cacm >/dev/null
   "$TS" bm25 --index indexes/cacm --topics cacm --hits 100 --out "$OUT/runs/cacm.bm25.top100.trec" >/dev/null
@@ -107,19 +118,21 @@ else
   # so the unjudged-top label is turned off (--max-unjudged 1) and recall uses level 1 (binary qrels).
   diagnose "$OUT/cacm-minilm" --qrels "$DATA/cacm/qrels.cacm.txt" --topics cacm --max-unjudged 1 \
     --first-stage "bm25=$OUT/runs/cacm.bm25.top100.trec" --reranked "minilm=$OUT/runs/cacm.bm25.minilm.trec" --index indexes/cacm
+  done_step
 fi
 
 # ------------------------------------------------------------------ CACM experiment
 if [ -z "${SKIP_CACM:-}" ] && "$TS" experiment --help >/dev/null 2>&1; then
-  say "CACM experiment (docs/experiments/cacm.yaml): BM25 grid tuned by 5-fold CV on MAP, RM3, $MODEL at depths 20/50/100"
+  step "CACM experiment (docs/experiments/cacm.yaml): BM25 grid tuned by 5-fold CV on MAP, RM3, $MODEL at depths 20/50/100"
   t=$(date +%s)
   "$TS" experiment run docs/experiments/cacm.yaml --out "$OUT/cacm-experiment" --data-dir "$DATA"
   echo "experiment took $(elapsed "$t") (a second run reuses every stage from the cache)" >&2
   echo "$OUT/cacm-experiment/index.html" >&2
+  done_step
 fi
 
 # ------------------------------------------------------------------ summary
-say "Done in $(elapsed "$t0"). Reports (open index.html in a browser; report.md, per_query.csv, summary.json beside it):"
+say "Reports (open index.html in a browser; report.md, per_query.csv, summary.json beside it):"
 for r in "${reports[@]}"; do
   "$PY" - "$r" <<'PYEOF'
 import json, sys
@@ -140,3 +153,6 @@ for r in s["reranked_runs"]:
 print(f"    labels ({s['decomposition']['system']}): {labels}")
 PYEOF
 done
+echo >&2
+echo "page: ${reports[0]}/index.html" >&2
+echo "time: $(elapsed "$t0")" >&2
