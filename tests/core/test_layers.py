@@ -124,3 +124,25 @@ def test_a_cycle_is_found(tmp_path):
     path = root / "toolkit" / "data" / "records.py"
     path.write_text(path.read_text() + "\n\ndef _violation():\n    from toolkit.data.ranking import trec_order\n")
     assert _cycle(_graph(root)) is not None
+
+
+def test_the_root_holds_at_most_eight_modules():
+    """The loose modules live in the packages they belong to (data/, guard/, models/); the root keeps a few."""
+    root = sorted(p.name for p in (REPO / "toolkit").glob("*.py"))
+    assert len(root) <= 8, root
+
+
+def test_no_module_imports_the_package_root():
+    """``from toolkit import NAME`` inside the package names a module (``toolkit/NAME.py`` or a subpackage), never
+    an attribute of ``toolkit/__init__`` (the version lives in ``toolkit/version.py``): no layer imports the root."""
+    offenders = []
+    for path in (REPO / "toolkit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import) and any(a.name == "toolkit" for a in node.names):
+                offenders.append(f"{path}: import toolkit")
+            if isinstance(node, ast.ImportFrom) and node.module == "toolkit" and node.level == 0:
+                for alias in node.names:
+                    here = REPO / "toolkit" / alias.name
+                    if not (here.with_suffix(".py").is_file() or (here / "__init__.py").is_file()):
+                        offenders.append(f"{path}: from toolkit import {alias.name}")
+    assert not offenders, offenders
