@@ -74,6 +74,17 @@ def answer_over_the_bound(tmp: Path) -> None:
         assert (tmp / "j.qrels.meta.json").stat().st_size < 100_000
     finally:
         server.close()
+    from toolkit.guard.client import Endpoint
+
+    bomb = HostileServer("gzip")  # 100 MB of zeros in about 100 KB: decoded with the same bound
+    try:
+        endpoint = Endpoint(bomb.url, KEY, retries=0, max_response_bytes=1_000_000)
+        with Bounded(seconds=10, mb=64):
+            reply = endpoint.call("chat/completions", {"model": "m"})
+        endpoint.close()
+        assert reply.data is None and reply.error.startswith("answer larger than 1,000,000 bytes"), reply
+    finally:
+        bomb.close()
 
 
 def endless_body_cut_at_the_deadline(tmp: Path) -> None:

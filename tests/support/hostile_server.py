@@ -10,6 +10,7 @@ redirect with a planted ``Location``.
 - ``huge``: ``200`` and ``server.huge`` bytes with no ``Content-Length`` (closed-delimited), as fast as it can;
 - ``endless``: ``200`` and 16 KiB every 5 ms, never ending;
 - ``trickle``: the whole answer, status line included, one byte every ``server.gap`` seconds;
+- ``gzip``: ``200`` and ``server.huge`` zero bytes gzipped (``Content-Encoding: gzip``, about 0.1% of that);
 - ``fail``: ``500`` every time.
 
 Every request is kept whole (``server.requests``: method, path, headers as a lower-cased dict, body bytes);
@@ -56,6 +57,16 @@ def completion(text: str) -> bytes:
     return json.dumps(
         {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"content": text}}]}
     ).encode()
+
+
+def _gzip_zeros(n: int) -> bytes:
+    """``n`` zero bytes gzipped, compressed a megabyte at a time (never ``n`` bytes in memory)."""
+    import zlib
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip container
+    block = b"0" * (1 << 20)
+    parts = [z.compress(block) for _ in range(n // len(block))]
+    return b"".join([*parts, z.flush()])
 
 
 class _Server:
@@ -119,6 +130,7 @@ class HostileServer(_Server):
         self.huge = 100 * 1024 * 1024
         self.gap = 0.5
         self.sent = 0
+        self.bomb = _gzip_zeros(self.huge) if mode == "gzip" else b""
         super().__init__()
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
@@ -151,6 +163,9 @@ class HostileServer(_Server):
                 self.sent += len(block)
                 if self.mode == "endless":
                     time.sleep(0.005)
+        elif self.mode == "gzip":
+            conn.sendall(_response("200 OK", self.bomb, "Content-Encoding: gzip\r\n"))
+            self.sent += len(self.bomb)
         elif self.mode == "trickle":
             for byte in _response("200 OK", completion("##final score: 1")):
                 conn.sendall(bytes([byte]))
