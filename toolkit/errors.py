@@ -83,6 +83,18 @@ class MissingExtraError(ConfigError):
         )
 
 
+class RequestsFailedError(TwostageError):
+    """A job whose remote requests all failed, or more of them than it allows (``max_failures``); raised after what
+    it has was written. ``result`` is what it produced (e.g. the ``Judgments``), ``failures`` and ``requests`` the
+    counts."""
+
+    def __init__(self, message: str, *, result: object = None, failures: int = 0, requests: int = 0):
+        self.result = result
+        self.failures = failures
+        self.requests = requests
+        super().__init__(message)
+
+
 class ChecksumError(TwostageError):
     """A file whose checksum differs from the one declared in the catalogue."""
 

@@ -16,7 +16,7 @@ from judge_server import write_candidates, write_qrels
 import toolkit as ts
 from toolkit.cli import main
 from toolkit.data.trec_io import read_qrels
-from toolkit.errors import ConfigError, InputFormatError
+from toolkit.errors import ConfigError, InputFormatError, RequestsFailedError
 
 #: the known confusion matrix of the calibration test: rows human label 0..3, columns the judge's label
 MATRIX = np.array([[20, 4, 1, 0], [3, 12, 4, 1], [1, 3, 10, 2], [0, 1, 2, 8]])
@@ -73,6 +73,7 @@ def test_judge_writes_qrels_and_records(tmp_path, judge_server):
         "parse_failures": 0,
         "labels": 12,
         "unparsed_asked_again": 0,
+        "injection_suspected": 0,
     }
     rec = meta["records"][0]
     assert rec["backend"] == "openai" and rec["model"] == "test-judge"
@@ -143,6 +144,7 @@ def test_retries_and_counted_failures(tmp_path, judge_server):
         backoff=0.0,
         cache=tmp_path / "cache",
         out=out,
+        max_failures=1,
     )
     by_doc = {r["doc_id"]: r for r in j.records}
     assert by_doc["D1x0"]["label"] == 1 and by_doc["D1x0"]["attempts"] == 3  # two 500s, then an answer
@@ -160,9 +162,17 @@ def test_retries_and_counted_failures(tmp_path, judge_server):
     assert docs == {"D1x0", "D1x4", "D1x5"}
     # the failed request is not cached: a rerun asks it (and only it) again
     before = judge_server.total
-    again = ts.judge(
-        candidates=cand, depth=6, model="test-judge", endpoint=judge_server.url, retries=0, cache=tmp_path / "cache"
-    )
+    with pytest.raises(RequestsFailedError) as err:  # its one request fails again: every request failed
+        ts.judge(
+            candidates=cand,
+            depth=6,
+            model="test-judge",
+            endpoint=judge_server.url,
+            retries=0,
+            cache=tmp_path / "cache",
+            max_failures=1,
+        )
+    again = err.value.result
     assert again.counts["asked"] == 1 and judge_server.total == before + 1
     assert again.counts["parse_failures"] == 2 and again.counts["unparsed_asked_again"] == 0
     # unparsable cached answers are kept (counted failures) unless asked again with retry_unparsed
@@ -175,6 +185,7 @@ def test_retries_and_counted_failures(tmp_path, judge_server):
         retries=0,
         cache=tmp_path / "cache",
         retry_unparsed=True,
+        max_failures=1,
     )
     assert third.counts["unparsed_asked_again"] == 2 and third.counts["asked"] == 3
     assert judge_server.total == before + 3 and third.counts["from_cache"] == 3
@@ -193,6 +204,7 @@ def test_timeout_is_a_counted_failure(tmp_path, judge_server):
         retries=1,
         backoff=0.0,
         cache=False,
+        max_failures=1,
     )
     rec = {r["doc_id"]: r for r in j.records}
     assert rec["D1x0"]["label"] is None and rec["D1x0"]["http_error"].startswith("timed out")
@@ -405,18 +417,18 @@ def test_usage_errors():
 def _fake_clock(monkeypatch):
     from types import SimpleNamespace
 
-    from toolkit.judging import backends
+    from toolkit.guard import client
 
     clock = [100.0]
     slept: list[float] = []
     monkeypatch.setattr(
-        backends, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=lambda s: slept.append(round(s, 9)))
+        client, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=lambda s: slept.append(round(s, 9)))
     )
     return slept
 
 
 def test_rate_limit_spaces_request_starts(monkeypatch):
-    from toolkit.judging.backends import _RateLimit
+    from toolkit.guard.client import _RateLimit
 
     slept = _fake_clock(monkeypatch)
     limit = _RateLimit(4.0)  # a start every 0.25 s; the clock stands still, so each waits its turn
@@ -430,9 +442,10 @@ def test_rate_limit_spaces_request_starts(monkeypatch):
 def test_backoff_doubles_between_retries(monkeypatch, tmp_path, judge_server):
     slept = _fake_clock(monkeypatch)
     cand = _collection(tmp_path, judge_server, n_queries=1, n_docs=1, extra={"D1x0": "FAIL500:99"})
-    j = ts.judge(candidates=cand, depth=1, model="m", endpoint=judge_server.url, retries=3, backoff=0.5, cache=False)
+    with pytest.raises(RequestsFailedError, match=r"every one of the 1 request\(s\) to the judge failed") as err:
+        ts.judge(candidates=cand, depth=1, model="m", endpoint=judge_server.url, retries=3, backoff=0.5, cache=False)
     assert slept == [0.5, 1.0, 2.0]
-    assert judge_server.requests["D1x0"] == 4 and j.counts["http_failures"] == 1
+    assert judge_server.requests["D1x0"] == 4 and err.value.result.counts["http_failures"] == 1
 
 
 def test_ray_shards_the_calls_and_a_killed_job_resumes(tmp_path, judge_server, monkeypatch):

@@ -56,6 +56,7 @@ def build_judge(
     rate: float | None = None,
     device: str = "auto",
     batch_size: int = 8,
+    max_response_bytes: int | None = None,
 ) -> Any:
     """A judge backend from ``judging.backends.BACKENDS`` (``openai`` needs ``endpoint``)."""
     from toolkit.errors import ConfigError
@@ -74,6 +75,7 @@ def build_judge(
             retries=retries,
             backoff=backoff,
             rate=rate,
+            **({"max_response_bytes": max_response_bytes} if max_response_bytes is not None else {}),
         )
     if endpoint:
         raise ConfigError("endpoint= is for the openai backend; the transformers backend runs model= locally")
@@ -139,6 +141,8 @@ def judge(
     max_retries: int | None = None,
     force: bool = False,
     retry_unparsed: bool = False,
+    max_failures: int = 0,
+    max_response_bytes: int | None = None,
 ) -> Judgments:
     """Ask an LLM for a graded relevance label of each of a run's top ``depth`` documents.
 
@@ -159,7 +163,7 @@ def judge(
         prompt: a template file (default: the shipped UMBRELA-style 0-3 template).
         cache: True (``$TWOSTAGE_CACHE/judgments``), a folder, or False (ask everything, store nothing).
         concurrency: ``openai``: requests in flight.
-        timeout: ``openai``: seconds per request.
+        timeout: ``openai``: the deadline of each request in seconds (connecting, sending and the whole answer).
         retries: ``openai``: retries of a failed request (timeouts, refused connections, 429, 5xx).
         backoff: ``openai``: first retry after this many seconds, doubling.
         rate: ``openai``: at most this many requests per second.
@@ -175,10 +179,14 @@ def judge(
         shard_size: pairs per shard (default 256).
         max_retries: retries of a failed shard on another actor (default 3).
         force: discard the shards of a different earlier job at ``out.shards``.
+        max_failures: the failed requests (after their retries) a job may have; with more, or when every request
+            failed, ``RequestsFailedError`` is raised after ``out`` is written (its ``result`` holds the judgments).
+        max_response_bytes: ``openai``: the longest answer read (default 4 MiB); a longer one is a failed request.
         retry_unparsed: ask again the pairs whose cached answer the template cannot parse (a fixed endpoint or
             a model that answered badly once); the new answers replace the old in the cache.
 
     Raises:
+        RequestsFailedError: more than ``max_failures`` requests failed, or all did (after writing ``out``).
         ConfigError: an unreachable endpoint (before anything is asked or written), a missing query or
             passage text, inconsistent options.
         InputFormatError: a prompt template without ``{query}`` and ``{passage}``, or with a bad scale.
@@ -206,6 +214,7 @@ def judge(
         rate=rate,
         device=device,
         batch_size=batch_size,
+        max_response_bytes=max_response_bytes,
     )
     cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
     human = None
@@ -243,6 +252,7 @@ def judge(
                 "retries": retries,
                 "backoff": backoff,
                 "rate": rate,
+                **({"max_response_bytes": max_response_bytes} if max_response_bytes is not None else {}),
             }
             if backend == "openai"
             else {"device": device, "batch_size": batch_size}
@@ -278,6 +288,8 @@ def judge(
             bar.close()
         if store is not None:
             store.close()
+        if hasattr(j, "close"):
+            j.close()
     counts = outcome.counts.as_dict()
     meta = {
         "kind": "twostage judge",
@@ -292,13 +304,41 @@ def judge(
         "cache": str(store.path) if store is not None else None,
         "seconds": round(outcome.seconds, 3),
         "sharding": {"ray": ray, "shards": str(sharding.folder)} if sharding is not None else None,
+        "max_failures": max_failures,
         "counts": counts,
         "records": outcome.records,
     }
     result = Judgments(qrels=outcome.qrels_frame(), records=tuple(outcome.records), counts=counts, meta=meta)
     if out is not None:
         result.write(out)
+    _check_failures(result, max_failures, out)
     return result
+
+
+def _check_failures(result: Judgments, max_failures: int, out: str | os.PathLike | None) -> None:
+    """``RequestsFailedError`` when every request failed or more than ``max_failures`` did."""
+    from collections import Counter
+
+    from toolkit.errors import RequestsFailedError, phrase
+
+    c = result.counts
+    failed, asked = int(c["http_failures"]), int(c["asked"])
+    if not failed or (failed <= max_failures and failed < asked):
+        return
+    reasons = Counter(r["http_error"] for r in result.records if r["http_error"])
+    why = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
+    written = f"; what was judged is written to {out} (records in {out}.meta.json)" if out is not None else ""
+    if failed == asked:
+        head = f"every one of the {asked} request(s) to the judge failed after its retries"
+    else:
+        allows = phrase(f"max_failures={max_failures}", f"--max-failures {max_failures}")
+        head = f"{failed} of {asked} requests to the judge failed after their retries, more than {allows} allows"
+    raise RequestsFailedError(
+        f"{head}: {why}{written}",
+        result=result,
+        failures=failed,
+        requests=asked,
+    )
 
 
 def merge_qrels(
@@ -341,6 +381,12 @@ def merge_qrels(
                 "judge": {k: meta.get("judge", {}).get(k) for k in ("backend", "model")},
                 "prompt_sha256": meta.get("prompt", {}).get("sha256"),
                 "calibration": meta.get("calibration"),
+                # pairs whose passage held the prompt's answer marker, with the label the judge gave
+                "injection_suspected": [
+                    {k: r.get(k) for k in ("query_id", "doc_id", "label")}
+                    for r in meta.get("records") or []
+                    if isinstance(r, dict) and r.get("injection_suspected")
+                ],
             }
     return merge(
         as_qrels(human, dedupe=dedupe, data_dir=data_dir),

@@ -8,6 +8,7 @@ import click
 
 from toolkit.cli.options import DEVICE, significance_options
 from toolkit.cli.ray_options import ray_options, sharding_from_options
+from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES
 
 BACKEND_CHOICES = ("auto", "openai", "transformers")
 
@@ -99,7 +100,25 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
     "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="openai: requests in flight."
 )
 @click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, help="openai: seconds."
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="openai: seconds, a deadline for each whole request (connecting, sending, the whole answer).",
+)
+@click.option(
+    "--max-response-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_RESPONSE_BYTES,
+    show_default=True,
+    help="openai: the longest answer read; a longer one is a failed request.",
+)
+@click.option(
+    "--max-failures",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Failed requests (after retries) allowed; with more, or when all fail, exit 1 after writing OUT.",
 )
 @click.option(
     "--retries",
@@ -159,6 +178,8 @@ def judge_command(
     retry_unparsed,
     concurrency,
     timeout,
+    max_response_bytes,
+    max_failures,
     retries,
     backoff,
     rate,
@@ -188,6 +209,7 @@ def judge_command(
     """
     from toolkit.api.judging import calibrate_judge as calibrate_fn
     from toolkit.api.judging import judge
+    from toolkit.errors import RequestsFailedError
 
     if bool(candidates) == bool(run_path):
         raise click.UsageError("give exactly one of --candidates or --run")
@@ -237,6 +259,8 @@ def judge_command(
         "cache": False if no_cache else (cache_dir or True),
         "concurrency": concurrency,
         "timeout": timeout,
+        "max_response_bytes": max_response_bytes,
+        "max_failures": max_failures,
         "retries": retries,
         "backoff": backoff,
         "rate": rate,
@@ -250,24 +274,32 @@ def judge_command(
         "retry_unparsed": retry_unparsed,
     }
     if calibrate:
-        result = calibrate_fn(
-            run_path,
-            qrels=qrels,
-            runs=list(rank_runs) or None,
-            measure=measure,
-            alpha=alpha,
-            permutations=permutations,
-            seed=seed,
-            correction=correction,
-            **options,
-        )
+        try:
+            result = calibrate_fn(
+                run_path,
+                qrels=qrels,
+                runs=list(rank_runs) or None,
+                measure=measure,
+                alpha=alpha,
+                permutations=permutations,
+                seed=seed,
+                correction=correction,
+                **options,
+            )
+        except RequestsFailedError as exc:
+            _report(exc.result, out)
+            raise
         _report(result.judgments, out)
         if fmt == "json":
             click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         else:
             click.echo(result.agreement.to_text(), nl=False)
         return
-    j = judge(run_path, qrels=qrels, holes_only=holes_only, **options)
+    try:
+        j = judge(run_path, qrels=qrels, holes_only=holes_only, **options)
+    except RequestsFailedError as exc:
+        _report(exc.result, out)
+        raise
     _report(j, out)
     if fmt == "json":
         click.echo(json.dumps({"out": out, "counts": j.counts}, indent=2))
@@ -280,7 +312,13 @@ def _report(j, out) -> None:
     click.echo(
         f"twostage: judged {c['pairs']} pairs: {c['from_cache']} from the cache, {c['asked']} asked, "
         f"{c['labels']} labels written; {c['parse_failures']} parse failures, {c['http_failures']} requests failed "
-        f"after retries ({c['http_retries']} retries)" + (f"; records in {out}.meta.json" if out else ""),
+        f"after retries ({c['http_retries']} retries)"
+        + (
+            f"; {c['injection_suspected']} passages hold the prompt's answer marker (injection_suspected)"
+            if c.get("injection_suspected")
+            else ""
+        )
+        + (f"; records in {out}.meta.json" if out else ""),
         err=True,
     )
 

@@ -3,35 +3,31 @@ causal LM through transformers. Each takes rendered prompts and yields raw answe
 counting are the job's (``toolkit.judging.job``).
 
 - ``openai``: POST ``{endpoint}/chat/completions`` (vLLM, SGLang, Ollama, llama.cpp's server and hosted
-  services speak it) with ``temperature 0``, through the standard library (``urllib``): ``concurrency``
-  requests in flight, each with a ``timeout``; a timeout, a refused connection, HTTP 429 or a 5xx is retried
-  up to ``retries`` times after ``backoff * 2**attempt`` seconds (or the server's ``Retry-After`` when it is
-  shorter than a minute); ``rate`` caps requests per second. Before any prompt is sent, ``check()`` asks
-  ``{endpoint}/models`` with a short timeout, so an unreachable endpoint fails fast with one line. The API key
-  is read from ``$TWOSTAGE_JUDGE_API_KEY`` (else ``$OPENAI_API_KEY``) and never recorded.
+  services speak it) with ``temperature 0``, through the one HTTP client of ``toolkit.guard.client``
+  (``Endpoint``: httpx; no redirect followed, answers bounded by ``max_response_bytes``, ``timeout`` a deadline
+  for the whole request, loopback endpoints never through a proxy): ``concurrency`` requests in flight; a
+  timeout, a failed connection, HTTP 408, 429 or a 5xx is retried up to ``retries`` times after
+  ``backoff * 2**attempt`` seconds (or the server's ``Retry-After`` when it is longer and under a minute);
+  ``rate`` caps requests per second. Before any prompt is sent, ``check()`` asks ``{endpoint}/models`` with a
+  short timeout, so an unreachable endpoint fails fast with one line. The API key is read from
+  ``$TWOSTAGE_JUDGE_API_KEY`` (else ``$OPENAI_API_KEY``), sent only to the endpoint's origin and never recorded.
 - ``transformers``: ``AutoModelForCausalLM`` from a local folder, greedy decoding of ``max_tokens`` new tokens,
   prompts in batches (left padding), the tokenizer's chat template when it has one, on CPU or GPU.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Protocol
 
 from toolkit.errors import ConfigError
+from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, RequestFailed, chat_payload, chat_text
 
 log = logging.getLogger(__name__)
 
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 PROBE_TIMEOUT = 10.0
 
 
@@ -70,25 +66,6 @@ class Judge(Protocol):
     def answer(self, prompts: Sequence[Prompt]) -> Iterator[tuple[int, Answer]]: ...
 
 
-class _RateLimit:
-    """At most ``rate`` starts per second across threads (None: no limit)."""
-
-    def __init__(self, rate: float | None):
-        self.interval = 1.0 / rate if rate else 0.0
-        self.lock = threading.Lock()
-        self.next = 0.0
-
-    def wait(self) -> None:
-        if not self.interval:
-            return
-        with self.lock:
-            now = time.monotonic()
-            start = max(now, self.next)
-            self.next = start + self.interval
-        if start > now:
-            time.sleep(start - now)
-
-
 def _base_url(endpoint: str) -> str:
     url = endpoint.rstrip("/")
     return url.removesuffix("/chat/completions")
@@ -110,20 +87,26 @@ class OpenAIChatJudge:
         backoff: float = 1.0,
         rate: float | None = None,
         api_key: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
-        if not endpoint.startswith(("http://", "https://")):
-            raise ConfigError(f"endpoint {endpoint!r} is not an http:// or https:// URL")
-        if concurrency < 1 or retries < 0 or timeout <= 0 or backoff < 0 or (rate is not None and rate <= 0):
-            raise ConfigError("concurrency >= 1, retries >= 0, timeout > 0, backoff >= 0 and rate > 0 are needed")
         self.endpoint = _base_url(endpoint)
         self.model = model
+        self.client = Endpoint(
+            self.endpoint,
+            api_key or os.environ.get("TWOSTAGE_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
+            timeout=timeout,
+            max_response_bytes=max_response_bytes,
+            concurrency=concurrency,
+            retries=retries,
+            backoff=backoff,
+            rate=rate,
+        )
         self.concurrency = concurrency
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.rate = rate
-        self._limit = _RateLimit(rate)
-        self._key = api_key or os.environ.get("TWOSTAGE_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self.max_response_bytes = max_response_bytes
 
     def identity(self) -> str:
         return f"openai:{self.model}"
@@ -139,84 +122,40 @@ class OpenAIChatJudge:
             "retries": self.retries,
             "backoff_s": self.backoff,
             "rate_per_s": self.rate,
+            "max_response_bytes": self.max_response_bytes,
         }
-
-    def _headers(self) -> dict[str, str]:
-        h = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._key:
-            h["Authorization"] = f"Bearer {self._key}"
-        return h
 
     def check(self) -> None:
         """Fail fast when nothing answers at the endpoint (an HTTP error status still means something is there)."""
-        req = urllib.request.Request(self.endpoint + "/models", headers=self._headers())
         try:
-            with urllib.request.urlopen(req, timeout=min(self.timeout, PROBE_TIMEOUT)) as resp:
-                resp.read(1 << 16)
-        except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403):
+            self.client.request_json("GET", "models", timeout=PROBE_TIMEOUT)
+        except RequestFailed as exc:
+            if exc.status in (401, 403):
                 raise ConfigError(
-                    f"judge endpoint {self.endpoint} refused the request (HTTP {exc.code}): set "
+                    f"judge endpoint {self.endpoint} refused the request (HTTP {exc.status}): set "
                     "$TWOSTAGE_JUDGE_API_KEY (or $OPENAI_API_KEY)"
                 ) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ConfigError(f"judge endpoint {self.endpoint} is unreachable: {reason}") from None
+            if exc.status is None and exc.retryable:  # no HTTP answer at all: refused, unreachable, timed out
+                raise ConfigError(f"judge endpoint {self.endpoint} is unreachable: {exc.reason}") from None
 
-    def _post(self, prompt: Prompt) -> str:
-        messages = ([{"role": "system", "content": prompt.system}] if prompt.system else []) + [
-            {"role": "user", "content": prompt.user}
-        ]
-        body = json.dumps(
-            {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": prompt.max_tokens}
-        ).encode()
-        req = urllib.request.Request(
-            self.endpoint + "/chat/completions", data=body, headers=self._headers(), method="POST"
-        )
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            data = json.loads(resp.read())
-        content = data["choices"][0]["message"]["content"]
-        if not isinstance(content, str):
-            raise ValueError("message content is not text")
-        return content
+    def close(self) -> None:
+        self.client.close()
 
-    def _one(self, prompt: Prompt) -> Answer:
-        error = ""
-        for attempt in range(self.retries + 1):
-            self._limit.wait()
-            wait = self.backoff * 2**attempt
-            try:
-                return Answer(self._post(prompt), attempts=attempt + 1)
-            except urllib.error.HTTPError as exc:
-                error = f"HTTP {exc.code}"
-                if exc.code not in RETRY_STATUSES:
-                    return Answer(None, error, attempt + 1)
-                after = exc.headers.get("Retry-After") if exc.headers else None
-                if after and after.isdigit() and int(after) < 60:
-                    wait = max(wait, float(after))
-            except TimeoutError:
-                error = f"timed out after {self.timeout:g}s"
-            except urllib.error.URLError as exc:
-                error = f"connection failed: {exc.reason}"
-            except (ConnectionError, OSError) as exc:
-                error = f"connection failed: {exc}"
-            except (ValueError, KeyError, IndexError, TypeError) as exc:
-                return Answer(None, f"malformed response ({exc})", attempt + 1)
-            if attempt < self.retries:
-                log.debug("judge request failed (%s); retry %d in %.1fs", error, attempt + 1, wait)
-                time.sleep(wait)
-        return Answer(None, error, self.retries + 1)
+    def _payload(self, prompt: Prompt) -> dict:
+        return chat_payload(self.model, prompt.user, prompt.system, prompt.max_tokens)
+
+    def _answer(self, reply) -> Answer:
+        if reply.data is None:
+            return Answer(None, reply.error, reply.attempts)
+        try:
+            return Answer(chat_text(reply.data), attempts=reply.attempts)
+        except ValueError as exc:
+            return Answer(None, f"malformed response ({exc})", reply.attempts)
 
     def answer(self, prompts: Sequence[Prompt]) -> Iterator[tuple[int, Answer]]:
         """(index, answer) as each request finishes."""
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            futures = {pool.submit(self._one, p): i for i, p in enumerate(prompts)}
-            try:
-                for fut in as_completed(futures):
-                    yield futures[fut], fut.result()
-            finally:
-                for fut in futures:
-                    fut.cancel()
+        for i, reply in self.client.post_many("chat/completions", [self._payload(p) for p in prompts]):
+            yield i, self._answer(reply)
 
 
 class TransformersJudge:

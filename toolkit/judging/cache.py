@@ -7,6 +7,9 @@ the sha256 of each part of its key beside the key, and a lookup recomputes the k
 does not match its key is ignored (and logged) rather than trusted. Only answers are cached; requests that
 failed (HTTP errors, timeouts) are not, so a rerun asks them again. Parsing is redone on every read, with the
 template's parser.
+
+Table ``prompts`` keeps each rendered prompt (the exact user message sent) once, by its sha256 (the
+``rendered_prompt_sha256`` of the records); ``prompt(sha256)`` returns it only when it still hashes to its key.
 """
 
 from __future__ import annotations
@@ -56,7 +59,22 @@ class JudgmentCache:
             "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT, model_sha TEXT, prompt_sha TEXT, "
             "query_sha TEXT, passage_sha TEXT, response TEXT NOT NULL, created REAL)"
         )
+        self._db.execute("CREATE TABLE IF NOT EXISTS prompts (sha256 TEXT PRIMARY KEY, text TEXT NOT NULL)")
         self._db.commit()
+
+    def put_prompts(self, texts: list[str]) -> None:
+        """Keep each rendered prompt once, by the sha256 of its UTF-8 text."""
+        self._db.executemany(
+            "INSERT OR IGNORE INTO prompts VALUES (?, ?)", ((_sha(t), t) for t in dict.fromkeys(texts))
+        )
+        self._db.commit()
+
+    def prompt(self, sha256: str) -> str | None:
+        """The rendered prompt with this sha256 (None when absent or when its text no longer matches its key)."""
+        row = self._db.execute("SELECT text FROM prompts WHERE sha256 = ?", (sha256,)).fetchone()
+        if row is None or _sha(str(row[0])) != sha256:
+            return None
+        return str(row[0])
 
     def get(self, model: str, prompt_sha256: str, query: str, passage: str) -> str | None:
         key, parts = cache_key(model, prompt_sha256, query, passage)

@@ -6,10 +6,17 @@ descending), each (query, document) once; with ``holes`` only those the given qr
 with ``judged`` only those it does (calibration). A pair whose query or passage text is missing is an error
 naming it, before anything is asked. A parse failure or a request that failed after its retries gives no label:
 it is counted and recorded, never written as 0.
+
+Every record keeps ``rendered_prompt_sha256``, the sha256 of the exact user message sent for it (the template
+rendered with the query and the passage; the system message is the template's, named by ``prompt_sha256``); the
+cache keeps each rendered prompt once, by that sha256. A passage that holds the template's answer marker
+(``Template.suspect``) is flagged ``injection_suspected`` in its record and counted: its label may be the
+passage's own words repeated, not the judge's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -88,7 +95,8 @@ class Counts:
     """What a job did: ``asked`` requests sent (once per pair, retries apart), ``from_cache`` answers read from
     the cache, ``http_retries`` repeated requests, ``http_failures`` pairs without an answer after every retry,
     ``parse_failures`` answers without a label on the scale, ``labels`` labels written, ``unparsed_asked_again``
-    cached answers without a label asked again (``retry_unparsed``)."""
+    cached answers without a label asked again (``retry_unparsed``), ``injection_suspected`` passages holding the
+    template's answer marker."""
 
     pairs: int = 0
     asked: int = 0
@@ -99,6 +107,7 @@ class Counts:
     parse_failures: int = 0
     labels: int = 0
     unparsed_asked_again: int = 0
+    injection_suspected: int = 0
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -240,9 +249,11 @@ def judge_items(
     out.counts.from_cache = len(items) - len(todo)
     if progress:
         progress(out.counts.from_cache)
-    prompts = [
-        Prompt(template.system, template.render(items[i].query, items[i].passage), template.max_tokens) for i in todo
-    ]
+    rendered = [template.render(it.query, it.passage) for it in items]
+    rendered_sha = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in rendered]
+    if cache is not None:
+        cache.put_prompts(rendered)
+    prompts = [Prompt(template.system, rendered[i], template.max_tokens) for i in todo]
     out.counts.asked = len(prompts)
     if sharding is not None:
         if spec is None:
@@ -269,6 +280,8 @@ def judge_items(
         failed_parse = raw[i] is not None and label is None
         out.counts.parse_failures += failed_parse
         out.counts.labels += label is not None
+        suspected = template.suspect(it.passage)
+        out.counts.injection_suspected += suspected
         out.records.append(
             {
                 "query_id": it.query_id,
@@ -282,6 +295,8 @@ def judge_items(
                 "from_cache": cached[i],
                 "http_error": errors[i],
                 "attempts": attempts[i],
+                "rendered_prompt_sha256": rendered_sha[i],
+                "injection_suspected": suspected,
             }
         )
     out.seconds = time.perf_counter() - started
@@ -290,8 +305,6 @@ def judge_items(
 
 def items_digest(items: list[Item]) -> str:
     """sha256 over the pairs' ids and the sha256 of their texts, in order: what a sharded job's shards hold."""
-    import hashlib
-
     h = hashlib.sha256()
     for it in items:
         q = hashlib.sha256(it.query.encode()).hexdigest()

@@ -15,7 +15,13 @@ A template file is YAML front matter between two ``---`` lines, then the prompt 
 
 ``{query}`` and ``{passage}`` are required; ``{title}`` may be used (the passage's title, empty when it has
 none). They are replaced literally (no other braces are interpreted, so a passage with ``{`` in it is safe).
-The file's sha256 identifies the prompt in the cache and in every record. UMBRELA's own prompt drops in as
+The file's sha256 identifies the prompt in the cache and in every record (``prompt_sha256``); each record also
+keeps the sha256 of the exact user message sent (``rendered_prompt_sha256``).
+
+A passage holding the template's answer marker could dictate its own label (a model that repeats it is parsed
+as having said it): ``Template.marker`` is the literal text of ``answer`` before its first group (for the
+default template ``##final score:``, matched case-insensitively with any spacing), and ``suspect(passage)`` is
+true when the passage holds the marker or anything ``answer`` matches. UMBRELA's own prompt drops in as
 such a file: its text with ``{query}`` and ``{passage}``, ``labels: [0, 1, 2, 3]`` and its answer pattern.
 """
 
@@ -53,6 +59,17 @@ class Template:
         values = {"{query}": query, "{passage}": passage, "{title}": title}
         return re.sub(r"\{query\}|\{passage\}|\{title\}", lambda m: values[m.group(0)], self.text)
 
+    @property
+    def marker(self) -> re.Pattern | None:
+        """The answer marker: ``answer``'s literal text before its first group, as a lenient pattern (any spacing,
+        any case); None when that prefix is not plain text (then only ``answer`` itself is looked for)."""
+        return answer_marker(self.answer)
+
+    def suspect(self, passage: str) -> bool:
+        """True when the passage holds the answer marker or a match of ``answer`` (a possible prompt injection)."""
+        marker = self.marker
+        return bool((marker is not None and marker.search(passage)) or re.search(self.answer, passage))
+
     def parse(self, response: str | None) -> tuple[int | None, str]:
         """(label, "") or (None, why parsing failed) for one raw answer."""
         if response is None:
@@ -77,6 +94,34 @@ class Template:
             "labels": list(self.labels),
             "answer": self.answer,
         }
+
+
+_TOKEN = re.compile(r"\\s[*+?]?|\\.|\s+|.", re.S)
+
+
+def answer_marker(answer: str) -> re.Pattern | None:
+    """The literal prefix of ``answer`` before its first group, as a case-insensitive pattern where each run of
+    spacing (``\\s*``, ``\\s+``, a blank) matches any spacing; None when the prefix holds other regex syntax
+    or no text."""
+    parts: list[str] = []
+    for m in _TOKEN.finditer(answer):
+        tok = m.group(0)
+        if tok == "(":
+            break
+        if tok.startswith("\\s") or tok.isspace():
+            if parts and parts[-1] != r"\s*":
+                parts.append(r"\s*")
+        elif tok.startswith("\\") and len(tok) == 2 and not tok[1].isalnum():
+            parts.append(re.escape(tok[1]))
+        elif len(tok) == 1 and tok not in "\\.^$*+?{}[]|)":
+            parts.append(re.escape(tok))
+        else:
+            return None
+    while parts and parts[-1] == r"\s*":
+        parts.pop()
+    if not any(p != r"\s*" for p in parts):
+        return None
+    return re.compile("".join(parts), re.I)
 
 
 def default_template_path() -> Path:

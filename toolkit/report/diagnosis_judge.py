@@ -7,7 +7,9 @@ each origin, the sources, and the judge's sidecar record: backend, model, prompt
 origin; with a calibration the documents both judged, the confusion matrix (rows the human label, columns the
 judge's), Cohen's kappa, linearly weighted kappa, the mean absolute label difference and, where the calibration
 ranked systems, Kendall's tau, tau_ap and the significant pairs that flip; else that no calibration was recorded,
-with the command that makes one. Every value is escaped by ``Table``/``Part`` (``toolkit.guard.escape``).
+with the command that makes one. Pairs whose passage held the judge prompt's answer marker (``injection_suspected``
+in the judge's records) are listed with the label the judge gave them: it may be the passage's own words. Every
+value is escaped by ``Table``/``Part`` (``toolkit.guard.escape``).
 """
 
 from __future__ import annotations
@@ -92,6 +94,15 @@ def statistics_table(cal: Mapping) -> Table:
     return Table(["statistic", "value"], rows, numeric={1}, table_id="judge-calibration")
 
 
+def injection_table(suspected: list[Mapping]) -> Table:
+    """The pairs whose passage held the answer marker, with the judge's label (``none``: no label parsed)."""
+    rows = [
+        [str(r.get("query_id")), str(r.get("doc_id")), "none" if r.get("label") is None else str(r.get("label"))]
+        for r in suspected
+    ]
+    return Table(["query", "document", "judge label"], rows, numeric={2}, table_id="judge-injection-suspected")
+
+
 def judge_parts(diag) -> list[Part]:
     origin = origin_of(diag)
     c = origin.get("counts") or {}
@@ -121,6 +132,14 @@ def judge_parts(diag) -> list[Part]:
     ]
     if skipped:
         parts.append(_muted("Not used: " + "; ".join(skipped) + "."))
+    suspected = [r for r in judge.get("injection_suspected") or [] if isinstance(r, Mapping)]
+    if suspected:
+        warning = (
+            f"{len(suspected)} passage(s) the judge labelled hold its prompt's answer marker (as if the passage "
+            "answered for the judge): their labels may be the passage's own words, not the judge's. Check them:"
+        )
+        parts.append(Part(f'<p class="warn">{esc(warning)}</p>', (markdown_text(warning) + "\n",)))
+        parts.append(Part.table(injection_table(suspected)))
     cal = judge.get("calibration")
     if isinstance(cal, Mapping) and cal:
         against = (cal.get("human_qrels") or {}).get("path")
@@ -152,4 +171,11 @@ def judge_parts(diag) -> list[Part]:
     return parts
 
 
-__all__ = ["confusion_table", "counts_table", "has_judge_labels", "judge_parts", "statistics_table"]
+__all__ = [
+    "confusion_table",
+    "counts_table",
+    "has_judge_labels",
+    "injection_table",
+    "judge_parts",
+    "statistics_table",
+]
