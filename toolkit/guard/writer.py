@@ -285,7 +285,7 @@ def remove_stale(parent: str | os.PathLike) -> list[Path]:
 
     removed: list[Path] = []
     try:
-        entries = list(os.scandir(parent))
+        entries = list(os.scandir(os.fspath(Path(parent))))
     except OSError:
         return removed
     now = time.time()
