@@ -102,7 +102,7 @@ def test_a_new_set_replaces_the_old_one_whole_and_foreign_folders_are_refused(tm
     assert not (out / "plots" / "stale.png").exists()
     # one the manifest does not list is not twostage's: the set is refused, the file kept (before: removed)
     (out / "plots" / "mine.png").write_bytes(b"my own plot")
-    with pytest.raises(ConfigError, match="holds 'plots/mine.png', which twostage's diagnosis output did not"):
+    with pytest.raises(ConfigError, match=r"holds 'plots/mine\.png', which twostage's diagnosis output did not"):
         d.write(out)
     assert (out / "plots" / "mine.png").read_bytes() == b"my own plot"
     mine = tmp_path / "mine"
