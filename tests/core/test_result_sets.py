@@ -93,9 +93,18 @@ def test_a_new_set_replaces_the_old_one_whole_and_foreign_folders_are_refused(tm
     out = tmp_path / "report"
     d = _diagnosis(tmp_path)
     d.write(out)
+    # a file an earlier set listed in its manifest and this one does not write goes with the old set
     (out / "plots" / "stale.png").write_bytes(b"from an earlier version")
+    manifest = json.loads((out / MARKER).read_text())
+    manifest["files"]["plots/stale.png"] = sha256_file(out / "plots" / "stale.png")
+    write_json(out / MARKER, manifest)
     d.write(out)
     assert not (out / "plots" / "stale.png").exists()
+    # one the manifest does not list is not twostage's: the set is refused, the file kept (before: removed)
+    (out / "plots" / "mine.png").write_bytes(b"my own plot")
+    with pytest.raises(ConfigError, match=r"holds 'plots/mine\.png', which twostage's diagnosis output did not"):
+        d.write(out)
+    assert (out / "plots" / "mine.png").read_bytes() == b"my own plot"
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("my own notes")

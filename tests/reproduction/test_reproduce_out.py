@@ -76,5 +76,8 @@ def test_a_folder_of_other_files_is_not_replaced(tmp_path, cli):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     res = cli("reproduce", write_spec(tmp_path), "--out", out)
-    assert res.exit_code == 1 and "holds files that twostage's reproduction output does not write" in res.stderr
+    assert (
+        res.exit_code == 1
+        and f"{out} holds 'notes.txt', which twostage's reproduction output did not write" in res.stderr
+    )
     assert _files(out) == {"notes.txt": b"mine"}

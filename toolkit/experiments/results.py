@@ -271,10 +271,11 @@ def run_experiment(
     ``grid``: a ``toolkit.experiments.distributed.RayGrid`` (``--ray``) computes the missing search, dense and
     rerank points on Ray; it is closed (workers stopped) once the stages are done.
     """
-    from toolkit.guard.writer import result_folder
+    from toolkit.guard.writer import check_target, result_folder
 
     started = time.perf_counter()
     exp = parse_experiment(path)  # every check before anything runs
+    check_target(out, "experiment", OUTPUT_NAMES)  # a folder holding what twostage did not write is refused now
     ctx = _context(exp, cache or StageCache(), data_dir, force, say)
     ctx.grid = grid
     try:

@@ -1,48 +1,179 @@
-"""Result sets that appear whole or not at all: a folder of outputs is written beside its target and renamed
-into place in one step.
+"""The one writer of result folders: every command that writes a folder (``--out``) goes through here, and it
+never deletes or replaces anything twostage did not write.
 
 Each file twostage writes is atomic (``trec_io.atomic_write``), but a folder of them is not: a kill or a full
 disk between two files leaves a page that says one number beside a summary that says another.
-``result_folder(target, kind)`` gives a fresh temporary folder beside ``target`` (same file system, so the
-rename is atomic); when the block ends without an error, the folder becomes ``target`` in one rename (an
+``result_folder(target, kind, names)`` gives a fresh temporary folder beside ``target`` (same file system, so
+the rename is atomic); when the block ends without an error, the folder becomes ``target`` in one rename (an
 existing result set is swapped out with ``renameat2(RENAME_EXCHANGE)`` where the system has it, else moved
 aside first, so a reader sees the old set, briefly none, or the new one, never a mix), and the old set is
 removed. On an error, the temporary folder is removed and ``target`` is untouched.
 
-Each set holds ``.twostage-output.json`` (its kind, a fresh id, when it was written, the sha256 of every
-file in it). A target that exists but holds files a set of this kind does not write is refused (it is not
-ours to replace): choose another output folder or remove it.
+What may be replaced. Each set holds a manifest, ``.twostage-output.json``: its kind, a fresh id, when it was
+written, the sha256 of every file in it (``files``) and its folders (``folders``). An existing ``target`` is
+replaced only when each entry in it is one the manifest lists, with the checksum it lists; anything else
+(a file or folder twostage did not write, dot-files such as ``.git/`` and ``.env`` included, a symbolic link,
+a listed file changed since: its sha256 differs) is foreign, and the write is refused before anything is
+computed into it, with a ``ConfigError`` naming the folder and the first foreign entry. A folder with no
+manifest (written before manifests existed) is taken over only when it is empty or holds nothing but names
+such a set writes. The check is made before the set is written, again just before the swap, and once more on
+the swapped-out set (a file added in between is swapped back, never removed).
+
+Where. ``target`` is resolved first (``--out .``, ``--out "$PWD"``, relative parts, symbolic links): a link
+is followed and the set is written into the folder it points at; the link stays. The current folder, or a
+folder holding it, is refused (the swap would pull it from under the shell).
+
+Temporary folders are named ``.NAME.twostage-new-XXXXXXXX.tmp`` beside ``target`` and locked (``flock``) while
+a writer uses them; they are removed on failure. One left by a kill is removed by the next write into the same
+folder when it is older than a day, not locked, and owned by this user (older twostage versions named them
+``.NAME.XXXXXXXX.tmp``: those are removed only when they hold a manifest). Nothing else there is touched.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
+import logging
 import os
+import re
 import shutil
+import stat
 import tempfile
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+log = logging.getLogger("toolkit")
+
 MARKER = ".twostage-output.json"
+#: The temporary folders this module makes beside a target (``new``: being written; ``old``: a set moved aside).
+TEMP = re.compile(r"^\..+\.twostage-(?:new|old)-[a-z0-9_]{8}\.tmp$")
+#: The temporary folders of earlier versions, removed only when they hold a manifest.
+OLD_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+#: A temporary folder untouched this long (and not locked) was left by a kill.
+STALE_SECONDS = 24 * 3600
 
 
-def _owned(target: Path, kind: str, names: Iterable[str]) -> bool:
-    """Whether ``target`` may be replaced: absent, empty, a set of this kind, or only names such a set writes."""
-    import json
+def resolve_target(target: str | os.PathLike) -> Path:
+    """The folder a result set is written into: absolute, ``~``, ``.`` and ``..`` resolved, symbolic links
+    followed (a link's target, not the link, receives the set)."""
+    from toolkit.errors import ConfigError
 
-    if not target.exists():
-        return True
-    if not target.is_dir():
-        return False
-    marker = target / MARKER
-    if marker.is_file():
-        with contextlib.suppress(OSError, ValueError):
-            return json.loads(marker.read_text(encoding="utf-8")).get("kind") == kind
-        return False
-    allowed = set(names) | {MARKER}
-    return all(p.name in allowed or p.name.startswith(".") for p in target.iterdir())
+    path = Path(os.path.realpath(Path(target).expanduser()))
+    if path.name in ("", ".", ".."):
+        raise ConfigError(f"{target}: cannot write a result folder at the file system's root; choose another folder")
+    return path
+
+
+def _foreign_message(target: Path, kind: str, entry: str) -> str:
+    return (
+        f"{target} holds {entry}, which twostage's {kind} output did not write; nothing was written (twostage "
+        f"replaces only the files listed in its {MARKER}): choose another output folder, or move {entry} away"
+    )
+
+
+def first_foreign(
+    folder: str | os.PathLike, kind: str, names: Iterable[str] = (), checksums: bool = True
+) -> str | None:
+    """The first entry of ``folder`` that twostage's ``kind`` output did not write (as the module says), quoted
+    and with the reason where it is not plain; None when ``folder`` is absent or may be replaced whole.
+
+    Entries are visited breadth-first in name order, so a top-level ``.env`` is named before a nested file.
+    ``checksums=False`` skips comparing the listed files' sha256 (the check made on a set just swapped out).
+    """
+    folder = Path(folder)
+    if not os.path.lexists(folder):
+        return None
+    if folder.is_symlink() or not folder.is_dir():
+        return f"'{folder.name}' (not a folder)"
+    marker = folder / MARKER
+    if not os.path.lexists(marker):
+        allowed = set(names)
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if entry.name not in allowed or entry.is_symlink():
+                return repr(entry.name) + (" (a symbolic link)" if entry.is_symlink() else "")
+        return None
+    manifest = _read_manifest(marker)
+    if manifest is None:
+        return f"'{MARKER}' (not a manifest twostage can read)"
+    if manifest.get("kind") != kind:
+        return f"'{MARKER}' (the manifest of a twostage {manifest.get('kind')} output, not of a {kind})"
+    files: dict[str, str] = manifest["files"]
+    folders = set(manifest.get("folders") or ()) | {p for f in files for p in _parents(f)}
+    todo: deque[str] = deque([""])
+    while todo:
+        rel_dir = todo.popleft()
+        for entry in sorted(os.scandir(folder / rel_dir), key=lambda e: e.name):
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.is_symlink():
+                return f"'{rel}' (a symbolic link)"
+            if entry.is_dir():
+                if rel not in folders:
+                    return repr(rel)
+                todo.append(rel)
+            elif not entry.is_file():
+                return f"'{rel}' (not a regular file)"
+            elif rel != MARKER and rel not in files and not (entry.name == MARKER and rel_dir in folders):
+                return repr(rel)
+    if checksums:
+        from toolkit.data.trec_io import sha256_file
+
+        for rel, sha in sorted(files.items()):
+            path = folder / rel
+            if path.is_file() and sha256_file(path) != sha:
+                return f"'{rel}' (changed since twostage wrote it: its sha256 differs from the manifest's)"
+    return None
+
+
+def _parents(rel: str) -> list[str]:
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _read_manifest(marker: Path) -> dict | None:
+    try:
+        manifest = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) and _safe_rel(k) for k, v in manifest["files"].items()):
+        return None
+    folders = manifest.get("folders", [])
+    if not isinstance(folders, list) or not all(isinstance(f, str) and _safe_rel(f) for f in folders):
+        return None
+    return manifest
+
+
+def _safe_rel(rel: str) -> bool:
+    """A relative path that stays inside its folder (a manifest is a file anyone could edit)."""
+    return bool(rel) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in rel.split("/"))
+
+
+def check_target(target: str | os.PathLike, kind: str, names: Iterable[str] = ()) -> Path:
+    """The resolved folder a ``kind`` result set may be written into (``resolve_target``); call it before long
+    work, so a refusal comes first.
+
+    Raises:
+        ConfigError: ``target`` holds an entry twostage did not write (named), is not a folder, or is the
+            current folder or holds it.
+    """
+    from toolkit.errors import ConfigError
+
+    path = resolve_target(target)
+    foreign = first_foreign(path, kind, names)
+    if foreign is not None:
+        raise ConfigError(_foreign_message(path, kind, foreign))
+    cwd = Path(os.path.realpath(os.getcwd()))
+    if path == cwd or path in cwd.parents:
+        raise ConfigError(
+            f"{path} is the current folder or holds it; twostage puts a result folder in place by renaming it, "
+            f"which would pull the current folder from under you: choose a folder inside it (e.g. --out {kind})"
+        )
+    return path
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -60,14 +191,26 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _manifest(folder: Path, kind: str, run_id: str) -> dict:
+    """What the set in ``folder`` holds: every file but the top-level marker (nested sets' markers included),
+    with its sha256, and every folder."""
     from toolkit.data.trec_io import sha256_file
 
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MARKER)
+    files: dict[str, str] = {}
+    folders: list[str] = []
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_symlink() or rel == MARKER:
+            continue
+        if p.is_dir():
+            folders.append(rel)
+        elif p.is_file():
+            files[rel] = sha256_file(p)
     return {
         "kind": kind,
         "id": run_id,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "files": {p.relative_to(folder).as_posix(): sha256_file(p) for p in files},
+        "files": files,
+        "folders": folders,
     }
 
 
@@ -75,48 +218,108 @@ def _manifest(folder: Path, kind: str, run_id: str) -> dict:
 def result_folder(target: str | os.PathLike, kind: str, names: Iterable[str] = ()) -> Iterator[Path]:
     """A temporary folder to write a result set into; it replaces ``target`` in one rename when the block ends.
 
-    ``kind`` names the set (``diagnosis``, ``comparison``, ``experiment``); ``names`` are the top-level names
-    such a set writes, so an older set of it (written before sets were marked) may be replaced too.
+    ``kind`` names the set (``diagnosis``, ``comparison``, ``experiment``, ``reproduction``); ``names`` are the
+    top-level names such a set writes, so a set written before manifests existed may be taken over. ``target``
+    is resolved first (``check_target``): a symbolic link is followed, the link stays.
 
     Raises:
-        ConfigError: ``target`` exists and holds what such a set does not write (before anything is written).
+        ConfigError: ``target`` holds an entry twostage did not write, or is the current folder (before
+            anything is written; ``check_target``), or such an entry appeared while the set was written.
     """
-    from toolkit.data.trec_io import write_json
-    from toolkit.errors import ConfigError
+    import fcntl
 
-    target = Path(target)
+    from toolkit.data.trec_io import write_json
+
     names = tuple(names)
-    if not _owned(target, kind, names):
-        raise ConfigError(
-            f"{target} exists and holds files that twostage's {kind} output does not write; "
-            "choose another output folder or remove it"
-        )
+    target = check_target(target, kind, names)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    remove_stale(target.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.twostage-new-", suffix=".tmp", dir=target.parent))
+    fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # in use: the stale-folder sweep of another writer leaves it alone
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder the usual permissions
         run_id = uuid.uuid4().hex
         yield tmp
         write_json(tmp / MARKER, _manifest(tmp, kind, run_id))
-        _replace(tmp, target, kind, names)
+        _install(tmp, target, kind, names)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # the failed set, or after a swap the previous one
+        os.close(fd)
 
 
-def _replace(tmp: Path, target: Path, kind: str, names: tuple[str, ...]) -> None:
+def _install(tmp: Path, target: Path, kind: str, names: tuple[str, ...]) -> None:
+    """Put the set at ``tmp`` in place of ``target``; the previous set, if any, is left at ``tmp``."""
     from toolkit.errors import ConfigError
 
-    if not target.exists():
-        os.rename(tmp, target)
-        return
-    if not _owned(target, kind, names):  # written by someone else while this set was computed
-        raise ConfigError(f"{target} appeared while the {kind} was written and is not twostage's; not replaced")
+    if not os.path.lexists(target):
+        try:
+            os.rename(tmp, target)  # onto nothing (or an empty folder, which POSIX rename replaces)
+            return
+        except OSError as exc:  # a folder with entries appeared there meanwhile: checked below
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+    foreign = first_foreign(target, kind, names)
+    if foreign is not None:  # written there by someone else while this set was computed
+        raise ConfigError(_foreign_message(target, kind, foreign) + " (it appeared while the set was written)")
     if _exchange(tmp, target):
-        return  # the previous set now lies in the temporary name, which the caller removes
-    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        late = first_foreign(tmp, kind, names, checksums=False)
+        if late is not None:  # added in the instant between the check and the swap: put it all back
+            _exchange(tmp, target)
+            raise ConfigError(_foreign_message(target, kind, late) + " (it appeared while the set was written)")
+        return  # the previous set now lies at tmp, which the caller removes
+    old = tmp.with_name(tmp.name.replace(".twostage-new-", ".twostage-old-"))
     os.rename(target, old)
     os.rename(tmp, target)
+    late = first_foreign(old, kind, names, checksums=False)
+    if late is not None:
+        os.rename(target, tmp)
+        os.rename(old, target)
+        raise ConfigError(_foreign_message(target, kind, late) + " (it appeared while the set was written)")
     shutil.rmtree(old, ignore_errors=True)
+
+
+def remove_stale(parent: str | os.PathLike) -> list[Path]:
+    """Remove the temporary folders a killed writer left in ``parent`` (as the module says); returns them."""
+    import fcntl
+
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(os.fspath(Path(parent))))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        current = TEMP.match(entry.name)
+        if not current and not OLD_TEMP.match(entry.name):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_SECONDS:
+            continue
+        path = Path(entry.path)
+        if not current and not (path / MARKER).is_file():
+            continue  # an earlier version's name without its manifest: it may be anyone's
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a writer is using it
+        try:
+            shutil.rmtree(path)
+            removed.append(path)
+            log.info("twostage: removed %s, a temporary folder left by an interrupted write", path)
+        except OSError as exc:
+            log.warning("twostage: could not remove the stale temporary folder %s (%s)", path, exc)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _umask() -> int:

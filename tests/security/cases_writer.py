@@ -1,0 +1,300 @@
+"""The writer door (``toolkit.guard.writer``): every ``--out`` folder is written by one module that never deletes or
+replaces what twostage did not write.
+
+The attacks of issue 31: ``--out proj`` where ``proj`` holds ``.git/`` and ``.env`` (before: both deleted, exit 0),
+``--out .`` (before: a ValueError traceback) and ``--out "$PWD"`` in a repository, a symlinked ``--out`` (before:
+replaced by a folder, the link left as ``.link.XXXX.tmp``), temporary folders left by a kill (before: never
+cleaned), a failure part-way, and a result file the user changed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+from doors import Case, assert_one_error, cli
+from samples import write_tiny
+
+from toolkit.guard.writer import MARKER, STALE_SECONDS, result_folder
+
+DOOR = "writer"
+COMPARE_NAMES = ("compare.json", "compare.html")
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _project(folder: Path) -> Path:
+    """A project folder: a git repository's ``.git/`` and a ``.env`` of secrets."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (folder / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (folder / ".env").write_text("API_KEY=secret\n")
+    return folder
+
+
+def _compare(tmp_path: Path, out: str | Path, *extra: str):
+    qrels = write_tiny(tmp_path)
+    runs = [str(tmp_path / "first.trec"), str(tmp_path / "rr.trec")]
+    return cli("compare", "--qrels", str(qrels), "--permutations", "50", *extra, *runs, "--out", str(out))
+
+
+def _diagnose(tmp_path: Path, out: str | Path):
+    qrels = write_tiny(tmp_path)
+    first, rr = tmp_path / "first.trec", tmp_path / "rr.trec"
+    return cli("diagnose", "--qrels", str(qrels), "--first-stage", str(first), "--reranked", str(rr), "--out", str(out))
+
+
+def _refused(res, folder: Path, entry: str, before: dict[str, bytes]) -> None:
+    """One Error line naming the folder (resolved) and the entry; the folder byte for byte as it was."""
+    assert_one_error(res, os.path.realpath(folder), f"holds '{entry}'")
+    assert _snapshot(folder) == before
+    assert not [p for p in folder.parent.iterdir() if p.name.endswith(".tmp")], "a temporary folder was left"
+
+
+# ------------------------------------------------------------------ foreign entries in --out
+def compare_into_a_repository(tmp_path: Path) -> None:
+    proj = _project(tmp_path / "proj")
+    before = _snapshot(proj)
+    _refused(_compare(tmp_path, proj), proj, ".env", before)  # '.env' sorts before '.git'
+
+
+def diagnose_into_a_repository(tmp_path: Path) -> None:
+    proj = _project(tmp_path / "proj")
+    before = _snapshot(proj)
+    _refused(_diagnose(tmp_path, proj), proj, ".env", before)
+
+
+def experiment_into_a_repository(tmp_path: Path) -> None:
+    """Refused after the file is read, before any stage runs (the index named does not even exist)."""
+    write_tiny(tmp_path)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(
+        textwrap.dedent(
+            f"""\
+            name: tiny
+            topics: {tmp_path / "topics.tsv"}
+            qrels: {tmp_path / "qrels.txt"}
+            index: {{path: {tmp_path / "no-index"}}}
+            hits: 10
+            stages:
+              bm25: {{type: bm25}}
+            """
+        )
+    )
+    proj = _project(tmp_path / "proj")
+    before = _snapshot(proj)
+    res = cli("experiment", "run", str(exp), "--out", str(proj), "--cache-dir", str(tmp_path / "cache"))
+    _refused(res, proj, ".env", before)
+
+
+def out_dot_in_a_project_folder(tmp_path: Path) -> None:
+    """``--out .`` is resolved (before: a ValueError traceback) and refused for the files in it."""
+    proj = _project(tmp_path / "proj")
+    (proj / "notes.txt").write_text("my notes\n")
+    write_tiny(tmp_path)
+    before = _snapshot(proj)
+    cwd = os.getcwd()
+    os.chdir(proj)
+    try:
+        res = _compare(tmp_path, ".")
+    finally:
+        os.chdir(cwd)
+    _refused(res, proj, ".env", before)
+
+
+def out_pwd_in_a_fresh_repository(tmp_path: Path) -> None:
+    proj = tmp_path / "repo"
+    proj.mkdir()
+    if shutil.which("git"):
+        subprocess.run(
+            ["git", "init", "-q", str(proj)], check=True, env={**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null"}
+        )
+    else:
+        (proj / ".git").mkdir()
+        (proj / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    before = _snapshot(proj)
+    cwd = os.getcwd()
+    os.chdir(proj)
+    try:
+        res = _compare(tmp_path, os.getcwd())  # --out "$PWD"
+    finally:
+        os.chdir(cwd)
+    _refused(res, proj, ".git", before)
+
+
+def the_current_folder_is_refused_even_empty(tmp_path: Path) -> None:
+    """An empty current folder holds nothing foreign, but renaming it would pull it from under the shell."""
+    here = tmp_path / "here"
+    here.mkdir()
+    cwd = os.getcwd()
+    os.chdir(here)
+    try:
+        res = _compare(tmp_path, ".")
+    finally:
+        os.chdir(cwd)
+    assert_one_error(res, os.path.realpath(here), "is the current folder")
+    assert here.is_dir() and not any(here.iterdir())
+
+
+# ------------------------------------------------------------------ twostage's own sets
+def rewriting_a_set_replaces_only_its_manifest_files(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    res = _compare(tmp_path, out)
+    assert res.exit_code == 0, res.output
+    first = json.loads((out / MARKER).read_text())
+    assert set(first["files"]) == set(_snapshot(out)) - {MARKER} and set(COMPARE_NAMES) <= set(first["files"])
+    # a file an earlier set wrote (listed in its manifest) that this set does not write goes with the old set
+    (out / "old-plot.png").write_bytes(b"from an earlier version")
+    from toolkit.data.trec_io import sha256_file, write_json
+
+    first["files"]["old-plot.png"] = sha256_file(out / "old-plot.png")
+    write_json(out / MARKER, first)
+    for _ in range(2):  # twice: each set's manifest lets the next one replace it
+        res = _compare(tmp_path, out)
+        assert res.exit_code == 0, res.output
+    second = json.loads((out / MARKER).read_text())
+    assert second["id"] != first["id"] and not (out / "old-plot.png").exists()
+    assert set(second["files"]) == set(_snapshot(out)) - {MARKER}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def a_file_added_to_a_set_is_kept(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    assert _compare(tmp_path, out).exit_code == 0
+    (out / "plots").mkdir()
+    (out / "plots" / "mine.png").write_bytes(b"my own plot")
+    before = _snapshot(out)
+    _refused(_compare(tmp_path, out), out, "plots", before)
+
+
+def a_changed_set_file_is_refused(tmp_path: Path) -> None:
+    """A file of the manifest whose sha256 differs was edited by someone: it is not replaced, and named."""
+    out = tmp_path / "cmp"
+    assert _compare(tmp_path, out).exit_code == 0
+    (out / "compare.html").write_text("<p>my annotated copy</p>")
+    before = _snapshot(out)
+    res = _compare(tmp_path, out)
+    assert_one_error(res, os.path.realpath(out), "'compare.html' (changed since twostage wrote it")
+    assert _snapshot(out) == before
+
+
+def a_manifest_cannot_claim_files_outside(tmp_path: Path) -> None:
+    """A hand-made manifest listing ``../x`` or another kind's manifest does not make the folder twostage's."""
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / MARKER).write_text(json.dumps({"kind": "comparison", "files": {"../victim": "0" * 64}}))
+    (out / "compare.json").write_text("{}")
+    before = _snapshot(out)
+    assert_one_error(_compare(tmp_path, out), os.path.realpath(out), f"'{MARKER}' (not a manifest")
+    (out / MARKER).write_text(json.dumps({"kind": "diagnosis", "files": {"compare.json": "0" * 64}}))
+    before = _snapshot(out)
+    assert_one_error(_compare(tmp_path, out), "the manifest of a twostage diagnosis output, not of a comparison")
+    assert _snapshot(out) == before
+
+
+def a_set_from_before_manifests_is_taken_over_only_if_it_holds_its_names(tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "compare.json").write_text("{}")
+    (legacy / ".env").write_text("API_KEY=secret\n")  # before: names starting with '.' counted as twostage's
+    before = _snapshot(legacy)
+    _refused(_compare(tmp_path, legacy), legacy, ".env", before)
+    (legacy / ".env").unlink()
+    assert _compare(tmp_path, legacy).exit_code == 0
+    assert (legacy / MARKER).is_file() and json.loads((legacy / "compare.json").read_text())
+
+
+# ------------------------------------------------------------------ symbolic links
+def a_symlinked_out_is_followed(tmp_path: Path) -> None:
+    real = tmp_path / "store" / "cmp"
+    real.parent.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)  # dangling until the set is written
+    for _ in range(2):
+        res = _compare(tmp_path, link)
+        assert res.exit_code == 0, res.output
+        assert link.is_symlink() and os.readlink(link) == str(real)
+        assert (real / "compare.json").is_file() and (real / MARKER).is_file()
+    assert not [p for p in (*tmp_path.iterdir(), *real.parent.iterdir()) if p.name.endswith(".tmp")]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("\\chapter{One}\n")
+    link.unlink()
+    link.symlink_to(mine, target_is_directory=True)
+    before = _snapshot(mine)
+    assert_one_error(_compare(tmp_path, link), os.path.realpath(mine), "'thesis.tex'")
+    assert link.is_symlink() and _snapshot(mine) == before
+
+
+# ------------------------------------------------------------------ temporary folders
+def stale_temporary_folders_are_swept_and_nothing_else(tmp_path: Path) -> None:
+    parent = tmp_path / "reports"
+    parent.mkdir()
+    old = time.time() - STALE_SECONDS - 3600
+
+    def folder(name: str, marker: bool, mtime: float | None) -> Path:
+        p = parent / name
+        p.mkdir()
+        (p / "summary.json").write_text("{}")
+        if marker:
+            (p / MARKER).write_text("{}")
+        if mtime is not None:
+            os.utime(p, (mtime, mtime))
+        return p
+
+    killed = folder(".cmp.twostage-new-abcd1234.tmp", False, old)  # a kill mid-write: no manifest yet
+    earlier = folder(".cmp.efgh5678.tmp", True, old)  # an earlier version's name, with its manifest
+    fresh = folder(".cmp.twostage-new-ijkl9012.tmp", False, None)  # maybe being written now
+    foreign = folder(".mine.mnop3456.tmp", False, old)  # the old naming without a manifest: anyone's
+    dotfolder = folder(".cache", True, old)
+    res = _compare(tmp_path, parent / "cmp")
+    assert res.exit_code == 0, res.output
+    assert not killed.exists() and not earlier.exists()
+    assert fresh.is_dir() and foreign.is_dir() and dotfolder.is_dir()
+    assert (foreign / "summary.json").read_text() == "{}" and (dotfolder / MARKER).is_file()
+
+
+def a_failure_part_way_leaves_no_trace(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    assert _compare(tmp_path, out).exit_code == 0
+    before = _snapshot(out)
+    try:
+        with result_folder(out, "comparison", COMPARE_NAMES) as tmp:
+            (tmp / "compare.json").write_text('{"half": ')
+            raise RuntimeError("the disk filled up")
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the failure was swallowed")
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+CASES = [
+    Case(DOOR, "compare-out-holding-git-and-env", compare_into_a_repository),
+    Case(DOOR, "diagnose-out-holding-git-and-env", diagnose_into_a_repository),
+    Case(DOOR, "experiment-out-holding-git-and-env", experiment_into_a_repository),
+    Case(DOOR, "out-dot-in-a-project-folder", out_dot_in_a_project_folder),
+    Case(DOOR, "out-pwd-in-a-fresh-repository", out_pwd_in_a_fresh_repository),
+    Case(DOOR, "out-is-the-current-folder", the_current_folder_is_refused_even_empty),
+    Case(DOOR, "rewrite-replaces-only-manifest-files", rewriting_a_set_replaces_only_its_manifest_files),
+    Case(DOOR, "file-added-to-a-set-kept", a_file_added_to_a_set_is_kept),
+    Case(DOOR, "changed-set-file-refused", a_changed_set_file_is_refused),
+    Case(DOOR, "forged-manifest-refused", a_manifest_cannot_claim_files_outside),
+    Case(
+        DOOR,
+        "unmarked-folder-taken-over-only-with-its-names",
+        a_set_from_before_manifests_is_taken_over_only_if_it_holds_its_names,
+    ),
+    Case(DOOR, "symlinked-out-followed", a_symlinked_out_is_followed),
+    Case(DOOR, "stale-temporary-folders-swept", stale_temporary_folders_are_swept_and_nothing_else),
+    Case(DOOR, "failure-part-way-leaves-no-trace", a_failure_part_way_leaves_no_trace),
+]
