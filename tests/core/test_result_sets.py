@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import textwrap
 from pathlib import Path
 
@@ -21,12 +20,13 @@ from samples import tiny, write_tiny
 
 import toolkit as ts
 from toolkit.data.trec_io import sha256_file, write_json
-from toolkit.errors import ConfigError, InputFormatError
+from toolkit.errors import ConfigError, InputFormatError, TwostageWarning
 from toolkit.guard.writer import MARKER
 
 
-def _warnings(caplog) -> str:
-    return "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+def _warnings(said) -> str:
+    """The ``TwostageWarning``s a ``pytest.warns`` block recorded, one a line."""
+    return "\n".join(str(w.message) for w in said if issubclass(w.category, TwostageWarning))
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -119,7 +119,7 @@ def test_a_new_set_replaces_the_old_one_whole_and_foreign_folders_are_refused(tm
 
 
 # ------------------------------------------------------------------ sidecars
-def test_a_stale_sidecar_is_ignored(tmp_path, caplog):
+def test_a_stale_sidecar_is_ignored(tmp_path):
     """Job 1 reranked to depth 20 and wrote its sidecar; job 2 rewrote the run (depth 10) and no sidecar. The
     sidecar records job 1's run checksum, so diagnose ignores it (naming it) and reads the run's own depth."""
     qp = write_tiny(tmp_path)
@@ -132,11 +132,11 @@ def test_a_stale_sidecar_is_ignored(tmp_path, caplog):
             "run": {"path": str(rr), "sha256": "0" * 64},  # the checksum of job 1's run
         },
     )
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         d = ts.diagnose(qp, tmp_path / "first.trec", rr)
     run = d.summary["reranked_runs"][0]
     assert (run["depth"], run["depth_from"]) == (10, "detected")
-    assert f"ignoring the sidecar {rr}.meta.json" in _warnings(caplog)
+    assert f"ignoring the sidecar {rr}.meta.json" in _warnings(said)
     # the same sidecar with this run's checksum is used
     write_json(
         str(rr) + ".meta.json",
@@ -165,7 +165,7 @@ def _candidates(folder: Path) -> Path:
     return path
 
 
-def test_relative_texts_path_resolves_beside_the_sidecar_and_is_checked(tmp_path, monkeypatch, caplog):
+def test_relative_texts_path_resolves_beside_the_sidecar_and_is_checked(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     runs.mkdir()
     qp = write_tiny(runs)
@@ -187,9 +187,9 @@ def test_relative_texts_path_resolves_beside_the_sidecar_and_is_checked(tmp_path
     worst = d.summary["worst_queries"]
     assert any(i.get("snippet") == "apple pie recipe" for w in worst for i in w["top_10"])
     cands.write_text(cands.read_text().replace("how to bake apple pie", "how to bake a cake"))
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         d = ts.diagnose(qp, runs / "first.trec", rr)
-    assert f"ignoring the sidecar {rr}.meta.json: its texts file {cands} changed" in _warnings(caplog)
+    assert f"ignoring the sidecar {rr}.meta.json: its texts file {cands} changed" in _warnings(said)
     assert not any(d.per_query["query"].fillna(""))
 
 

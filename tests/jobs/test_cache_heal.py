@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import shutil
 from pathlib import Path
 
@@ -23,27 +22,29 @@ from samples import CANDIDATES
 
 from toolkit.data.records import run_from_rows
 from toolkit.data.trec_io import read_run
+from toolkit.errors import TwostageWarning
 from toolkit.experiments.cache import ENTRY_FILE, RUN_FILE, StageCache
-from toolkit.guard.writer import DAMAGED
+from toolkit.guard.store import DAMAGED
 from toolkit.jobs.embed_cache import EmbeddingCache, text_key
 
 RUN = run_from_rows([("q1", "d1", 2.0), ("q1", "d2", 1.0), ("q2", "d3", 0.5)], tag="bm25")
 OTHER = run_from_rows([("q1", "d9", 9.0)], tag="other")
 
 
-def _warnings(caplog) -> str:
-    return "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+def _warnings(said) -> str:
+    """The ``TwostageWarning``s a ``pytest.warns`` block recorded, one a line."""
+    return "\n".join(str(w.message) for w in said if issubclass(w.category, TwostageWarning))
 
 
 # ------------------------------------------------------------------ the stage cache
-def test_damaged_entry_json_is_named_moved_aside_and_recomputed(tmp_path, caplog):
+def test_damaged_entry_json_is_named_moved_aside_and_recomputed(tmp_path):
     cache = StageCache(tmp_path)
     cache.put("a" * 64, RUN, {"stage": "bm25"})
     entry = cache.path("a" * 64) / ENTRY_FILE
     entry.write_text('{"stage": "bm25", "key": ')  # a torn write of another tool, a full disk, bit rot
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         assert cache.get("a" * 64) is None
-    assert str(entry) in _warnings(caplog) and "computed again" in _warnings(caplog)
+    assert str(entry) in _warnings(said) and "computed again" in _warnings(said)
     assert not cache.path("a" * 64).exists()
     assert [p.name.split("-")[0] for p in (tmp_path / DAMAGED).iterdir()] == ["a" * 64]
     run, record = cache.put("a" * 64, RUN, {"stage": "bm25"})  # recomputed and stored again
@@ -52,30 +53,30 @@ def test_damaged_entry_json_is_named_moved_aside_and_recomputed(tmp_path, caplog
     assert again[0].frame["doc_id"].tolist() == run.frame["doc_id"].tolist() == ["d1", "d2", "d3"]
 
 
-def test_entry_under_another_key_is_not_served(tmp_path, caplog):
+def test_entry_under_another_key_is_not_served(tmp_path):
     """An entry copied (or planted) under a key it was not computed for is not that key's run."""
     cache = StageCache(tmp_path)
     cache.put("b" * 64, OTHER, {"stage": "bm25"})
     cache.path("a" * 64).parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(cache.path("b" * 64), cache.path("a" * 64))
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         assert cache.get("a" * 64) is None
-    assert str(cache.path("a" * 64) / ENTRY_FILE) in _warnings(caplog) and "b" * 64 in _warnings(caplog)
+    assert str(cache.path("a" * 64) / ENTRY_FILE) in _warnings(said) and "b" * 64 in _warnings(said)
     assert cache.get("b" * 64) is not None  # the original is untouched
 
 
-def test_damaged_run_is_named(tmp_path, caplog):
+def test_damaged_run_is_named(tmp_path):
     cache = StageCache(tmp_path)
     cache.put("c" * 64, RUN, {"stage": "bm25"})
     run_file = cache.path("c" * 64) / RUN_FILE
     run_file.write_text(run_file.read_text().replace("d1", "d7"))
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         assert cache.get("c" * 64) is None
-    assert f"{run_file}: does not match the sha256" in _warnings(caplog)
+    assert f"{run_file}: does not match the sha256" in _warnings(said)
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES])
-def test_unwritable_stage_cache_runs_without_it(tmp_path, monkeypatch, caplog, code):
+def test_unwritable_stage_cache_runs_without_it(tmp_path, monkeypatch, code):
     import toolkit.experiments.cache as cache_module
 
     def refuse(*args, **kwargs):
@@ -83,12 +84,12 @@ def test_unwritable_stage_cache_runs_without_it(tmp_path, monkeypatch, caplog, c
 
     monkeypatch.setattr(cache_module, "write_json", refuse)  # the entry's record cannot be written
     cache = StageCache(tmp_path / "cache")
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         run, record = cache.put("d" * 64, RUN, {"stage": "bm25"}, hits=1)
         cache.put("e" * 64, RUN, {"stage": "bm25"})
     assert run.frame[["query_id", "doc_id"]].values.tolist() == [["q1", "d1"], ["q2", "d3"]]  # cut at hits=1
     assert record["cached"] is False and len(record["run_sha256"]) == 64
-    assert _warnings(caplog).count("cannot be written") == 1 and str(tmp_path / "cache") in _warnings(caplog)
+    assert _warnings(said).count("cannot be written") == 1 and str(tmp_path / "cache") in _warnings(said)
     assert cache.get("d" * 64) is None  # nothing half-written was left behind
     assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
 
@@ -114,19 +115,19 @@ def _stored(tmp_path: Path) -> EmbeddingCache:
     return c
 
 
-def test_truncated_part_is_named_and_moved_aside(tmp_path, caplog):
+def test_truncated_part_is_named_and_moved_aside(tmp_path):
     part = next(_stored(tmp_path).folder.glob("part-*.npz"))
     truncated = part.read_bytes()[:100]
     part.write_bytes(truncated)
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         c = EmbeddingCache(tmp_path, NS)
-    assert len(c) == 0 and str(part) in _warnings(caplog) and not part.exists()
+    assert len(c) == 0 and str(part) in _warnings(said) and not part.exists()
     (moved,) = (c.folder / DAMAGED).iterdir()
     assert moved.name.startswith(f"{part.name}-") and moved.read_bytes() == truncated
     assert c.describe()["set_aside"] == [str(part)]
 
 
-def test_planted_or_foreign_parts_are_not_used(tmp_path, caplog):
+def test_planted_or_foreign_parts_are_not_used(tmp_path):
     c = _stored(tmp_path)
     (own,) = (p.name for p in c.folder.glob("part-*.npz"))
     # a well-formed part that says "a" has another vector: without the checksum twostage writes, not used
@@ -140,17 +141,17 @@ def test_planted_or_foreign_parts_are_not_used(tmp_path, caplog):
     other.add([text_key("b")], np.full((1, 2), 5.0, dtype=np.float32))
     foreign = next(other.folder.glob("part-*.npz"))
     shutil.copy(foreign, c.folder / "part-1-foreign.npz")
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         again = EmbeddingCache(tmp_path, NS)
     found, vecs = again.lookup([text_key("a"), text_key("b")])
     assert found.all() and vecs.tolist() == [[1.0, 0.0], [0.0, 1.0]]  # the stored vectors, not the planted ones
-    text = _warnings(caplog)
+    text = _warnings(said)
     assert "part-0-planted.npz carries no checksum" in text and "part-1-foreign.npz does not match its checksum" in text
     assert [p.name for p in again.folder.glob("part-*.npz")] == [own]
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
-def test_unwritable_embedding_cache_is_a_warning(tmp_path, monkeypatch, caplog, code):
+def test_unwritable_embedding_cache_is_a_warning(tmp_path, monkeypatch, code):
     import toolkit.data.trec_io
 
     def refuse(*args, **kwargs):
@@ -158,15 +159,15 @@ def test_unwritable_embedding_cache_is_a_warning(tmp_path, monkeypatch, caplog, 
 
     monkeypatch.setattr(toolkit.data.trec_io, "atomic_write", refuse)
     c = EmbeddingCache(tmp_path, NS)
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         c.add([text_key("a")], np.ones((1, 2), dtype=np.float32))
         c.add([text_key("b")], np.zeros((1, 2), dtype=np.float32))
     found, vecs = c.lookup([text_key("a"), text_key("b")])  # still served within the run
     assert found.all() and vecs.tolist() == [[1.0, 1.0], [0.0, 0.0]]
-    assert _warnings(caplog).count("cannot be written") == 1 and c.describe()["writable"] is False
+    assert _warnings(said).count("cannot be written") == 1 and c.describe()["writable"] is False
 
 
-def test_planted_part_does_not_move_a_passage(cli, tmp_path, caplog):
+def test_planted_part_does_not_move_a_passage(cli, tmp_path):
     """The issue's case end to end: a part giving the last passage of query 1 the query's own vector would
     make it #1; it carries no valid checksum, so the rerank is the same as without it."""
     from toolkit.models import packaged_minilm
@@ -190,9 +191,9 @@ def test_planted_part_does_not_move_a_passage(cli, tmp_path, caplog):
     np.savez(
         folder / "part-0-planted.npz", keys=np.frombuffer(text_key(last), np.uint8)[None], vectors=query_vector[None]
     )
-    with caplog.at_level(logging.WARNING):
-        res = cli(*args, "--out", tmp_path / "b.trec")
-    assert res.exit_code == 0 and "part-0-planted.npz carries no checksum" in _warnings(caplog)
+    res = cli(*args, "--out", tmp_path / "b.trec")
+    assert res.exit_code == 0 and "twostage: warning: embedding cache part" in res.output
+    assert "part-0-planted.npz carries no checksum" in res.output
     after = read_run(tmp_path / "b.trec").frame
     q1_after = after[after["query_id"] == "1"].sort_values("score", ascending=False)["doc_id"].tolist()
     assert q1_after == q1 and q1_after[0] != q1[-1]

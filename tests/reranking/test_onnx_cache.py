@@ -11,13 +11,14 @@ later rerank with ONNX Runtime's traceback, and another model's export in its pl
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from toolkit.errors import TwostageWarning
 
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
 
@@ -77,8 +78,9 @@ def _embed(model: str, backend: str = "onnx") -> tuple[np.ndarray, dict]:
     return r.embed(TEXTS), r.describe()
 
 
-def _warnings(caplog) -> str:
-    return "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+def _warnings(said) -> str:
+    """The ``TwostageWarning``s a ``pytest.warns`` block recorded, one a line."""
+    return "\n".join(str(w.message) for w in said if issubclass(w.category, TwostageWarning))
 
 
 def _folder(cache: Path) -> Path:
@@ -87,21 +89,21 @@ def _folder(cache: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", ["model.onnx", "model.int8.onnx"])
-def test_a_damaged_export_is_named_moved_aside_and_made_again(models, cache, caplog, name):
+def test_a_damaged_export_is_named_moved_aside_and_made_again(models, cache, name):
     backend = "onnx-int8" if "int8" in name else "onnx"
     first, _ = _embed(models[0], backend)
     path = _folder(cache) / name
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a torn copy, a full disk, bit rot
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         again, info = _embed(models[0], backend)
-    assert f"ONNX cache file {path} does not match its recorded sha256" in _warnings(caplog)
+    assert f"ONNX cache file {path} does not match its recorded sha256" in _warnings(said)
     assert [p.name.split("-")[1] for p in (cache / "damaged").iterdir()] == [name]
     assert np.array_equal(again, first) and info["onnx_file"] == str(path)
     if backend == "onnx":
         assert np.abs(again - _expected(models[0])).max() <= 1e-5
 
 
-def test_another_models_export_is_not_used(models, cache, caplog):
+def test_another_models_export_is_not_used(models, cache):
     """Well-formed ONNX of another model, with or without its record: before, served silently (other scores)."""
     _embed(models[1])
     other = _folder(cache)
@@ -110,27 +112,25 @@ def test_another_models_export_is_not_used(models, cache, caplog):
     (mine,) = [p for p in cache.iterdir() if p not in (other, cache / "damaged")]
     assert np.abs(first - exact).max() <= 1e-5
     shutil.copy(other / "model.onnx", mine / "model.onnx")  # the file alone: its sha256 is not the recorded one
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         planted, _ = _embed(models[0])
-    assert f"{mine / 'model.onnx'} does not match its recorded sha256" in _warnings(caplog)
+    assert f"{mine / 'model.onnx'} does not match its recorded sha256" in _warnings(said)
     assert np.abs(planted - exact).max() <= 1e-5
     for n in ("model.onnx", "entry.json"):  # with its record: recorded for another model's key
         shutil.copy(other / n, mine / n)
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         copied, _ = _embed(models[0])
-    assert f"{mine / 'model.onnx'} is recorded for another model" in _warnings(caplog)
+    assert f"{mine / 'model.onnx'} is recorded for another model" in _warnings(said)
     assert np.abs(copied - exact).max() <= 1e-5
     (mine / "entry.json").unlink()  # an export of an older twostage: no record
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(TwostageWarning) as said:
         _embed(models[0])
-    assert f"{mine / 'model.onnx'} has no readable entry.json" in _warnings(caplog)
+    assert f"{mine / 'model.onnx'} has no readable entry.json" in _warnings(said)
     assert len(list((cache / "damaged").iterdir())) == 3
 
 
 @pytest.mark.parametrize("options", ["ro,size=64k", "size=4k"])
-def test_an_unwritable_cache_is_a_warning_and_the_run_goes_on(models, tmp_path, monkeypatch, caplog, options):
+def test_an_unwritable_cache_is_a_warning_and_the_run_goes_on(models, tmp_path, monkeypatch, options):
     disk = tmp_path / "disk"
     disk.mkdir()
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], capture_output=True, text=True)
@@ -138,10 +138,10 @@ def test_an_unwritable_cache_is_a_warning_and_the_run_goes_on(models, tmp_path, 
         pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): needs root")
     try:
         monkeypatch.setenv("TWOSTAGE_CACHE", str(disk))
-        with caplog.at_level(logging.WARNING):
+        with pytest.warns(TwostageWarning) as said:
             got, info = _embed(models[0])
         assert np.abs(got - _expected(models[0])).max() <= 1e-5
-        assert _warnings(caplog).count("cannot be written") == 1 and str(disk / "onnx") in _warnings(caplog)
+        assert _warnings(said).count("cannot be written") == 1 and str(disk / "onnx") in _warnings(said)
         assert info["onnx_file"].startswith("(exported for this run only")
         assert not [p for p in disk.rglob("*") if p.is_file()]  # no partial export left on the full disk
     finally:

@@ -46,6 +46,7 @@ class Experiment:
         cache_dir: str | os.PathLike | None = None,
         ray: str | None = None,
         workers: int | None = None,
+        trust_cache: bool = False,
     ) -> ExperimentResult:
         """Run every configuration into ``out``, reusing cached stages; the result's ``table`` is results.csv.
 
@@ -57,7 +58,11 @@ class Experiment:
             ray: a Ray address (``"local"``, ``"auto"``, ``host:port``, ``ray://host:port``): the missing
                 search, dense and rerank grid points run as Ray tasks on warm workers (same runs as without).
             workers: with ``ray``: how many workers (default 2).
+            trust_cache: read the stage, embedding and ONNX caches even when another user owns them or may write
+                to them (``toolkit.guard.store``; Ray workers open theirs untrusted).
         """
+        from toolkit.guard.store import trusting
+
         grid = None
         if ray is not None:
             from toolkit.experiments.distributed import RayGrid
@@ -68,9 +73,10 @@ class Experiment:
 
             raise ConfigError("workers= only applies with ray=")
         try:
-            return run_experiment(
-                self.path, Path(out), tuple(force), data_dir, StageCache(cache_dir), say=log.info, grid=grid
-            )
+            with trusting(trust_cache):
+                return run_experiment(
+                    self.path, Path(out), tuple(force), data_dir, StageCache(cache_dir), say=log.info, grid=grid
+                )
         finally:
             if grid is not None:
                 grid.close()
@@ -85,6 +91,7 @@ def experiment(
     cache_dir: str | os.PathLike | None = None,
     ray: str | None = None,
     workers: int | None = None,
+    trust_cache: bool = False,
 ) -> pd.DataFrame:
     """Run the experiment file ``path`` into ``out`` and return its results table (one row per configuration).
 
@@ -97,6 +104,10 @@ def experiment(
         ray: a Ray address: the missing search, dense and rerank grid points run as Ray tasks (see
             ``Experiment.run``).
         workers: with ``ray``: how many workers (default 2).
+        trust_cache: read caches another user owns or may write to (see ``Experiment.run``).
     """
     exp = Experiment.from_yaml(path)
-    return exp.run(out, force=force, data_dir=data_dir, cache_dir=cache_dir, ray=ray, workers=workers).table
+    run = exp.run(
+        out, force=force, data_dir=data_dir, cache_dir=cache_dir, ray=ray, workers=workers, trust_cache=trust_cache
+    )
+    return run.table

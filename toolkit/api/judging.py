@@ -124,6 +124,7 @@ def judge(
     query_ids: Iterable[str] | None = None,
     prompt: str | os.PathLike | None = None,
     cache: str | os.PathLike | bool = True,
+    trust_cache: bool = False,
     concurrency: int = 8,
     timeout: float = 60.0,
     retries: int = 4,
@@ -162,6 +163,8 @@ def judge(
         query_ids: judge only these queries.
         prompt: a template file (default: the shipped UMBRELA-style 0-3 template).
         cache: True (``$TWOSTAGE_CACHE/judgments``), a folder, or False (ask everything, store nothing).
+        trust_cache: read the cache even when another user owns its folder or file, or may write to them
+            (without it such a cache is not read nor written: one warning; ``toolkit.guard.store``).
         concurrency: ``openai``: requests in flight.
         timeout: ``openai``: the deadline of each request in seconds (connecting, sending and the whole answer).
         retries: ``openai``: retries of a failed request (timeouts, refused connections, 429, 5xx).
@@ -261,7 +264,7 @@ def judge(
         identity = {"judge": j.identity(), "prompt_sha256": template.sha256, "pairs": items_digest(items)}
     store = None
     if cache is not False:
-        store = JudgmentCache(default_folder() if cache is True else cache)
+        store = JudgmentCache(default_folder() if cache is True else cache, trust=trust_cache)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -301,7 +304,7 @@ def judge(
         "depth": depth,
         "selection": "calibration" if calibration else "holes-only" if holes_only else "top-depth",
         "human_qrels": {"path": human.path, "sha256": human.sha256} if human is not None else None,
-        "cache": str(store.path) if store is not None else None,
+        "cache": str(store.path) if store is not None and store.usable else None,
         "seconds": round(outcome.seconds, 3),
         "sharding": {"ray": ray, "shards": str(sharding.folder)} if sharding is not None else None,
         "max_failures": max_failures,
@@ -365,18 +368,13 @@ def merge_qrels(
     from toolkit.evaluation.qrels_origin import merge_qrels as merge
 
     about = None
-    if isinstance(judge, (str, os.PathLike)):  # the sidecar `twostage judge` wrote: which judge, calibrated?
-        import json
+    if isinstance(judge, (str, os.PathLike)) and os.path.isfile(judge):
+        from toolkit.data.sidecar import read_judge_meta
 
-        from toolkit.data.sidecar import meta_path
-
-        # the judge's own record: its "run" is the run that was judged, not this qrels file, so it is read as
-        # it is (a run sidecar's checksum check does not apply)
-        try:
-            meta = json.loads(meta_path(judge).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            meta = {}
-        if isinstance(meta, dict) and meta.get("kind") == "twostage judge":
+        # the sidecar `twostage judge` wrote (which judge, calibrated?), read only when the qrels checksum it
+        # records is this file's (its "run" is the run that was judged, not this qrels file)
+        meta = read_judge_meta(judge)
+        if meta is not None:
             about = {
                 "judge": {k: meta.get("judge", {}).get(k) for k in ("backend", "model")},
                 "prompt_sha256": meta.get("prompt", {}).get("sha256"),

@@ -504,10 +504,13 @@ def rerank_job(
     shards: str | os.PathLike | None = None,
     force: bool = False,
     progress: bool = False,
+    trust_cache: bool = False,
 ) -> tuple[Any, dict]:
     """``rerank`` with every option of ``twostage rerank``; returns the ``RerankResult`` (run, settings,
     seconds, queries, pairs, missing texts) and where the query texts came from (``topics``,
-    ``topics_resolved``)."""
+    ``topics_resolved``). ``trust_cache``: read the embedding and ONNX caches even when another user owns them
+    or may write to them (``toolkit.guard.store``)."""
+    from toolkit.guard.store import trusting
     from toolkit.models.profiling import phase
     from toolkit.reranking.backends import RerankerSpec
     from toolkit.reranking.job import rerank_run
@@ -515,20 +518,21 @@ def rerank_job(
     # a Ray address that does not answer fails first, before any input is read
     sharding = _sharding(ray, shards, workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries)
     try:  # what the job started is stopped, whatever fails
-        with phase("reading"):
-            cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
-        spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision)
-        if sharding is not None and backend == "torch":  # the workers' device, resolved here for the sidecar
-            spec = _on_device(spec, device, precision, sharding, gpus_per_worker)
-        spec = spec.resolved()
-        with phase("model load"):
-            reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
-        cache = _embedding_cache(spec, reranker, sharding, embedding_cache)
-        ids = _rerank_query_ids(query_ids, judged_only)
-        with phase("scoring"):
-            result = rerank_run(
-                first, queries, texts, reranker, depth, missing_text, ids, progress, tag, sharding, cache
-            )
+        with trusting(trust_cache):  # the caches opened by this job (embeddings, ONNX exports)
+            with phase("reading"):
+                cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
+            spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision)
+            if sharding is not None and backend == "torch":  # the workers' device, resolved here for the sidecar
+                spec = _on_device(spec, device, precision, sharding, gpus_per_worker)
+            spec = spec.resolved()
+            with phase("model load"):
+                reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
+            cache = _embedding_cache(spec, reranker, sharding, embedding_cache)
+            ids = _rerank_query_ids(query_ids, judged_only)
+            with phase("scoring"):
+                result = rerank_run(
+                    first, queries, texts, reranker, depth, missing_text, ids, progress, tag, sharding, cache
+                )
     finally:
         _shutdown(sharding)
     return result, _topics_source(topics, cand)
@@ -583,7 +587,8 @@ def rerank(
         progress: show a progress bar.
         **options: the other options of ``twostage rerank``: ``query_ids`` (only these queries),
             ``judged_only`` (qrels: only the queries they judge), ``embedding_cache`` (``True``: reuse
-            bi-encoder embeddings from ``$TWOSTAGE_CACHE/embeddings``, or a folder), ``force``,
+            bi-encoder embeddings from ``$TWOSTAGE_CACHE/embeddings``, or a folder), ``trust_cache`` (read the
+            embedding and ONNX caches even when another user owns them or may write to them), ``force``,
             ``cpus_per_worker``, ``shard_size``, ``max_retries``: see ``rerank_job``.
     """
     result, source = rerank_job(

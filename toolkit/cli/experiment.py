@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from toolkit.cli.options import writable_folder
+from toolkit.cli.options import TRUST_CACHE, writable_folder
 from toolkit.cli.ray_options import ray_options, sharding_from_options, shutdown_ray
 
 #: Configurations an experiment may have without --yes.
@@ -40,6 +40,7 @@ def experiment_group():
     help=f"Run a grid of more than {GRID_LIMIT:,} configurations (without it such a grid is refused, with its size "
     "and the disk it needs).",
 )
+@TRUST_CACHE
 @ray_options
 def run_command(
     experiment_file,
@@ -48,6 +49,7 @@ def run_command(
     cache_dir,
     data_dir,
     yes,
+    trust_cache,
     ray_address,
     workers,
     gpus_per_worker,
@@ -68,6 +70,7 @@ def run_command(
     """
     from toolkit.experiments.cache import StageCache
     from toolkit.experiments.results import run_experiment, table_text
+    from toolkit.guard.store import trusting
 
     if shard_size is not None:
         raise click.UsageError("--shard-size does not apply to experiment run: each grid point is one Ray task")
@@ -82,15 +85,16 @@ def run_command(
             from toolkit.experiments.distributed import RayGrid
 
             grid = RayGrid(sharding.executor)
-        result = run_experiment(
-            experiment_file,
-            out,
-            force=tuple(force),
-            data_dir=data_dir,
-            cache=StageCache(cache_dir),
-            say=lambda text: click.echo(f"twostage: {text}", err=True),
-            grid=grid,
-        )
+        with trusting(trust_cache):  # the stage cache, and the embedding and ONNX caches the stages open
+            result = run_experiment(
+                experiment_file,
+                out,
+                force=tuple(force),
+                data_dir=data_dir,
+                cache=StageCache(cache_dir),
+                say=lambda text: click.echo(f"twostage: {text}", err=True),
+                grid=grid,
+            )
     finally:
         if grid is not None:
             grid.close()

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from toolkit.cli.options import DEVICE, significance_options
+from toolkit.cli.options import DEVICE, TRUST_CACHE, significance_options
 from toolkit.cli.ray_options import ray_options, sharding_from_options
 from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES
 
@@ -91,6 +91,7 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
     help="Answer cache folder [default: $TWOSTAGE_CACHE/judgments]; a rerun asks only what it lacks.",
 )
 @click.option("--no-cache", is_flag=True, help="Ask everything; store nothing (an interrupted job then restarts).")
+@TRUST_CACHE
 @click.option(
     "--retry-unparsed",
     is_flag=True,
@@ -175,6 +176,7 @@ def judge_command(
     query_ids,
     cache_dir,
     no_cache,
+    trust_cache,
     retry_unparsed,
     concurrency,
     timeout,
@@ -257,6 +259,7 @@ def judge_command(
         "query_ids": list(query_ids) or None,
         "prompt": prompt_path,
         "cache": False if no_cache else (cache_dir or True),
+        "trust_cache": trust_cache,
         "concurrency": concurrency,
         "timeout": timeout,
         "max_response_bytes": max_response_bytes,

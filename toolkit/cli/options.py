@@ -8,7 +8,8 @@ and build with the same ``measures.build_settings``. Measure names are parsed by
 ``measures.parse_measures`` everywhere.
 
 The others: ``DATA_DIR`` (every command that reads a collection by name), ``DEVICE`` and
-``PRECISION`` (every command that runs a model), ``significance_options`` (``compare`` and
+``PRECISION`` (every command that runs a model), ``TRUST_CACHE`` (every command that reads a cache:
+``experiment run``, ``rerank``, ``judge``), ``significance_options`` (``compare`` and
 ``diagnose``) and ``trec_eval_option``. Choices come from the library's constants, so a new
 choice is added in one place.
 """
@@ -43,6 +44,17 @@ DEVICE = click.option(
     help="Where the model runs: auto (cuda when available, else cpu), cpu, cuda, cuda:N, mps. The same default "
     "for index, dense and rerank: a GPU is used where there is one (with --ray: when workers hold one); "
     "pass cpu for the same scores on every machine.",
+)
+
+#: ``--trust-cache``: read caches that another user owns or may write to (``toolkit.guard.store``), as
+#: ``trust_cache=True`` in the library.
+TRUST_CACHE = click.option(
+    "--trust-cache",
+    "trust_cache",
+    is_flag=True,
+    help="Read the caches (stage, embedding, ONNX, judgments) even when their folder or entries are owned by another "
+    "user or writable by group or others; without it such a cache is not read (a warning says which). Entries are "
+    "still checked against their key and checksum.",
 )
 
 PRECISION = click.option(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DEVICE, PRECISION, PROFILE, writable_file
+from toolkit.cli.options import DEVICE, PRECISION, PROFILE, TRUST_CACHE, writable_file
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.extras import require, require_command
 from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
@@ -120,6 +120,7 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
     help="Bi-encoders: reuse embeddings by (model, text hash) from this folder [$TWOSTAGE_CACHE/embeddings].",
 )
 @click.option("--no-embedding-cache", is_flag=True, help="Embed every passage, store nothing.")
+@TRUST_CACHE
 @ray_options
 @click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
 @click.option(
@@ -151,6 +152,7 @@ def rerank(
     precision,
     cache_dir,
     no_embedding_cache,
+    trust_cache,
     force,
     out,
     profile,
@@ -207,6 +209,7 @@ def rerank(
         shards=shards_dir(out),
         force=force,
         progress=not no_progress,
+        trust_cache=trust_cache,
     )
     with profiling.phase("writing"):
         settings = _write_outputs(result, out, tag, source)

@@ -7,16 +7,25 @@ its sidecar) or whose texts or topics file changed since is ignored with a warni
 no setting of another job (a depth of 20 for a depth-10 run) is used. A relative ``texts.path`` or
 ``topics`` is resolved against the sidecar's folder, not the current one. A sidecar that records no
 checksum (written by hand, for a reranker outside twostage) is used as it is: there is nothing to check.
+Each problem is one ``TwostageWarning`` (``twostage: warning: ignoring the sidecar ...`` in the CLI).
+
+The judge's sidecar, ``QRELS.meta.json`` (``twostage judge --out QRELS``: which judge, its prompt, its
+calibration), is read by ``read_judge_meta`` only when the sha256 it records for its qrels (``qrels.sha256``)
+is that of the qrels file beside it: a sidecar of another judging job (or one whose qrels were edited since)
+would attribute these labels to a judge, a prompt and a calibration that did not produce them. Such a sidecar,
+or one that records no checksum, is refused with a warning and the qrels are read as plain qrels.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from toolkit.notices import warn
+
+#: ``kind`` of the sidecar ``twostage judge`` writes beside its qrels.
+JUDGE_KIND = "twostage judge"
 
 
 def meta_path(run_path: str | os.PathLike) -> Path:
@@ -30,17 +39,56 @@ def read_meta(run_path: str | os.PathLike) -> dict | None:
     p = meta_path(run_path)
     if not p.exists():
         return None
-    try:
-        meta = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        log.warning("twostage: ignoring the unreadable sidecar %s (%s)", p, exc)
-        return None
-    if not isinstance(meta, dict):
-        log.warning("twostage: ignoring the sidecar %s: not a JSON object", p)
+    meta = _read_object(p)
+    if meta is None:
         return None
     meta, problem = _checked(meta, Path(run_path), p.parent)
     if problem:
-        log.warning("twostage: ignoring the sidecar %s: %s", p, problem)
+        warn(f"ignoring the sidecar {p}: {problem}")
+        return None
+    return meta
+
+
+def _read_object(p: Path) -> dict | None:
+    """The JSON object in ``p``; None, with a warning, when it is unreadable or not an object."""
+    try:
+        meta = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        warn(f"ignoring the unreadable sidecar {p} ({exc})")
+        return None
+    except RecursionError:
+        warn(f"ignoring the unreadable sidecar {p} (nested too deeply)")
+        return None
+    if not isinstance(meta, dict):
+        warn(f"ignoring the sidecar {p}: not a JSON object")
+        return None
+    return meta
+
+
+def read_judge_meta(qrels_path: str | os.PathLike) -> dict | None:
+    """The sidecar ``twostage judge`` wrote beside ``qrels_path`` when it still describes that file (its
+    recorded ``qrels.sha256`` is the file's); None when there is none or it is another kind of sidecar, and
+    None with a warning when it records another qrels checksum, or none (module docstring)."""
+    p = meta_path(qrels_path)
+    if not p.exists():
+        return None
+    meta = _read_object(p)
+    if meta is None or meta.get("kind") != JUDGE_KIND:
+        return None
+    recorded = meta.get("qrels")
+    sha = recorded.get("sha256") if isinstance(recorded, dict) else None
+    if not isinstance(sha, str) or not sha:
+        warn(
+            f"ignoring the judge's sidecar {p}: it records no checksum of its qrels, so nothing says they are {qrels_path}"
+        )
+        return None
+    actual = _sha256(Path(qrels_path))
+    if actual != sha:
+        warn(
+            f"ignoring the judge's sidecar {p}: it records the qrels sha256 {sha[:12]}..., but {qrels_path} has "
+            f"{actual[:12]}... (the sidecar of another judging job, or qrels edited since); its judge, prompt and "
+            "calibration are not attributed to these labels"
+        )
         return None
     return meta
 

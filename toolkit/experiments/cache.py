@@ -13,13 +13,16 @@ under, and ``run.trec`` must have the sha256 ``entry.json`` records. An entry th
 edited, copied under another key) is reported with a warning naming the file, moved aside into
 ``<cache>/damaged/`` and computed again. A cache that cannot be written (read-only, full, over quota) is
 a warning, and the experiment runs without it: the run is kept in a temporary folder instead.
+
+The folder is opened through the one cache store (``toolkit.guard.store``): a cache folder owned by another
+user or writable by group or others is neither read nor written (one warning; ``--trust-cache`` trusts it),
+and an entry (its folder, ``entry.json``, ``run.trec``) that is not the user's own and private is not read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import shutil
 import tempfile
@@ -29,8 +32,7 @@ from toolkit.data.records import Run
 from toolkit.data.trec_io import read_run, sha256_file, write_json, write_run
 from toolkit.errors import TwostageError
 from toolkit.guard.preflight import UNWRITABLE
-
-log = logging.getLogger(__name__)
+from toolkit.guard.store import Store, seal
 
 RUN_FILE = "run.trec"
 ENTRY_FILE = "entry.json"
@@ -53,10 +55,12 @@ def default_folder() -> Path:
 
 
 class StageCache:
-    """Runs by stage key in ``folder`` (default ``$TWOSTAGE_CACHE/stages``)."""
+    """Runs by stage key in ``folder`` (default ``$TWOSTAGE_CACHE/stages``); ``trust``: read it even when another
+    user owns it or may write to it (default: as ``toolkit.guard.store.trusting`` says)."""
 
-    def __init__(self, folder: str | os.PathLike | None = None):
+    def __init__(self, folder: str | os.PathLike | None = None, trust: bool | None = None):
         self.folder = Path(folder) if folder else default_folder()
+        self.store = Store(self.folder, "stage cache", trust)
         self._warned = False
 
     def path(self, key: str) -> Path:
@@ -66,9 +70,11 @@ class StageCache:
         """The cached run and its entry record, or None: nothing stored, or an entry that fails its check
         (reported, moved aside, so the caller computes it again)."""
         p = self.path(key)
-        if not p.exists():
+        if not self.store.usable or not p.exists():
             return None
         entry, run_file = p / ENTRY_FILE, p / RUN_FILE
+        if not self.store.readable(p.parent, p, entry, run_file):
+            return None
         try:
             record = json.loads(entry.read_text(encoding="utf-8"))
             problem = _entry_problem(record, key, run_file)
@@ -81,25 +87,24 @@ class StageCache:
 
     def _set_aside(self, entry: Path, problem: str) -> None:
         """Report a failed entry and move it out of the way (into ``damaged/``), so it is computed again."""
-        from toolkit.guard.writer import set_aside
-
-        where = set_aside(entry, self.folder)
-        log.warning("twostage: stage cache entry %s; it is %s and computed again", problem, where)
+        self.store.damaged(entry, problem, "computed again")
 
     def put(self, key: str, run: Run, record: dict, hits: int | None = None) -> tuple[Run, dict]:
         """Write the run and its record atomically (temporary folder, then one rename); returns the run as read
         back. A cache that takes no writes is a warning, and the run is read back from a temporary folder."""
         try:
-            return self._put(key, run, record, hits)
+            if self.store.usable:
+                return self._put(key, run, record, hits)
         except OSError as exc:
             if not unwritable(exc):
                 raise
             if not self._warned:
-                log.warning(
-                    "twostage: the stage cache %s cannot be written (%s); running without it (use --cache-dir to "
-                    "choose another folder)",
-                    self.folder,
-                    exc.strerror or exc,
+                from toolkit.errors import phrase
+                from toolkit.notices import warn
+
+                warn(
+                    f"the stage cache {self.folder} cannot be written ({exc.strerror or exc}); running without it "
+                    f"(use {phrase('cache_dir=', '--cache-dir')} to choose another folder)"
                 )
                 self._warned = True
         path = _scratch() / f"{key}.trec"  # the run as the cache would give it back, kept until exit
@@ -109,12 +114,13 @@ class StageCache:
 
     def _put(self, key: str, run: Run, record: dict, hits: int | None) -> tuple[Run, dict]:
         final = self.path(key)
-        final.parent.mkdir(parents=True, exist_ok=True)
+        self.store.make(final.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=final.parent))
         try:
             write_run(run, tmp / RUN_FILE, tag=run.tag or "twostage", depth=hits)
             record = record | {"key": key, "run_sha256": sha256_file(tmp / RUN_FILE)}
             write_json(tmp / ENTRY_FILE, record)
+            seal(tmp / RUN_FILE, tmp / ENTRY_FILE)
             if final.exists():  # a concurrent writer or a forced recompute: replace the whole entry
                 shutil.rmtree(final)
             os.replace(tmp, final)

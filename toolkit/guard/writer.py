@@ -326,21 +326,3 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-#: The folder inside a cache where damaged entries are moved aside.
-DAMAGED = "damaged"
-
-
-def set_aside(path: Path, cache_folder: Path, label: str | None = None) -> str:
-    """Move a damaged cache entry (file or folder) into ``cache_folder/damaged/`` under a unique name, so it is
-    computed again and can still be inspected; returns what happened, for the warning ("moved to ..." or
-    "left in place, could not be moved aside (why)")."""
-    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    target = Path(cache_folder) / DAMAGED / f"{label or Path(path).name}-{stamp}"
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
-    except OSError as exc:
-        return f"left in place, could not be moved aside ({exc.strerror or exc})"
-    return f"moved to {target}"

@@ -14,13 +14,17 @@ is verified whenever it is read. A part that fails (truncated, damaged, edited, 
 model's folder, or written before parts were checked) is reported with a warning naming the file, moved
 aside into ``damaged/`` and never used: its texts are embedded again. A cache folder that cannot be
 written (read-only, full, over quota) is a warning; the run goes on without storing vectors.
+
+The folder is opened through the one cache store (``toolkit.guard.store``): a namespace folder owned by another
+user or writable by group or others is neither read nor written (one warning; ``--trust-cache`` trusts it), and
+a part that is not the user's own and private is not read. Parts are checked once, when the cache is opened
+(one sha256 over each part's bytes, as fast as reading them); lookups are then dictionary reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import time
 import uuid
@@ -31,8 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.guard.preflight import UNWRITABLE
-
-log = logging.getLogger(__name__)
+from toolkit.guard.store import Store, seal
 
 KEY_BYTES = 16
 
@@ -59,9 +62,10 @@ def default_folder() -> Path:
 
 
 class EmbeddingCache:
-    """Vectors by text for one namespace; ``lookup`` finds what is there, ``add`` stores new ones."""
+    """Vectors by text for one namespace; ``lookup`` finds what is there, ``add`` stores new ones. ``trust``: read
+    the folder even when another user owns it or may write to it (default: ``toolkit.guard.store.trusting``)."""
 
-    def __init__(self, folder: str | os.PathLike, namespace: dict):
+    def __init__(self, folder: str | os.PathLike, namespace: dict, trust: bool | None = None):
         self.namespace = json.loads(json.dumps(namespace, sort_keys=True, default=str))
         self._digest = hashlib.sha256(json.dumps(self.namespace, sort_keys=True).encode()).hexdigest()
         self.folder = Path(folder) / self._digest[:24]
@@ -70,11 +74,32 @@ class EmbeddingCache:
         self.hits = 0
         self.misses = 0
         self.added = 0
-        self.set_aside: list[str] = []
-        self.writable = True
-        if self.folder.is_dir():
+        self.store = Store(self.folder, "embedding cache", trust)
+        self.set_aside = self.store.set_aside
+        self.writable = self.store.usable
+        if self.store.usable and self.folder.is_dir():
+            self._check_namespace()
             for p in sorted(self.folder.glob("part-*.npz")):
-                self._load(p)
+                if self.store.readable(p):
+                    self._load(p)
+
+    def _check_namespace(self) -> None:
+        """``namespace.json`` (the folder's index: what its vectors are of) must say this namespace; a damaged or
+        foreign one is set aside (and written again with the next part)."""
+        p = self.folder / "namespace.json"
+        if not p.exists() or not self.store.readable(p):
+            return
+        try:
+            recorded = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            recorded = None
+        if recorded != self.namespace:
+            self.store.damaged(
+                p,
+                "is damaged or describes another namespace than its folder's",
+                "written again (the parts are checked on their own)",
+                noun="index",
+            )
 
     def _check(self, keys: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         """The part's checksum: sha256 over this namespace, then the keys' and the vectors' shapes and bytes."""
@@ -110,13 +135,7 @@ class EmbeddingCache:
         return None
 
     def _set_aside(self, p: Path, problem: str) -> None:
-        from toolkit.guard.writer import set_aside
-
-        where = set_aside(p, self.folder)
-        log.warning(
-            "twostage: embedding cache part %s %s; not used (%s), its texts are embedded again", p, problem, where
-        )
-        self.set_aside.append(str(p))
+        self.store.damaged(p, f"{p} {problem}", "its texts are embedded again", noun="part")
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -145,11 +164,13 @@ class EmbeddingCache:
                 if exc.errno not in UNWRITABLE:
                     raise
                 self.writable = False
-                log.warning(
-                    "twostage: the embedding cache %s cannot be written (%s); going on without storing vectors "
-                    "(--embedding-cache chooses another folder, --no-embedding-cache turns it off)",
-                    self.folder,
-                    exc.strerror or exc,
+                from toolkit.errors import phrase
+                from toolkit.notices import warn
+
+                warn(
+                    f"the embedding cache {self.folder} cannot be written ({exc.strerror or exc}); going on without "
+                    f"storing vectors ({phrase('embedding_cache=FOLDER', '--embedding-cache')} chooses another "
+                    f"folder, {phrase('embedding_cache=False', '--no-embedding-cache')} turns it off)"
                 )
         part = len(self._parts)  # served for the rest of this run either way
         self._parts.append(vecs)
@@ -160,12 +181,14 @@ class EmbeddingCache:
     def _write_part(self, keys_arr: np.ndarray, vecs: np.ndarray) -> None:
         from toolkit.data.trec_io import atomic_write, write_json
 
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.store.make()
         if not (self.folder / "namespace.json").exists():
             write_json(self.folder / "namespace.json", self.namespace)
+            seal(self.folder / "namespace.json")
         name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npz"
         with atomic_write(self.folder / name, "wb") as fh:
             np.savez(fh, keys=keys_arr, vectors=vecs, check=self._check(keys_arr, vecs))
+        seal(self.folder / name)
 
     def describe(self) -> dict:
         return {

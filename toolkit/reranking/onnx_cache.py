@@ -11,12 +11,16 @@ so a file that is not the export of this model would give other scores without a
 
 A cache that cannot be written (read-only, full, over quota, no permission) is one warning; the model is
 exported into a temporary folder for this run, which is removed once ONNX Runtime has loaded it.
+
+The folder is opened through the one cache store (``toolkit.guard.store``): an ``onnx`` folder owned by another
+user or writable by group or others is neither read nor written (one warning; ``--trust-cache`` trusts it, the
+model is exported for this run only otherwise), and a model folder, ``entry.json`` or ONNX file that is not the
+user's own and private is not read (the model is exported again).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import tempfile
@@ -24,9 +28,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from toolkit.guard.preflight import UNWRITABLE
+from toolkit.guard.store import Store, seal
 from toolkit.models import read_json_object
-
-log = logging.getLogger(__name__)
 
 ENTRY = "entry.json"
 
@@ -54,18 +57,16 @@ def _problem(folder: Path, key: str, name: str) -> str | None:
     return None
 
 
-def _verified(root: Path, folder: Path, key: str, name: str) -> Path | None:
-    """``folder/name`` when it is there and passes its check; else None (a failed file reported, moved aside)."""
+def _verified(store: Store, folder: Path, key: str, name: str) -> Path | None:
+    """``folder/name`` when it is there, the user's own and passes its check; else None (a failed file reported,
+    moved aside; a foreign one reported and left)."""
     path = folder / name
-    if not path.is_file():
+    if not path.is_file() or not store.readable(folder, folder / ENTRY, path):
         return None
     problem = _problem(folder, key, name)
     if problem is None:
         return path
-    from toolkit.guard.writer import set_aside
-
-    where = set_aside(path, root, f"{folder.name}-{name}")
-    log.warning("twostage: ONNX cache file %s %s; not used (%s), exporting the model again", path, problem, where)
+    store.damaged(path, f"{path} {problem}", "the model is exported again", f"{folder.name}-{name}", noun="file")
     return None
 
 
@@ -76,23 +77,28 @@ def _record(folder: Path, key: str, names: list[str], opset: int) -> None:
     files = dict(entry["files"]) if entry and entry.get("key") == key and isinstance(entry.get("files"), dict) else {}
     files |= {n: sha256_file(folder / n) for n in names}
     write_json(folder / ENTRY, {"key": key, "opset": opset, "files": files})
+    seal(folder / ENTRY, *(folder / n for n in names))
 
 
-def _make(model_dir: Path, folder: Path, root: Path, key: str, quantize: bool, steps: tuple, opset: int) -> Path:
+def _make(model_dir: Path, folder: Path, store: Store, key: str, quantize: bool, steps: tuple, opset: int) -> Path:
     """The export (and int8 copy) in ``folder``, verified ones reused; each new file recorded. A verified int8
     copy is used without reading the fp32 export it was made from (hashing it would cost a start-up a full read)."""
     export, quantize_to = steps
-    folder.mkdir(parents=True, exist_ok=True)
-    if quantize and (int8 := _verified(root, folder, key, INT8)) is not None:
+    store.make(folder)
+    if quantize and (int8 := _verified(store, folder, key, INT8)) is not None:
         return int8
-    fp32 = _verified(root, folder, key, FP32)
+    fp32 = _verified(store, folder, key, FP32)
     if fp32 is None:
         fp32 = folder / FP32
+        if fp32.is_symlink() or fp32.exists():  # one not read (another user's): replaced, not written through
+            fp32.unlink()
         export(model_dir, folder, fp32)
         _record(folder, key, [FP32], opset)
     if not quantize:
         return fp32
     int8 = folder / INT8
+    if int8.is_symlink() or int8.exists():
+        int8.unlink()
     quantize_to(fp32, int8, folder)
     _record(folder, key, [INT8], opset)
     return int8
@@ -106,32 +112,36 @@ def cached_onnx(
     export: Export,
     quantize_to: Quantize,
     opset: int,
+    trust: bool | None = None,
 ) -> Iterator[tuple[Path, bool]]:
     """(the ONNX file of ``model_dir``, whether it is cached) for the block: from ``root`` when its files pass
     their check, else exported (and quantised) there; in a temporary folder, removed after the block, when
-    ``root`` cannot be written."""
+    ``root`` cannot be written or is not trusted (``trust``: as ``toolkit.guard.store.trusted``)."""
     from toolkit.jobs.embed_cache import model_fingerprint
 
     model_dir, root = Path(model_dir), Path(root)
     key = model_fingerprint(str(model_dir))
     found: Path | None = None
+    store = Store(root, "ONNX cache", trust)
     try:
-        found = _make(model_dir, root / key[:24], root, key, quantize, (export, quantize_to), opset)
+        if store.usable:
+            found = _make(model_dir, root / key[:24], store, key, quantize, (export, quantize_to), opset)
     except OSError as exc:
         if exc.errno not in UNWRITABLE:
             raise
-        log.warning(
-            "twostage: the ONNX cache %s cannot be written (%s); exporting the model for this run only "
-            "(set TWOSTAGE_CACHE to a folder you can write to keep the export)",
-            root,
-            exc.strerror or exc,
+        from toolkit.notices import warn
+
+        warn(
+            f"the ONNX cache {root} cannot be written ({exc.strerror or exc}); exporting the model for this run "
+            "only (set TWOSTAGE_CACHE to a folder you can write to keep the export)"
         )
     if found is not None:
         yield found, True
         return
     tmp = Path(tempfile.mkdtemp(prefix="twostage-onnx-"))
     try:
-        yield _make(model_dir, tmp / key[:24], tmp, key, quantize, (export, quantize_to), opset), False
+        scratch = Store(tmp, "ONNX cache", trust=True)
+        yield _make(model_dir, tmp / key[:24], scratch, key, quantize, (export, quantize_to), opset), False
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
