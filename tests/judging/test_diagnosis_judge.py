@@ -57,7 +57,15 @@ def inputs(tmp_path):
 
 
 def _sidecar(judge, calibration):
-    meta = {"kind": "twostage judge", "judge": {"backend": "openai", "model": MODEL}, "prompt": {"sha256": "abc123"}}
+    import hashlib
+
+    meta = {
+        "kind": "twostage judge",
+        "judge": {"backend": "openai", "model": MODEL},
+        "prompt": {"sha256": "abc123"},
+        # the sidecar describes the file beside it only when it records that file's checksum
+        "qrels": {"path": judge.name, "sha256": hashlib.sha256(judge.read_bytes()).hexdigest()},
+    }
     if calibration is not None:
         meta["calibration"] = calibration
     (judge.parent / (judge.name + ".meta.json")).write_text(json.dumps(meta))
