@@ -17,7 +17,10 @@ a listed file changed since: its sha256 differs) is foreign, and the write is re
 computed into it, with a ``ConfigError`` naming the folder and the first foreign entry. A folder with no
 manifest (written before manifests existed) is taken over only when it is empty or holds nothing but names
 such a set writes. The check is made before the set is written, again just before the swap, and once more on
-the swapped-out set (a file added in between is swapped back, never removed).
+the swapped-out set (a file added in between is swapped back, never removed). The manifest also records each
+file's ``os.stat`` (size, inode, modification and change time): a file whose stat is unchanged is not read
+again to compare its sha256 (its change time moves on every write and cannot be set back by a user), so a
+large set (an index: ``toolkit.retrieval.indexing``, which hands its sha256s over in ``known``) is read once.
 
 Where. ``target`` is resolved first (``--out .``, ``--out "$PWD"``, relative parts, symbolic links): a link
 is followed and the set is written into the folder it points at; the link stays. The current folder, or a
