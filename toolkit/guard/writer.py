@@ -17,7 +17,10 @@ a listed file changed since: its sha256 differs) is foreign, and the write is re
 computed into it, with a ``ConfigError`` naming the folder and the first foreign entry. A folder with no
 manifest (written before manifests existed) is taken over only when it is empty or holds nothing but names
 such a set writes. The check is made before the set is written, again just before the swap, and once more on
-the swapped-out set (a file added in between is swapped back, never removed).
+the swapped-out set (a file added in between is swapped back, never removed). The manifest also records each
+file's ``os.stat`` (size, inode, modification and change time): a file whose stat is unchanged is not read
+again to compare its sha256 (its change time moves on every write and cannot be set back by a user), so a
+large set (an index: ``toolkit.retrieval.indexing``, which hands its sha256s over in ``known``) is read once.
 
 Where. ``target`` is resolved first (``--out .``, ``--out "$PWD"``, relative parts, symbolic links): a link
 is followed and the set is written into the folder it points at; the link stays. The current folder, or a
@@ -26,13 +29,15 @@ folder holding it, is refused (the swap would pull it from under the shell).
 Temporary folders are named ``.NAME.twostage-new-XXXXXXXX.tmp`` beside ``target`` and locked (``flock``) while
 a writer uses them; they are removed on failure. One left by a kill is removed by the next write into the same
 folder when it is older than a day, not locked, and owned by this user (older twostage versions named them
-``.NAME.XXXXXXXX.tmp``: those are removed only when they hold a manifest). Nothing else there is touched.
+``.NAME.XXXXXXXX.tmp``: those are removed only when they hold a manifest; their index builds
+``.NAME.buildingPID``: only when no process PID runs). Nothing else there is touched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import json
 import logging
 import os
@@ -53,6 +58,9 @@ MARKER = ".twostage-output.json"
 TEMP = re.compile(r"^\..+\.twostage-(?:new|old)-[a-z0-9_]{8}\.tmp$")
 #: The temporary folders of earlier versions, removed only when they hold a manifest.
 OLD_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+#: The build folders of earlier versions' index builds (``.NAME.buildingPID``), removed only when their process
+#: is gone.
+OLD_BUILD = re.compile(r"^\..+\.building(\d+)$")
 #: A temporary folder untouched this long (and not locked) was left by a kill.
 STALE_SECONDS = 24 * 3600
 
@@ -82,7 +90,9 @@ def first_foreign(
     and with the reason where it is not plain; None when ``folder`` is absent or may be replaced whole.
 
     Entries are visited breadth-first in name order, so a top-level ``.env`` is named before a nested file.
-    ``checksums=False`` skips comparing the listed files' sha256 (the check made on a set just swapped out).
+    ``names`` (of a folder without a manifest) may be glob patterns (``segments_*``). ``checksums=False`` skips
+    comparing the listed files' sha256 (the check made on a set just swapped out); a file whose ``os.stat`` is
+    the one the manifest recorded for it (size, inode, modification and change time) is not read again.
     """
     folder = Path(folder)
     if not os.path.lexists(folder):
@@ -91,9 +101,9 @@ def first_foreign(
         return f"'{folder.name}' (not a folder)"
     marker = folder / MARKER
     if not os.path.lexists(marker):
-        allowed = set(names)
+        patterns = tuple(names)
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if entry.name not in allowed or entry.is_symlink():
+            if not any(fnmatch.fnmatchcase(entry.name, p) for p in patterns) or entry.is_symlink():
                 return repr(entry.name) + (" (a symbolic link)" if entry.is_symlink() else "")
         return None
     manifest = _read_manifest(marker)
@@ -121,11 +131,21 @@ def first_foreign(
     if checksums:
         from toolkit.data.trec_io import sha256_file
 
+        stats = manifest.get("stats") if isinstance(manifest.get("stats"), dict) else {}
         for rel, sha in sorted(files.items()):
             path = folder / rel
-            if path.is_file() and sha256_file(path) != sha:
+            if not path.is_file() or stats.get(rel) == _stat(path):
+                continue  # unchanged since hashed: a change time cannot be set back
+            if sha256_file(path) != sha:
                 return f"'{rel}' (changed since twostage wrote it: its sha256 differs from the manifest's)"
     return None
+
+
+def _stat(path: Path) -> list[int]:
+    """What ``os.stat`` says of a file that changes when it is written or replaced (the change time is set by
+    the system on every write, rename into place or ``touch``, and cannot be set back by a user)."""
+    st = path.stat()
+    return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def _parents(rel: str) -> list[str]:
@@ -190,12 +210,15 @@ def _exchange(a: Path, b: Path) -> bool:
     return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
-def _manifest(folder: Path, kind: str, run_id: str) -> dict:
+def _manifest(folder: Path, kind: str, run_id: str, known: dict[str, str] | None = None) -> dict:
     """What the set in ``folder`` holds: every file but the top-level marker (nested sets' markers included),
-    with its sha256, and every folder."""
+    with its sha256 (from ``known`` where the writer of the set hashed it already) and its ``os.stat``
+    (``_stat``), and every folder."""
     from toolkit.data.trec_io import sha256_file
 
+    known = known or {}
     files: dict[str, str] = {}
+    stats: dict[str, list[int]] = {}
     folders: list[str] = []
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder).as_posix()
@@ -204,23 +227,29 @@ def _manifest(folder: Path, kind: str, run_id: str) -> dict:
         if p.is_dir():
             folders.append(rel)
         elif p.is_file():
-            files[rel] = sha256_file(p)
+            files[rel] = known.get(rel) or sha256_file(p)
+            stats[rel] = _stat(p)
     return {
         "kind": kind,
         "id": run_id,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "files": files,
         "folders": folders,
+        "stats": stats,
     }
 
 
 @contextlib.contextmanager
-def result_folder(target: str | os.PathLike, kind: str, names: Iterable[str] = ()) -> Iterator[Path]:
+def result_folder(
+    target: str | os.PathLike, kind: str, names: Iterable[str] = (), known: dict[str, str] | None = None
+) -> Iterator[Path]:
     """A temporary folder to write a result set into; it replaces ``target`` in one rename when the block ends.
 
-    ``kind`` names the set (``diagnosis``, ``comparison``, ``experiment``, ``reproduction``); ``names`` are the
-    top-level names such a set writes, so a set written before manifests existed may be taken over. ``target``
-    is resolved first (``check_target``): a symbolic link is followed, the link stays.
+    ``kind`` names the set (``diagnosis``, ``comparison``, ``experiment``, ``reproduction``, ``lucene-index``,
+    ``dense-index``); ``names`` are the top-level names (or glob patterns) such a set writes, so a set written
+    before manifests existed may be taken over. ``target`` is resolved first (``check_target``): a symbolic
+    link is followed, the link stays. ``known`` maps relative file names to the sha256 the block computed
+    already (a large index is hashed once); the block may fill it in, and the other files are hashed here.
 
     Raises:
         ConfigError: ``target`` holds an entry twostage did not write, or is the current folder (before
@@ -241,7 +270,7 @@ def result_folder(target: str | os.PathLike, kind: str, names: Iterable[str] = (
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder the usual permissions
         run_id = uuid.uuid4().hex
         yield tmp
-        write_json(tmp / MARKER, _manifest(tmp, kind, run_id))
+        write_json(tmp / MARKER, _manifest(tmp, kind, run_id, known))
         _install(tmp, target, kind, names)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # the failed set, or after a swap the previous one
@@ -291,7 +320,8 @@ def remove_stale(parent: str | os.PathLike) -> list[Path]:
     now = time.time()
     for entry in entries:
         current = TEMP.match(entry.name)
-        if not current and not OLD_TEMP.match(entry.name):
+        build = OLD_BUILD.match(entry.name)
+        if not current and not build and not OLD_TEMP.match(entry.name):
             continue
         try:
             st = entry.stat(follow_symlinks=False)
@@ -300,7 +330,9 @@ def remove_stale(parent: str | os.PathLike) -> list[Path]:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_SECONDS:
             continue
         path = Path(entry.path)
-        if not current and not (path / MARKER).is_file():
+        if build and _running(int(build.group(1))):
+            continue  # an earlier version's index build whose process may still be at work
+        if not current and not build and not (path / MARKER).is_file():
             continue  # an earlier version's name without its manifest: it may be anyone's
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -320,6 +352,16 @@ def remove_stale(parent: str | os.PathLike) -> list[Path]:
         finally:
             os.close(fd)
     return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True  # another user's process (EPERM), or a pid the system cannot name: leave it be
+    return True
 
 
 def _umask() -> int:

@@ -3,8 +3,15 @@
 Each index folder holds ``index.meta.json``: what it was built from (input
 files with sha256), with which settings and versions, and a ``key`` that hashes
 inputs and settings together. Building again with the same key reuses the
-folder; a different key rebuilds it (into a temporary folder first, renamed
-into place only when complete, so an interrupted build never looks finished).
+folder; a different key rebuilds it.
+
+A build is written through the one writer of output folders (``toolkit.guard.writer.result_folder``, kind
+``index``): into a temporary folder beside ``--out``, put in place in one rename only when complete (an
+interrupted build never looks finished), with the writer's manifest ``.twostage-output.json`` listing every
+file's sha256. An existing folder is replaced only when all it holds is what the previous build wrote (or, for
+an index built before manifests existed, only index files: ``INDEX_NAMES``); anything else in it (a ``.git/``,
+a ``.env``) refuses the build before any work, naming it. Each file is read once: the pass that computes the
+index's checksum (``index_sha256``) gives the manifest its files' sha256 too.
 """
 
 from __future__ import annotations
@@ -15,7 +22,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -27,11 +33,17 @@ from toolkit.data.corpus import Corpus
 from toolkit.errors import ConfigError, TwostageError
 from toolkit.extras import require
 from toolkit.guard.preflight import build_lock, native_fs_errno
+from toolkit.guard.writer import check_target, result_folder
 from toolkit.retrieval.dense_space import as_output_error, check_dense_room, encoder_dim
 
 log = logging.getLogger(__name__)
 
 META = "index.meta.json"
+#: The writer's kind of an index folder (Lucene or dense: either may replace the other's folder).
+INDEX_KIND = "index"
+#: The top-level names an index folder written before manifests existed may hold (glob patterns): Lucene's
+#: segment files, Anserini's log, a dense index's ``index`` and ``docid``, and the metadata.
+INDEX_NAMES = (META, "indexing.log", "segments_*", "_*", "write.lock", "index", "docid")
 
 
 @dataclass(frozen=True)
@@ -69,9 +81,36 @@ def _key(inputs: list[dict], settings: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _not_index_file(path: Path) -> bool:
+    """Our own metadata, the writer's manifest and locks: not part of an index's checksum."""
+    from toolkit.guard.writer import MARKER
+
+    return path.name in (META, "write.lock", MARKER)
+
+
 def folder_sha256(folder: Path) -> str:
-    """sha256 over the index files (name, then bytes), excluding our own metadata and locks."""
-    return trec_io.folder_sha256(folder, skip=lambda p: p.name in (META, "write.lock"))
+    """sha256 over the index files (name, then bytes), excluding our own metadata, manifest and locks."""
+    return trec_io.folder_sha256(folder, skip=_not_index_file)
+
+
+def _hash_index(folder: Path, files: dict[str, str]) -> str:
+    """``folder_sha256(folder)``, and each file's own sha256 into ``files`` (relative name -> sha256, for the
+    writer's manifest), reading each file once."""
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file() or p.is_symlink():
+            continue
+        own = hashlib.sha256()
+        index_file = not _not_index_file(p)
+        if index_file:
+            h.update(str(p.relative_to(folder)).encode() + b"\0")
+        with open(p, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                own.update(chunk)
+                if index_file:
+                    h.update(chunk)
+        files[p.relative_to(folder).as_posix()] = own.hexdigest()
+    return h.hexdigest()
 
 
 def index_checksum(index: str | os.PathLike) -> str:
@@ -97,14 +136,22 @@ def index_checksum(index: str | os.PathLike) -> str:
             _CHECKSUMS[signature] = known
             return known
     sha = folder_sha256(folder)
+    _remember(signature, sha)
+    return sha
+
+
+def _remember(signature: str, sha: str) -> None:
+    """``sha`` as the checksum of the index files whose stat signature is ``signature`` (``index_checksum``)."""
+    from toolkit.data.catalog import cache_dir
+
     _CHECKSUMS[signature] = sha
+    memo = cache_dir() / "checksums" / f"index-{signature}"
     try:  # a memo only: a cache that cannot be written costs the hash next time, nothing else
         memo.parent.mkdir(parents=True, exist_ok=True)
         with trec_io.atomic_write(memo) as fh:
             fh.write(sha + "\n")
     except OSError as exc:
         log.debug("twostage: index checksum not remembered in %s (%s)", memo, exc)
-    return sha
 
 
 _CHECKSUMS: dict[str, str] = {}
@@ -115,7 +162,7 @@ def _stat_signature(folder: Path) -> str:
     size, device, inode, modification and change time in ns. The change time cannot be set back by a user."""
     h = hashlib.sha256()
     for p in sorted(folder.rglob("*")):
-        if not p.is_file() or p.name in (META, "write.lock"):
+        if not p.is_file() or _not_index_file(p):
             continue
         st = p.stat()
         rel = p.relative_to(folder).as_posix()
@@ -134,19 +181,15 @@ def _reusable(out: Path, key: str) -> dict | None:
     return None
 
 
-def _finish(tmp: Path, out: Path, meta: dict) -> None:
+def _finish(tmp: Path, meta: dict, known: dict[str, str]) -> None:
+    """Complete the index built in ``tmp`` (the writer's temporary folder): its checksum and each file's
+    sha256 (into ``known``, for the writer's manifest) in one pass, then ``index.meta.json``."""
     from toolkit.data.trec_io import write_json
 
-    meta["index_sha256"] = index_checksum(tmp)  # remembered by the files' stats, which the rename keeps
+    meta["index_sha256"] = _hash_index(tmp, known)
+    _remember(_stat_signature(tmp), meta["index_sha256"])  # by the files' stats, which the rename keeps
     meta["complete"] = True
     write_json(tmp / META, meta)
-    if out.exists():
-        if not (out / META).exists() and any(out.iterdir()):
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise ConfigError(f"{out} exists and is not a twostage index; choose another --out or remove it")
-        shutil.rmtree(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, out)
 
 
 def _versions() -> dict:
@@ -200,26 +243,23 @@ def build_lucene_index(
         log.debug("twostage: reusing %s (same inputs and settings, key %s)", out, key[:12])
         return IndexInfo(out, "lucene", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
 
-    with build_lock(out, "Lucene index"):  # one build per folder at a time; a second process is refused
-        if not force and (meta := _reusable(out, key)):  # built by the process that held the lock
+    target = check_target(out, INDEX_KIND, INDEX_NAMES)  # resolved; a folder holding foreign entries: refused now
+    with build_lock(target, "Lucene index"):  # one build per folder at a time; a second process is refused
+        if not force and (meta := _reusable(target, key)):  # built by the process that held the lock
             return IndexInfo(out, "lucene", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
         java = find_java()
-        tmp = out.with_name(f".{out.name}.building{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            tmp.mkdir(parents=True)
+        known: dict[str, str] = {}
+        # a failed build leaves no partial folder (on a full disk, its files are the space): the writer removes it
+        with result_folder(target, INDEX_KIND, INDEX_NAMES, known) as tmp:
             cmd = _index_command(java, corpus, tmp / "lucene", threads, positions, docvectors, raw)
-            counters = _run_indexer(cmd, tmp / "indexing.log", progress, out)
+            counters = _run_indexer(cmd, tmp / "indexing.log", progress, target)
             documents = counters["indexed"]
-            _warn_not_indexed(counters, out)
+            _warn_not_indexed(counters, target)
             _lift_lucene_files(tmp)
             meta = _lucene_meta(corpus, key, inputs, settings, threads, counters, cmd, java)
             meta["seconds"] = round(time.perf_counter() - started, 3)
-            _finish(tmp, out, meta)
-        except BaseException:  # a failed build leaves no partial folder (on a full disk, its files are the space)
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(out))
+            _finish(tmp, meta, known)
+        return IndexInfo(out, "lucene", False, documents, time.perf_counter() - started, read_meta(target))
 
 
 def _lucene_meta(
@@ -538,8 +578,9 @@ def build_dense_index(
         log.debug("twostage: reusing %s (same inputs and encoder, key %s)", out, key[:12])
         return IndexInfo(out, "dense", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
 
-    with build_lock(out, "dense index"):  # one build per folder at a time; a second process is refused
-        if not force and (meta := _reusable(out, key)):  # built by the process that held the lock
+    target = check_target(out, INDEX_KIND, INDEX_NAMES)  # resolved; foreign entries refused before encoding
+    with build_lock(target, "dense index"):  # one build per folder at a time; a second process is refused
+        if not force and (meta := _reusable(target, key)):  # built by the process that held the lock
             return IndexInfo(out, "dense", True, int(meta.get("documents", 0)), time.perf_counter() - started, meta)
         total = count_docs(corpus)
         if limit is not None and total is not None:
@@ -547,7 +588,7 @@ def build_dense_index(
         faiss = _faiss()  # before encoding: a missing faiss fails at once, not after hours of encoding
         # and a folder that takes no writes, or has no room for the index (and its shards), too
         shards = sharding.folder if sharding is not None else None
-        check_dense_room(out, total, encoder_dim(resolve_encoder(settings.model)), hnsw, hnsw_m, shards)
+        check_dense_room(target, total, encoder_dim(resolve_encoder(settings.model)), hnsw, hnsw_m, shards)
         enc_started = time.perf_counter()
         job: dict | None = None
         if sharding is not None:
@@ -558,22 +599,21 @@ def build_dense_index(
         if not ids:
             raise ConfigError(f"corpus {corpus.name} has no documents to encode")
         dim = int(vectors.shape[1])
-        tmp = out.with_name(f".{out.name}.building{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            tmp.mkdir(parents=True)
-            _write_faiss(faiss, tmp, ids, vectors, hnsw, hnsw_m, ef_construction)
-            execution = job or {"engine": "in-process"}
-            meta = _dense_meta(corpus, key, inputs, desc, ids, dim, settings, threads, encode_seconds, execution)
-            meta["seconds"] = round(time.perf_counter() - started, 3)
-            _finish(tmp, out, meta)
-        except BaseException as exc:  # no partial folder; a full or read-only disk names the index, not its file
-            shutil.rmtree(tmp, ignore_errors=True)
-            said = as_output_error(exc, out, tmp)
+        known: dict[str, str] = {}
+        building = target  # the writer's temporary folder, once made
+        try:  # no partial folder (the writer removes it); a full or read-only disk names the index, not its file
+            with result_folder(target, INDEX_KIND, INDEX_NAMES, known) as building:
+                _write_faiss(faiss, building, ids, vectors, hnsw, hnsw_m, ef_construction)
+                execution = job or {"engine": "in-process"}
+                meta = _dense_meta(corpus, key, inputs, desc, ids, dim, settings, threads, encode_seconds, execution)
+                meta["seconds"] = round(time.perf_counter() - started, 3)
+                _finish(building, meta, known)
+        except BaseException as exc:
+            said = as_output_error(exc, target, building)
             if said is None:
                 raise
             raise said from exc
-        return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(out))
+        return IndexInfo(out, "dense", False, len(ids), time.perf_counter() - started, read_meta(target))
 
 
 def _encode_here(
