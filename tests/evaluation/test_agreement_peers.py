@@ -204,6 +204,9 @@ def test_judgment_groups_krippendorff_over_every_group(shared_data):
     e = np.outer(o.sum(axis=1), o.sum(axis=0)) / o.sum()
     w = (values[:, None] - values[None, :]) ** 2  # the labels' values (a 6 but no 5 in this file)
     assert got.pairs[0].kappa_quadratic == pytest.approx(1 - (w * o).sum() / (w * e).sum(), abs=1e-12)
+    # the numbers docs/agreement.md shows for this file
+    assert f"{got.pairs[0].kappa_quadratic:.4f}" == "0.8527" and f"{got.krippendorff_alpha:.4f}" == "0.9151"
+    assert f"{got.krippendorff_alpha_all:.4f}" == "0.9360" and got.documents_pairable == 3377
     doc = got.to_dict()
     assert doc["krippendorff_alpha_all"] == pytest.approx(got.krippendorff_alpha_all)
     assert doc["documents_pairable"] == got.documents_pairable

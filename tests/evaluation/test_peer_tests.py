@@ -271,3 +271,22 @@ def test_cli_refuses_unknown_test_and_correction(dl19, cli):
     assert bad.exit_code == 2 and "wilcoxon" in bad.output and "sign" in bad.output
     bad = cli("compare", "--qrels", qrels, a, b, "--correction", "fdr_tsbh")
     assert bad.exit_code == 2 and "holm-sidak" in bad.output and "fdr_by" in bad.output
+
+
+def test_the_numbers_docs_compare_shows(dl19):
+    """docs/compare.md: DL19 nDCG@10, TAS-B vs BM25, p_wilcoxon 6.0e-06 and p_sign 1.7e-04 (W/T/L 34/0/9)."""
+    _, _, per = dl19
+    d = (per["tasb"] - per["bm25"]).to_numpy()
+    assert (int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum())) == (34, 0, 9)
+    assert f"{wilcoxon_test(per['bm25'].to_numpy(), per['tasb'].to_numpy()):.1e}" == "6.0e-06"
+    assert f"{sign_test(per['bm25'].to_numpy(), per['tasb'].to_numpy()):.1e}" == "1.7e-04"
+
+
+def test_options_from_the_library_constants():
+    from toolkit.cli import main
+
+    test = next(p for p in main.commands["compare"].params if p.name == "test")
+    assert list(test.type.choices) == list(TESTS) and test.default == "randomization"
+    for command in ("compare", "diagnose", "agreement"):
+        correction = next(p for p in main.commands[command].params if p.name == "correction")
+        assert list(correction.type.choices) == list(CORRECTIONS)
