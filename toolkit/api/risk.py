@@ -132,8 +132,11 @@ def risk(
         measures: as for ``compare`` (default ``ndcg_cut.10``); each numeric measure gets its rows.
         alpha: the extra weight of a loss (>= 0; default 1: a loss counts twice), or several.
         force: compare even when provenance or query sets differ (pairs only the shared queries).
-        relevance_map, dedupe, data_dir, labels, **options: as for ``evaluate`` (``complete``,
-            ``relevance_level``, ``gain``, ...).
+        relevance_map: relabel the qrels at load time, as for ``evaluate``.
+        dedupe: ``error`` or ``first``, as for ``evaluate``.
+        data_dir: where collection names are looked up.
+        labels: display names for measures, as for ``evaluate``.
+        **options: every other ``evaluate`` keyword (``complete``, ``relevance_level``, ``gain``, ...).
 
     Raises:
         ProvenanceMismatchError: runs evaluated under different settings or on different queries.
