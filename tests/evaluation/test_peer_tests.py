@@ -290,3 +290,15 @@ def test_options_from_the_library_constants():
     for command in ("compare", "diagnose", "agreement"):
         correction = next(p for p in main.commands[command].params if p.name == "correction")
         assert list(correction.type.choices) == list(CORRECTIONS)
+
+
+def test_compare_html_names_the_chosen_test(dl19, cli, tmp_path):
+    qrels, runs, _ = dl19
+    out = tmp_path / "cmp"
+    args = [f"{n}={p}" for n, p in list(runs.items())[:2]]
+    result = cli("compare", "--qrels", qrels, *args, "--test", "sign", "--correction", "sidak", "--permutations", "50",
+                 "--bootstrap", "50", "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    html = (out / "compare.html").read_text(encoding="utf-8")
+    assert "sidak correction of the sign-test p-values" in html
+    assert json.loads((out / "compare.json").read_text())["tests"]["test"] == "sign"

@@ -195,3 +195,11 @@ def test_library_equals_cli(dl19, cli):
         ts.risk(qrels, runs, alpha=-1)
     with pytest.raises(ConfigError, match="baseline 'x'"):
         ts.risk(qrels, runs, baseline="x")
+
+
+def test_risk_takes_every_evaluation_setting():
+    from toolkit.cli import main
+    from toolkit.measures.settings import SETTING_NAMES
+
+    names = {p.name for p in main.commands["risk"].params}
+    assert set(SETTING_NAMES) - {"allow_no_common"} <= names and "level" not in names

@@ -260,7 +260,8 @@ def agreement(
         alpha: the level at which a pair of systems counts as significantly different.
         permutations: random sign flips of the randomization test (all 2^n when that is not more).
         seed: seed of ``numpy.random.default_rng`` for the test (the same for every set of judgments).
-        correction: ``holm``, ``bonferroni`` or ``none``, over the family of all pairs of systems.
+        correction: one of ``toolkit.evaluation.significance.CORRECTIONS`` (``holm``, ``bonferroni``, ``bh``,
+            ``holm-sidak``, ``sidak``, ``fdr_bh``, ``fdr_by``, ``none``), over the family of all pairs of systems.
         dedupe: ``error`` or ``first``, as for ``evaluate``.
         data_dir: where collection names are looked up.
         **options: ``evaluate``'s keywords for the runs (``complete``, ``relevance_level``, ``gain``, ...).

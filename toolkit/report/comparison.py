@@ -29,6 +29,16 @@ _CHOSEN = {
 }
 
 
+#: ``--test`` -> how compare.html names its p-values
+_TEST_WORDS = {
+    "randomization": "randomization",
+    "t": "t-test",
+    "wilcoxon": "Wilcoxon signed-rank",
+    "sign": "sign-test",
+    "tukey": "Tukey HSD",
+}
+
+
 def compare_text(doc: dict) -> str:
     from toolkit.evaluation.compare import TESTS
     from toolkit.evaluation.verdict import verdict
@@ -135,7 +145,8 @@ def _write_compare_files(out: Path, doc: dict, table, baseline: str, measures: l
     body = [
         f"<h1>Comparison against {esc(doc['baseline'])}</h1>",
         f'<p class="muted">Paired t-test (two-sided); paired randomization test with {t["permutations"]} '
-        f"permutations, seed {t['seed']}; {esc(t['correction'])} correction of the randomization p-values per "
+        f"permutations, seed {t['seed']}; {esc(t['correction'])} correction of the {_TEST_WORDS.get(t['test'], '')} "
+        "p-values per "
         "measure. W/T/L: queries where the run is better than / equal to / worse than the baseline.</p>",
     ]
     if doc["forced"]:
