@@ -58,6 +58,7 @@ def test_edge_cases_and_errors():
     )
     with pytest.raises(ConfigError, match="baseline 'c'"):
         risk_table(table, "c")
+    assert urisk(A, B, np.int64(1)) == urisk(A, B, np.float32(1.0)) == pytest.approx(0.02)  # numpy numbers too
     rows = risk_table(table, "a", [0, 1, 5])
     assert [r.alpha for r in rows] == [0, 1, 5]
     assert [r.urisk for r in rows] == pytest.approx([0.06, 0.02, -0.14])
@@ -191,8 +192,9 @@ def test_library_equals_cli(dl19, cli):
         ).stdout
     )
     assert [row["urisk"] for row in cli_doc["results"]] == pytest.approx(list(t["urisk"]), abs=1e-15)
-    with pytest.raises(ConfigError, match="alpha"):
-        ts.risk(qrels, runs, alpha=-1)
+    for bad in (-1, "1", [0.5, math.nan], []):
+        with pytest.raises(ConfigError, match="alpha"):
+            ts.risk(qrels, runs, alpha=bad)
     with pytest.raises(ConfigError, match="baseline 'x'"):
         ts.risk(qrels, runs, baseline="x")
 

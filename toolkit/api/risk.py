@@ -150,7 +150,7 @@ def risk(
     from toolkit.evaluation.compare import load_result_json, paired_table
     from toolkit.evaluation.risk import check_alpha, risk_table
 
-    alphas = [alpha] if isinstance(alpha, (int, float)) else list(alpha)
+    alphas = list(alpha) if isinstance(alpha, Iterable) and not isinstance(alpha, (str, bytes)) else [alpha]
     alphas = [check_alpha(a) for a in alphas]
     if not alphas:
         raise ConfigError("alpha: give at least one value")

@@ -27,6 +27,7 @@ often report 1, 5 and 10 side by side).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -41,7 +42,7 @@ DEFAULT_ALPHA = 1.0
 
 def check_alpha(alpha: float) -> float:
     """``alpha`` as a float, or a ``ConfigError`` naming it when it is not a finite number >= 0."""
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha < 0:
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha < 0:
         raise ConfigError(f"alpha (the risk weight of a loss) must be a number >= 0, got {alpha!r}")
     return float(alpha)
 
