@@ -150,8 +150,8 @@ def risk(
     from toolkit.evaluation.compare import load_result_json, paired_table
     from toolkit.evaluation.risk import check_alpha, risk_table
 
-    alphas = list(alpha) if isinstance(alpha, Iterable) and not isinstance(alpha, (str, bytes)) else [alpha]
-    alphas = [check_alpha(a) for a in alphas]
+    given: list[Any] = list(alpha) if isinstance(alpha, Iterable) and not isinstance(alpha, (str, bytes)) else [alpha]
+    alphas = [check_alpha(a) for a in given]
     if not alphas:
         raise ConfigError("alpha: give at least one value")
     named = _named(runs)

@@ -30,6 +30,7 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,7 +41,7 @@ from toolkit.evaluation.significance import _pair, paired_ttest
 DEFAULT_ALPHA = 1.0
 
 
-def check_alpha(alpha: float) -> float:
+def check_alpha(alpha: Any) -> float:
     """``alpha`` as a float, or a ``ConfigError`` naming it when it is not a finite number >= 0."""
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha < 0:
         raise ConfigError(f"alpha (the risk weight of a loss) must be a number >= 0, got {alpha!r}")
