@@ -35,6 +35,8 @@ _PUBLIC = {
     "Experiment": "experiment",
     "power": "uncertainty",
     "pool_test": "uncertainty",
+    "risk": "risk",
+    "Risk": "risk",
     "agreement": "assessors",
     "Agreement": "assessors",
     "judge": "judging",
@@ -53,6 +55,7 @@ __all__ = [
     "Evaluation",
     "Experiment",
     "Judgments",
+    "Risk",
     "Run",
     "TwostageWarning",
     "__version__",
@@ -72,6 +75,7 @@ __all__ = [
     "power",
     "read_run",
     "rerank",
+    "risk",
 ]
 
 if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from __getattr__
@@ -82,6 +86,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
+    from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run
     from toolkit.api.uncertainty import pool_test, power
     from toolkit.errors import TwostageWarning

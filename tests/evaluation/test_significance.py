@@ -157,7 +157,7 @@ def test_holm_hand_computed():
     assert adjust([0.2], "holm").tolist() == [0.2]  # one comparison: unchanged
     assert adjust(p, "none").tolist() == p
     with pytest.raises(ConfigError, match="unknown correction"):
-        adjust(p, "sidak")
+        adjust(p, "fdr_tsbh")  # statsmodels has it; twostage does not
 
 
 def test_win_tie_loss():

@@ -27,7 +27,7 @@ class Agreement:
     each set compared with the first set's (A's) ranking.
 
     ``to_dict()`` is what ``twostage agreement --format json`` prints: the first pair's ``documents_both``,
-    ``confusion``, ``kappa``, ``kappa_linear`` (and, with runs, ``kendall_tau``, ``tau_ap``, ``flipped_pairs``)
+    ``confusion``, ``kappa``, ``kappa_linear``, ``kappa_quadratic``, ``krippendorff_alpha`` (and, with runs, ``kendall_tau``, ``tau_ap``, ``flipped_pairs``)
     at the top level, every pair under ``pairs``.
     """
 
@@ -37,6 +37,8 @@ class Agreement:
     fleiss_kappa: float | None = None
     documents_all: int | None = None
     sources: dict[str, dict] = field(default_factory=dict)
+    krippendorff_alpha_all: float | None = None  # ordinal, over every set (more than two)
+    documents_pairable: int | None = None  # the documents at least two sets judged
 
     @property
     def first(self) -> LabelAgreement:
@@ -52,6 +54,16 @@ class Agreement:
     def kappa_linear(self) -> float:
         """Linearly weighted kappa of A against B."""
         return self.first.kappa_linear
+
+    @property
+    def kappa_quadratic(self) -> float:
+        """Quadratically weighted kappa of A against B."""
+        return self.first.kappa_quadratic
+
+    @property
+    def krippendorff_alpha(self) -> float:
+        """Krippendorff's alpha (ordinal) of A against B."""
+        return self.first.krippendorff_alpha
 
     @property
     def confusion(self) -> pd.DataFrame:
@@ -72,6 +84,9 @@ class Agreement:
         if self.fleiss_kappa is not None:
             out["fleiss_kappa"] = json_number(self.fleiss_kappa)
             out["documents_all"] = self.documents_all
+        if self.krippendorff_alpha_all is not None:
+            out["krippendorff_alpha_all"] = json_number(self.krippendorff_alpha_all)
+            out["documents_pairable"] = self.documents_pairable
         if self.rankings:
             first = self.rankings[0].as_dict()
             out.update({k: first[k] for k in ("kendall_tau", "tau_ap", "flipped_pairs")})
@@ -108,10 +123,15 @@ class Agreement:
             lines.append(f"kappa {_fmt(p.kappa)}")
             lines.append(f"kappa_linear {_fmt(p.kappa_linear)}")
             lines.append(f"mean_abs_difference {_fmt(p.mean_abs_difference)}")
+            lines.append(f"kappa_quadratic {_fmt(p.kappa_quadratic)}")
+            lines.append(f"krippendorff_alpha {_fmt(p.krippendorff_alpha)} (ordinal)")
         if self.fleiss_kappa is not None:
             lines.append(f"# all {len(self.names)} sets: {', '.join(self.names)}")
             lines.append(f"documents_all {self.documents_all}")
             lines.append(f"fleiss_kappa {_fmt(self.fleiss_kappa)}")
+        if self.krippendorff_alpha_all is not None:
+            lines.append(f"documents_pairable {self.documents_pairable} (judged by at least two sets)")
+            lines.append(f"krippendorff_alpha_all {_fmt(self.krippendorff_alpha_all)} (ordinal)")
         for name, r in zip(self.names[1:], self.rankings):
             lines.append(f"# systems by {r.measure}: {self.names[0]} vs {name}")
             order_a = sorted(r.means_a, key=lambda s: (-r.means_a[s], s))
@@ -220,9 +240,10 @@ def agreement(
 ) -> Agreement:
     """Agreement of two sets of judgments over the same queries (or of the groups of one ``qrels_jg`` file).
 
-    On the documents both judged (label >= 0, same query): the confusion matrix, Cohen's kappa unweighted and
-    linearly weighted, the mean absolute label difference; with more than two groups, also Fleiss' kappa over
-    the documents every group judged. With ``runs``, each run is evaluated with ``measure`` under each set,
+    On the documents both judged (label >= 0, same query): the confusion matrix, Cohen's kappa unweighted,
+    linearly and quadratically weighted, Krippendorff's alpha (ordinal), the mean absolute label difference; with
+    more than two groups, also Fleiss' kappa over the documents every group judged and Krippendorff's alpha over
+    the documents at least two groups judged (``krippendorff_alpha_all``). With ``runs``, each run is evaluated with ``measure`` under each set,
     restricted to the queries every set judged; the systems' ranking under B (and each further set) is
     compared with A's: Kendall's tau, tau_ap (A the reference), and the pairs of systems whose significant
     difference (paired randomization test, ``correction`` over all pairs, at ``alpha``) flips.
@@ -239,7 +260,8 @@ def agreement(
         alpha: the level at which a pair of systems counts as significantly different.
         permutations: random sign flips of the randomization test (all 2^n when that is not more).
         seed: seed of ``numpy.random.default_rng`` for the test (the same for every set of judgments).
-        correction: ``holm``, ``bonferroni`` or ``none``, over the family of all pairs of systems.
+        correction: one of ``toolkit.evaluation.significance.CORRECTIONS`` (``holm``, ``bonferroni``, ``bh``,
+            ``holm-sidak``, ``sidak``, ``fdr_bh``, ``fdr_by``, ``none``), over the family of all pairs of systems.
         dedupe: ``error`` or ``first``, as for ``evaluate``.
         data_dir: where collection names are looked up.
         **options: ``evaluate``'s keywords for the runs (``complete``, ``relevance_level``, ``gain``, ...).
@@ -248,7 +270,14 @@ def agreement(
         NoCommonQueriesError: two sets of judgments that share no query.
     """
     from toolkit.errors import ConfigError, NoCommonQueriesError
-    from toolkit.evaluation.assessors import fleiss_kappa, group_counts, label_agreement, ranking_agreement
+    from toolkit.evaluation.assessors import (
+        fleiss_kappa,
+        group_counts,
+        krippendorff_alpha,
+        label_agreement,
+        pairable_counts,
+        ranking_agreement,
+    )
 
     sets, sources = judgment_sets(
         qrels_a, qrels_b, rel_format=rel_format, names=names, dedupe=dedupe, data_dir=data_dir
@@ -256,10 +285,12 @@ def agreement(
     order = list(sets)
     scale = None if labels is None else sorted(int(v) for v in labels)
     pairs = tuple(label_agreement(sets[x], sets[y], x, y, scale) for x, y in itertools.combinations(order, 2))
-    fleiss = documents_all = None
+    fleiss = documents_all = alpha_all = pairable = None
     if len(order) > 2:
         counts, _, documents_all = group_counts(sets)
         fleiss = fleiss_kappa(counts)
+        table, scale_all, pairable = pairable_counts(sets)
+        alpha_all = krippendorff_alpha(table, scale_all)
     named = _named_runs(runs)
     rankings: tuple[RankingAgreement, ...] = ()
     if named:
@@ -288,6 +319,8 @@ def agreement(
         fleiss_kappa=fleiss,
         documents_all=documents_all,
         sources=sources,
+        krippendorff_alpha_all=alpha_all,
+        documents_pairable=pairable,
     )
 
 

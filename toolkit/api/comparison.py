@@ -87,7 +87,8 @@ class Comparison:
 
     @property
     def tests(self) -> pd.DataFrame:
-        """One row per (measure, baseline, system): means, delta, t, p_ttest, p_permutation, p_adjusted, W/T/L."""
+        """One row per (measure, baseline, system): means, delta, t, p_ttest, p_permutation, p_adjusted, W/T/L,
+        p_wilcoxon, p_sign."""
         return pd.DataFrame([c.as_dict() for c in self.result.tests])
 
     @property
@@ -192,9 +193,12 @@ class Comparison:
     def _legend(self, alpha: float = 0.05, name: Callable[[object], str] = str) -> str:
         """The legend at ``alpha``, each baseline's name through ``name`` (the escaper of the format it lands in)."""
         t = self.result.doc["tests"]
-        test = {"randomization": "paired randomization test", "t": "paired t-test"}.get(
-            t["test"], "randomised Tukey HSD"
-        )
+        test = {
+            "randomization": "paired randomization test",
+            "t": "paired t-test",
+            "wilcoxon": "Wilcoxon signed-rank test",
+            "sign": "sign test",
+        }.get(t["test"], "randomised Tukey HSD")
         marks = "; ".join(f"{SYMBOLS[i % len(SYMBOLS)]} vs {name(b)}" for i, b in enumerate(self.baselines))
         family = "all pairs of systems" if t.get("family") == "all-pairs" else "every system against the baseline(s)"
         left = self.result.doc.get("identical") or {}
@@ -351,10 +355,14 @@ def compare(
         measures: as for ``evaluate`` (per-measure settings included: ``AP(rel=2)@100``, ``RR@10``); default
             ``ndcg_cut.10``. Named and ordered as asked; a text measure (relstring) is refused, and left out of
             a nickname (``official``).
-        test: ``randomization`` (paired sign-flip test, the default), ``t`` (paired t-test) or ``tukey``
-            (randomised Tukey HSD, ``family="all-pairs"`` only, family-wise already): the p-value that is
-            corrected and marked.
-        correction: ``holm``, ``bonferroni``, ``bh`` (Benjamini-Hochberg) or ``none``.
+        test: ``randomization`` (paired sign-flip test, the default), ``t`` (paired t-test), ``wilcoxon``
+            (signed-rank, ``scipy.stats.wilcoxon``'s defaults), ``sign`` (exact binomial over the queries with a
+            non-zero difference) or ``tukey`` (randomised Tukey HSD, ``family="all-pairs"`` only, family-wise
+            already): the p-value that is corrected and marked. Every test's p-value is in ``tests``
+            (``p_ttest``, ``p_permutation``, ``p_wilcoxon``, ``p_sign``).
+        correction: ``holm``, ``bonferroni``, ``bh`` (Benjamini-Hochberg; also spelled ``fdr_bh``),
+            ``holm-sidak``, ``sidak``, ``fdr_by`` (Benjamini-Yekutieli) or ``none``, each as statsmodels'
+            ``multipletests`` computes it.
         family: ``baseline`` (every system against the baselines) or ``all-pairs``. Systems identical to
             another on every measure are left out and named in ``doc["identical"]``.
         ci: level of the paired bootstrap interval of each difference (in (0, 1)).

@@ -79,6 +79,7 @@ def _register() -> None:
         "reproduce",
         "experiment",
         "uncertainty",
+        "risk",
         "assessors",
         "judge",
     ):

@@ -43,17 +43,18 @@ AGREEMENT_FORMATS = ("qrels", "qrels_jg")
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="json keys: documents_both, confusion, kappa, kappa_linear (A vs B), and with runs kendall_tau, "
-    "tau_ap, flipped_pairs; every pair under 'pairs'.",
+    help="json keys: documents_both, confusion, kappa, kappa_linear, kappa_quadratic, krippendorff_alpha (A vs "
+    "B), and with runs kendall_tau, tau_ap, flipped_pairs; every pair under 'pairs'.",
 )
 @click.argument("files", nargs=-1, required=True, metavar="QRELS_A QRELS_B [RUN ...] | -R qrels_jg QRELS [RUN ...]")
 def agreement_command(rel_format, measure, alpha, permutations, seed, correction, fmt, files, **options):
     """Agreement of two sets of relevance judgments over the same queries.
 
     On the documents both judged (label >= 0, same query): the confusion
-    matrix (rows A, columns B), Cohen's kappa, its linearly weighted form and
-    the mean absolute label difference; for more than two judgment groups
-    also Fleiss' kappa. With RUNs: each run evaluated with -m under each set
+    matrix (rows A, columns B), Cohen's kappa, its linearly weighted form,
+    the mean absolute label difference, the quadratically weighted kappa and
+    Krippendorff's alpha (ordinal); for more than two judgment groups also
+    Fleiss' kappa and Krippendorff's alpha over every group. With RUNs: each run evaluated with -m under each set
     (on the queries all sets judged), the systems' ranking under each, Kendall's
     tau and tau_ap (A's ranking the reference, Yilmaz et al. 2008), and the
     pairs of systems whose significant difference flips (randomization test,

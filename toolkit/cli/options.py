@@ -105,8 +105,9 @@ _SIGNIFICANCE = [
         default=CORRECTIONS[0],
         show_default=True,
         help="Multiple-comparison correction of the randomization test's p-values, within each family of "
-        "comparisons (compare: the runs compared with the baseline, per measure). holm and bonferroni bound "
-        "the family-wise error, bh (Benjamini-Hochberg) the false discovery rate.",
+        "comparisons (compare: the runs compared with the baseline, per measure). holm, bonferroni, holm-sidak "
+        "and sidak bound the family-wise error, bh (Benjamini-Hochberg; statsmodels' fdr_bh) and fdr_by "
+        "(Benjamini-Yekutieli) the false discovery rate; each as statsmodels' multipletests computes it.",
     ),
 ]
 

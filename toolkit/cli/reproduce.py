@@ -15,6 +15,7 @@ from toolkit.cli.options import (
     significance_options,
     writable_folder,
 )
+from toolkit.evaluation.significance import TESTS
 
 
 # ---------------------------------------------------------------- reproduce
@@ -151,11 +152,12 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option(
     "--test",
-    type=click.Choice(["randomization", "t", "tukey"]),
+    type=click.Choice(list(TESTS)),
     default="randomization",
     show_default=True,
-    help="The test whose p-values are corrected and marked (all are reported); tukey (randomised Tukey HSD, "
-    "family-wise already) needs --family all-pairs.",
+    help="The test whose p-values are corrected and marked (all are reported): randomization (sign flips), "
+    "t (paired t-test), wilcoxon (signed-rank, scipy's defaults), sign (exact binomial over the non-tied "
+    "queries); tukey (randomised Tukey HSD, family-wise already) needs --family all-pairs.",
 )
 @significance_options
 @FAMILY

@@ -12,7 +12,16 @@ columns B's, r_i and c_j its row and column sums):
   scale of the weights cancels), E_ij = r_i c_j / n, kappa_w = 1 - sum w O / sum w E. On labels that are
   consecutive integers (0..3) this is scikit-learn's ``cohen_kappa_score(weights="linear")``, which weights by
   the position in the label list instead of the value.
-  Both are NaN when chance agreement is already perfect (every document has the same label on both sides).
+- **Quadratically weighted kappa** (Cohen 1968; Fleiss & Cohen 1973): the same with w_ij = (l_i - l_j)^2; on
+  consecutive integer labels scikit-learn's ``cohen_kappa_score(weights="quadratic")``.
+  All three are NaN when chance agreement is already perfect (every document has the same label on both sides).
+- **Krippendorff's alpha** (Krippendorff, "Content Analysis", 2004/2013; "Computing Krippendorff's
+  alpha-reliability", 2011), ordinal by default: over the units (documents) with at least two labels, n_uc the
+  labels c unit u received and m_u their number, the coincidence matrix o_ck = sum_u n_uc (n_uk - [c = k]) /
+  (m_u - 1), n_c = sum_k o_ck, n = sum_c n_c; alpha = 1 - (n - 1) sum_ck o_ck d_ck / sum_ck n_c n_k d_ck, with
+  the squared ordinal distance d_ck = (sum_{g between c and k} n_g - (n_c + n_k)/2)^2 (``interval``: (c - k)^2;
+  ``nominal``: [c != k]). It allows missing labels (a document judged by some groups only counts among those)
+  and any number of groups; NaN when only one label value occurs.
 - **Fleiss' kappa** (Fleiss 1971), for m >= 2 groups over the N documents every group judged, n_ik the number
   of groups giving document i label k: P_i = (sum_k n_ik^2 - m) / (m (m - 1)), P = mean P_i,
   p_k = sum_i n_ik / (N m), P_e = sum_k p_k^2, kappa = (P - P_e) / (1 - P_e).
@@ -79,7 +88,8 @@ def confusion_matrix(x: Sequence[int], y: Sequence[int], labels: Sequence[int]) 
 
 
 def kappa_from_confusion(confusion: np.ndarray, labels: Sequence[int], weights: str | None = None) -> float:
-    """Cohen's kappa (``weights=None``) or the linearly weighted kappa (``"linear"``) of a confusion matrix."""
+    """Cohen's kappa (``weights=None``), or the linearly (``"linear"``) or quadratically (``"quadratic"``) weighted
+    kappa of a confusion matrix."""
     o = np.asarray(confusion, dtype=np.float64)
     n = o.sum()
     if n == 0:
@@ -90,8 +100,10 @@ def kappa_from_confusion(confusion: np.ndarray, labels: Sequence[int], weights: 
         w = 1.0 - np.eye(len(values))
     elif weights == "linear":
         w = np.abs(values[:, None] - values[None, :])
+    elif weights == "quadratic":
+        w = (values[:, None] - values[None, :]) ** 2
     else:
-        raise ConfigError(f"weights must be None or 'linear', not {weights!r}")
+        raise ConfigError(f"weights must be None, 'linear' or 'quadratic', not {weights!r}")
     denominator = float((w * expected).sum())
     if denominator == 0.0:
         return math.nan
@@ -124,6 +136,59 @@ def fleiss_kappa(counts: np.ndarray) -> float:
     return (p_bar - p_e) / (1.0 - p_e)
 
 
+KRIPPENDORFF_LEVELS = ("ordinal", "interval", "nominal")
+
+
+def coincidence_matrix(counts: np.ndarray) -> np.ndarray:
+    """Krippendorff's coincidence matrix of a units x labels table of counts (units with fewer than two labels
+    are unpairable and left out): o_ck = sum_u n_uc (n_uk - [c = k]) / (m_u - 1)."""
+    table = np.asarray(counts, dtype=np.float64)
+    if table.ndim != 2:
+        raise ConfigError(f"counts must be a units x labels table, got shape {table.shape}")
+    m = table.sum(axis=1)
+    table, m = table[m >= 2], m[m >= 2]
+    if not len(table):
+        return np.zeros((table.shape[1], table.shape[1]))
+    weighted = table / (m - 1)[:, None]
+    return weighted.T @ table - np.diag(weighted.sum(axis=0))
+
+
+def krippendorff_alpha(counts: np.ndarray, labels: Sequence[float], level: str = "ordinal") -> float:
+    """Krippendorff's alpha of a units x labels table of counts, columns in the order of ``labels`` (ascending
+    values for ``ordinal`` and ``interval``); see the module docstring."""
+    if level not in KRIPPENDORFF_LEVELS:
+        raise ConfigError(f"level must be one of {', '.join(KRIPPENDORFF_LEVELS)}, not {level!r}")
+    o = coincidence_matrix(counts)
+    values = np.asarray(labels, dtype=np.float64)
+    if o.shape != (len(values), len(values)):
+        raise ConfigError(f"counts have {o.shape[0]} label columns, labels {len(values)}")
+    n_c = o.sum(axis=1)
+    n = float(n_c.sum())
+    if level == "nominal":
+        d = 1.0 - np.eye(len(values))
+    elif level == "interval":
+        d = (values[:, None] - values[None, :]) ** 2
+    else:
+        cum = np.concatenate([[0.0], np.cumsum(n_c)])  # cum[k + 1] - cum[c] = sum of n_g for g in c..k
+        lo = np.minimum.outer(np.arange(len(values)), np.arange(len(values)))
+        hi = np.maximum.outer(np.arange(len(values)), np.arange(len(values)))
+        d = (cum[hi + 1] - cum[lo] - (n_c[:, None] + n_c[None, :]) / 2) ** 2
+    expected = float((np.outer(n_c, n_c) * d).sum())
+    if n < 2 or expected == 0.0:
+        return math.nan
+    return 1.0 - (n - 1) * float((o * d).sum()) / expected
+
+
+def pair_counts(x: Sequence[int], y: Sequence[int], labels: Sequence[int]) -> np.ndarray:
+    """Units x labels counts of two label sequences (one unit per position, two labels each)."""
+    index = {int(label): i for i, label in enumerate(labels)}
+    out = np.zeros((len(x), len(labels)), dtype=np.int64)
+    for i, (u, v) in enumerate(zip(x, y)):
+        out[i, index[int(u)]] += 1
+        out[i, index[int(v)]] += 1
+    return out
+
+
 @dataclass(frozen=True)
 class LabelAgreement:
     """Two sets of judgments on the documents both judged."""
@@ -141,6 +206,8 @@ class LabelAgreement:
     kappa: float
     kappa_linear: float
     mean_abs_difference: float
+    kappa_quadratic: float = math.nan
+    krippendorff_alpha: float = math.nan  # ordinal
 
     def as_dict(self) -> dict:
         return {
@@ -157,6 +224,8 @@ class LabelAgreement:
             "kappa": json_number(self.kappa),
             "kappa_linear": json_number(self.kappa_linear),
             "mean_abs_difference": json_number(self.mean_abs_difference),
+            "kappa_quadratic": json_number(self.kappa_quadratic),
+            "krippendorff_alpha": json_number(self.krippendorff_alpha),
         }
 
 
@@ -168,7 +237,8 @@ def json_number(x: float) -> float | None:
 def label_agreement(
     a: pd.DataFrame, b: pd.DataFrame, name_a: str = "A", name_b: str = "B", labels: Sequence[int] | None = None
 ) -> LabelAgreement:
-    """Confusion matrix, kappa (unweighted and linear) and mean |label difference| of two judgment tables
+    """Confusion matrix, kappa (unweighted, linear, quadratic), Krippendorff's ordinal alpha and mean |label
+    difference| of two judgment tables
     (columns query_id, doc_id, relevance) on the documents both judged, within the queries both judged.
 
     ``labels`` fixes the rows and columns (e.g. a judge's declared scale); default every label either side uses.
@@ -202,6 +272,8 @@ def label_agreement(
         kappa=kappa_from_confusion(conf, labels),
         kappa_linear=kappa_from_confusion(conf, labels, "linear"),
         mean_abs_difference=float(np.mean(np.abs(np.subtract(x, y)))) if x else math.nan,
+        kappa_quadratic=kappa_from_confusion(conf, labels, "quadratic"),
+        krippendorff_alpha=krippendorff_alpha(pair_counts(x, y, labels), labels) if x else math.nan,
     )
 
 
@@ -222,6 +294,20 @@ def group_counts(groups: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, tuple[
         for v in row:
             counts[i, index[int(v)]] += 1
     return counts, labels, len(values)
+
+
+def pairable_counts(groups: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, tuple[int, ...], int]:
+    """Items x labels counts over the documents at least two groups judged (label >= 0; the others may lack
+    them: Krippendorff's alpha allows missing labels), the labels, and the number of such documents."""
+    frames = [f.loc[f[RELEVANCE] >= 0, [QUERY_ID, DOC_ID, RELEVANCE]] for f in groups.values()]
+    both = pd.concat(frames, ignore_index=True)
+    labels = tuple(sorted(int(v) for v in both[RELEVANCE].unique()))
+    counts = pd.crosstab([both[QUERY_ID], both[DOC_ID]], both[RELEVANCE].astype(int)).reindex(
+        columns=list(labels), fill_value=0
+    )
+    table = counts.to_numpy(dtype=np.int64)
+    table = table[table.sum(axis=1) >= 2]
+    return table, labels, len(table)
 
 
 # ---------------------------------------------------------- system rankings

@@ -30,9 +30,16 @@ import pandas as pd
 
 from toolkit.errors import ConfigError, InputFormatError, ProvenanceMismatchError
 from toolkit.evaluation.intervals import check_ci_options
-from toolkit.evaluation.significance import CORRECTIONS, Comparison, adjust, comparability, compare_table, tukey_hsd
+from toolkit.evaluation.significance import (
+    CORRECTIONS,
+    TESTS,
+    Comparison,
+    adjust,
+    comparability,
+    compare_table,
+    tukey_hsd,
+)
 
-TESTS = {"randomization": "p_permutation", "t": "p_ttest", "tukey": "p_tukey"}
 FAMILIES = ("baseline", "all-pairs")
 
 
@@ -234,6 +241,9 @@ def compare_doc(
         "measures": list(measures),
         "tests": {
             "t_test": "paired Student t-test, two-sided (scipy.stats.t)",
+            "wilcoxon": "Wilcoxon signed-rank test of the per-query differences, two-sided, scipy.stats.wilcoxon "
+            "with its defaults (zero differences dropped, exact when n <= 50 without ties, else normal)",
+            "sign": "sign test, two-sided, exact binomial (p = 1/2) over the queries whose difference is not 0",
             "permutation": f"paired randomization test, two-sided, statistic mean difference, {permutations} "
             "random sign flips (exact enumeration when 2^n <= that), p = (1 + hits) / (1 + N)",
             "permutations": permutations,

@@ -27,13 +27,26 @@ Definitions (d_i = b_i - a_i, n queries):
   in another order does not decide it (scipy does the same).
   The exact case equals ``scipy.stats.permutation_test((b, a), statistic=mean
   difference, permutation_type='samples', alternative='two-sided')``.
+- **Wilcoxon signed-rank test** (Wilcoxon 1945): ``scipy.stats.wilcoxon(d)`` with scipy's defaults
+  (zero differences dropped, ``zero_method="wilcox"``; no continuity correction; exact distribution when
+  n <= 50 and no ties, else the normal approximation; two-sided). All d_i equal to 0 (or n = 0) gives p = 1.
+- **sign test** (binomial): of the n' queries with d_i != 0, k moved up; under H0 k ~ Binomial(n', 1/2),
+  two-sided exact p = min(1, 2 * P(K <= min(k, n' - k))), which is ``scipy.stats.binomtest(k, n', 0.5)``'s.
+  n' = 0 gives p = 1.
 - **Holm** (1979) step-down correction of m p-values: sort p ascending,
   p_(1) <= ... <= p_(m); adjusted p_(j) = max_{k <= j} min(1, (m - k + 1) * p_(k)).
   **Bonferroni**: min(1, m * p). Both control the family-wise error rate;
   Holm is uniformly more powerful, hence the default.
 - **Benjamini-Hochberg** (1995), ``bh``: sort p ascending; adjusted p_(j) = min_{k >= j} min(1, m p_(k) / k).
   It controls the false discovery rate (the expected share of false claims among the claims), not the
-  family-wise error: the choice when many comparisons are screened.
+  family-wise error: the choice when many comparisons are screened. ``fdr_bh`` is statsmodels' name for it.
+- **Šidák** (1967), ``sidak``: 1 - (1 - p)^m; **Holm-Šidák**, ``holm-sidak``: Holm's step-down with Šidák's
+  factor, adjusted p_(j) = max_{k <= j} 1 - (1 - p_(k))^(m - k + 1). Family-wise error under independence (or
+  positive dependence); slightly more powerful than Bonferroni / Holm.
+- **Benjamini-Yekutieli** (2001), ``fdr_by``: BH with every p multiplied by c(m) = sum_{i=1..m} 1/i; controls
+  the false discovery rate under any dependence.
+  Every correction equals ``statsmodels.stats.multitest.multipletests(p, method=...)[1]`` (``bh`` is its
+  ``fdr_bh``, ``holm-sidak`` its ``holm-sidak``).
 - **randomised Tukey HSD** (Carterette, "Multiple testing in statistical analysis of systems-based
   information retrieval experiments", ACM TOIS 30(1), 2012): for all pairs of m systems over the same n
   queries, each permutation shuffles the m values of every query among the systems independently; the
@@ -47,8 +60,8 @@ Definitions (d_i = b_i - a_i, n queries):
 
 In ``compare_table`` the correction family is, per measure, the m = (number
 of runs - 1) comparisons of each run against the baseline, and it is applied
-to the permutation-test p-values (the primary test); t-test p-values are
-reported uncorrected next to them.
+to the permutation-test p-values (the primary test); t-test, Wilcoxon and
+sign-test p-values are reported uncorrected next to them.
 """
 
 from __future__ import annotations
@@ -63,7 +76,15 @@ import pandas as pd
 from toolkit.errors import ConfigError
 from toolkit.evaluation.intervals import check_ci_options, paired_interval
 
-CORRECTIONS = ("holm", "bonferroni", "bh", "none")
+CORRECTIONS = ("holm", "bonferroni", "bh", "none", "holm-sidak", "sidak", "fdr_bh", "fdr_by")
+#: ``--test`` / ``test=``: the test whose p-values are corrected and marked -> its field of ``Comparison``.
+TESTS = {
+    "randomization": "p_permutation",
+    "t": "p_ttest",
+    "tukey": "p_tukey",
+    "wilcoxon": "p_wilcoxon",
+    "sign": "p_sign",
+}
 DEFAULT_PERMUTATIONS = 10_000
 DEFAULT_SEED = 42
 _REL_TOL = 1e-9
@@ -98,6 +119,33 @@ def paired_ttest(a, b) -> tuple[float, float]:
     t = mean / (sd / math.sqrt(n))
     p = float(2.0 * t_dist.sf(abs(t), df=n - 1))
     return t, min(1.0, p)
+
+
+def wilcoxon_test(a, b) -> float:
+    """Two-sided Wilcoxon signed-rank p-value of ``b - a`` (``scipy.stats.wilcoxon`` with its defaults)."""
+    import warnings
+
+    from scipy.stats import wilcoxon
+
+    d = _pair(a, b)
+    if not np.any(d != 0.0):
+        return 1.0
+    with warnings.catch_warnings():  # scipy warns on few non-zero differences; the p-value is still its own
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return float(wilcoxon(d).pvalue)
+
+
+def sign_test(a, b) -> float:
+    """Two-sided exact sign test of ``b - a`` over the queries with a non-zero difference (module docstring)."""
+    from scipy.stats import binom
+
+    d = _pair(a, b)
+    up, down = int((d > 0).sum()), int((d < 0).sum())
+    n = up + down
+    if n == 0:
+        return 1.0
+    return float(min(1.0, 2.0 * binom.cdf(min(up, down), n, 0.5)))
 
 
 def permutation_test(
@@ -156,7 +204,8 @@ def _all_signs(n: int):
 
 
 def adjust(pvalues, method: str = "holm") -> np.ndarray:
-    """Corrected p-values (Holm step-down, Bonferroni, Benjamini-Hochberg, or none); order preserved."""
+    """Corrected p-values (``CORRECTIONS``: Holm, Bonferroni, Benjamini-Hochberg, Holm-Šidák, Šidák,
+    Benjamini-Yekutieli, or none; see the module docstring); order preserved."""
     p = np.asarray(pvalues, dtype=np.float64)
     if method not in CORRECTIONS:
         raise ConfigError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
@@ -165,14 +214,22 @@ def adjust(pvalues, method: str = "holm") -> np.ndarray:
         return p.copy()
     if method == "bonferroni":
         return np.minimum(1.0, p * m)
-    if method == "bh":
+    if method == "sidak":
+        with np.errstate(divide="ignore"):  # p = 1: log1p(-1) = -inf, and the adjusted p is 1
+            return np.minimum(1.0, -np.expm1(m * np.log1p(-p)))
+    if method in ("bh", "fdr_bh", "fdr_by"):
+        factor = float(np.sum(1.0 / np.arange(1, m + 1))) if method == "fdr_by" else 1.0
         order = np.argsort(p, kind="stable")
-        scaled = np.minimum(1.0, p[order] * m / np.arange(1, m + 1))
+        scaled = np.minimum(1.0, p[order] * factor * m / np.arange(1, m + 1))
         out = np.empty(m)
         out[order] = np.minimum.accumulate(scaled[::-1])[::-1]
         return out
     order = np.argsort(p, kind="stable")
-    scaled = np.minimum(1.0, p[order] * (m - np.arange(m)))
+    if method == "holm-sidak":
+        with np.errstate(divide="ignore"):
+            scaled = np.minimum(1.0, -np.expm1((m - np.arange(m)) * np.log1p(-p[order])))
+    else:
+        scaled = np.minimum(1.0, p[order] * (m - np.arange(m)))
     out = np.empty(m)
     out[order] = np.maximum.accumulate(scaled)
     return out
@@ -246,6 +303,8 @@ class Comparison:
     ci_high: float = math.nan
     d_z: float = math.nan  # effect size: mean(d) / sd(d, ddof=1)
     p_tukey: float | None = None  # randomised Tukey HSD (all-pairs families only)
+    p_wilcoxon: float = math.nan  # Wilcoxon signed-rank test (scipy.stats.wilcoxon's defaults)
+    p_sign: float = math.nan  # exact sign test over the queries with a non-zero difference
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -320,6 +379,8 @@ def compare_table(
                     "ci_low": ci_low,
                     "ci_high": ci_high,
                     "d_z": dz,
+                    "p_wilcoxon": wilcoxon_test(a, b),
+                    "p_sign": sign_test(a, b),
                 }
             )
         adjusted = adjust([r["p_permutation"] for r in rows], correction)

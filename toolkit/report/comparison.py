@@ -22,6 +22,23 @@ def run_labels(runs: list[str], width: int = 40) -> dict[str, str]:
     return {r: n if len(n) <= width else "..." + n[-(width - 3) :] for r, n in names.items()}
 
 
+#: the tests compare_text names in its header only when they are the chosen one (``--test``)
+_CHOSEN = {
+    "p_wilcoxon": "Wilcoxon signed-rank test (scipy.stats.wilcoxon's defaults); ",
+    "p_sign": "sign test (exact binomial over the non-tied queries); ",
+}
+
+
+#: ``--test`` -> how compare.html names its p-values
+_TEST_WORDS = {
+    "randomization": "randomization",
+    "t": "t-test",
+    "wilcoxon": "Wilcoxon signed-rank",
+    "sign": "sign-test",
+    "tukey": "Tukey HSD",
+}
+
+
 def compare_text(doc: dict) -> str:
     from toolkit.evaluation.compare import TESTS
     from toolkit.evaluation.verdict import verdict
@@ -31,7 +48,8 @@ def compare_text(doc: dict) -> str:
     lines = [
         f"# baseline: {', '.join(doc.get('baselines') or [doc['baseline']])}",
         f"# tests: paired t-test; randomization test, {t['permutations']} permutations, seed {t['seed']}; "
-        f"correction: {t['correction']} (on {key}, per measure, family: {t.get('family', 'baseline')})",
+        + _CHOSEN.get(key, "")
+        + f"correction: {t['correction']} (on {key}, per measure, family: {t.get('family', 'baseline')})",
     ]
     if t.get("ci"):
         ci = t["ci"]
@@ -51,7 +69,9 @@ def compare_text(doc: dict) -> str:
             "# FORCED despite: " + "; ".join(f"{k}: {a} vs {b}" for k, (a, b) in doc["provenance_differences"].items())
         )
     names = run_labels(doc["runs"])
-    header = f"{'measure':<14} {'run':<40} {'mean':>7} {'delta':>8} {'p_ttest':>8} {'p_perm':>8} {'p_adj':>8}  W/T/L"
+    extra = {"p_wilcoxon": "p_wilcox", "p_sign": "p_sign"}.get(key)  # the chosen test's column, when not shown
+    header = f"{'measure':<14} {'run':<40} {'mean':>7} {'delta':>8} {'p_ttest':>8} {'p_perm':>8}"
+    header += (f" {extra:>8}" if extra else "") + f" {'p_adj':>8}  W/T/L"
     lines.append(header)
     by_baseline = doc.get("results_by_baseline") or {doc["baseline"]: doc["results"]}
     for measure, base, per_run in ((m, b, res[m]) for b, res in by_baseline.items() for m in res):
@@ -60,7 +80,9 @@ def compare_text(doc: dict) -> str:
         for run, r in per_run.items():
             lines.append(
                 f"{measure:<14} {names[run]:<40} {r['mean']:>7.4f} {r['delta']:>+8.4f} "
-                f"{p_value(r['p_ttest']):>8} {p_value(r['p_permutation']):>8} {p_value(r['p_adjusted']):>8}  "
+                f"{p_value(r['p_ttest']):>8} {p_value(r['p_permutation']):>8} "
+                + (f"{p_value(r[key]):>8} " if extra else "")
+                + f"{p_value(r['p_adjusted']):>8}  "
                 f"{r['wins']}/{r['ties']}/{r['losses']}"
             )
             if "ci_low" in r:
@@ -123,7 +145,8 @@ def _write_compare_files(out: Path, doc: dict, table, baseline: str, measures: l
     body = [
         f"<h1>Comparison against {esc(doc['baseline'])}</h1>",
         f'<p class="muted">Paired t-test (two-sided); paired randomization test with {t["permutations"]} '
-        f"permutations, seed {t['seed']}; {esc(t['correction'])} correction of the randomization p-values per "
+        f"permutations, seed {t['seed']}; {esc(t['correction'])} correction of the {_TEST_WORDS.get(t['test'], '')} "
+        "p-values per "
         "measure. W/T/L: queries where the run is better than / equal to / worse than the baseline.</p>",
     ]
     if doc["forced"]:

@@ -1,0 +1,100 @@
+"""``twostage risk``: URisk and TRisk of runs against a baseline (risk-sensitive evaluation)."""
+
+from __future__ import annotations
+
+import click
+
+from toolkit.cli.options import evaluation_options
+
+RISK_FORMATS = ("text", "json", "csv")
+
+
+def _alpha(ctx, param, values):
+    """--alpha: numbers >= 0 (a usage error otherwise); none given means the library's default."""
+    from toolkit.evaluation.risk import DEFAULT_ALPHA
+
+    for v in values:
+        if not v >= 0:
+            raise click.BadParameter(f"the weight of a loss must be >= 0, got {v}")
+    return tuple(values) or (DEFAULT_ALPHA,)
+
+
+@click.command("risk")
+@click.option(
+    "--qrels", default=None, help="Qrels file or collection name (cacm, dl19-passage, ...); needed for run files."
+)
+@click.option(
+    "-m",
+    "measure_texts",
+    multiple=True,
+    metavar="MEASURE[.CUTOFFS]",
+    help="Measure, repeatable [default: ndcg_cut.10].",
+)
+@click.option("--baseline", default=None, metavar="NAME", help="The baseline run (its NAME) [default: the first RUN].")
+@click.option(
+    "--alpha",
+    "alphas",
+    type=float,
+    multiple=True,
+    callback=_alpha,
+    metavar="ALPHA",
+    help="Extra weight of a loss against the baseline (>= 0; 0: URisk is the mean difference, 1: a loss counts "
+    "twice); repeatable, e.g. --alpha 1 --alpha 5 --alpha 10 [default: 1].",
+)
+@click.option("--force", is_flag=True, help="Compare even when provenance differs (pairs only the shared queries).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(RISK_FORMATS),
+    default="text",
+    show_default=True,
+    help="text: definitions, then one line per measure, alpha and run; json: the document (results: one object "
+    "per line); csv: one row per line.",
+)
+@evaluation_options
+@click.argument("runs", nargs=-1, required=True)
+def risk_command(qrels, measure_texts, baseline, alphas, force, fmt, runs, **options):
+    """Risk-sensitive evaluation: URisk and TRisk of each RUN against the baseline.
+
+    Each RUN is [NAME=]RUN (or a saved `twostage eval -q --format json` result);
+    the first is the baseline unless --baseline names another. Per measure,
+    alpha and run, over the queries both were evaluated on, with d the
+    per-query difference run - baseline: URisk = (1/|Q|) [sum of the wins' d
+    - (1 + alpha) sum of the losses' |d|] (Wang et al. 2012), TRisk = URisk /
+    its standard error (the sd of the risk-adjusted differences / sqrt|Q|),
+    a t statistic with its two-sided p-value (Dinçer et al. 2014): TRisk < -2
+    says the run is significantly riskier than the baseline.
+
+    \b
+    Examples:
+      twostage risk --qrels dl19-passage -c -l 2 bm25=bm25.txt tasb=tasb.txt -m ndcg_cut.10
+      twostage risk --qrels q.txt A B C --alpha 1 --alpha 5 --alpha 10 --format csv
+    """
+    from toolkit.api.risk import risk
+    from toolkit.cli.options import api_options, pop_settings, settings_from
+    from toolkit.cli.reproduce import _named_runs
+
+    if len(runs) < 2:
+        raise click.UsageError("give at least two runs: the baseline first, then the runs to compare with it")
+    named = _named_runs(runs)
+    if baseline is not None and baseline not in named:
+        raise click.BadParameter(f"{baseline!r} is not one of the RUNS", param_hint="'--baseline'")
+    s = pop_settings(options)
+    settings_from(s)  # a bad --gain or --discount is a usage error, before anything is read
+    if not qrels and any(not p.endswith(".json") for p in named.values()):
+        first = next(p for p in named.values() if not p.endswith(".json"))
+        raise click.UsageError(f"--qrels is needed to evaluate the run {first} (only saved .json results need none)")
+    result = risk(
+        qrels,
+        named,
+        baseline=baseline,
+        measures=list(measure_texts) or None,
+        alpha=list(alphas),
+        force=force,
+        **api_options(s),
+    )
+    rendered = {"json": result.to_json, "csv": result.to_csv}
+    click.echo(rendered.get(fmt, result.to_text)(), nl=False)
+
+
+COMMANDS = [risk_command]
