@@ -322,3 +322,28 @@ def test_library_call(tmp_path, server):
     assert run.meta["listwise"] is True and run.meta["windows"] == 10
     with pytest.raises(Exception, match="backend='listwise' only"):
         ts.rerank(candidates=cands, model="m", window=10)
+
+
+def test_diagnose_reads_the_sidecar_window_stride_and_probe(cli, tmp_path, server):
+    """No --listwise, no --window: the diagnosis takes them, and the order probe, from OUT.trec.meta.json."""
+    import toolkit as ts
+
+    cands = _candidates(tmp_path / "c.json")
+    out = tmp_path / "lw.trec"
+    res = _rerank(cli, cands, server, out, "--no-answer-cache", "--shuffles", "2")
+    assert res.exit_code == 0, res.output
+    first = tmp_path / "bm25.trec"
+    first.write_text(
+        "".join(f"q{q} Q0 q{q}d{i} {i + 1} {100 - i} bm25\n" for q in range(QUERIES) for i in range(PER_QUERY))
+    )
+    qrels = tmp_path / "q.qrels"
+    qrels.write_text("".join(f"{d[: d.index('d')]} 0 {d} {int(v > 0.7)}\n" for d, v in _relevance().items()))
+    d = ts.diagnose(str(qrels), str(first), {"llm": str(out)}, worst_n=0, permutations=100)
+    meta = json.loads((tmp_path / "lw.trec.meta.json").read_text())
+    run = d.summary["reranked_runs"][0]
+    assert run["listwise"] is True
+    behaviour = run["behaviour"]
+    assert (behaviour["windows"]["window"], behaviour["windows"]["stride"]) == (10, 4)
+    assert behaviour["windows"]["windows"] == 25
+    assert behaviour["order_probe"]["n"] == 2
+    assert behaviour["order_probe"]["mean_rbo"] == meta["shuffles"]["mean_rbo"]
