@@ -1,5 +1,5 @@
 """A local OpenAI-compatible chat server on 127.0.0.1 that ranks windows of passages, for the listwise reranker's
-tests (tests/reranking/test_listwise.py).
+tests (tests/reranking/test_listwise_rerank.py).
 
 Each passage holds ``doc=ID``; the server reads the window's passages in prompt order (``[i] ...`` lines, i from 1)
 and answers with a RankGPT-style ranking (``[2] > [1] > [3]``). ``order``:
