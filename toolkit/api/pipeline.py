@@ -505,16 +505,41 @@ def rerank_job(
     force: bool = False,
     progress: bool = False,
     trust_cache: bool = False,
+    listwise: Mapping[str, Any] | None = None,
 ) -> tuple[Any, dict]:
     """``rerank`` with every option of ``twostage rerank``; returns the ``RerankResult`` (run, settings,
     seconds, queries, pairs, missing texts) and where the query texts came from (``topics``,
-    ``topics_resolved``). ``trust_cache``: read the embedding and ONNX caches even when another user owns them
-    or may write to them (``toolkit.guard.store``)."""
+    ``topics_resolved``). ``trust_cache``: read the embedding, ONNX and answer caches even when another user owns
+    them or may write to them (``toolkit.guard.store``). ``backend="listwise"`` takes its own options from
+    ``listwise`` (see ``listwise_job``)."""
     from toolkit.guard.store import trusting
     from toolkit.models.profiling import phase
-    from toolkit.reranking.backends import RerankerSpec
+    from toolkit.reranking.backends import LISTWISE, RerankerSpec
     from toolkit.reranking.job import rerank_run
 
+    if backend == LISTWISE:
+        if ray is not None:
+            from toolkit.errors import ConfigError
+
+            raise ConfigError("the listwise backend runs its requests concurrently in this process; drop --ray")
+        with trusting(trust_cache):
+            return listwise_job(
+                run,
+                model=model,
+                topics=topics,
+                candidates=candidates,
+                corpus=corpus,
+                index=index,
+                depth=depth,
+                device=device,
+                batch_size=batch_size,
+                missing_text=missing_text,
+                query_ids=query_ids,
+                judged_only=judged_only,
+                tag=tag,
+                progress=progress,
+                **dict(listwise or {}),
+            )
     # a Ray address that does not answer fails first, before any input is read
     sharding = _sharding(ray, shards, workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries)
     try:  # what the job started is stopped, whatever fails
@@ -536,6 +561,130 @@ def rerank_job(
     finally:
         _shutdown(sharding)
     return result, _topics_source(topics, cand)
+
+
+#: the options only ``backend="listwise"`` takes (``listwise_job``)
+LISTWISE_OPTIONS = (
+    "endpoint",
+    "window",
+    "stride",
+    "prompt",
+    "shuffles",
+    "seed",
+    "answer_cache",
+    "concurrency",
+    "timeout",
+    "retries",
+    "backoff",
+    "rate",
+    "max_response_bytes",
+)
+
+
+def listwise_job(
+    run: Any = None,
+    *,
+    model: str,
+    topics: Any = None,
+    candidates: str | os.PathLike | None = None,
+    corpus: str | os.PathLike | None = None,
+    index: str | os.PathLike | None = None,
+    depth: int = 100,
+    window: int = 20,
+    stride: int = 10,
+    prompt: str | os.PathLike | None = None,
+    endpoint: str | None = None,
+    shuffles: int = 0,
+    seed: int = 42,
+    answer_cache: str | os.PathLike | bool = True,
+    concurrency: int = 8,
+    timeout: float = 60.0,
+    retries: int = 4,
+    backoff: float = 1.0,
+    rate: float | None = None,
+    max_response_bytes: int | None = None,
+    device: str = "auto",
+    batch_size: int = 8,
+    missing_text: str = "error",
+    query_ids: Iterable[str] | None = None,
+    judged_only: Any = None,
+    tag: str = "twostage-rerank",
+    progress: bool = False,
+) -> tuple[Any, dict]:
+    """The listwise LLM reranker (``toolkit.reranking.listwise``): rank_llm's sliding windows of ``window``
+    passages ``stride`` apart over the top ``depth``, each window one request to the OpenAI-compatible
+    ``endpoint`` serving ``model`` (through ``toolkit.guard.client``: ``concurrency`` requests in flight across
+    queries, ``retries``, ``backoff``, ``rate``, ``timeout`` a deadline per request, answers bounded by
+    ``max_response_bytes``), or, without ``endpoint``, a local causal LM folder ``model`` run by transformers
+    (``device``, ``batch_size``). ``prompt``: a listwise template file; ``answer_cache``: ``True`` the default
+    folder ``$TWOSTAGE_CACHE/listwise``, a folder, or ``False``; ``shuffles`` K and ``seed``: the order probe.
+    The template, the window and the endpoint are checked before the inputs are read."""
+    from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES
+    from toolkit.judging.backends import OpenAIChatJudge, TransformersJudge
+    from toolkit.models.profiling import phase
+    from toolkit.reranking.listwise import check_window, listwise_rerank_run, load_listwise_template
+
+    check_window(depth, window, stride)
+    template = load_listwise_template(prompt)
+    llm: Any
+    if endpoint:
+        llm = OpenAIChatJudge(
+            endpoint,
+            model,
+            concurrency=concurrency,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            rate=rate,
+            max_response_bytes=max_response_bytes if max_response_bytes is not None else DEFAULT_MAX_RESPONSE_BYTES,
+        )
+    else:
+        llm = TransformersJudge(model, device=device, batch_size=batch_size)
+    try:
+        llm.check()
+        with phase("reading"):
+            cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
+        cache = _answer_cache(answer_cache)
+        try:
+            with phase("scoring"):
+                result = listwise_rerank_run(
+                    first,
+                    queries,
+                    texts,
+                    llm,
+                    depth=depth,
+                    window=window,
+                    stride=stride,
+                    template=template,
+                    cache=cache,
+                    missing_text=missing_text,
+                    query_ids=_rerank_query_ids(query_ids, judged_only),
+                    shuffles=shuffles,
+                    seed=seed,
+                    tag=tag,
+                    progress=progress,
+                )
+        finally:
+            if cache is not None:
+                cache.close()
+    finally:
+        close = getattr(llm, "close", None)
+        if close is not None:
+            close()
+    return result, _topics_source(topics, cand)
+
+
+def _answer_cache(answer_cache: Any) -> Any:
+    """The listwise answers' cache: a ``JudgmentCache`` in its own folder (``True``: ``$TWOSTAGE_CACHE/listwise``)."""
+    if answer_cache is False or answer_cache is None:
+        return None
+    from toolkit.judging.cache import JudgmentCache
+
+    if answer_cache is True:
+        from toolkit.data.catalog import cache_dir
+
+        return JudgmentCache(cache_dir() / "listwise")
+    return JudgmentCache(answer_cache)
 
 
 def rerank(
@@ -585,12 +734,20 @@ def rerank(
         gpus_per_worker: GPUs per Ray worker.
         shards: with ``ray``: the folder of the job's manifest and shards (resumable).
         progress: show a progress bar.
-        **options: the other options of ``twostage rerank``: ``query_ids`` (only these queries),
+        **options: with ``backend="listwise"``, its options (``endpoint``, ``window``, ``stride``, ``prompt``,
+            ``shuffles``, ``seed``, ``answer_cache``, ``concurrency``, ``timeout``, ``retries``, ``backoff``,
+            ``rate``, ``max_response_bytes``: see ``listwise_job``); and
+            the other options of ``twostage rerank``: ``query_ids`` (only these queries),
             ``judged_only`` (qrels: only the queries they judge), ``embedding_cache`` (``True``: reuse
             bi-encoder embeddings from ``$TWOSTAGE_CACHE/embeddings``, or a folder), ``trust_cache`` (read the
             embedding and ONNX caches even when another user owns them or may write to them), ``force``,
             ``cpus_per_worker``, ``shard_size``, ``max_retries``: see ``rerank_job``.
     """
+    listwise = {k: options.pop(k) for k in LISTWISE_OPTIONS if k in options}
+    if listwise and backend != "listwise":
+        from toolkit.errors import ConfigError
+
+        raise ConfigError(f"{', '.join(sorted(listwise))}: options of backend='listwise' only")
     result, source = rerank_job(
         run,
         model=model,
@@ -612,6 +769,7 @@ def rerank(
         gpus_per_worker=gpus_per_worker,
         shards=shards,
         progress=progress,
+        listwise=listwise,
         **options,
     )
     return Run(result.run, dict(result.settings) | source)

@@ -6,9 +6,8 @@ import json
 
 import click
 
-from toolkit.cli.options import DEVICE, TRUST_CACHE, significance_options
+from toolkit.cli.options import DEVICE, ENDPOINT, TRUST_CACHE, client_options, prompt_option, significance_options
 from toolkit.cli.ray_options import ray_options, sharding_from_options
-from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES
 
 BACKEND_CHOICES = ("auto", "openai", "transformers")
 
@@ -33,9 +32,7 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
     show_default=True,
     help="Judge each query's top N documents (trec_eval's order).",
 )
-@click.option(
-    "--endpoint", default=None, metavar="URL", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1."
-)
+@ENDPOINT
 @click.option(
     "--model",
     required=True,
@@ -49,13 +46,8 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
     show_default=True,
     help="auto: openai with --endpoint, else transformers (a local --model PATH).",
 )
-@click.option(
-    "--prompt",
-    "prompt_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Prompt template file: YAML front matter (labels:, answer:) and a text with {query} and {passage} "
-    "[default: twostage's UMBRELA-style 0-3 template].",
+@prompt_option(
+    "twostage's UMBRELA-style 0-3 template; front matter labels:, answer:, a text with {query} and {passage}"
 )
 @click.option("--holes-only", is_flag=True, help="Judge only the documents --qrels does not judge.")
 @click.option("--qrels", default=None, help="Human qrels (file or collection name): for --holes-only and --calibrate.")
@@ -97,49 +89,13 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
     is_flag=True,
     help="Ask again the pairs whose cached answer does not parse (else they stay counted parse failures).",
 )
-@click.option(
-    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="openai: requests in flight."
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    help="openai: seconds, a deadline for each whole request (connecting, sending, the whole answer).",
-)
-@click.option(
-    "--max-response-bytes",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_RESPONSE_BYTES,
-    show_default=True,
-    help="openai: the longest answer read; a longer one is a failed request.",
-)
+@client_options
 @click.option(
     "--max-failures",
     type=click.IntRange(min=0),
     default=0,
     show_default=True,
     help="Failed requests (after retries) allowed; with more, or when all fail, exit 1 after writing OUT.",
-)
-@click.option(
-    "--retries",
-    type=click.IntRange(min=0),
-    default=4,
-    show_default=True,
-    help="openai: retries of a timeout, refused connection, HTTP 429 or 5xx.",
-)
-@click.option(
-    "--backoff",
-    type=click.FloatRange(min=0),
-    default=1.0,
-    show_default=True,
-    help="openai: seconds before the first retry, doubling each time.",
-)
-@click.option(
-    "--rate",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="openai: at most this many requests per second.",
 )
 @DEVICE
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="transformers: batch.")

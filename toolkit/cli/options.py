@@ -24,6 +24,7 @@ from toolkit.data.ranking import SCORE_PRECISIONS
 from toolkit.data.trec_io import DedupePolicy
 from toolkit.errors import TwostageError
 from toolkit.evaluation.significance import CORRECTIONS
+from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES
 from toolkit.measures.names import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, EvalSettings, build_settings
 from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
 from toolkit.models import DEFAULT_DEVICE, PRECISIONS
@@ -87,7 +88,8 @@ SEED = click.option(
     type=int,
     default=42,
     show_default=True,
-    help="Seed of numpy's default_rng for the randomization test and the bootstrap intervals.",
+    help="Seed of numpy's default_rng for every random step: the randomization test, the bootstrap intervals, "
+    "rerank's order probe (--shuffles).",
 )
 
 _SIGNIFICANCE = [
@@ -341,3 +343,72 @@ def qrels_policy_options(f):
         default=None,
         help="Qrels written by `twostage judge` (an LLM's labels), merged with the human qrels by --qrels-policy.",
     )(f)
+
+
+# ------------------------------------------------------------------ LLM endpoints (judge, rerank --backend listwise)
+ENDPOINT = click.option(
+    "--endpoint", default=None, metavar="URL", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1."
+)
+
+_CLIENT = [
+    click.option(
+        "--concurrency",
+        type=click.IntRange(min=1),
+        default=8,
+        show_default=True,
+        help="--endpoint: requests in flight.",
+    ),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=60.0,
+        show_default=True,
+        help="--endpoint: seconds, a deadline for each whole request (connecting, sending, the whole answer).",
+    ),
+    click.option(
+        "--max-response-bytes",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        show_default=True,
+        help="--endpoint: the longest answer read; a longer one is a failed request.",
+    ),
+    click.option(
+        "--retries",
+        type=click.IntRange(min=0),
+        default=4,
+        show_default=True,
+        help="--endpoint: retries of a timeout, refused connection, HTTP 429 or 5xx.",
+    ),
+    click.option(
+        "--backoff",
+        type=click.FloatRange(min=0),
+        default=1.0,
+        show_default=True,
+        help="--endpoint: seconds before the first retry, doubling each time.",
+    ),
+    click.option(
+        "--rate",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        help="--endpoint: at most this many requests per second.",
+    ),
+]
+
+
+def client_options(f):
+    """The HTTP client's settings (``toolkit.guard.client.Endpoint``) of every command that calls an endpoint."""
+    for option in reversed(_CLIENT):
+        f = option(f)
+    return f
+
+
+def prompt_option(default: str):
+    """``--prompt FILE``: a prompt template (YAML front matter, then the text); ``default`` says what is used
+    without it."""
+    return click.option(
+        "--prompt",
+        "prompt_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help=f"Prompt template file: YAML front matter, then the text [default: {default}].",
+    )

@@ -7,10 +7,21 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DEVICE, PRECISION, PROFILE, TRUST_CACHE, writable_file
+from toolkit.cli.options import (
+    DEVICE,
+    ENDPOINT,
+    PRECISION,
+    PROFILE,
+    SEED,
+    TRUST_CACHE,
+    client_options,
+    prompt_option,
+    writable_file,
+)
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.extras import require, require_command
-from toolkit.reranking.backends import BACKENDS, DEFAULT_BACKEND, RERANKER_KINDS
+from toolkit.reranking.backends import DEFAULT_BACKEND, LISTWISE, RERANK_BACKENDS, RERANKER_KINDS
+from toolkit.reranking.listwise import DEFAULT_STRIDE, DEFAULT_WINDOW
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +116,47 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option(
     "--backend",
-    type=click.Choice(list(BACKENDS)),
+    type=click.Choice(list(RERANK_BACKENDS)),
     default=DEFAULT_BACKEND,
     show_default=True,
     help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
-    "with int8 weights (fastest; changes scores, see docs/benchmarks.md).",
+    "with int8 weights (fastest; changes scores, see docs/benchmarks.md). listwise: an LLM reorders sliding "
+    "windows of passages (rank_llm's algorithm) through --endpoint, or a local causal LM --model folder.",
 )
+@ENDPOINT
+@click.option(
+    "--window",
+    type=click.IntRange(min=2),
+    default=DEFAULT_WINDOW,
+    show_default=True,
+    help="listwise: passages per LLM call (at most --depth).",
+)
+@click.option(
+    "--stride",
+    type=int,
+    default=DEFAULT_STRIDE,
+    show_default=True,
+    help="listwise: ranks between windows, from the bottom of the top --depth up (1 to --window minus 1).",
+)
+@prompt_option("RankGPT's listwise prompt as rank_llm sends it; a text with {query}, {num}, {passages}")
+@click.option(
+    "--shuffles",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="listwise: the order probe: rerank each query K more times from seeded shuffles of its candidates and "
+    "record the rank-biased overlap of their top 10 with the run's in OUT.meta.json.",
+)
+@SEED
+@click.option(
+    "--answer-cache",
+    "answer_cache_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="listwise: the LLM answers' cache folder [$TWOSTAGE_CACHE/listwise]; a rerun asks only what it lacks.",
+)
+@click.option("--no-answer-cache", is_flag=True, help="listwise: ask everything, store nothing.")
+@client_options
 @PRECISION
 @click.option(
     "--embedding-cache",
@@ -149,6 +195,20 @@ def rerank(
     tag,
     no_progress,
     backend,
+    endpoint,
+    window,
+    stride,
+    prompt_path,
+    shuffles,
+    seed,
+    answer_cache_dir,
+    no_answer_cache,
+    concurrency,
+    timeout,
+    max_response_bytes,
+    retries,
+    backoff,
+    rate,
     precision,
     cache_dir,
     no_embedding_cache,
@@ -179,6 +239,49 @@ def rerank(
         _profile_imports(device if ray["ray_address"] is None and backend == "torch" else "cpu")
 
     _check_sources(candidates, run_path, topics, corpus, index_path)
+    if backend == LISTWISE:
+        _check_listwise(ray["ray_address"], kind, endpoint)
+        if not endpoint:
+            require("rerank", "twostage rerank --backend listwise with a local --model (transformers)")
+        if index_path:
+            require("pyserini", "twostage rerank --index (texts stored in a Lucene index)")
+        listwise = {
+            "endpoint": endpoint,
+            "window": window,
+            "stride": stride,
+            "prompt": prompt_path,
+            "shuffles": shuffles,
+            "seed": seed,
+            "answer_cache": False if no_answer_cache else (answer_cache_dir or True),
+            "concurrency": concurrency,
+            "timeout": timeout,
+            "max_response_bytes": max_response_bytes,
+            "retries": retries,
+            "backoff": backoff,
+            "rate": rate,
+        }
+        _rerank_listwise(
+            run_path,
+            candidates,
+            topics,
+            corpus,
+            index_path,
+            model,
+            depth,
+            batch_size,
+            device,
+            query_id_values,
+            judged_qrels,
+            missing_text,
+            tag,
+            out,
+            no_progress,
+            listwise,
+            trust_cache,
+        )
+        return
+    if endpoint:
+        raise click.UsageError("--endpoint is for --backend listwise")
     _require_extras(backend, index_path)
     if ray["ray_address"] is None:  # --workers and friends without --ray are a usage error
         sharding_from_options(**ray, out=out, force=force)
@@ -216,6 +319,72 @@ def rerank(
     _report(result, settings, ray["ray_address"], f"{settings['reranker']['kind']} {model}")
     click.echo(str(out))
     profiling.report()
+
+
+def _check_listwise(ray_address, kind: str, endpoint) -> None:
+    """Usage errors of --backend listwise."""
+    if ray_address is not None:
+        raise click.UsageError("--backend listwise runs its requests concurrently in this process; drop --ray")
+    if kind != "auto":
+        raise click.UsageError("--kind is for the scoring backends; --backend listwise reorders windows")
+    if endpoint is not None and not endpoint.strip():
+        raise click.UsageError("--endpoint is empty")
+
+
+def _rerank_listwise(
+    run_path,
+    candidates,
+    topics,
+    corpus,
+    index_path,
+    model,
+    depth,
+    batch_size,
+    device,
+    query_id_values,
+    judged_qrels,
+    missing_text,
+    tag,
+    out,
+    no_progress,
+    listwise: dict,
+    trust_cache: bool = False,
+) -> None:
+    """--backend listwise: the windows asked (answers cached as they arrive), then OUT and OUT.meta.json."""
+    from toolkit.api.pipeline import listwise_job
+    from toolkit.guard.store import trusting
+
+    tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
+    with trusting(trust_cache):  # the answer cache, opened through the one store
+        result, source = listwise_job(
+            run_path,
+            model=model,
+            topics=topics,
+            candidates=candidates,
+            corpus=corpus,
+            index=index_path,
+            depth=depth,
+            device=device,
+            batch_size=batch_size,
+            missing_text=missing_text,
+            query_ids=_query_ids(query_id_values),
+            judged_only=judged_qrels,
+            tag=tag,
+            progress=not no_progress,
+            **listwise,
+        )
+    settings = _write_outputs(result, out, tag, source)
+    s, c = settings, settings["requests"]
+    probe = settings.get("shuffles")
+    click.echo(
+        f"reranked {result.queries} queries, top {s['depth']} by {s['windows']} windows of {s['window']} (stride "
+        f"{s['stride']}) with {model}: {c['asked']} requests, {c['from_cache']} answers from the cache, "
+        f"{s['repaired']} answers repaired"
+        + (f"; order probe: mean RBO {probe['mean_rbo']:.3f} over {probe['n']} shuffles" if probe else "")
+        + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
+        err=True,
+    )
+    click.echo(str(out))
 
 
 def _profile_imports(device: str) -> None:

@@ -759,7 +759,15 @@ def _diagnose_reranked(
         detection=r.detection,
         repeats=repeats,
         behaviour=listwise_behaviour(
-            ev.qrels, first, r.runs, depth, ev.qids, ev.precision, window=window, stride=stride
+            ev.qrels,
+            first,
+            r.runs,
+            depth,
+            ev.qids,
+            ev.precision,
+            window=window or r.window,  # the option, else the run's sidecar
+            stride=stride if window else r.stride,
+            probe=r.probe,
         ),
     )
     return pipeline, table

@@ -32,6 +32,9 @@ class Reranked:
     depth_from: str = "given"
     detection: dict | None = None
     repeats: tuple[Run, ...] = ()
+    window: int | None = None  # a listwise reranker's sliding window and stride, as its sidecar says
+    stride: int | None = None
+    probe: dict | None = None  # its sidecar's order probe (``shuffles``: n, seed, mean_rbo, per_query)
 
     @property
     def runs(self) -> tuple[Run, ...]:
@@ -93,7 +96,13 @@ def reranked_input(
         sha = (meta.get("first_stage") or {}).get("sha256")
         first_stage = next((n for n, r in first_stages.items() if sha and r.sha256 == sha), "")
     listwise = listwise or bool(meta.get("listwise")) or (meta.get("reranker") or {}).get("kind") == "listwise"
-    return Reranked(name, run, first_stage, d, listwise, d_from, repeats=tuple(repeats))
+    window, stride = meta.get("window"), meta.get("stride")
+    window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+    stride = stride if isinstance(stride, int) and not isinstance(stride, bool) and stride > 0 else None
+    probe = meta.get("shuffles") if isinstance(meta.get("shuffles"), dict) else None
+    return Reranked(
+        name, run, first_stage, d, listwise, d_from, repeats=tuple(repeats), window=window, stride=stride, probe=probe
+    )
 
 
 def named_runs(runs: Run | Mapping[str, Run], default: str) -> dict[str, Run]:

@@ -141,9 +141,11 @@ def listwise_behaviour(
     level: int = 1,
     window: int | None = None,
     stride: int | None = None,
+    probe: dict | None = None,
 ) -> dict:
     """The promotion profile, the unchanged queries and (with ``window`` and ``stride``) the windows in input
-    order of a reranked system (its repeats pooled: counts summed over them)."""
+    order of a reranked system (its repeats pooled: counts summed over them); ``probe``, the order probe its
+    sidecar records (``shuffles``: n, seed, mean_rbo), is passed on as ``order_probe``."""
     unchanged = [unchanged_share(first, run, depth, query_ids, score_precision) for run in runs]
     same, held = sum(u for u, _ in unchanged), sum(n for _, n in unchanged)
     out: dict = {
@@ -163,6 +165,8 @@ def listwise_behaviour(
             "in_input_order": in_order,
             "share": in_order / total if total else 0.0,
         }
+    if probe and probe.get("mean_rbo") is not None:
+        out["order_probe"] = {k: probe.get(k) for k in ("n", "seed", "top", "p", "mean_rbo")}
     return out
 
 

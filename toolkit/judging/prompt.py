@@ -129,13 +129,15 @@ def default_template_path() -> Path:
     return Path(str(resources.files("toolkit.judging") / "templates" / DEFAULT_TEMPLATE))
 
 
-def load_template(path: str | os.PathLike | None = None) -> Template:
-    """Read and check a template file (default: the shipped one)."""
+def read_front_matter(path: str | os.PathLike, keys: tuple[str, ...], hint: str) -> tuple[dict, str, str]:
+    """(front matter, text, the file's sha256) of a template file: YAML front matter between two ``---`` lines,
+    then the text; a key not in ``keys`` is an error. ``hint`` names the keys expected, for the error message.
+    Shared by every template twostage reads (the judge's here, the listwise reranker's)."""
     import hashlib
 
     import yaml
 
-    p = Path(path) if path is not None else default_template_path()
+    p = Path(path)
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
@@ -147,17 +149,24 @@ def load_template(path: str | os.PathLike | None = None) -> Template:
     m = re.match(r"---\n(.*?)\n---\n(.*)\Z", text, re.S)
     if not m:
         raise InputFormatError(
-            str(p), 1, "a prompt template starts with YAML front matter between '---' lines (labels:, answer:)"
+            str(p), 1, f"a prompt template starts with YAML front matter between '---' lines ({hint})"
         )
     try:
         head = yaml.safe_load(m.group(1)) or {}
     except yaml.YAMLError as exc:
         raise InputFormatError(str(p), None, f"front matter is not YAML ({exc})") from None
     if not isinstance(head, dict):
-        raise InputFormatError(str(p), 2, "front matter must be a mapping (labels:, answer:, ...)")
-    unknown = sorted(set(head) - {"name", "labels", "answer", "system", "max_tokens"})
+        raise InputFormatError(str(p), 2, f"front matter must be a mapping ({hint}, ...)")
+    unknown = sorted(set(head) - set(keys))
     if unknown:
         raise InputFormatError(str(p), None, f"unknown front matter key(s) {unknown}")
+    return head, m.group(2), hashlib.sha256(raw).hexdigest()
+
+
+def load_template(path: str | os.PathLike | None = None) -> Template:
+    """Read and check a template file (default: the shipped one)."""
+    p = Path(path) if path is not None else default_template_path()
+    head, body, sha256 = read_front_matter(p, ("name", "labels", "answer", "system", "max_tokens"), "labels:, answer:")
     labels = head.get("labels")
     if (
         not isinstance(labels, list)
@@ -176,7 +185,6 @@ def load_template(path: str | os.PathLike | None = None) -> Template:
         raise InputFormatError(str(p), None, f"answer: {answer!r} is not a regular expression ({exc})") from None
     if groups < 1:
         raise InputFormatError(str(p), None, f"answer: {answer!r} has no group; put the label in (...)")
-    body = m.group(2)
     missing = [ph for ph in REQUIRED if ph not in body]
     if missing:
         raise InputFormatError(
@@ -195,5 +203,5 @@ def load_template(path: str | os.PathLike | None = None) -> Template:
         system=str(head.get("system") or ""),
         max_tokens=max_tokens,
         path=str(p),
-        sha256=hashlib.sha256(raw).hexdigest(),
+        sha256=sha256,
     )

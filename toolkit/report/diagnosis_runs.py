@@ -147,6 +147,7 @@ def behaviour_table(diag: Diagnosis) -> Table:
     for p in diag.pipelines:
         b = p.behaviour or {}
         w = b.get("windows")
+        probe = b.get("order_probe")
         rows.append(
             [
                 p.name,
@@ -155,6 +156,8 @@ def behaviour_table(diag: Diagnosis) -> Table:
                 f"{b.get('unchanged_query_count', 0)} of {b.get('queries_compared', 0)}",
                 w["share"] if w else None,
                 f"{w['in_input_order']} of {w['windows']} (W {w['window']}, S {w['stride']})" if w else "–",
+                probe["mean_rbo"] if probe else None,
+                f"{probe['n']} shuffles, seed {probe['seed']}" if probe else "–",
             ]
         )
     return Table(
@@ -165,9 +168,11 @@ def behaviour_table(diag: Diagnosis) -> Table:
             "queries",
             "windows in input order",
             "windows",
+            "order probe: mean RBO",
+            "order probe",
         ],
         rows,
-        numeric={1, 2, 4},
+        numeric={1, 2, 4, 6},
         table_id="listwise-behaviour",
     )
 
@@ -186,9 +191,12 @@ def behaviour_parts(diag: Diagnosis) -> list[Part]:
         _muted(
             "Unchanged queries: the reranked top N is the first stage's top N in the first stage's order (a "
             "failed or repaired listwise call returns its input). Windows in input order (with --window and "
-            "--stride): the ranks of each sliding window, from the bottom up as rank_llm slides it, hold their "
+            "--stride, or the window and stride the run's sidecar records): the ranks of each sliding window, from the bottom up as rank_llm slides it, hold their "
             "documents in the first stage's order in the final list: exact while the windows before it kept "
-            "their input, an approximation after one that changed it."
+            "their input, an approximation after one that changed it. Order probe (from the sidecar of "
+            "`twostage rerank --backend listwise --shuffles K`): the rank-biased overlap (p 0.9) of the top 10 "
+            "reranked from K seeded shuffles of the input with the run's own top 10, the mean over queries; 1.0: "
+            "the order does not depend on the input order; near chance: the reranker returns its input order."
         ),
     ]
 

@@ -87,6 +87,11 @@ BACKENDS: dict[str, Backend] = {
     "onnx-int8": Backend({"bi-encoder": _onnx(quantize=True)}, ("auto", "fp32"), _ONNX_WEIGHTS),
 }
 DEFAULT_BACKEND = "torch"
+#: The listwise LLM reranker (``toolkit.reranking.listwise``): not a scoring model, so not in ``BACKENDS``; it
+#: reorders windows of passages by an LLM's answer, over an endpoint or a local causal LM.
+LISTWISE = "listwise"
+#: every ``--backend`` of ``twostage rerank``
+RERANK_BACKENDS = (*BACKENDS, LISTWISE)
 
 
 # ------------------------------------------------------------------ spec

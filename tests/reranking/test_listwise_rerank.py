@@ -1,0 +1,349 @@
+"""The listwise LLM reranker (``twostage rerank --backend listwise``) against a local OpenAI-compatible server
+(tests/support/listwise_server.py): the run equals an independent sliding-window computation, repairs are
+counted, answers are cached (a rerun asks nothing, a stopped job resumes), the order probe, and bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+
+import pytest
+from listwise_server import ListwiseServer, ideal, mode_of
+
+from toolkit.reranking.listwise import load_listwise_template, parse_answer, window_spans
+
+QUERIES = 5
+PER_QUERY = 30
+
+
+def _relevance(seed: int = 7) -> dict[str, float]:
+    rng = random.Random(seed)
+    return {f"q{q}d{i}": rng.random() for q in range(QUERIES) for i in range(PER_QUERY)}
+
+
+def _candidates(path, queries: int = QUERIES, per_query: int = PER_QUERY) -> str:
+    data = [
+        {
+            "query": f"what is topic {q}",
+            "hits": [
+                {
+                    "qid": f"q{q}",
+                    "docid": f"q{q}d{i}",
+                    "rank": i + 1,
+                    "score": float(100 - i),
+                    "content": f"A passage [{i % 3 + 1}] about doc=q{q}d{i} and more words.",
+                }
+                for i in range(per_query)
+            ],
+        }
+        for q in range(queries)
+    ]
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+# ------------------------------------------------------------------ the oracle
+def _expected_window(docs: list[str], relevance: dict[str, float], breaking: bool) -> tuple[list[str], str]:
+    """The window's order after the server's answer and rank_llm's repair, computed here by hand, and the
+    repair it needs."""
+    best = ideal(docs, relevance)
+    mode = mode_of(docs) if breaking else "ok"
+    if mode == "missing":  # the last two left out: appended in input order
+        kept = best[:-2]
+        order = kept + sorted(set(range(len(docs))) - set(kept))
+        return [docs[i] for i in order], "missing"
+    if mode == "none_parsed":
+        return list(docs), "none_parsed"
+    return [docs[i] for i in best], {"ok": "", "think": ""}.get(mode, mode)
+
+
+def _oracle(docs: list[str], relevance, window: int, stride: int, breaking: bool):
+    """rank_llm's sliding window, written out: the final order and the repairs asked for."""
+    docs = list(docs)
+    repairs = []
+    end, start = len(docs), len(docs) - window
+    while end > 0 and start + stride != 0:
+        start = max(start, 0)
+        docs[start:end], repair = _expected_window(docs[start:end], relevance, breaking)
+        repairs.append(repair)
+        end -= stride
+        start -= stride
+    return docs, repairs
+
+
+def _read_run(path) -> dict[str, list[str]]:
+    rows: dict[str, list[tuple[float, str]]] = {}
+    for line in path.read_text().splitlines():
+        q, _, d, _rank, score, _tag = line.split()
+        rows.setdefault(q, []).append((-float(score), d))
+    return {q: [d for _, d in sorted(v)] for q, v in rows.items()}
+
+
+@pytest.fixture
+def server():
+    s = ListwiseServer(_relevance(), breaking=True)
+    yield s
+    s.close()
+
+
+def _rerank(cli, cands, server, out, *extra):
+    return cli(
+        "rerank",
+        "--candidates",
+        cands,
+        "--backend",
+        "listwise",
+        "--endpoint",
+        server.url,
+        "--model",
+        "test-ranker",
+        "--depth",
+        "25",
+        "--window",
+        "10",
+        "--stride",
+        "4",
+        "--no-progress",
+        "--out",
+        out,
+        *extra,
+    )
+
+
+# ------------------------------------------------------------------ tests
+def test_run_equals_sliding_window_oracle_and_repairs_are_counted(cli, tmp_path, server):
+    cands = _candidates(tmp_path / "c.json")
+    out = tmp_path / "lw.trec"
+    res = _rerank(cli, cands, server, out, "--answer-cache", tmp_path / "cache")
+    assert res.exit_code == 0, res.output
+    run = _read_run(out)
+    rel = _relevance()
+    expected_repairs: dict[str, int] = {}
+    windows = 0
+    for q in range(QUERIES):
+        first = [f"q{q}d{i}" for i in range(PER_QUERY)]
+        top, repairs = _oracle(first[:25], rel, 10, 4, breaking=True)
+        assert run[f"q{q}"] == top + first[25:]  # below the depth: the first stage's order
+        windows += len(repairs)
+        for r in repairs:
+            if r:
+                expected_repairs[r] = expected_repairs.get(r, 0) + 1
+    meta = json.loads((tmp_path / "lw.trec.meta.json").read_text())
+    assert meta["listwise"] is True and meta["window"] == 10 and meta["stride"] == 4 and meta["depth"] == 25
+    assert meta["windows"] == windows == server.requests == 5 * 5  # (15,25) (11,21) (7,17) (3,13) (0,9)
+    assert {k: v for k, v in meta["repairs"].items() if v} == expected_repairs
+    assert len(expected_repairs) == 4  # every kind of repair occurred
+    assert meta["repaired"] == sum(expected_repairs.values())
+    assert meta["first_stage"]["sha256"] and meta["reranker"]["kind"] == "listwise"
+    rec = meta["records"][0]
+    assert set(rec) >= {"rendered_prompt_sha256", "response", "identifiers", "permutation", "repairs"}
+    assert rec["ranks"] == [16, 25] and rec["window"] == 0
+
+
+def test_rerun_sends_nothing_and_a_stopped_job_resumes(cli, tmp_path, server):
+    cands = _candidates(tmp_path / "c.json")
+    cache = tmp_path / "cache"
+    server.fail_after = 7  # the job stops after 7 answers: nothing written, those 7 cached
+    res = _rerank(cli, cands, server, tmp_path / "a.trec", "--answer-cache", cache)
+    assert res.exit_code == 1
+    assert res.stderr.startswith("Error: ") and "failed" in res.stderr and res.stderr.count("\n") == 1
+    assert not (tmp_path / "a.trec").exists() and not (tmp_path / "a.trec.meta.json").exists()
+    server.fail_after = None
+    before = server.requests
+    res = _rerank(cli, cands, server, tmp_path / "a.trec", "--answer-cache", cache)
+    assert res.exit_code == 0, res.output
+    assert server.requests - before == 25 - 7  # resumed: only the windows not answered before
+    before = server.requests
+    res = _rerank(cli, cands, server, tmp_path / "b.trec", "--answer-cache", cache)
+    assert res.exit_code == 0, res.output
+    assert server.requests == before  # the same command again: nothing sent
+    assert _read_run(tmp_path / "a.trec") == _read_run(tmp_path / "b.trec")
+    meta = json.loads((tmp_path / "b.trec.meta.json").read_text())
+    assert meta["requests"]["asked"] == 0 and meta["requests"]["from_cache"] == 25
+    assert all(r["from_cache"] for r in meta["records"])
+
+
+def test_order_probe_input_order_near_chance_and_invariant_is_one(cli, tmp_path):
+    from toolkit.evaluation.agreement import rbo
+
+    cands = _candidates(tmp_path / "c.json")
+    invariant = ListwiseServer(_relevance())
+    try:
+        res = _rerank(
+            cli, cands, invariant, tmp_path / "i.trec", "--no-answer-cache", "--shuffles", "3", "--window", "25",
+            "--stride", "5",
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+    finally:
+        invariant.close()
+    # one window of the whole depth, ranked by relevance whatever its order: the same top 10 from every shuffle
+    probe = json.loads((tmp_path / "i.trec.meta.json").read_text())["shuffles"]
+    assert probe["n"] == 3 and probe["seed"] == 42 and len(probe["per_query"]) == QUERIES
+    assert probe["mean_rbo"] == pytest.approx(1.0)
+    parrot = ListwiseServer(_relevance(), order="input")
+    try:
+        res = _rerank(cli, cands, parrot, tmp_path / "p.trec", "--no-answer-cache", "--shuffles", "8")
+        assert res.exit_code == 0, res.output
+    finally:
+        parrot.close()
+    probe = json.loads((tmp_path / "p.trec.meta.json").read_text())["shuffles"]
+    # chance: two independent random orders of the 25 candidates, their top 10s compared
+    rng = random.Random(1)
+    items = list(range(25))
+    chance = sum(rbo(rng.sample(items, 25)[:10], items[:10], 0.9) for _ in range(1000)) / 1000
+    assert abs(probe["mean_rbo"] - chance) < 0.1 and probe["mean_rbo"] < 0.6
+
+
+def test_shuffled_input_reaches_the_server_shuffled(tmp_path):
+    from toolkit.reranking.listwise import probe_order
+
+    order = probe_order("q1", 25, 42, 1)
+    assert sorted(order) == list(range(25)) and order != list(range(25))
+    assert order == probe_order("q1", 25, 42, 1) and order != probe_order("q1", 25, 42, 2)
+
+
+@pytest.mark.parametrize(
+    "window, stride, message",
+    [
+        ("30", "4", "--window 30 is larger than --depth 25"),
+        ("10", "0", "--stride must be between 1 and the window minus 1 (9), not 0"),
+        ("10", "10", "--stride must be between 1 and the window minus 1 (9), not 10"),
+    ],
+)
+def test_bad_window_is_one_error_before_any_request(cli, tmp_path, server, window, stride, message):
+    cands = _candidates(tmp_path / "c.json")
+    out = tmp_path / "x.trec"
+    res = cli(
+        "rerank", "--candidates", cands, "--backend", "listwise", "--endpoint", server.url, "--model", "m",
+        "--depth", "25", "--window", window, "--stride", stride, "--out", out,
+    )  # fmt: skip
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1 and message in res.stderr, res.output
+    assert server.requests == 0 and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "front, body, message",
+    [
+        ("", "Rank these for {query}.\n", "no {passages} placeholder"),
+        ("", "Rank these:\n{passages}\n", "no {query} placeholder"),
+        ("passage: '{passage}'\n", "{query}\n{passages}\n", "must hold {id}"),
+    ],
+)
+def test_template_without_identifiers_is_refused(cli, tmp_path, server, front, body, message):
+    cands = _candidates(tmp_path / "c.json")
+    prompt = tmp_path / "p.md"
+    prompt.write_text(f"---\nname: t\n{front}---\n{body}")
+    res = _rerank(cli, cands, server, tmp_path / "x.trec", "--prompt", prompt)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1 and message in res.stderr, res.output
+    assert server.requests == 0 and not (tmp_path / "x.trec").exists()
+
+
+def test_endpoint_down_fails_fast_and_writes_nothing(cli, tmp_path):
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cands = _candidates(tmp_path / "c.json")
+    started = time.monotonic()
+    res = cli(
+        "rerank", "--candidates", cands, "--backend", "listwise", "--endpoint", f"http://127.0.0.1:{port}/v1",
+        "--model", "m", "--depth", "25", "--window", "10", "--stride", "4", "--out", tmp_path / "x.trec",
+    )  # fmt: skip
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1 and "unreachable" in res.stderr, res.output
+    assert time.monotonic() - started < 10
+    assert not list(tmp_path.glob("x.trec*"))
+
+
+# ------------------------------------------------------------------ the pieces, by hand
+@pytest.mark.parametrize(
+    "answer, k, perm, repairs",
+    [
+        ("[2] > [3] > [1]", 3, [2, 3, 1], []),
+        ("[2] > [2] > [3] > [1]", 3, [2, 3, 1], ["duplicates"]),
+        ("[2] > [9] > [0] > [3] > [1]", 3, [2, 3, 1], ["unknown"]),
+        ("[3]", 3, [3, 1, 2], ["missing"]),
+        ("[3] > [3] > [7]", 4, [3, 1, 2, 4], ["duplicates", "unknown", "missing"]),
+        ("no ranking here", 3, [1, 2, 3], ["none_parsed"]),
+        ("<think>[1] > [2] > [3]</think>[3] > [1] > [2]", 3, [3, 1, 2], []),
+        ("2, 3 and then 1", 3, [2, 3, 1], []),
+    ],
+)
+def test_parse_answer_repairs_as_rank_llm(answer, k, perm, repairs):
+    _found, permutation, kinds = parse_answer(answer, k)
+    assert [i + 1 for i in permutation] == perm and kinds == repairs
+
+
+def test_a_huge_answer_parses_in_linear_time():
+    import time
+
+    answer = " > ".join(f"[{i}]" for i in range(200_000))
+    started = time.monotonic()
+    _found, perm, kinds = parse_answer(answer, 20)
+    assert time.monotonic() - started < 5 and perm == list(range(20)) and kinds == ["unknown"]
+
+
+@pytest.mark.parametrize(
+    "length, window, stride, spans",
+    [
+        (100, 20, 10, [(80 - 10 * i, 100 - 10 * i) for i in range(9)]),
+        (25, 20, 10, [(5, 25), (0, 15)]),
+        (25, 10, 4, [(15, 25), (11, 21), (7, 17), (3, 13), (0, 9)]),
+        (10, 20, 10, [(0, 10)]),  # rank_llm makes no window here (10 - 20 + 10 == 0); twostage makes one
+        (5, 20, 10, [(0, 5)]),
+    ],
+)
+def test_window_spans(length, window, stride, spans):
+    assert window_spans(length, window, stride) == spans
+
+
+def test_default_template_renders_identifiers_and_escapes_passage_brackets():
+    t = load_listwise_template()
+    text = t.render("what is x", ["first [1] passage", "second"])
+    assert "[1] first (1) passage\n[2] second" in text and "search query: what is x." in text
+    assert "I will provide you with 2 passages" in text
+
+
+def test_library_call(tmp_path, server):
+    import toolkit as ts
+
+    cands = _candidates(tmp_path / "c.json", queries=2)
+    run = ts.rerank(
+        candidates=cands,
+        model="test-ranker",
+        backend="listwise",
+        endpoint=server.url,
+        depth=25,
+        window=10,
+        stride=4,
+        answer_cache=False,
+    )
+    assert run.meta["listwise"] is True and run.meta["windows"] == 10
+    with pytest.raises(Exception, match="backend='listwise' only"):
+        ts.rerank(candidates=cands, model="m", window=10)
+
+
+def test_diagnose_reads_the_sidecar_window_stride_and_probe(cli, tmp_path, server):
+    """No --listwise, no --window: the diagnosis takes them, and the order probe, from OUT.trec.meta.json."""
+    import toolkit as ts
+
+    cands = _candidates(tmp_path / "c.json")
+    out = tmp_path / "lw.trec"
+    res = _rerank(cli, cands, server, out, "--no-answer-cache", "--shuffles", "2")
+    assert res.exit_code == 0, res.output
+    first = tmp_path / "bm25.trec"
+    first.write_text(
+        "".join(f"q{q} Q0 q{q}d{i} {i + 1} {100 - i} bm25\n" for q in range(QUERIES) for i in range(PER_QUERY))
+    )
+    qrels = tmp_path / "q.qrels"
+    qrels.write_text("".join(f"{d[: d.index('d')]} 0 {d} {int(v > 0.7)}\n" for d, v in _relevance().items()))
+    d = ts.diagnose(str(qrels), str(first), {"llm": str(out)}, worst_n=0, permutations=100)
+    meta = json.loads((tmp_path / "lw.trec.meta.json").read_text())
+    run = d.summary["reranked_runs"][0]
+    assert run["listwise"] is True
+    behaviour = run["behaviour"]
+    assert (behaviour["windows"]["window"], behaviour["windows"]["stride"]) == (10, 4)
+    assert behaviour["windows"]["windows"] == 25
+    assert behaviour["order_probe"]["n"] == 2
+    assert behaviour["order_probe"]["mean_rbo"] == meta["shuffles"]["mean_rbo"]
