@@ -326,15 +326,15 @@ def merge_qrels(
 
     about = None
     if isinstance(judge, (str, os.PathLike)):  # the sidecar `twostage judge` wrote: which judge, calibrated?
-        import json
-
-        from toolkit.data.sidecar import meta_path
-
         # the judge's own record: its "run" is the run that was judged, not this qrels file, so it is read as
         # it is (a run sidecar's checksum check does not apply)
+        from toolkit.data.sidecar import SIDECAR_MAX_BYTES, meta_path
+        from toolkit.errors import InputFormatError
+        from toolkit.guard.readers import read_json
+
         try:
-            meta = json.loads(meta_path(judge).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            meta = read_json(meta_path(judge), max_bytes=SIDECAR_MAX_BYTES) if meta_path(judge).is_file() else {}
+        except InputFormatError:
             meta = {}
         if isinstance(meta, dict) and meta.get("kind") == "twostage judge":
             about = {

@@ -11,12 +11,15 @@ checksum (written by hand, for a reranker outside twostage) is used as it is: th
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+
+#: The largest sidecar read (a sidecar holds settings and checksums: a few KB).
+SIDECAR_MAX_BYTES = 16 << 20
 
 
 def meta_path(run_path: str | os.PathLike) -> Path:
@@ -30,10 +33,13 @@ def read_meta(run_path: str | os.PathLike) -> dict | None:
     p = meta_path(run_path)
     if not p.exists():
         return None
+    from toolkit.errors import InputFormatError
+    from toolkit.guard.readers import read_json
+
     try:
-        meta = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        log.warning("twostage: ignoring the unreadable sidecar %s (%s)", p, exc)
+        meta = read_json(p, max_bytes=SIDECAR_MAX_BYTES)  # bounded in size and nesting (the inputs door)
+    except InputFormatError as exc:
+        log.warning("twostage: ignoring the unreadable sidecar %s (%s)", p, exc.reason)
         return None
     if not isinstance(meta, dict):
         log.warning("twostage: ignoring the sidecar %s: not a JSON object", p)
