@@ -218,6 +218,27 @@ def json_depth_64_is_read(tmp: Path) -> None:
     _raises(lambda: parse_json(("[" * 65 + "]" * 65).encode(), "x"), "x:1: JSON nested more than 64 levels deep")
 
 
+def json_size_bound(tmp: Path) -> None:
+    """``TWOSTAGE_MAX_JSON_MB`` bounds a JSON document's size (here 1 MiB); a sidecar over 16 MiB is ignored."""
+    import os
+
+    from toolkit.data.sidecar import meta_path, read_meta
+    from toolkit.data.texts import read_candidates
+
+    hits = [{"qid": "q1", "docid": f"d{i}", "score": 1.0, "content": "x" * 100} for i in range(12_000)]
+    path = _write(tmp / "cands.json", json.dumps([{"query": "q", "hits": hits}]))
+    assert 1 << 20 < path.stat().st_size < 2 << 20
+    assert len(read_candidates(path).run) == 12_000
+    os.environ["TWOSTAGE_MAX_JSON_MB"] = "1"
+    try:
+        _raises(partial(read_candidates, path), f"{path}: JSON document of", "more than the 1,048,576 allowed")
+    finally:
+        del os.environ["TWOSTAGE_MAX_JSON_MB"]
+    run = _write(tmp / "run.trec", RUN)
+    meta_path(run).write_text('{"note": "' + "x" * (16 << 20) + '"}')
+    assert read_meta(run) is None
+
+
 # ------------------------------------------------------------ compressed input
 def _bomb(path: Path, gigabytes: int = 9) -> Path:
     """A gzip file of ``gigabytes`` GB of zeros, about 9 MB per 9 GB: one 64 MiB member, repeated."""
@@ -381,6 +402,7 @@ CASES = [
     doors.Case("readers", "corpus-deep-json-line", deep_json_corpus_line),
     doors.Case("readers", "sidecar-deep-json", deep_json_sidecar),
     doors.Case("readers", "json-depth-bound", json_depth_64_is_read),
+    doors.Case("readers", "json-size-bound", json_size_bound),
     doors.Case("readers", "run-gzip-bomb", gzip_bomb_run),
     doors.Case("readers", "qrels-gzip-bomb", gzip_bomb_qrels),
     doors.Case("readers", "corpus-gzip-bomb", gzip_bomb_corpus),
