@@ -89,6 +89,40 @@ def fuse_planted_line(tmp: Path) -> None:
     assert not out.exists()
 
 
+def prefs_separator(tmp: Path) -> None:
+    """Preference and judgment-group files (``-R prefs``, ``-R qrels_jg``) refuse U+2028 too: ``str.split()``
+    would have made it a column break."""
+    from toolkit.data.trec_io import read_prefs, read_qrels_jg
+
+    prefs = _write(tmp / "prefs.txt", "q1 a 0 d1 1\nq1 a 0 d\u20282 2\n")
+    _raises(partial(read_prefs, prefs), f"{prefs}:2: line separator U+2028")
+    jg = _write(tmp / "jg.txt", "q1 a d1 1\nq1 a d2 100000000\n")
+    _raises(partial(read_qrels_jg, jg), f"{jg}:2: relevance label 100000000 is out of range")
+
+
+def beir_qrels_checked(tmp: Path) -> None:
+    """A BEIR ``qrels/test.tsv`` goes through the same id and label rules before it becomes TREC qrels."""
+    import os
+
+    from toolkit.data.corpus import beir_qrels_to_trec
+
+    os.environ["TWOSTAGE_CACHE"], saved = str(tmp / "cache"), os.environ.get("TWOSTAGE_CACHE")
+    try:
+        tsv = _write(tmp / "a.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\u2028q9\t1\n")
+        _raises(partial(beir_qrels_to_trec, tsv), f"{tsv}:3: document id 'd2\\u2028q9' holds whitespace (U+2028)")
+        tsv = _write(tmp / "b.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t2000000000\n")
+        _raises(partial(beir_qrels_to_trec, tsv), f"{tsv}:2: relevance label 2000000000 is out of range")
+        tsv = _write(tmp / "c.tsv", "query-id\tcorpus-id\tscore\nq1\td1\tx\n")
+        _raises(partial(beir_qrels_to_trec, tsv), f"{tsv}:2: relevance 'x' is not an integer")
+        tsv = _write(tmp / "d.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t2\n")
+        assert beir_qrels_to_trec(tsv).read_text() == "q1 0 d1 2\n"
+    finally:
+        if saved is None:
+            del os.environ["TWOSTAGE_CACHE"]
+        else:
+            os.environ["TWOSTAGE_CACHE"] = saved
+
+
 def run_other_unicode_space_in_id(tmp: Path) -> None:
     """A no-break space (U+00A0) inside a run's doc id: arrow splits only on ' ', the id rule still refuses it."""
     qrels = _write(tmp / "qrels.txt", QRELS)
@@ -391,6 +425,8 @@ CASES = [
         )
     ),
     doors.Case("readers", "fuse-planted-line", fuse_planted_line),
+    doors.Case("readers", "prefs-separator-u2028", prefs_separator),
+    doors.Case("readers", "beir-qrels-checked", beir_qrels_checked),
     doors.Case("readers", "run-unicode-space-in-id", run_other_unicode_space_in_id),
     doors.Case("readers", "ids-refuse-every-line-break", ids_refuse_every_line_break),
     doors.Case("readers", "candidates-lone-surrogate", surrogate_in_candidates),

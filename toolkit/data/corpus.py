@@ -115,14 +115,22 @@ def beir_qrels_to_trec(tsv: Path) -> Path:
     out = _cache_folder("beir-qrels", _inputs_key([tsv])) / "qrels.txt"
     if out.exists():
         return out
+    from toolkit.guard.readers import parse_label, read_input
+
     lines = []
-    for number, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), start=1):
-        parts = line.split("\t")
+    try:
+        text = read_input(tsv).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputFormatError(str(tsv), None, "not valid UTF-8") from None
+    for number, line in enumerate(text.split("\n"), start=1):  # "\n" only: U+2028 is no line end in a TREC file
+        parts = line.rstrip("\r").split("\t")
         if not line.strip() or (number == 1 and not parts[-1].strip().lstrip("-").isdigit()):
             continue  # blank line or header
         if len(parts) != 3:
             raise InputFormatError(str(tsv), number, "expected query-id<TAB>corpus-id<TAB>score")
-        lines.append(f"{parts[0].strip()} 0 {parts[1].strip()} {int(parts[2])}\n")
+        qid = check_id(parts[0].strip(), "query", str(tsv), number)
+        doc = check_id(parts[1].strip(), "document", str(tsv), number)
+        lines.append(f"{qid} 0 {doc} {parse_label(parts[2].strip(), str(tsv), number)}\n")
     with atomic_write(out) as fh:
         fh.writelines(lines)
     return out

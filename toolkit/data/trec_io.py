@@ -535,6 +535,9 @@ def _small_table(path: str, ncols: int, what: str, layout: str) -> tuple[list[tu
     raw = read_bytes(path)
     if raw.translate(None, _NOT_CONTROL):
         raise _control_error(raw, path)
+    separator = line_separator(raw, path) if not raw.isascii() else None
+    if separator is not None:
+        raise separator
     comments = 0
     rows = []
     try:
