@@ -91,9 +91,14 @@ def folder_sha256(folder: str | os.PathLike, skip=lambda path: False) -> str:
     return h.hexdigest()
 
 
+#: UTF-8 prefixes of every non-ASCII character ``BAD_ID_RE2`` refuses (U+0080-U+00A0, U+1680, U+2000-U+202F,
+#: U+205F, U+3000): a file without any of them needs no check of its ids beyond the scan's.
+_SUSPECT = (b"\xc2", b"\xe1\x9a\x80", b"\xe2\x80", b"\xe2\x81\x9f", b"\xe3\x80\x80")
+
+
 def _scan(path: str) -> tuple[str, bool, bool, bool]:
     """One streaming pass: (sha256, file needs normalising (whitespace, BOM, CRLF, comment lines), file has content,
-    file has non-ASCII bytes).
+    file may hold a non-ASCII character the id rule refuses).
 
     A control character anywhere in the file is an error naming its line (``_control_error``), and so is a
     Unicode line separator (U+0085, U+2028, U+2029: ``toolkit.guard.readers.line_separator``).
@@ -122,10 +127,13 @@ def _scan(path: str) -> tuple[str, bool, bool, bool]:
                 content = content or not chunk.isspace()
                 # deleting every other byte is a C loop: ~0.1 s per 256 MiB, where a regex search takes ~1 s
                 control = control or bool(chunk.translate(None, _NOT_CONTROL))
-                if not chunk.isascii():  # a separator's 2-3 bytes may straddle two chunks
-                    nonascii = True
-                    separator = separator or line_separator(tail + chunk[:2], path) is not None
+                if not chunk.isascii():  # a character's 2-3 bytes may straddle two chunks
+                    edge = tail + chunk[:2]
+                    separator = separator or line_separator(edge, path) is not None
                     separator = separator or line_separator(chunk, path) is not None
+                    # lead bytes of the non-ASCII blanks and controls the id rule refuses (substring
+                    # searches run at memchr speed; é, 文 and most scripts hold none of them)
+                    nonascii = nonascii or any(lead in edge or lead in chunk for lead in _SUSPECT)
                 tail = chunk[-2:]
     except FileNotFoundError:
         raise InputFormatError(path, None, "no such file") from None
