@@ -29,8 +29,9 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from toolkit.data.records import BAD_ID_RE2, DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, id_error, id_problem
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 from toolkit.errors import ConfigError, InputFormatError, phrase
+from toolkit.guard.readers import check_id, check_id_column, check_labels
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +86,19 @@ def _ids(values: pd.Series, what: str, where: str) -> Any:
     """Ids as a large_string arrow column: text as it is, integers as decimal text (logged), anything else refused.
 
     Arrow-backed text is taken without a copy and object columns of ``str`` are converted in C; only a column
-    that mixes kinds is looked at row by row, to name the first bad row.
+    that mixes kinds, or holds a text UTF-8 cannot encode (a lone surrogate), is looked at row by row, to name
+    the first bad row.
     """
+    try:
+        return _ids_of(values, what, where)
+    except UnicodeEncodeError:
+        for row, value in enumerate(values.tolist()):
+            if isinstance(value, str):
+                check_id(value, what, where, where=f"row {row}")
+        raise  # not reached: the conversion failed on a text holding a lone surrogate, which check_id refuses
+
+
+def _ids_of(values: pd.Series, what: str, where: str) -> Any:
     import pyarrow as pa
 
     if isinstance(values.array, pd.arrays.ArrowStringArray):
@@ -113,16 +125,10 @@ def _ids(values: pd.Series, what: str, where: str) -> Any:
 
 
 def _valid_ids(text: Any, what: str, where: str) -> Any:
-    """``text`` if no id is empty or holds whitespace or a control character (``toolkit.data.records.check_id``, as
-    for files), checked in C; else the error naming the first such row and its id."""
-    import pyarrow.compute as pc
-
-    bad = pc.or_(pc.equal(pc.utf8_length(text), 0), pc.match_substring_regex(text, BAD_ID_RE2))
-    if not pc.any(bad).as_py():
-        return text
-    row = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False))[0])
-    value = text[row].as_py()
-    raise InputFormatError(where, None, id_error(value, what, id_problem(value) or "", f"row {row}"))
+    """``text`` if no id is empty or holds whitespace or a control character (``toolkit.guard.readers``, as for
+    files), checked in C; else the error naming the first such row and its id."""
+    check_id_column(text, what, where)
+    return text
 
 
 def _mixed_ids(values: pd.Series, what: str, where: str) -> Any:
@@ -270,7 +276,7 @@ def _nested_frame(obj: Mapping, value: str, where: str) -> pd.DataFrame:
             raise pa.ArrowInvalid("None is not text")  # the frame path names the row, showing None as given
         query: pd.Series = _text_column(_chunked(qid_text.take(pa.array(np.repeat(np.arange(len(inner)), counts)))))
         doc: pd.Series = _text_column(_chunked(doc_text))
-    except (pa.ArrowTypeError, pa.ArrowInvalid):  # ints or worse: the frame path converts or names the row
+    except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):  # ints or worse: the frame path names the row
         query = pd.Series(np.repeat(qids.to_numpy(), counts), dtype=object)
         doc = pd.Series(list(chain.from_iterable(inner)), dtype=object)
     values = map(methodcaller("values"), inner)
@@ -362,6 +368,7 @@ def qrels_from_frame(frame: pd.DataFrame, *, dedupe: str = "error", where: str =
     d = _column(frame, DOC_COLUMNS, "document id", where)
     r = _column(frame, LABEL_COLUMNS, "relevance label", where)
     labels = _numbers(frame[r], "relevance label", where)
+    check_labels(labels, where)  # |label| <= MAX_LABEL, before the cast to int64
     frac = labels != np.floor(labels)
     if frac.any():
         row = int(np.flatnonzero(frac)[0])

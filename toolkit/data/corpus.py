@@ -17,7 +17,6 @@ index built from it can be reused when they have not changed.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import html
 import json
@@ -27,9 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.data.records import check_id
-from toolkit.data.trec_io import iter_json_lines
 from toolkit.errors import ConfigError, InputFormatError
+from toolkit.guard.readers import check_id, check_text, iter_json_lines, jsonl_lines
 
 _ID_KEYS = ("id", "_id", "docid", "doc_id")
 _OTHER_TEXT_KEYS = ("content", "body", "passage")
@@ -80,25 +78,19 @@ def _doc_from_json(obj: dict, path: Path, number: int) -> tuple[str, str]:
         raise InputFormatError(
             str(path), number, f"document needs 'contents', 'title'/'text' or one of {', '.join(_OTHER_TEXT_KEYS)}"
         )
-    return check_id(str(doc_id), "document", str(path), number), text
+    return check_id(str(doc_id), "document", str(path), number), check_text(text, "text", str(path), number)
 
 
 def iter_jsonl_docs(paths: list[Path]) -> Iterator[tuple[str, str]]:
     """(id, text) of every document in these JSONL files, validated line by line."""
     seen: set[str] = set()
     for path in paths:
-        opener = gzip.open if str(path).endswith(".gz") else open
-        try:
-            fh = opener(path, "rt", encoding="utf-8")
-        except FileNotFoundError:
-            raise InputFormatError(str(path), None, "no such file") from None
-        with fh:
-            for number, obj in iter_json_lines(fh, str(path)):
-                doc_id, text = _doc_from_json(obj, path, number)
-                if doc_id in seen:
-                    raise InputFormatError(str(path), number, f"document id {doc_id!r} appears twice")
-                seen.add(doc_id)
-                yield doc_id, text
+        for number, obj in iter_json_lines(jsonl_lines(path), str(path)):
+            doc_id, text = _doc_from_json(obj, path, number)
+            if doc_id in seen:
+                raise InputFormatError(str(path), number, f"document id {doc_id!r} appears twice")
+            seen.add(doc_id)
+            yield doc_id, text
 
 
 def normalise_jsonl(name: str, paths: list[Path]) -> Path:
@@ -123,14 +115,22 @@ def beir_qrels_to_trec(tsv: Path) -> Path:
     out = _cache_folder("beir-qrels", _inputs_key([tsv])) / "qrels.txt"
     if out.exists():
         return out
+    from toolkit.guard.readers import parse_label, read_input
+
     lines = []
-    for number, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), start=1):
-        parts = line.split("\t")
+    try:
+        text = read_input(tsv).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputFormatError(str(tsv), None, "not valid UTF-8") from None
+    for number, line in enumerate(text.split("\n"), start=1):  # "\n" only: U+2028 is no line end in a TREC file
+        parts = line.rstrip("\r").split("\t")
         if not line.strip() or (number == 1 and not parts[-1].strip().lstrip("-").isdigit()):
             continue  # blank line or header
         if len(parts) != 3:
             raise InputFormatError(str(tsv), number, "expected query-id<TAB>corpus-id<TAB>score")
-        lines.append(f"{parts[0].strip()} 0 {parts[1].strip()} {int(parts[2])}\n")
+        qid = check_id(parts[0].strip(), "query", str(tsv), number)
+        doc = check_id(parts[1].strip(), "document", str(tsv), number)
+        lines.append(f"{qid} 0 {doc} {parse_label(parts[2].strip(), str(tsv), number)}\n")
     with atomic_write(out) as fh:
         fh.writelines(lines)
     return out

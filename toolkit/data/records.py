@@ -7,13 +7,10 @@ files again.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import pandas as pd
-
-from toolkit.errors import InputFormatError
 
 QUERY_ID = "query_id"
 DOC_ID = "doc_id"
@@ -24,47 +21,8 @@ RUN_COLUMNS = (QUERY_ID, DOC_ID, SCORE)
 QRELS_COLUMNS = (QUERY_ID, DOC_ID, RELEVANCE)
 
 # ---------------------------------------------------------------------- ids
-#: What a query or document id may not hold: whitespace (it separates a TREC file's columns; every character
-#: Python's ``str.isspace`` and ``str.splitlines`` break on, Unicode line separators included) and control
-#: characters (C0, DEL, C1). An id read from anywhere must be writable to a TREC line as it is: a newline in a
-#: candidates JSON's doc id would otherwise plant lines in the run ``rerank`` writes.
-_BAD_ID_RANGES = (
-    (0x00, 0x20), (0x7F, 0x9F), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
-    (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
-)  # fmt: skip
-BAD_ID_CHAR = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in _BAD_ID_RANGES) + "]")
-#: The same class in RE2 syntax, for pyarrow's vectorised ``match_substring_regex``.
-BAD_ID_RE2 = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _BAD_ID_RANGES) + "]"
-_CHAR_NAMES = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return"}
-
-
-def id_problem(value: str) -> str | None:
-    """Why ``value`` cannot be a query or document id (None: it can)."""
-    if not value:
-        return "is empty"
-    bad = BAD_ID_CHAR.search(value)
-    if bad is None:
-        return None
-    ch = bad.group()
-    kind = _CHAR_NAMES.get(ch, "whitespace" if ch.isspace() else "a control character")
-    return f"holds {kind} (U+{ord(ch):04X}) at position {bad.start()}"
-
-
-def check_id(value: str, what: str, source: str, line: int | None = None, where: str = "") -> str:
-    """``value`` if it is a valid ``what`` ("query" or "document") id, else ``InputFormatError`` naming the source,
-    the line (or ``where``, e.g. "entry 3, hit 0") and the id."""
-    problem = id_problem(value)
-    if problem is not None:
-        raise InputFormatError(source, line, id_error(value, what, problem, where))
-    return value
-
-
-def id_error(value: str, what: str, problem: str, where: str = "") -> str:
-    prefix = f"{where}: " if where else ""
-    return (
-        f"{prefix}{what} id {value!r} {problem}: ids may hold no whitespace and no control characters "
-        "(a TREC file could not carry them)"
-    )
+# The id rules live in the inputs door (``toolkit.guard.readers``); these names stay importable from here.
+from toolkit.guard.readers import BAD_ID_CHAR, BAD_ID_RE2, check_id, id_error, id_problem  # noqa: E402, F401
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ or one that records no checksum, is refused with a warning and the qrels are rea
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -26,6 +25,10 @@ from toolkit.notices import warn
 
 #: ``kind`` of the sidecar ``twostage judge`` writes beside its qrels.
 JUDGE_KIND = "twostage judge"
+
+
+#: The largest sidecar read (a sidecar holds settings and checksums: a few KB).
+SIDECAR_MAX_BYTES = 16 << 20
 
 
 def meta_path(run_path: str | os.PathLike) -> Path:
@@ -51,13 +54,16 @@ def read_meta(run_path: str | os.PathLike) -> dict | None:
 
 def _read_object(p: Path) -> dict | None:
     """The JSON object in ``p``; None, with a warning, when it is unreadable or not an object."""
+    from toolkit.errors import InputFormatError
+    from toolkit.guard.readers import read_json
+
     try:
-        meta = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        warn(f"ignoring the unreadable sidecar {p} ({exc})")
+        meta = read_json(p, max_bytes=SIDECAR_MAX_BYTES)  # bounded in size and nesting (the inputs door)
+    except InputFormatError as exc:
+        warn(f"ignoring the unreadable sidecar {p} ({exc.reason})")
         return None
-    except RecursionError:
-        warn(f"ignoring the unreadable sidecar {p} (nested too deeply)")
+    except OSError as exc:
+        warn(f"ignoring the unreadable sidecar {p} ({exc.strerror or exc})")
         return None
     if not isinstance(meta, dict):
         warn(f"ignoring the sidecar {p}: not a JSON object")

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.data.records import DOC_ID, QUERY_ID, Run, Topic, Topics, check_id, run_from_rows
+from toolkit.data.records import DOC_ID, QUERY_ID, Run, Topic, Topics, run_from_rows
 from toolkit.data.trec_io import read_bytes, sha256_bytes, sha256_file
 from toolkit.errors import ConfigError, InputFormatError
+from toolkit.guard.readers import check_id, check_text, parse_json
 
 
 # ------------------------------------------------------------ text sources
@@ -53,14 +53,11 @@ def read_candidates(path: str | os.PathLike) -> Candidates:
 
     The run keeps the file's scores (so trec_eval's order of the first stage
     is reproduced); a passage id seen with two different texts is an error, and so is an id holding
-    whitespace or a control character (``toolkit.data.records.check_id``).
+    whitespace or a control character (``toolkit.guard.readers.check_id``).
     """
     path = str(path)
     raw = read_bytes(path)
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InputFormatError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+    data = parse_json(raw, path)  # bounded in size and nesting, lone surrogate escapes refused
     if not isinstance(data, list):
         raise InputFormatError(path, None, 'expected a JSON list of {"query": ..., "hits": [...]} objects')
     rows: list[tuple[str, str, float]] = []
@@ -88,14 +85,14 @@ def read_candidates(path: str | os.PathLike) -> Candidates:
                 raise InputFormatError(path, None, f"entry {i}: hits of two queries ({qid!r}, {hq!r}) in one entry")
             content = hit.get("content")
             if content is not None:
-                content = str(content)
+                content = check_text(str(content), "passage text", path, where=f"entry {i}, hit {j}")
                 if texts.setdefault(doc, content) != content:
                     raise InputFormatError(path, None, f"entry {i}: document {doc!r} appears with two different texts")
             rows.append((qid, doc, score))
         if qid in seen_q:
             raise InputFormatError(path, None, f"entry {i}: query {qid!r} appears twice")
         seen_q.add(qid)
-        topics.append(Topic(qid, str(entry["query"])))
+        topics.append(Topic(qid, check_text(str(entry["query"]), "query text", path, where=f"entry {i}")))
     if not rows:
         raise InputFormatError(path, None, "no hits in the file")
     run = run_from_rows(rows, tag=Path(path).stem, path=path)
@@ -151,12 +148,12 @@ def _plain_text(raw: str) -> str:
     s = raw.strip()
     if s.startswith("{"):
         try:
-            obj = json.loads(s)
-            text = next((obj[k] for k in _TEXT_KEYS if k in obj), None)
-            if text is not None:
-                return str(text)
-        except json.JSONDecodeError:
-            pass
+            obj = parse_json(s, "<stored document>")
+        except InputFormatError:
+            obj = None
+        text = next((obj[k] for k in _TEXT_KEYS if k in obj), None) if isinstance(obj, dict) else None
+        if text is not None:
+            return str(text)
     if "<" in s and ">" in s:
         import html
         import re

@@ -12,7 +12,6 @@ counts, duplicate documents, non-integer labels, empty files) is an error.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import io
 import json
@@ -31,8 +30,19 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from toolkit.data.columns import arrow_of, row_hashes, take
-from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics, check_id
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run, Topic, Topics
 from toolkit.errors import InputFormatError, phrase
+from toolkit.guard.readers import (
+    check_id,
+    check_id_column,
+    check_labels,
+    check_text,
+    iter_json_lines,
+    line_separator,
+    open_input,
+    parse_label,
+    read_input,
+)
 
 DedupePolicy = Literal["error", "first"]
 
@@ -48,17 +58,8 @@ _EDGE_WS = re.compile(rb"(?m)^ | $")
 
 # ---------------------------------------------------------------- raw bytes
 def read_bytes(path: str | os.PathLike) -> bytes:
-    """The file's bytes, gunzipped when it ends in .gz."""
-    p = Path(path)
-    try:
-        if p.suffix == ".gz":
-            with gzip.open(p, "rb") as fh:
-                return fh.read()
-        return p.read_bytes()
-    except FileNotFoundError:
-        raise InputFormatError(str(path), None, "no such file") from None
-    except IsADirectoryError:
-        raise InputFormatError(str(path), None, "is a directory, expected a file") from None
+    """The file's bytes, gunzipped when it ends in .gz (bounded in size and ratio: ``toolkit.guard.readers``)."""
+    return read_input(path)
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -90,18 +91,27 @@ def folder_sha256(folder: str | os.PathLike, skip=lambda path: False) -> str:
     return h.hexdigest()
 
 
-def _scan(path: str) -> tuple[str, bool, bool]:
-    """One streaming pass: (sha256, file needs normalising (whitespace, BOM, CRLF, comment lines), file has content).
+#: UTF-8 prefixes of every non-ASCII character ``BAD_ID_RE2`` refuses (U+0080-U+00A0, U+1680, U+2000-U+202F,
+#: U+205F, U+3000): a file without any of them needs no check of its ids beyond the scan's.
+_SUSPECT = (b"\xc2", b"\xe1\x9a\x80", b"\xe2\x80", b"\xe2\x81\x9f", b"\xe3\x80\x80")
 
-    A control character anywhere in the file is an error naming its line (``_control_error``).
+
+def _scan(path: str) -> tuple[str, bool, bool, bool]:
+    """One streaming pass: (sha256, file needs normalising (whitespace, BOM, CRLF, comment lines), file has content,
+    file may hold a non-ASCII character the id rule refuses).
+
+    A control character anywhere in the file is an error naming its line (``_control_error``), and so is a
+    Unicode line separator (U+0085, U+2028, U+2029: ``toolkit.guard.readers.line_separator``).
     """
     h = hashlib.sha256()
     odd = False
     content = False
     control = False
-    opener = gzip.open if path.endswith(".gz") else open
+    nonascii = False
+    separator = False
+    tail = b""
     try:
-        with opener(path, "rb") as fh:
+        with open_input(path) as fh:
             first = True
             after_newline = True
             for chunk in iter(lambda: fh.read(1 << 22), b""):
@@ -117,6 +127,14 @@ def _scan(path: str) -> tuple[str, bool, bool]:
                 content = content or not chunk.isspace()
                 # deleting every other byte is a C loop: ~0.1 s per 256 MiB, where a regex search takes ~1 s
                 control = control or bool(chunk.translate(None, _NOT_CONTROL))
+                if not chunk.isascii():  # a character's 2-3 bytes may straddle two chunks
+                    edge = tail + chunk[:2]
+                    separator = separator or line_separator(edge, path) is not None
+                    separator = separator or line_separator(chunk, path) is not None
+                    # lead bytes of the non-ASCII blanks and controls the id rule refuses (substring
+                    # searches run at memchr speed; é, 文 and most scripts hold none of them)
+                    nonascii = nonascii or any(lead in edge or lead in chunk for lead in _SUSPECT)
+                tail = chunk[-2:]
     except FileNotFoundError:
         raise InputFormatError(path, None, "no such file") from None
     except IsADirectoryError:
@@ -125,7 +143,9 @@ def _scan(path: str) -> tuple[str, bool, bool]:
         raise InputFormatError(path, None, f"cannot read: {exc}") from None
     if control:
         raise _control_error(read_bytes(path), path)
-    return h.hexdigest(), odd, content
+    if separator:
+        raise line_separator(read_bytes(path), path) or InputFormatError(path, None, "line separator")
+    return h.hexdigest(), odd, content, nonascii
 
 
 def _control_error(data: bytes, path: str) -> InputFormatError:
@@ -222,25 +242,33 @@ def _parse_table(path: str, names, types, locate, trailing: bool = False) -> tup
 
     Returns the table, the file's sha256, the number of comment lines skipped
     and, when ``trailing`` (runs: trec_eval ignores whatever follows the tag),
-    the number of lines whose text after the sixth column was ignored.
+    the number of lines whose text after the sixth column was ignored. Ids are
+    checked by ``toolkit.guard.readers.check_id_column`` when the file holds
+    any non-ASCII byte (an ASCII file's only bad id characters are the control
+    characters ``_scan`` refused already and the blanks arrow splits on).
     """
-    sha, odd, content = _scan(path)
+    sha, odd, content, nonascii = _scan(path)
     if not content:
         raise InputFormatError(path, None, "empty file: no lines to read")
+    table = None
     if not odd:
+        with contextlib.suppress(pa.ArrowInvalid, pa.ArrowTypeError):  # maybe only double spaces or edge blanks
+            table, comments, cut = _arrow_read(path, names, types), 0, 0
+    if table is None:
+        raw = read_bytes(path)
+        data, comments = _normalise(raw, path)
+        cut = 0
+        if trailing:
+            data, cut = _TRAILING.subn(rb"\1", data)
         try:
-            return _arrow_read(path, names, types), sha, 0, 0
+            table = _arrow_read(io.BytesIO(data), names, types)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            pass  # maybe only double spaces or edge blanks: normalise and retry
-    raw = read_bytes(path)
-    data, comments = _normalise(raw, path)
-    cut = 0
-    if trailing:
-        data, cut = _TRAILING.subn(rb"\1", data)
-    try:
-        return _arrow_read(io.BytesIO(data), names, types), sha, comments, cut
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise locate(raw, path) from None
+            raise locate(raw, path) from None
+        del raw, data
+    if nonascii:
+        for column, what in (("query_id", "query"), ("doc_id", "document")):
+            check_id_column(table.column(column), what, path, lambda row: _line_of_row(path, row))
+    return table, sha, comments, cut
 
 
 def _parse_score(token: str) -> float | None:
@@ -270,8 +298,10 @@ def _locate_qrels_error(data: bytes, path: str) -> InputFormatError:
             return InputFormatError(
                 path, number, f"expected 4 columns (query_id iteration doc_id relevance), found {len(fields)}"
             )
-        if not re.fullmatch(r"[+-]?\d+", fields[3]):
-            return InputFormatError(path, number, f"relevance {fields[3]!r} is not an integer")
+        try:
+            parse_label(fields[3], path, number)
+        except InputFormatError as exc:
+            return exc
     return InputFormatError(path, None, "could not be parsed as TREC qrels")
 
 
@@ -403,15 +433,14 @@ def _content_fields(line: bytes) -> list[str] | None:
 
 def _edge_tags(path: str) -> tuple[str, str]:
     """The tag column of the first and of the last content line (the file parsed already, so both exist)."""
-    opener = gzip.open if path.endswith(".gz") else open
     first = last = None
-    with opener(path, "rb") as fh:
+    with open_input(path) as fh:
         for raw_line in fh:
             first = _content_fields(raw_line)
             if first:
                 break
     if path.endswith(".gz"):
-        with gzip.open(path, "rb") as fh:
+        with open_input(path) as fh:
             for raw_line in fh:
                 last = _content_fields(raw_line) or last
     else:
@@ -452,10 +481,12 @@ def read_qrels(
     names = ("query_id", "iteration", "doc_id", "relevance")
     types = {"query_id": pa.large_string(), "doc_id": pa.large_string(), "relevance": pa.int64()}
     table, sha, comments, _ = _parse_table(path, names, types, _locate_qrels_error)
+    check_labels(table.column("relevance").to_numpy(), path, lambda row: _line_of_row(path, row))
     table, dropped = _dedupe(table, path, dedupe, "qrels")
     frame = _frame(table, {"query_id": QUERY_ID, "doc_id": DOC_ID, "relevance": RELEVANCE})
     if relevance_map:
         frame = apply_relevance_map(frame, relevance_map, path)
+        check_labels(frame[RELEVANCE].to_numpy(), f"{path} (after the relevance map)")
     return Qrels(
         frame=frame,
         path=path,
@@ -512,6 +543,9 @@ def _small_table(path: str, ncols: int, what: str, layout: str) -> tuple[list[tu
     raw = read_bytes(path)
     if raw.translate(None, _NOT_CONTROL):
         raise _control_error(raw, path)
+    separator = line_separator(raw, path) if not raw.isascii() else None
+    if separator is not None:
+        raise separator
     comments = 0
     rows = []
     try:
@@ -581,9 +615,9 @@ def read_qrels_jg(path: str | os.PathLike):
     rows, sha, comments = _small_table(path, 4, "judgment-group qrels", "query_id jg doc_id relevance")
     recs = []
     for n, f in rows:
-        if not re.fullmatch(r"[+-]?\d+", f[3]):
-            raise InputFormatError(path, n, f"relevance {f[3]!r} is not an integer")
-        recs.append((f[0], f[1], f[2], int(f[3])))
+        recs.append(
+            (check_id(f[0], "query", path, n), f[1], check_id(f[2], "document", path, n), parse_label(f[3], path, n))
+        )
     _no_repeats(path, rows, [(r[0], r[1], r[2]) for r in recs], "query, jg, document")
     frame = pd.DataFrame(recs, columns=[QUERY_ID, "jg", DOC_ID, RELEVANCE]).astype({RELEVANCE: "int64"})
     return JudgmentGroups(frame=frame, path=path, sha256=sha, comment_lines=comments)
@@ -644,22 +678,10 @@ def _topics_tsv(text: str, path: str) -> list[Topic]:
         if "\t" not in line:
             raise InputFormatError(path, number, "expected 'query_id<TAB>text'")
         qid, query = line.split("\t", 1)
-        out.append(Topic(check_id(qid.strip(), "query", path, number), query.strip()))
+        out.append(
+            Topic(check_id(qid.strip(), "query", path, number), check_text(query.strip(), "query text", path, number))
+        )
     return out
-
-
-def iter_json_lines(lines, path: str) -> Iterator[tuple[int, dict]]:
-    """(1-based line number, object) of every non-blank line; bad JSON is an error naming the line."""
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputFormatError(str(path), number, f"invalid JSON: {exc.msg}") from None
-        if not isinstance(obj, dict):
-            raise InputFormatError(str(path), number, "expected a JSON object")
-        yield number, obj
 
 
 def _topics_jsonl(text: str, path: str) -> list[Topic]:
@@ -669,7 +691,7 @@ def _topics_jsonl(text: str, path: str) -> list[Topic]:
         query = next((obj[k] for k in ("text", "query", "title", "contents") if k in obj), None)
         if qid is None or query is None:
             raise InputFormatError(path, number, "JSON topic needs an id (qid/_id/id) and a text (text/query/title)")
-        out.append(Topic(check_id(str(qid), "query", path, number), str(query)))
+        out.append(Topic(check_id(str(qid), "query", path, number), check_text(str(query), "query text", path, number)))
     return out
 
 

@@ -20,11 +20,9 @@ test that cannot be independent evidence and only makes the correction harsher.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pandas as pd
 
@@ -57,12 +55,9 @@ class ComparisonResult:
 
 def load_result_json(path: str, measures: Sequence[str]) -> tuple[pd.DataFrame, dict]:
     """Per-query values and provenance saved by `twostage eval -q --format json --out FILE`."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputFormatError(path, None, "no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputFormatError(path, None, f"not JSON ({exc})") from None
+    from toolkit.guard.readers import read_json
+
+    doc = read_json(path)  # bounded in size and nesting (the inputs door)
     if not isinstance(doc, dict) or not isinstance(doc.get("per_query"), dict) or "provenance" not in doc:
         raise InputFormatError(
             path,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +14,9 @@ def _load(folder: Path) -> tuple[dict, pd.DataFrame]:
     for p in (meta, table):
         if not p.is_file():
             raise InputFormatError(str(p), None, "no such file (not an experiment result folder)")
-    return json.loads(meta.read_text(encoding="utf-8")), pd.read_csv(table)
+    from toolkit.guard.readers import read_json_object
+
+    return read_json_object(meta), pd.read_csv(table)
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

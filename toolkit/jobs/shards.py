@@ -154,10 +154,15 @@ def open_manifest(folder: str | os.PathLike, job: str, identity: dict, force: bo
     identity = json.loads(json.dumps(identity, default=str))  # as it will read back
     path = folder / MANIFEST
     if path.is_file() and not force:
+        from toolkit.errors import InputFormatError
+        from toolkit.guard.readers import read_json
+
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: unreadable manifest ({exc}); remove the folder or use --force") from None
+            doc = read_json(path, max_bytes=256 << 20)  # bounded in size and nesting (the inputs door)
+        except InputFormatError as exc:
+            raise ConfigError(f"{path}: unreadable manifest ({exc.reason}); remove the folder or use --force") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{path}: unreadable manifest (not a JSON object); remove the folder or use --force")
         if doc.get("format") != FORMAT or doc.get("job") != job:
             raise ConfigError(
                 f"{path} belongs to another job ({doc.get('job')!r}, {doc.get('format')!r}); "

@@ -86,6 +86,11 @@ class Gain:
         if self.kind == "linear":
             return float(label)
         if self.kind == "exp":
+            if label > 1023:
+                raise UnknownMeasureError(
+                    f"gain exp: label {label} has a gain 2^{label} - 1 beyond a float's range; "
+                    "give a gain map for labels above 1023"
+                )
             return 2.0**label - 1.0
         return dict(self.table).get(label, 0.0)  # check_covers refuses labels the qrels have and the map lacks
 
@@ -171,20 +176,49 @@ class GainTable:
         return self.gain.value(level)
 
     def of_labels(self, labels: np.ndarray) -> np.ndarray:
-        """Gain of each code: labels >= 0 by the table, negative codes 0."""
-        labels = np.asarray(labels, dtype=np.int64)
-        top = int(labels.max()) if len(labels) else 0
-        table = np.array([self.level_gain(i) for i in range(max(top, 0) + 1)], dtype=np.float64)
-        return np.where(labels >= 0, table[np.clip(labels, 0, None)], 0.0)
+        """Gain of each code: labels >= 0 by the table, negative codes 0.
 
-    def entries(self, num_rel_levels: int) -> list[tuple[int, float]]:
-        """trec_eval's ``setup_gains``: (level, gain) sorted by increasing gain, for a query whose levels are 0..n-1."""
+        The table holds the distinct labels present, so its size never depends on a label's value."""
+        labels = np.asarray(labels, dtype=np.int64)
+        present = np.unique(labels[labels >= 0])
+        table = np.array([self.level_gain(int(i)) for i in present], dtype=np.float64)
+        at = np.clip(np.searchsorted(present, labels), 0, max(len(present) - 1, 0))
+        return np.where(labels >= 0, table[at] if len(present) else 0.0, 0.0)
+
+    def entries(self, num_rel_levels: int, present: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """trec_eval's ``setup_gains``: (level, gain) sorted by increasing gain, for a query whose levels are 0..n-1.
+
+        ``present``: the levels some query has documents of. Where the order is a true sort (twostage's exact
+        sort, or trec_eval's qsort over gains that are all whole numbers, where its comparator is exact), the
+        levels absent from ``present`` change no kept level's place, so only the present ones (and the pairs)
+        are listed: the list never grows with a label's value. Fractional ``ndcg.L=G`` gains with trec_eval's
+        truncating comparator keep every level 0..n-1, as trec_eval sorts them.
+        """
         out = list(self.pairs)
         given = {lvl for lvl, _ in self.pairs}
-        out += [(i, self.gain.value(i)) for i in range(num_rel_levels) if i not in given]
+        exact = not self.trec_sort or all(float(g).is_integer() for _, g in self.pairs)
+        levels = range(num_rel_levels) if present is None or not exact else present[present < num_rel_levels]
+        out += [(int(i), self.gain.value(int(i))) for i in levels if int(i) not in given]
         if self.trec_sort:
             return glibc_msort(out, lambda a, b: int(a[1] - b[1]))
         return sorted(out, key=lambda e: e[1])
+
+    def bounds(self, num_rel_levels: int) -> list[float]:
+        """Gains whose min and max are those of ``entries(num_rel_levels)`` (all of them), in a list as short as
+        the pairs: linear and exp gains increase, so the lowest and highest levels not given stand for the rest."""
+        given = {lvl for lvl, _ in self.pairs}
+        out = [g for _, g in self.pairs]
+        if self.gain.kind in ("linear", "exp"):
+            lo = next((i for i in range(num_rel_levels) if i not in given), None)
+            hi = next((i for i in range(num_rel_levels - 1, -1, -1) if i not in given), None)
+            out += [self.gain.value(i) for i in (lo, hi) if i is not None]
+        else:
+            mapped = dict(self.gain.table)
+            out += [v for k, v in mapped.items() if 0 <= k < num_rel_levels and k not in given]
+            covered = {k for k in (*given, *mapped) if 0 <= k < num_rel_levels}
+            if len(covered) < num_rel_levels:  # some level in range takes the map's default, 0
+                out.append(0.0)
+        return out
 
 
 def glibc_msort(items: list, cmp) -> list:
@@ -219,7 +253,7 @@ class Ideal:
     n: np.ndarray
 
 
-def ideal(rel_levels: np.ndarray, num_rel_levels: np.ndarray, table: GainTable) -> Ideal:
+def ideal(rel_levels: np.ndarray, levels: np.ndarray, num_rel_levels: np.ndarray, table: GainTable) -> Ideal:
     """trec_eval's ideal gain sequence per query (the ``cur_level`` walk of ``m_ndcg.c``).
 
     From the highest-sorted level down: levels with no judged document are
@@ -231,14 +265,15 @@ def ideal(rel_levels: np.ndarray, num_rel_levels: np.ndarray, table: GainTable) 
     run_q, run_gain, run_count = [], [], []
     for nrl in np.unique(num_rel_levels):
         qs = np.flatnonzero(num_rel_levels == nrl)
-        ents = table.entries(int(nrl))[::-1]  # decreasing
+        ents = table.entries(int(nrl), levels)[::-1]  # decreasing
         if not ents or ents[0][1] <= 0:
             continue
-        levels = np.array([lvl for lvl, _ in ents])
+        ent_levels = np.array([lvl for lvl, _ in ents], dtype=np.int64)
         gains = np.array([g for _, g in ents], dtype=np.float64)
-        inside = (levels >= 0) & (levels < width)
+        col = np.clip(np.searchsorted(levels, ent_levels), 0, max(width - 1, 0))
+        inside = (ent_levels >= 0) & (col < width) & (levels[col] == ent_levels if width else False)
         counts = np.zeros((len(qs), len(ents)), dtype=np.int64)
-        counts[:, inside] = rel_levels[np.ix_(qs, levels[inside])]
+        counts[:, inside] = rel_levels[np.ix_(qs, col[inside])]
         stop = (counts > 0) & (gains <= 0)[None, :]
         first = np.where(stop.any(axis=1), np.argmax(stop, axis=1), len(ents))
         take = (counts > 0) & (np.arange(len(ents))[None, :] < first[:, None])

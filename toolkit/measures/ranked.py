@@ -43,7 +43,7 @@ class Ranked:
 
     Per query (indexed like ``qids``, the sorted qrels query ids):
     ``num_ret`` (after -M/-J), ``rel_levels`` (qrels documents per label
-    >= 0, whether retrieved or not), ``in_run``.
+    >= 0, whether retrieved or not: column j counts label ``levels[j]``), ``in_run``.
     """
 
     qids: np.ndarray
@@ -51,9 +51,10 @@ class Ranked:
     rank: np.ndarray
     code: np.ndarray
     num_ret: np.ndarray
-    rel_levels: np.ndarray  # (nq, max_label + 1) int64
+    rel_levels: np.ndarray  # (nq, len(levels)) int64
     in_run: np.ndarray
     level: int
+    levels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the distinct judged labels >= 0
     extra_queries: int = 0
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -65,7 +66,7 @@ class Ranked:
     @property
     def num_rel(self) -> np.ndarray:
         """Relevant documents in the qrels: labels >= the level (only labels >= 0 count)."""
-        return self._memo("num_rel", lambda: self.rel_levels[:, max(self.level, 0) :].sum(axis=1))
+        return self._memo("num_rel", lambda: self.rel_levels[:, self.levels >= max(self.level, 0)].sum(axis=1))
 
     @property
     def num_rel_levels(self) -> np.ndarray:
@@ -73,8 +74,10 @@ class Ranked:
 
         def calc():
             present = self.rel_levels > 0
-            top = present.shape[1] - np.argmax(present[:, ::-1], axis=1)
-            return np.where(present.any(axis=1), top, 0)
+            if not present.shape[1]:
+                return np.zeros(len(present), dtype=np.int64)
+            top = present.shape[1] - 1 - np.argmax(present[:, ::-1], axis=1)
+            return np.where(present.any(axis=1), self.levels[top] + 1, 0)
 
         return self._memo("num_rel_levels", calc)
 
@@ -152,6 +155,7 @@ class QrelsIndex:
     q_qidx: np.ndarray
     labels: np.ndarray
     rel_levels: np.ndarray
+    levels: np.ndarray
     docs: pa.Array
     n_docs: np.int64
     qkeys: np.ndarray
@@ -170,11 +174,13 @@ def index_qrels(qrels: Qrels, qids: np.ndarray | None = None, q_qidx: np.ndarray
     n_docs = np.int64(max(len(docs), 1))
     qkeys = q_qidx * n_docs + pc.index_in(doc_col, value_set=docs).to_numpy(zero_copy_only=False)
     order = np.argsort(qkeys, kind="stable")
+    rel_levels, levels = _rel_levels(q_qidx, labels, len(qids))
     return QrelsIndex(
         qids=qids,
         q_qidx=q_qidx,
         labels=labels,
-        rel_levels=_rel_levels(q_qidx, labels, len(qids)),
+        rel_levels=rel_levels,
+        levels=levels,
         docs=docs,
         n_docs=n_docs,
         qkeys=qkeys[order],
@@ -243,18 +249,21 @@ def build_ranked(
         code=code,
         num_ret=num_ret,
         rel_levels=index.rel_levels,
+        levels=index.levels,
         in_run=counts > 0,
         level=level,
         extra_queries=extra,
     )
 
 
-def _rel_levels(q_qidx: np.ndarray, labels: np.ndarray, nq: int) -> np.ndarray:
+def _rel_levels(q_qidx: np.ndarray, labels: np.ndarray, nq: int) -> tuple[np.ndarray, np.ndarray]:
+    """Documents per (query, judged label), one column per distinct label >= 0 (never one per value up to the
+    largest: a label of 10^6 costs one column), and those labels."""
     judged = labels >= 0
-    width = int(labels[judged].max()) + 1 if judged.any() else 1
-    out = np.zeros((nq, width), dtype=np.int64)
-    np.add.at(out, (q_qidx[judged], labels[judged].astype(np.int64)), 1)
-    return out
+    levels, col = np.unique(labels[judged].astype(np.int64), return_inverse=True)
+    out = np.zeros((nq, len(levels)), dtype=np.int64)
+    np.add.at(out, (q_qidx[judged], col.reshape(-1)), 1)
+    return out, levels
 
 
 def _codes(index: QrelsIndex, qidx: np.ndarray, doc_id) -> np.ndarray:

@@ -336,7 +336,7 @@ def _judged_nonrel(r: Ranked) -> np.ndarray:
 def _bpref(r: Ranked) -> np.ndarray:
     rows, _ = r.rel_rows()
     R = r.num_rel
-    num_nonrel = r.rel_levels[:, : max(r.level, 0)].sum(axis=1)
+    num_nonrel = r.rel_levels[:, r.levels < max(r.level, 0)].sum(axis=1)
     nonrel_before = r.running_count(_judged_nonrel(r))[rows]
     qr = r.q[rows]
     frac = divide(np.minimum(nonrel_before, R[qr]), np.minimum(num_nonrel[qr], R[qr]))
@@ -489,7 +489,7 @@ def _dcg_terms(r: Ranked, rows: np.ndarray, gains: np.ndarray, discount: Discoun
 
 
 def _ideal_terms(r: Ranked, table: GainTable, discount: Discount):
-    ide = ideal(r.rel_levels, r.num_rel_levels, table)
+    ide = ideal(r.rel_levels, r.levels, r.num_rel_levels, table)
     return ide, ide.gain / discount.divisors(ide.pos + 1)
 
 
@@ -529,7 +529,7 @@ def _dcg_and_ideal(r: Ranked, m: Measure, ctx: Context) -> tuple[np.ndarray, np.
     decreasing gain, position by position."""
     table = _table(m, ctx, twostage_gain=True)
     if not m.params:
-        ctx.gain.check_covers(r.rel_levels.nonzero()[1], "qrels")
+        ctx.gain.check_covers(r.levels[r.rel_levels.nonzero()[1]], "qrels")
     rows, g = _gain_rows(r, table)
     dcg = r.sum(_dcg_terms(r, rows, g, ctx.discount), rows)
     ide, terms = _ideal_terms(r, table, ctx.discount)
@@ -568,7 +568,7 @@ def ndcg_cut(r: Ranked, ms, ctx) -> Values:
     DCG@k (0). ``-l`` does not apply. Järvelin & Kekäläinen, ACM TOIS 20(4),
     2002 (``m_ndcg_cut.c``)."""
     table = GainTable(gain=ctx.gain, trec_sort=ctx.gain.kind == "linear")
-    ctx.gain.check_covers(r.rel_levels.nonzero()[1], "qrels")
+    ctx.gain.check_covers(r.levels[r.rel_levels.nonzero()[1]], "qrels")
     g = table.of_labels(r.code)
     rows = np.flatnonzero(g > 0)
     terms = _dcg_terms(r, rows, g[rows], ctx.discount)
@@ -679,7 +679,7 @@ def G(r: Ranked, ms, ctx) -> Values:
     for m in ms:
         table = _table(m, ctx, twostage_gain=False)
         rows, g = _gain_rows(r, table)
-        ide = ideal(r.rel_levels, r.num_rel_levels, table)
+        ide = ideal(r.rel_levels, r.levels, r.num_rel_levels, table)
         sum_results = segment_cumsum(g, r.q[rows])
         sum_cost = _ideal_cost_at(r, ide, rows)
         contrib = g / c_log2((2.0 + sum_cost) - sum_results)
@@ -770,7 +770,7 @@ def rbp(r: Ranked, ms, ctx) -> Values:
         labelled = r.code >= 0
         raw = table.of_labels(r.code)
         for nrl in np.unique(r.num_rel_levels):
-            gains = [gg for _, gg in table.entries(int(nrl))]
+            gains = table.bounds(int(nrl))
             if not gains:
                 continue
             lo, hi = min(0.0, *gains), max(0.0, *gains)

@@ -5,7 +5,6 @@ torch is imported inside the functions that need it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,9 +57,14 @@ def resolve_model(name_or_path: str) -> str:
 def read_json_object(path: Path) -> dict:
     """The JSON object in ``path``; ``{}`` when the file is absent, unreadable, not UTF-8, not JSON or not an
     object."""
+    from toolkit.errors import InputFormatError
+    from toolkit.guard.readers import read_json
+
+    if not path.is_file():
+        return {}
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        doc = read_json(path, max_bytes=64 << 20)  # bounded in size and nesting (the inputs door)
+    except InputFormatError:
         return {}
     return doc if isinstance(doc, dict) else {}
 

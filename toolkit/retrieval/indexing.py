@@ -62,10 +62,14 @@ def read_meta(index: str | os.PathLike) -> dict:
     p = Path(index) / META
     if not p.is_file():
         return {}
+    from toolkit.errors import InputFormatError
+    from toolkit.guard.readers import read_json
+
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError:
+        doc = read_json(p, max_bytes=64 << 20)  # bounded in size and nesting (the inputs door)
+    except InputFormatError:
         return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _input_records(corpus: Corpus) -> list[dict]:
