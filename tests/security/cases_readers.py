@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
-import logging
 import sys
 import zlib
 from functools import partial
@@ -223,18 +222,17 @@ def deep_json_sidecar(tmp: Path) -> None:
 
     run = _write(tmp / "run.trec", RUN)
     meta_path(run).write_text('{"run": ' + "[" * DEEP + "]" * DEEP + "}")
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
-    log = logging.getLogger("toolkit.data.sidecar")
-    log.addHandler(handler)
-    try:
+    import warnings
+
+    from toolkit.errors import TwostageWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         assert read_meta(run) is None
-    finally:
-        log.removeHandler(handler)
-    assert [r.getMessage() for r in records] == [
-        f"twostage: ignoring the unreadable sidecar {meta_path(run)} (JSON nested more than 64 levels deep)"
-    ]
+    messages = [str(w.message) for w in caught if issubclass(w.category, TwostageWarning)]
+    assert messages == [f"ignoring the unreadable sidecar {meta_path(run)} (JSON nested more than 64 levels deep)"], (
+        messages
+    )
 
 
 def json_depth_64_is_read(tmp: Path) -> None:
