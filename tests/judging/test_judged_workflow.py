@@ -171,8 +171,35 @@ def test_the_diagnosis_page_shows_the_holes_files_calibration_and_marks_judge_gr
     data = json.loads(re.search(r'<script type="application/json" id="explore-data">(.*?)</script>', html, re.S)[1])
     # every odd document is a hole the judge filled, and every one is shown (8 documents, top 10)
     assert data["judge_labelled"] == {f"q{q}": [f"q{q}d{i}" for i in (1, 3, 5, 7)] for q in range(4)}
-    script = (diag / "index.html").read_text()
-    assert "fromJudge.has(doc)" in script and '" (judge)"' in script
+    summary = json.loads((diag / "summary.json").read_text())
+    assert summary["settings"]["judge_labelled"] == data["judge_labelled"]
+
+
+def test_the_explorer_marks_the_judges_grades_in_a_browser(tmp_path, judge_server):
+    from browser import chromium
+
+    human, _ = _human(tmp_path)
+    _, out, res = _holes_with_sample(tmp_path, judge_server, human)
+    first = _run(tmp_path / "first.trec", range(8))
+    rr = _run(tmp_path / "rr.trec", [1, 3, 5, 7, 0, 2, 4, 6])
+    diag = tmp_path / "diag"
+    res = _invoke(
+        "diagnose", "--qrels", human, "--judge-qrels", out, "--first-stage", first, "--reranked", rr,
+        "--out", diag, "--permutations", 50,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+
+    driver = chromium(tmp_path)  # the marks as a reader sees them (skips without Chromium)
+    try:
+        driver.get((diag / "index.html").as_uri() + "#q=q1")
+        cells = driver.execute_script(
+            "return [...document.querySelectorAll(\"#query-detail .system-list[data-system='first'] tbody tr\")]"
+            ".map(tr => [tr.children[1].textContent, tr.children[2].textContent, tr.children[2].className])"
+        )
+    finally:
+        driver.quit()
+    assert cells[1] == ["q1d1", "2 (judge)", "grade relevant judge"]  # a hole, filled: (1 + 1) % 4
+    assert cells[0] == ["q1d0", "1", "grade relevant"]  # human
 
 
 def test_a_judge_near_chance_is_warned_about_wherever_its_labels_are_used(tmp_path, judge_server):
