@@ -131,7 +131,10 @@ def test_uncalibrated_judge_says_so_and_human_policy_hides_the_section(inputs, t
     _, html, md = _diagnose(human, judge, run, rr, tmp_path / "diag")
     sec = _section(html, "<h2>Labels from a judge</h2>", "<h2>")
     assert "No calibration was recorded for the judge" in sec and 'id="judge-confusion"' not in sec
-    assert f"twostage judge --calibrate --qrels {human} " in sec and "--model &lt;script&gt;" in sec
+    assert (
+        f"twostage judge --holes-only --calibrate-sample 100 --qrels {human} " in sec
+        and "--model &lt;script&gt;" in sec
+    )
     assert "No calibration was recorded for the judge" in md
     _, html, md = _diagnose(human, judge, run, rr, tmp_path / "human", policy="human")
     assert "Labels from a judge" not in html and "Labels from a judge" not in md

@@ -407,7 +407,11 @@ def test_same_model_as_a_reranker_warns(tmp_path, judge_server):
 def test_usage_errors():
     runner = CliRunner()
     res = runner.invoke(main, ["judge", "--model", "m", "--out", "o"])
-    assert res.exit_code == 2 and "exactly one of --candidates or --run" in res.stderr
+    assert res.exit_code == 2 and "give --candidates, --run, or both" in res.stderr
+    res = runner.invoke(
+        main, ["judge", "--candidates", "c.json", "--model", "m", "--out", "o", "--calibrate-sample", "5"]
+    )
+    assert res.exit_code == 2 and "add --holes-only" in res.stderr
     res = runner.invoke(main, ["judge", "--candidates", "c.json", "--model", "m", "--out", "o", "--holes-only"])
     assert res.exit_code == 2 and "--qrels" in res.stderr
     res = runner.invoke(main, ["judge", "--candidates", "c.json", "--model", "m"])

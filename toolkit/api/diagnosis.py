@@ -274,6 +274,8 @@ def _sources(q: Any, qrels: Any, first_stage: Any, reranked: Any, metas: dict, t
 def _origin_line(q: Any) -> str | None:
     """Merged human and judge qrels: the policy, the labels of each origin, and the judge's calibration (from its
     sidecar) or that it was not calibrated."""
+    from toolkit.evaluation.qrels_origin import near_chance
+
     origin = getattr(q, "origin", None)
     if origin is None:
         return None
@@ -290,8 +292,10 @@ def _origin_line(q: Any) -> str | None:
                 f"{_num(cal.get('kappa'))}, linear kappa {_num(cal.get('kappa_linear'))}"
                 + (f", ranking tau {_num(cal['kendall_tau'])}, tau_ap {_num(cal['tau_ap'])}" if "tau_ap" in cal else "")
             )
+            if near_chance(cal):
+                line += f" (near chance: below the kappa threshold {cal.get('kappa_threshold', 0.4)})"
         else:
-            line += "; no calibration recorded for the judge (twostage judge --calibrate --out)"
+            line += "; no calibration recorded for the judge (twostage judge --holes-only --calibrate-sample N --out)"
     return line
 
 
@@ -465,7 +469,35 @@ def _with_qrels_origin(result: Any, q: Any) -> Any:
     origin = getattr(q, "origin", None)
     if origin is None:
         return result
-    return dataclasses.replace(result, settings={**result.settings, "qrels_origin": origin.describe()})
+    return dataclasses.replace(
+        result,
+        settings={
+            **result.settings,
+            "qrels_origin": origin.describe(),
+            "judge_labelled": _judge_labelled(result, origin),
+        },
+    )
+
+
+def _judge_labelled(result: Any, origin: Any) -> dict[str, list[str]]:
+    """Per query, the documents the page shows (every system's top k, the best missed) whose label came from
+    the judge: the explorer marks their grades."""
+    labels = origin.labels
+    judged = labels[labels["origin"] == "judge"]
+    if judged.empty:
+        return {}
+    by_query = judged.groupby("query_id", sort=False)["doc_id"].agg(set).to_dict()
+    out: dict[str, list[str]] = {}
+    for q, view in (result.views or {}).items():
+        mine = by_query.get(q)
+        if not mine:
+            continue
+        shown = {d for top in (view.get("top") or {}).values() for d, _ in top}
+        shown |= {x.get("doc_id") for x in (result.missed or {}).get(q) or []}
+        hit = sorted(shown & set(mine))
+        if hit:
+            out[q] = hit
+    return out
 
 
 def _headline_measure(measure: str, recall_level: int | None, version: int) -> tuple[str, int | None]:

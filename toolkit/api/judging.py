@@ -144,21 +144,34 @@ def judge(
     retry_unparsed: bool = False,
     max_failures: int = 0,
     max_response_bytes: int | None = None,
+    calibrate_sample: int = 0,
+    seed: int = 42,
+    runs: Mapping[str, Any] | Sequence[Any] | None = None,
+    measure: str = "ndcg_cut.10",
+    alpha: float = 0.05,
+    permutations: int = 10_000,
+    correction: str = "holm",
+    kappa_threshold: float | None = None,
 ) -> Judgments:
     """Ask an LLM for a graded relevance label of each of a run's top ``depth`` documents.
 
     Args:
         run: a first-stage or reranked run (a path, a ``Run``, a DataFrame, ...); or None with ``candidates``.
+            With ``candidates`` too, the documents judged are the run's, their texts the candidates'.
         model: the endpoint's model name (``openai``) or a local model folder (``transformers``).
         endpoint: an OpenAI-compatible base URL (``http://localhost:8000/v1``); picks the ``openai`` backend.
         backend: ``openai`` or ``transformers`` (default: ``openai`` with an endpoint, else ``transformers``).
-        candidates: a candidates JSON (run, query and passage texts in one file), as ``rerank`` reads it.
+        candidates: a candidates JSON (run, query and passage texts in one file), as ``rerank`` reads it: the
+            run judged when ``run`` is None, else only the query and passage texts.
         topics: query texts (a file, a collection name, or ``{qid: text}``).
         corpus: passage texts from a JSONL corpus.
         index: passage texts stored in a Lucene index.
         depth: judge each query's top ``depth`` documents (trec_eval's order).
         holes_only: judge only the documents ``qrels`` does not judge.
-        qrels: human judgments (for ``holes_only`` and ``calibration``).
+        qrels: human judgments (for ``holes_only`` and ``calibration``). Qrels sharing no query with the run
+            are refused (``NoCommonQueriesError``, as ``evaluate`` refuses them), before anything is asked; with
+            ``holes_only``, run queries without a human label are warned about (each of their documents is a
+            hole, and the ``fill`` policy uses none of them).
         calibration: judge only the documents ``qrels`` judges (to measure the judge against them).
         query_ids: judge only these queries.
         prompt: a template file (default: the shipped UMBRELA-style 0-3 template).
@@ -187,6 +200,19 @@ def judge(
         max_response_bytes: ``openai``: the longest answer read (default 4 MiB); a longer one is a failed request.
         retry_unparsed: ask again the pairs whose cached answer the template cannot parse (a fixed endpoint or
             a model that answered badly once); the new answers replace the old in the cache.
+        calibrate_sample: with ``holes_only``: judge also a sample of this many documents of the run's top
+            ``depth`` that ``qrels`` judges (drawn with ``numpy.random.default_rng(seed)``), and record the
+            judge's agreement with the humans on them under ``calibration`` in ``out.meta.json`` (the sample's
+            labels stay in the records, marked ``calibration_sample``; ``out`` holds the holes' labels only).
+        seed: the sample's seed (and the randomization test's, with ``runs``).
+        runs: with ``calibrate_sample``: systems ranked under the human qrels and under the human qrels filled
+            with the judge's hole labels (as ``calibrate_judge`` ranks them).
+        measure: the measure that ranks ``runs``.
+        alpha: the level of a significant difference between ``runs``.
+        permutations: random sign flips of the randomization test over ``runs``.
+        correction: ``holm``, ``bonferroni`` or ``none`` over all pairs of ``runs``.
+        kappa_threshold: a calibration whose Cohen's kappa is below it is near chance: a warning now and at every
+            use of the labels (``merge_qrels``, eval, compare, diagnose, the diagnosis page); default 0.4.
 
     Raises:
         RequestsFailedError: more than ``max_failures`` requests failed, or all did (after writing ``out``).
@@ -194,7 +220,7 @@ def judge(
             passage text, inconsistent options.
         InputFormatError: a prompt template without ``{query}`` and ``{passage}``, or with a bad scale.
     """
-    from toolkit.api.pipeline import _rerank_inputs, _topics_source
+    from toolkit.api.pipeline import _topics_source
     from toolkit.errors import ConfigError
     from toolkit.judging.cache import JudgmentCache, default_folder
     from toolkit.judging.job import items_with_texts, judge_items, select_pairs
@@ -204,6 +230,15 @@ def judge(
         raise ConfigError("holes_only and calibration exclude each other (holes have no human label to compare)")
     if (holes_only or calibration) and qrels is None:
         raise ConfigError("holes_only and calibration need qrels= (the human judgments)")
+    if calibrate_sample < 0:
+        raise ConfigError(f"calibrate_sample must be >= 0, not {calibrate_sample}")
+    if calibrate_sample and not holes_only:
+        raise ConfigError(
+            "calibrate_sample= samples human-judged documents beside the holes: it needs holes_only=True "
+            "(calibrate_judge judges every human-judged document of the top depth)"
+        )
+    if runs and not calibrate_sample:
+        raise ConfigError("runs= are ranked in a calibration: give calibrate_sample= (or use calibrate_judge)")
     backend = backend or ("openai" if endpoint else "transformers")
     template = load_template(prompt)
     j = build_judge(
@@ -219,19 +254,24 @@ def judge(
         batch_size=batch_size,
         max_response_bytes=max_response_bytes,
     )
-    cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
+    cand, first, queries, texts = _judge_inputs(run, candidates, topics, corpus, index)
+    wanted = {str(q) for q in query_ids} if query_ids else None
     human = None
     if qrels is not None:
         from toolkit.api.inputs import as_qrels
 
         human = as_qrels(qrels)
+        _require_matching_queries(human, first, wanted, holes_only)
     pairs = select_pairs(
         first,
         depth,
         holes=human.frame if holes_only and human is not None else None,
         judged=human.frame if calibration and human is not None else None,
-        query_ids={str(q) for q in query_ids} if query_ids else None,
+        query_ids=wanted,
     )
+    sample = None
+    if calibrate_sample and human is not None:
+        pairs, sample = _with_calibration_sample(pairs, first, depth, human, wanted, calibrate_sample, seed)
     items = items_with_texts(pairs, queries, texts.lookup)
     if isinstance(run, (str, os.PathLike)):
         same_model_warnings(model, {Path(str(run)).name: run})
@@ -294,6 +334,9 @@ def judge(
         if hasattr(j, "close"):
             j.close()
     counts = outcome.counts.as_dict()
+    in_sample = pairs["calibration_sample"].tolist() if sample is not None else [False] * len(outcome.records)
+    for record, sampled in zip(outcome.records, in_sample):
+        record["calibration_sample"] = bool(sampled)
     meta = {
         "kind": "twostage judge",
         "judge": j.describe(),
@@ -303,6 +346,7 @@ def judge(
         **_topics_source(topics, cand),
         "depth": depth,
         "selection": "calibration" if calibration else "holes-only" if holes_only else "top-depth",
+        **({"calibration_sample": sample} if sample is not None else {}),
         "human_qrels": {"path": human.path, "sha256": human.sha256} if human is not None else None,
         "cache": str(store.path) if store is not None and store.usable else None,
         "seconds": round(outcome.seconds, 3),
@@ -311,11 +355,195 @@ def judge(
         "counts": counts,
         "records": outcome.records,
     }
-    result = Judgments(qrels=outcome.qrels_frame(), records=tuple(outcome.records), counts=counts, meta=meta)
+    labels = outcome.qrels_frame()
+    if sample is not None:  # OUT holds the holes' labels; the sample's are in the records and the calibration
+        sampled = pd.DataFrame(
+            [(r["query_id"], r["doc_id"]) for r in outcome.records if r["calibration_sample"]],
+            columns=["query_id", "doc_id"],
+        )
+        flag = labels.merge(sampled.assign(_s=True), on=["query_id", "doc_id"], how="left")["_s"].notna()
+        judged_sample, labels = labels[flag.to_numpy()], labels[~flag.to_numpy()].reset_index(drop=True)
+    result = Judgments(qrels=labels, records=tuple(outcome.records), counts=counts, meta=meta)
+    if sample is not None and human is not None:
+        if runs:
+            same_model_warnings(model, _named_runs(runs))
+        _, summary = calibration_summary(
+            human,
+            judged_sample.reset_index(drop=True),
+            labels,
+            template.labels,
+            runs=runs,
+            measure=measure,
+            alpha=alpha,
+            permutations=permutations,
+            seed=seed,
+            correction=correction,
+            kappa_threshold=kappa_threshold,
+        )
+        summary["sample"] = sample
+        result = Judgments(qrels=labels, records=result.records, counts=counts, meta=meta | {"calibration": summary})
     if out is not None:
         result.write(out)
     _check_failures(result, max_failures, out)
     return result
+
+
+def _judge_inputs(run: Any, candidates: Any, topics: Any, corpus: Any, index: Any) -> tuple[Any, Any, dict, Any]:
+    """As ``rerank`` reads its inputs; with both ``run`` and ``candidates``, the run's documents with the
+    candidates' query and passage texts (``topics``, ``corpus`` or ``index`` still add to or replace them)."""
+    from toolkit.api.pipeline import _rerank_inputs, _texts, _topics
+
+    if run is None or candidates is None:
+        return _rerank_inputs(run, candidates, topics, corpus, index)
+    from toolkit.api.inputs import as_run
+    from toolkit.data.texts import read_candidates
+
+    cand = read_candidates(candidates)
+    first = as_run(run)
+    queries = dict(cand.topics.as_dict())
+    if topics is not None:
+        queries.update(_topics(topics, None, None)[0].as_dict())
+    return cand, first, queries, _texts(first, cand, corpus, index)
+
+
+def _require_matching_queries(human: Any, run: Any, wanted: set[str] | None, holes_only: bool) -> None:
+    """Qrels sharing no query with the (selected queries of the) run are refused, with ``evaluate``'s check and
+    words; with ``holes_only``, run queries the qrels lack are a warning (every one of their documents is a
+    hole)."""
+    from toolkit import notices
+    from toolkit.evaluation.checks import require_common_queries
+
+    run_queries = set(run.frame["query_id"].unique().tolist())
+    if wanted is not None:
+        run_queries &= wanted
+    judged = set(human.frame.loc[human.frame["relevance"] >= 0, "query_id"].unique().tolist())
+    common = run_queries & judged
+    require_common_queries(
+        human,
+        run,
+        len(common),
+        len(judged),
+        len(run_queries),
+        remedy="the judge asks nothing (give the qrels of this run's queries)",
+    )
+    lacking = sorted(run_queries - judged)
+    if holes_only and lacking:
+        notices.warn(
+            f"{len(lacking)} of {len(run_queries)} queries of {run.path} have no human label in {human.path} "
+            f"(e.g. {', '.join(repr(q) for q in lacking[:3])}): every one of their documents is a hole, and the "
+            "fill policy uses none of the judge's labels on them"
+        )
+
+
+def _with_calibration_sample(
+    pairs: pd.DataFrame, run: Any, depth: int, human: Any, wanted: set[str] | None, n: int, seed: int
+) -> tuple[pd.DataFrame, dict]:
+    """The holes and a seeded sample of ``n`` human-judged pairs of the run's top ``depth`` (column
+    ``calibration_sample``), in the run's order; and the sample's record (requested, drawn, population, seed)."""
+    import numpy as np
+
+    from toolkit import notices
+    from toolkit.judging.job import select_pairs
+
+    population = select_pairs(run, depth, judged=human.frame, query_ids=wanted)
+    drawn = min(n, len(population))
+    rng = np.random.default_rng(seed)
+    chosen = np.sort(rng.choice(len(population), size=drawn, replace=False)) if drawn else np.array([], dtype=int)
+    picked = population.iloc[chosen].assign(calibration_sample=True)
+    if drawn < n:
+        notices.warn(
+            f"calibrate_sample={n}: the run's top {depth} holds only {len(population)} human-judged documents; "
+            "all of them are judged"
+        )
+    both = pd.concat([pairs.assign(calibration_sample=False), picked], ignore_index=True)
+    both = both.sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
+    record = {"requested": n, "drawn": drawn, "population": len(population), "seed": seed, "depth": depth}
+    return both, record
+
+
+def _named_runs(runs: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    from toolkit.api.comparison import _named
+
+    return _named(runs)
+
+
+def calibration_summary(
+    human: Any,
+    judged: pd.DataFrame,
+    labels: pd.DataFrame,
+    scale: Sequence[int],
+    *,
+    runs: Mapping[str, Any] | Sequence[Any] | None = None,
+    measure: str = "ndcg_cut.10",
+    alpha: float = 0.05,
+    permutations: int = 10_000,
+    seed: int = 42,
+    correction: str = "holm",
+    kappa_threshold: float | None = None,
+) -> tuple[Any, dict]:
+    """The judge against the humans: the label agreement (``ts.agreement``, A the humans) on ``judged`` (the
+    judge's labels on documents the humans judged), and with ``runs`` the systems' ranking under the human
+    qrels (every label) against the human qrels with ``labels`` (what the judge wrote: replacing human labels
+    or filling holes, ``qrels_origin.overlay_labels``); returns the ``Agreement`` and what the sidecar keeps
+    under ``calibration`` (``CALIBRATION_KEYS``, ``ranking_qrels`` saying which documents each side uses,
+    ``kappa_threshold``, ``near_chance``), warning when the kappa is below the threshold."""
+    from dataclasses import replace
+
+    from toolkit import notices
+    from toolkit.api.assessors import agreement
+    from toolkit.errors import ConfigError
+    from toolkit.evaluation.qrels_origin import DEFAULT_KAPPA_THRESHOLD, near_chance, overlay_labels
+
+    threshold = DEFAULT_KAPPA_THRESHOLD if kappa_threshold is None else float(kappa_threshold)
+    if judged.empty:
+        raise ConfigError("the judge gave no label on a document the humans judged: nothing to calibrate")
+    human_part = human.frame.merge(judged[["query_id", "doc_id"]], on=["query_id", "doc_id"])
+    common: dict[str, Any] = {
+        "names": ("human", "judge"),
+        "alpha": alpha,
+        "permutations": permutations,
+        "seed": seed,
+        "correction": correction,
+    }
+    a = agreement(
+        human_part,
+        judged,
+        None,
+        measure,
+        labels=sorted(set(scale) | set(human_part["relevance"].astype(int))),
+        **common,
+    )
+    ranking_qrels = None
+    if runs:
+        filled, used = overlay_labels(human.frame, labels)
+        ranked = agreement(human.frame, filled, _named_runs(runs), measure, **common)
+        a = replace(a, rankings=ranked.rankings)
+        ranking_qrels = {
+            "human": {
+                "qrels": human.path,
+                "human_labels": int((human.frame["relevance"] >= 0).sum()),
+                "documents": "every label of the human qrels",
+            },
+            "judge": {
+                **used,
+                "documents": "the human qrels, with the judge's label on each document of a human-judged query "
+                "it labelled (replacing the human label, or filling a hole)",
+            },
+        }
+    doc = a.to_dict()
+    summary = {k: doc.get(k) for k in CALIBRATION_KEYS if k in doc}
+    if ranking_qrels is not None:
+        summary["ranking_qrels"] = ranking_qrels
+        summary["ranking"] = {
+            k: doc["ranking"].get(k) for k in ("measure", "means_a", "means_b") if k in doc["ranking"]
+        }
+    summary["human_qrels"] = {"path": human.path, "sha256": human.sha256}
+    summary["kappa_threshold"] = threshold
+    warning = near_chance(summary)
+    summary["near_chance"] = warning is not None
+    if warning:
+        notices.warn(warning)
+    return a, summary
 
 
 def _check_failures(result: Judgments, max_failures: int, out: str | os.PathLike | None) -> None:
@@ -363,6 +591,9 @@ def merge_qrels(
             ``judge`` (the judge's only).
         data_dir: where collection names are looked up.
         dedupe: ``error`` or ``first``, as for ``evaluate``.
+
+    A judge whose sidecar records a calibration below its kappa threshold (near chance) is a ``TwostageWarning``
+    whenever some of its labels are used.
     """
     from toolkit.api.inputs import as_qrels
     from toolkit.evaluation.qrels_origin import merge_qrels as merge
@@ -386,12 +617,21 @@ def merge_qrels(
                     if isinstance(r, dict) and r.get("injection_suspected")
                 ],
             }
-    return merge(
+    merged = merge(
         as_qrels(human, dedupe=dedupe, data_dir=data_dir),
         as_qrels(judge, dedupe=dedupe, data_dir=data_dir),
         policy,
         judge_meta=about,
     )
+    used = merged.origin.counts["judge_labels_used"] if merged.origin is not None else 0
+    if used:
+        from toolkit import notices
+        from toolkit.evaluation.qrels_origin import near_chance
+
+        warning = near_chance((about or {}).get("calibration"), str(judge))
+        if warning:
+            notices.warn(f"{warning}; {used} of its labels are used here")
+    return merged
 
 
 @dataclass(frozen=True)
@@ -406,6 +646,10 @@ class Calibration:
         """What ``twostage judge --calibrate --format json`` prints: ``twostage agreement``'s keys, the judge's
         counts and settings."""
         doc = self.agreement.to_dict()
+        calibration = self.judgments.meta.get("calibration") or {}
+        for key in ("ranking_qrels", "kappa_threshold", "near_chance"):
+            if key in calibration:
+                doc[key] = calibration[key]
         doc["judge"] = {
             "settings": self.judgments.meta["judge"],
             "prompt": self.judgments.meta["prompt"],
@@ -425,13 +669,16 @@ def calibrate_judge(
     permutations: int = 10_000,
     seed: int = 42,
     correction: str = "holm",
+    kappa_threshold: float | None = None,
     **options: Any,
 ) -> Calibration:
     """Judge the documents of ``run``'s top ``depth`` that ``qrels`` judges too, and compare the judge with the
     humans: confusion matrix (rows human, columns judge, over the template's scale), kappa, linearly weighted
-    kappa, mean absolute label difference; with ``runs``, the systems' ranking under the human labels against
-    their ranking under the judge's, both restricted to the documents the judge labelled (the same pool, only
-    the labels differ): Kendall's tau, tau_ap and the significant pairs that flip.
+    kappa, mean absolute label difference on those documents; with ``runs``, the systems' ranking under the
+    human qrels (every label) against their ranking under the same qrels with the judge's label on each document
+    it labelled (``ranking_qrels`` in the record says which documents each uses): Kendall's tau, tau_ap and the
+    significant pairs that flip. A kappa below ``kappa_threshold`` (default 0.4) is a warning, recorded as
+    ``near_chance``, and repeated wherever the labels are used.
 
     Args:
         run: the run whose top documents are judged (or None with ``candidates=`` in ``options``).
@@ -443,9 +690,9 @@ def calibrate_judge(
         permutations: random sign flips of the randomization test.
         seed: its seed.
         correction: ``holm``, ``bonferroni`` or ``none`` over all pairs of systems.
+        kappa_threshold: below this kappa the judge is near chance (default 0.4).
         **options: every other keyword of ``judge`` (``endpoint``, ``candidates``, ``depth``, ``prompt``, ...).
     """
-    from toolkit.api.assessors import agreement
     from toolkit.api.inputs import as_qrels
     from toolkit.errors import ConfigError
     from toolkit.judging.prompt import load_template
@@ -458,30 +705,21 @@ def calibrate_judge(
             f"({j.counts['pairs']} pairs, {j.counts['parse_failures']} parse failures, "
             f"{j.counts['http_failures']} failed requests)"
         )
-    labelled = j.qrels[["query_id", "doc_id"]]
-    human_part = human.frame.merge(labelled, on=["query_id", "doc_id"])
     if runs:
-        from toolkit.api.comparison import _named
-
-        named = _named(runs)
-        same_model_warnings(model, named)
-    else:
-        named = None
-    scale = load_template(options.get("prompt")).labels
-    a = agreement(
-        human_part,
+        same_model_warnings(model, _named_runs(runs))
+    a, summary = calibration_summary(
+        human,
         j.qrels,
-        named,
-        measure,
-        names=("human", "judge"),
-        labels=sorted(set(scale) | set(human_part["relevance"].astype(int))),
+        j.qrels,
+        load_template(options.get("prompt")).labels,
+        runs=runs,
+        measure=measure,
         alpha=alpha,
         permutations=permutations,
         seed=seed,
         correction=correction,
+        kappa_threshold=kappa_threshold,
     )
-    summary = {k: a.to_dict().get(k) for k in CALIBRATION_KEYS if k in a.to_dict()}
-    summary["human_qrels"] = {"path": human.path, "sha256": human.sha256}
     j = Judgments(qrels=j.qrels, records=j.records, counts=j.counts, meta=j.meta | {"calibration": summary})
     if options.get("out") is not None:
         j.write(options["out"])  # the sidecar now says how the judge agreed with the humans

@@ -8,17 +8,25 @@ import click
 
 from toolkit.cli.options import DEVICE, ENDPOINT, TRUST_CACHE, client_options, prompt_option, significance_options
 from toolkit.cli.ray_options import ray_options, sharding_from_options
+from toolkit.evaluation.qrels_origin import DEFAULT_KAPPA_THRESHOLD
 
 BACKEND_CHOICES = ("auto", "openai", "transformers")
 
 
 @click.command("judge")
-@click.option("--run", "run_path", type=click.Path(dir_okay=False), default=None, help="The TREC run to judge.")
+@click.option(
+    "--run",
+    "run_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The TREC run to judge (its documents; with --candidates, their texts from the candidates).",
+)
 @click.option(
     "--candidates",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Candidates JSON (run, query and passage texts in one file), as `twostage rerank` reads it.",
+    help="Candidates JSON (run, query and passage texts in one file), as `twostage rerank` reads it; with --run, "
+    "only its query and passage texts.",
 )
 @click.option("--topics", default=None, help="Query texts: a file or a collection name (as `twostage rerank`).")
 @click.option("--corpus", type=click.Path(dir_okay=False), default=None, help="Passage texts: a JSONL corpus.")
@@ -58,11 +66,28 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
     "weighted kappa, mean |difference|; with --rank, the systems' ranking under both).",
 )
 @click.option(
+    "--calibrate-sample",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="--holes-only: judge also N documents of the top --depth that --qrels judges (sampled with --seed) and "
+    "record the judge's agreement with the humans on them in OUT.meta.json (calibration).",
+)
+@click.option(
+    "--kappa-threshold",
+    type=click.FloatRange(-1, 1),
+    default=DEFAULT_KAPPA_THRESHOLD,
+    show_default=True,
+    help="--calibrate, --calibrate-sample: a judge whose kappa is below it is near chance (a warning here and "
+    "wherever its labels are used).",
+)
+@click.option(
     "--rank",
     "rank_runs",
     multiple=True,
     metavar="RUN",
-    help="--calibrate: a system to rank under human and judge labels (repeatable; two or more).",
+    help="--calibrate, --calibrate-sample: a system to rank under the human qrels and under the same qrels with "
+    "the judge's labels (repeatable; two or more).",
 )
 @click.option("-m", "measure", default="ndcg_cut.10", show_default=True, help="--calibrate --rank: the measure.")
 @click.option(
@@ -122,6 +147,8 @@ def judge_command(
     holes_only,
     qrels,
     calibrate,
+    calibrate_sample,
+    kappa_threshold,
     rank_runs,
     measure,
     alpha,
@@ -162,6 +189,8 @@ def judge_command(
           --model Qwen/Qwen2.5-7B-Instruct --out dl19.judge.qrels
       twostage judge --run run.trec --topics topics.tsv --corpus corpus.jsonl --qrels dl19-passage \\
           --holes-only --endpoint http://localhost:8000/v1 --model M --out holes.qrels
+      twostage judge --run run.trec --candidates dl19.bm25.top100.json --qrels dl19-passage --holes-only \\
+          --calibrate-sample 100 --seed 1 --endpoint http://localhost:8000/v1 --model M --out holes.qrels
       twostage judge --calibrate --qrels dl19-passage --candidates dl19.bm25.top100.json --depth 20 \\
           --endpoint http://localhost:8000/v1 --model M --rank a.trec --rank b.trec --format json
     """
@@ -169,12 +198,12 @@ def judge_command(
     from toolkit.api.judging import judge
     from toolkit.errors import RequestsFailedError
 
-    if bool(candidates) == bool(run_path):
-        raise click.UsageError("give exactly one of --candidates or --run")
-    if run_path and not topics:
-        raise click.UsageError("--run needs --topics (query texts)")
-    if run_path and not (corpus or index_path):
-        raise click.UsageError("--run needs a text source: --corpus JSONL or --index LUCENE_INDEX")
+    if not (candidates or run_path):
+        raise click.UsageError("give --candidates, --run, or both (the run's documents, the candidates' texts)")
+    if run_path and not candidates and not topics:
+        raise click.UsageError("--run needs --topics (query texts), or --candidates holding them")
+    if run_path and not candidates and not (corpus or index_path):
+        raise click.UsageError("--run needs a text source: --corpus JSONL, --index LUCENE_INDEX or --candidates")
     if corpus and index_path:
         raise click.UsageError("give at most one of --corpus or --index")
     if (holes_only or calibrate) and not qrels:
@@ -183,8 +212,10 @@ def judge_command(
         raise click.UsageError("--holes-only and --calibrate exclude each other")
     if not calibrate and not out:
         raise click.UsageError("--out is required (the qrels to write), unless --calibrate")
-    if rank_runs and not calibrate:
-        raise click.UsageError("--rank ranks systems in a --calibrate report")
+    if calibrate_sample and not holes_only:
+        raise click.UsageError("--calibrate-sample samples human-judged documents beside the holes: add --holes-only")
+    if rank_runs and not (calibrate or calibrate_sample):
+        raise click.UsageError("--rank ranks systems in a calibration: --calibrate or --calibrate-sample")
     if len(rank_runs) == 1:
         raise click.UsageError("--rank needs two or more runs")
     if backend == "auto":
@@ -243,6 +274,7 @@ def judge_command(
                 permutations=permutations,
                 seed=seed,
                 correction=correction,
+                kappa_threshold=kappa_threshold,
                 **options,
             )
         except RequestsFailedError as exc:
@@ -253,17 +285,63 @@ def judge_command(
             click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         else:
             click.echo(result.agreement.to_text(), nl=False)
+            click.echo(_ranking_qrels_text(result.judgments.meta.get("calibration") or {}), nl=False)
         return
+    sampled = {}
+    if calibrate_sample:
+        sampled = {
+            "calibrate_sample": calibrate_sample,
+            "seed": seed,
+            "runs": list(rank_runs) or None,
+            "measure": measure,
+            "alpha": alpha,
+            "permutations": permutations,
+            "correction": correction,
+            "kappa_threshold": kappa_threshold,
+        }
     try:
-        j = judge(run_path, qrels=qrels, holes_only=holes_only, **options)
+        j = judge(run_path, qrels=qrels, holes_only=holes_only, **sampled, **options)
     except RequestsFailedError as exc:
         _report(exc.result, out)
         raise
     _report(j, out)
+    calibration = j.meta.get("calibration")
+    if calibration:
+        click.echo(_calibration_line(calibration), err=True)
     if fmt == "json":
-        click.echo(json.dumps({"out": out, "counts": j.counts}, indent=2))
+        click.echo(
+            json.dumps(
+                {"out": out, "counts": j.counts, **({"calibration": calibration} if calibration else {})}, indent=2
+            )
+        )
     else:
         click.echo(str(out))
+
+
+def _ranking_qrels_text(cal: dict) -> str:
+    """Which documents each side of the calibration's system ranking uses."""
+    used = cal.get("ranking_qrels")
+    if not used:
+        return ""
+    j = used["judge"]
+    return (
+        f"# ranking qrels: human = {used['human']['human_labels']} human labels (every label of "
+        f"{used['human']['qrels']}); judge = {j['human_labels']} human labels, {j['judge_labels_replacing_human']} "
+        f"judge labels replacing human ones, {j['judge_labels_filling_holes']} judge labels filling holes\n"
+    )
+
+
+def _calibration_line(cal: dict) -> str:
+    kappa = cal.get("kappa")
+    sample = cal.get("sample") or {}
+    line = (
+        f"twostage: calibration on {cal.get('documents_both')} human-judged documents"
+        + (f" (a sample of {sample['drawn']} of {sample['population']}, seed {sample['seed']})" if sample else "")
+        + f": kappa {'n/a' if kappa is None else f'{kappa:.3f}'}"
+    )
+    if "kendall_tau" in cal:
+        line += f", ranking tau {cal['kendall_tau']}"
+    return line
 
 
 def _report(j, out) -> None:

@@ -61,16 +61,22 @@ def _string_kind(series: pd.Series) -> str:
     return pd.api.types.infer_dtype(series, skipna=False)
 
 
-def require_common_queries(judgments, run: Run, n_common: int, n_judged: int, n_run: int, settings) -> None:
-    """No query in both run and judgments is an error (trec_eval 9 exits 7), unless allowed."""
-    if n_common or settings.allow_no_common:
+def require_common_queries(
+    judgments, run: Run, n_common: int, n_judged: int, n_run: int, settings=None, *, remedy: str | None = None
+) -> None:
+    """No query in both run and judgments is an error (trec_eval 9 exits 7), unless ``settings`` allow it.
+    ``remedy`` replaces the closing advice (``--allow-no-common``) where the caller offers no such option
+    (``judge``)."""
+    if n_common or (settings is not None and settings.allow_no_common):
         return
+    advice = remedy or (
+        f"Pass {phrase('allow_no_common=True', '--allow-no-common')} to print the zeros anyway "
+        "(trec_eval 9 exits 7 here)"
+    )
     raise NoCommonQueriesError(
         f"{run.path} and {judgments.path} have no query in common (run: {n_run} queries, "
         f"e.g. {_examples(run.frame[QUERY_ID])}; judgments: {n_judged} queries, "
-        f"e.g. {_examples(judgments.frame[QUERY_ID])}): wrong qrels for this run? "
-        f"Pass {phrase('allow_no_common=True', '--allow-no-common')} to print the zeros anyway "
-        "(trec_eval 9 exits 7 here)"
+        f"e.g. {_examples(judgments.frame[QUERY_ID])}): wrong qrels for this run? {advice}"
     )
 
 

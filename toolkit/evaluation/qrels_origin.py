@@ -15,6 +15,7 @@ content and policy, so results under different policies are never compared as al
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,10 @@ from toolkit.errors import ConfigError
 
 QRELS_POLICIES = ("human", "fill", "judge")
 ORIGIN = "origin"
+
+#: Cohen's kappa of a judge against the humans below which its labels are called near chance (Landis and Koch's
+#: "fair" ends at 0.4); ``twostage judge --kappa-threshold`` records another in the calibration
+DEFAULT_KAPPA_THRESHOLD = 0.4
 
 
 def merge_qrels(human: Qrels, judge: Qrels, policy: str = "fill", judge_meta: dict | None = None) -> Qrels:
@@ -75,6 +80,48 @@ def merge_qrels(human: Qrels, judge: Qrels, policy: str = "fill", judge_meta: di
         sha256=digest.hexdigest(),
         origin=origin,
     )
+
+
+def near_chance(calibration: Mapping | None, where: str = "") -> str | None:
+    """The warning for labels of a judge whose recorded calibration (its sidecar's ``calibration``) has a kappa
+    below its ``kappa_threshold`` (``DEFAULT_KAPPA_THRESHOLD`` when none is recorded), or no kappa at all; None
+    for a judge above it, or without a calibration."""
+    if not isinstance(calibration, Mapping) or not calibration:
+        return None
+    kappa, threshold = calibration.get("kappa"), calibration.get("kappa_threshold", DEFAULT_KAPPA_THRESHOLD)
+    n = calibration.get("documents_both")
+    if kappa is not None and threshold is not None and float(kappa) >= float(threshold):
+        return None
+    told = "no kappa" if kappa is None else f"kappa {float(kappa):.3f}"
+    return (
+        f"the judge{' of ' + where if where else ''} is near chance: its calibration has {told} on {n} "
+        f"human-judged documents, below the threshold {threshold}; its labels may be noise, not relevance"
+    )
+
+
+def overlay_labels(human: pd.DataFrame, judge: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The human qrels with the judge's label on every document of a human-judged query that the judge labelled
+    (replacing the human label, or filling a hole: no label, or one below 0), and the counts of what each label
+    is: ``human_labels`` kept, ``judge_labels_replacing_human``, ``judge_labels_filling_holes`` and
+    ``judge_labels_left_out`` (on queries no human judged). What a calibration ranks the systems under, beside
+    the human qrels themselves."""
+    h = human[[QUERY_ID, DOC_ID, RELEVANCE]]
+    j = judge.loc[judge[RELEVANCE] >= 0, [QUERY_ID, DOC_ID, RELEVANCE]]
+    on_human_query = j[QUERY_ID].isin(set(h[QUERY_ID]))
+    used = j[on_human_query]
+    judged = h.loc[h[RELEVANCE] >= 0, [QUERY_ID, DOC_ID]].assign(_judged=True)
+    tagged = used.merge(judged, on=[QUERY_ID, DOC_ID], how="left")
+    replacing = int(tagged["_judged"].notna().sum())
+    keep = h.merge(used[[QUERY_ID, DOC_ID]].assign(_over=True), on=[QUERY_ID, DOC_ID], how="left")
+    kept = h[keep["_over"].isna().to_numpy()]
+    frame = pd.concat([kept, used], ignore_index=True).astype({RELEVANCE: "int64"})
+    counts = {
+        "human_labels": int((kept[RELEVANCE] >= 0).sum()),
+        "judge_labels_replacing_human": replacing,
+        "judge_labels_filling_holes": len(used) - replacing,
+        "judge_labels_left_out": int((~on_human_query).sum()),
+    }
+    return frame, counts
 
 
 def judged_by_origin(run: Run, origin: QrelsOrigin, depths: tuple[int, ...] = (10,)) -> dict:

@@ -741,6 +741,8 @@ def explore_data(diag: Diagnosis) -> dict:
             "detail_rows": detail,
             "views": diag.views,
             "missed": diag.missed,
+            # per query, the shown documents whose grade came from an LLM judge (merged qrels)
+            "judge_labelled": (diag.settings or {}).get("judge_labelled") or {},
         }
     )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from toolkit.evaluation.qrels_origin import near_chance
 from toolkit.guard.escape import markdown_code, markdown_text
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc
@@ -143,24 +144,48 @@ def judge_parts(diag) -> list[Part]:
     cal = judge.get("calibration")
     if isinstance(cal, Mapping) and cal:
         against = (cal.get("human_qrels") or {}).get("path")
+        sample = cal.get("sample") if isinstance(cal.get("sample"), Mapping) else None
+        how = (
+            f"twostage judge --holes-only --calibrate-sample, on a sample of {sample.get('drawn')} of the "
+            f"{sample.get('population')} human-judged documents in the run's top {sample.get('depth')} (seed "
+            f"{sample.get('seed')})"
+            if sample
+            else "twostage judge --calibrate"
+        )
         parts.append(Part.heading("The judge's calibration against human labels", 3))
+        chance = near_chance(cal)
+        if chance:
+            warning = chance[0].upper() + chance[1:] + "."
+            parts.append(Part(f'<p class="warn">{esc(warning)}</p>', (markdown_text(warning) + "\n",)))
         parts.append(
             _muted(
-                f"Recorded by twostage judge --calibrate in the judge's sidecar: on the {cal.get('documents_both')} "
-                "documents both judged" + (f" (human qrels {against})" if against else "") + ", rows the human "
+                f"Recorded by {how} in the judge's sidecar: on the {cal.get('documents_both')} documents both "
+                "judged" + (f" (human qrels {against})" if against else "") + ", rows the human "
                 "label, columns the judge's."
             )
         )
         parts += [Part.table(confusion_table(cal)), Part.table(statistics_table(cal))]
+        used = cal.get("ranking_qrels")
+        if isinstance(used, Mapping) and isinstance(used.get("judge"), Mapping):
+            j = used["judge"]
+            parts.append(
+                _muted(
+                    f"The system ranking compares the human qrels ({(used.get('human') or {}).get('human_labels')} "
+                    f"human labels, every one) with the same qrels carrying the judge's labels "
+                    f"({j.get('human_labels')} human labels, {j.get('judge_labels_replacing_human')} judge labels "
+                    f"replacing human ones, {j.get('judge_labels_filling_holes')} filling holes)."
+                )
+            )
     else:
         command = (
-            f"twostage judge --calibrate --qrels {human.get('path') or 'HUMAN_QRELS'} --candidates CANDIDATES.json "
-            f"--depth 20 --model {who.get('model') or 'MODEL'} --out CAL.qrels"
+            f"twostage judge --holes-only --calibrate-sample 100 --qrels {human.get('path') or 'HUMAN_QRELS'} "
+            f"--run RUN --candidates CANDIDATES.json --depth 20 --model {who.get('model') or 'MODEL'} "
+            "--out HOLES.qrels"
         )
         sentence = (
             "No calibration was recorded for the judge: nothing says how far its labels agree with the human ones. "
-            "Measure it on documents humans judged too (the agreement lands under calibration in "
-            "CAL.qrels.meta.json): "
+            "Judge the holes with a sample of documents humans judged too (the agreement lands under calibration "
+            "in HOLES.qrels.meta.json, and this page shows it): "
         )
         parts.append(
             Part(

@@ -165,6 +165,7 @@
     }
     facts.appendChild(body);
     detail.appendChild(facts);
+    const fromJudge = new Set((DATA.judge_labelled || {})[qid] || []);
     const grid = el("div", {cls: "side-by-side"});
     for (const sys of DATA.systems) {
       const top = view.top[sys.name] || [];
@@ -177,10 +178,13 @@
       const tb = el("tbody");
       top.forEach(([doc, grade], i) => {
         const [move, title] = movement(sys, doc, i + 1, view);
+        const byJudge = grade !== null && fromJudge.has(doc);
         tb.appendChild(el("tr", {"data-doc": doc}, [
           el("td", {cls: "num", text: String(i + 1)}), el("td", {text: doc}),
-          el("td", {cls: "grade " + (grade === null ? "unjudged" : grade > 0 ? "relevant" : "nonrelevant"),
-                    text: grade === null ? "unjudged" : String(grade)}),
+          el("td", {cls: "grade " + (grade === null ? "unjudged" : grade > 0 ? "relevant" : "nonrelevant") +
+                         (byJudge ? " judge" : ""),
+                    ...(byJudge ? {title: "grade from the LLM judge, not a human"} : {}),
+                    text: grade === null ? "unjudged" : String(grade) + (byJudge ? " (judge)" : "")}),
           el("td", {cls: "move", title: title, text: move}),
           el("td", {cls: "snippet"}, [highlighted(view.snippets[doc], view.terms)])]));
       });
@@ -197,7 +201,8 @@
       for (const x of missed) {
         const where = x.first_stage_rank ? "candidate, " + DATA.primary_first + " #" + x.first_stage_rank
                                          : "not in the candidates";
-        ul.appendChild(el("li", {"data-doc": x.doc_id}, [x.doc_id + " (grade " + x.grade + ", " + where + ") ",
+        const judged = fromJudge.has(x.doc_id) ? " from the judge" : "";
+        ul.appendChild(el("li", {"data-doc": x.doc_id}, [x.doc_id + " (grade " + x.grade + judged + ", " + where + ") ",
                                                           highlighted(view.snippets[x.doc_id], view.terms)]));
       }
       m.appendChild(ul);
