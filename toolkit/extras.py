@@ -2,7 +2,7 @@
 
 ``pip install twostage`` is the core: evaluation, comparison, diagnosis, reports and reproduction
 from run files. Retrieval and indexing need ``[pyserini]``, neural reranking ``[rerank]``, ``--ray``
-``[ray]``, ``--backend onnx`` ``[onnx]`` (``[all]`` is everything). The commands and the library
+``[ray]``, ``--backend onnx`` ``[onnx]``, ``--backend rerankers`` ``[rerankers]`` (``[all]`` is everything). The commands and the library
 functions that need an extra call ``require`` before importing it, so a missing one is a
 ``MissingExtraError`` that says which extra to install, not a ModuleNotFoundError from deep inside.
 """
@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "rerank": ("sentence_transformers", "transformers", "torch"),
     "ray": ("ray",),
     "onnx": ("onnxruntime", "onnx"),
+    "rerankers": ("rerankers", "transformers", "torch"),
 }
 
 #: The extra each command needs beyond the core (the commands check it first; reproduction skips a row whose

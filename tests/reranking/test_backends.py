@@ -46,12 +46,14 @@ def test_a_new_backend_is_one_table_entry(monkeypatch, cross_encoder_folder):
 
 
 def test_unknown_backend_lists_the_table(cross_encoder_folder):
-    with pytest.raises(ConfigError, match=r"--backend must be one of \('torch', 'onnx', 'onnx-int8'\), not 'tf'"):
+    with pytest.raises(
+        ConfigError, match=r"--backend must be one of \('torch', 'onnx', 'onnx-int8', 'rerankers'\), not 'tf'"
+    ):
         RerankerSpec(cross_encoder_folder, backend="tf").resolved()
 
 
 def test_builtin_table():
-    assert list(BACKENDS) == ["torch", "onnx", "onnx-int8"]
+    assert list(BACKENDS) == ["torch", "onnx", "onnx-int8", "rerankers"]
     assert set(BACKENDS["torch"].builders) == {"bi-encoder", "cross-encoder"}
     assert set(BACKENDS["onnx"].builders) == set(BACKENDS["onnx-int8"].builders) == {"bi-encoder"}
     assert "fp16" in BACKENDS["torch"].precisions and "fp16" not in BACKENDS["onnx"].precisions

@@ -490,6 +490,7 @@ def rerank_job(
     device: str = "auto",
     backend: str = "torch",
     precision: str = "auto",
+    model_type: str | None = None,
     missing_text: str = "error",
     query_ids: Iterable[str] | None = None,
     judged_only: Any = None,
@@ -546,7 +547,7 @@ def rerank_job(
         with trusting(trust_cache):  # the caches opened by this job (embeddings, ONNX exports)
             with phase("reading"):
                 cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
-            spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision)
+            spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision, model_type)
             if sharding is not None and backend == "torch":  # the workers' device, resolved here for the sidecar
                 spec = _on_device(spec, device, precision, sharding, gpus_per_worker)
             spec = spec.resolved()
@@ -702,6 +703,7 @@ def rerank(
     device: str = "auto",
     backend: str = "torch",
     precision: str = "auto",
+    model_type: str | None = None,
     missing_text: str = "error",
     tag: str = "twostage-rerank",
     ray: str | None = None,
@@ -725,8 +727,10 @@ def rerank(
         batch_size: texts per model batch.
         max_length: tokens per text [default: the model's].
         device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
-        backend: ``torch``, ``onnx`` or ``onnx-int8``.
+        backend: ``torch``, ``onnx``, ``onnx-int8``, or ``rerankers`` (other model families through the
+            ``rerankers`` library, by ``model_type``; the ``[rerankers]`` extra).
         precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
+        model_type: with ``backend="rerankers"``: the library's model type, ``cross-encoder`` or ``t5``.
         missing_text: ``error``, or ``bottom`` (keep a candidate without text below the scored ones).
         tag: the run's tag.
         ray: a Ray address: score in shards on Ray workers.
@@ -762,6 +766,7 @@ def rerank(
         device=device,
         backend=backend,
         precision=precision,
+        model_type=model_type,
         missing_text=missing_text,
         tag=tag,
         ray=ray,

@@ -22,6 +22,8 @@ from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options
 from toolkit.extras import require, require_command
 from toolkit.reranking.backends import DEFAULT_BACKEND, LISTWISE, RERANK_BACKENDS, RERANKER_KINDS
 from toolkit.reranking.listwise import DEFAULT_STRIDE, DEFAULT_WINDOW
+from toolkit.reranking.rerankers_backend import BACKEND as RERANKERS
+from toolkit.reranking.rerankers_backend import MODEL_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,13 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
     help="bi-encoder: cosine of normalised embeddings; cross-encoder: CrossEncoder logit; auto: from the model's config.",
 )
 @click.option(
+    "--model-type",
+    type=click.Choice(MODEL_TYPES),
+    default=None,
+    help=f"With --backend {RERANKERS}: the rerankers library's model family (t5: monoT5-style P(true); "
+    "cross-encoder: the logit); see docs/reranking.md.",
+)
+@click.option(
     "--depth",
     type=click.IntRange(min=1),
     default=100,
@@ -120,7 +129,8 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
     default=DEFAULT_BACKEND,
     show_default=True,
     help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
-    "with int8 weights (fastest; changes scores, see docs/benchmarks.md). listwise: an LLM reorders sliding "
+    "with int8 weights (fastest; changes scores, see docs/benchmarks.md); rerankers: other model families "
+    "through the rerankers library (--model-type; the [rerankers] extra). listwise: an LLM reorders sliding "
     "windows of passages (rank_llm's algorithm) through --endpoint, or a local causal LM --model folder.",
 )
 @ENDPOINT
@@ -185,6 +195,7 @@ def rerank(
     index_path,
     model,
     kind,
+    model_type,
     depth,
     batch_size,
     max_length,
@@ -302,6 +313,7 @@ def rerank(
         device=device,
         backend=backend,
         precision=precision,
+        model_type=model_type,
         missing_text=missing_text,
         query_ids=_query_ids(query_id_values),
         judged_only=judged_qrels,
@@ -417,8 +429,11 @@ def _report(result, settings: dict, ray_address, what: str) -> None:
 
 def _require_extras(backend: str, index_path) -> None:
     """Before reading anything: the extras this rerank needs (the model's, Lucene's for --index)."""
-    require_command("rerank")
-    if backend != DEFAULT_BACKEND:
+    if backend == RERANKERS:
+        require("rerankers", f"twostage rerank --backend {backend}")
+    else:
+        require_command("rerank")
+    if backend.startswith("onnx"):
         require("onnx", f"twostage rerank --backend {backend}")
     if index_path:
         require("pyserini", "twostage rerank --index (texts stored in a Lucene index)")

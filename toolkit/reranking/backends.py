@@ -25,6 +25,7 @@ from toolkit.models import (
     resolve_model,
     resolve_precision,
 )
+from toolkit.reranking import rerankers_backend
 
 RERANKER_KINDS = ("auto", "bi-encoder", "cross-encoder")
 
@@ -81,10 +82,24 @@ def _onnx(quantize: bool) -> Builder:
 
 _ONNX_WEIGHTS = "fp32 (onnx) or int8 (onnx-int8)"
 
+
+def _rerankers(spec: RerankerSpec, device: str) -> Reranker:
+    from toolkit.reranking.rerankers_backend import LibraryReranker
+
+    precision = resolve_precision(spec.precision, device)
+    return LibraryReranker(spec.model, str(spec.model_type), device, spec.batch_size, precision)
+
+
 BACKENDS: dict[str, Backend] = {
     "torch": Backend({"bi-encoder": _torch("bi-encoder"), "cross-encoder": _torch("cross-encoder")}),
     "onnx": Backend({"bi-encoder": _onnx(quantize=False)}, ("auto", "fp32"), _ONNX_WEIGHTS),
     "onnx-int8": Backend({"bi-encoder": _onnx(quantize=True)}, ("auto", "fp32"), _ONNX_WEIGHTS),
+    # other model families through the rerankers library: the kind is the --model-type
+    rerankers_backend.BACKEND: Backend(
+        dict.fromkeys(rerankers_backend.MODEL_TYPES, _rerankers),
+        rerankers_backend.PRECISIONS,
+        rerankers_backend.WEIGHTS,
+    ),
 }
 DEFAULT_BACKEND = "torch"
 #: The listwise LLM reranker (``toolkit.reranking.listwise``): not a scoring model, so not in ``BACKENDS``; it
@@ -106,17 +121,22 @@ class RerankerSpec:
     max_length: int | None = None
     backend: str = DEFAULT_BACKEND
     precision: str = "auto"
+    model_type: str | None = None  # --backend rerankers: the library's model type (also the kind)
 
     def resolved(self) -> RerankerSpec:
         """Kind read from the model's config; the rest checked (the device is resolved where it runs)."""
-        if self.kind not in RERANKER_KINDS:
-            raise ConfigError(f"reranker kind must be one of {RERANKER_KINDS}, not {self.kind!r}")
         if self.batch_size < 1:
             raise ConfigError("batch size must be >= 1")
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend must be one of {tuple(BACKENDS)}, not {self.backend!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"--precision must be one of {PRECISIONS}, not {self.precision!r}")
+        if self.backend == rerankers_backend.BACKEND:
+            return rerankers_backend.resolved(self)
+        if self.model_type is not None:
+            raise ConfigError(f"--model-type goes with --backend {rerankers_backend.BACKEND}")
+        if self.kind not in RERANKER_KINDS:
+            raise ConfigError(f"reranker kind must be one of {RERANKER_KINDS}, not {self.kind!r}")
         kind = detect_kind(resolve_model(self.model)) if self.kind == "auto" else self.kind
         backend = BACKENDS[self.backend]
         if kind not in backend.builders:
@@ -132,7 +152,7 @@ class RerankerSpec:
         """The sidecar's reranker settings before any model is loaded (Ray workers load it)."""
         path = resolve_model(self.model)
         max_length = self.max_length
-        if max_length is None and self.kind != "cross-encoder":
+        if max_length is None and self.kind in ("auto", "bi-encoder"):
             max_length = read_json_object(Path(path) / "sentence_bert_config.json").get("max_seq_length")
         return {
             "kind": self.kind,
@@ -145,7 +165,7 @@ class RerankerSpec:
             "precision": self.precision,
             "precision_effect": precision_effect(self.precision),
             "built_by": "each Ray worker",
-        }
+        } | (rerankers_backend.describe_spec(self) if self.backend == rerankers_backend.BACKEND else {})
 
     def build(self) -> Reranker:
         spec = self.resolved()
@@ -160,6 +180,7 @@ def load_reranker(
     max_length: int | None = None,
     backend: str = DEFAULT_BACKEND,
     precision: str = "auto",
+    model_type: str | None = None,
 ) -> Reranker:
-    """Build a reranker by kind (``auto`` reads a local model's config)."""
-    return RerankerSpec(model, kind, device, batch_size, max_length, backend, precision).build()
+    """Build a reranker by kind (``auto`` reads a local model's config); ``backend="rerankers"`` by ``model_type``."""
+    return RerankerSpec(model, kind, device, batch_size, max_length, backend, precision, model_type).build()

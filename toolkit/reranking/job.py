@@ -588,12 +588,13 @@ def _spec_of(reranker: Reranker) -> RerankerSpec:
         d.get("max_length"),
         d.get("backend", "torch"),
         d.get("precision", "auto"),
+        d.get("model_type"),
     )
 
 
 def _library_versions() -> dict:
     out = {}
-    for name in ("torch", "sentence_transformers", "transformers"):
+    for name in ("torch", "sentence_transformers", "transformers", "rerankers"):
         mod = sys.modules.get(name)
         if mod is not None:
             out[name] = getattr(mod, "__version__", "?")
