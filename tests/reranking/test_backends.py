@@ -64,6 +64,6 @@ def test_cli_backend_and_kind_choices_come_from_the_library():
     from toolkit.cli.rerank import rerank
 
     params = {p.name: p for p in rerank.params}
-    assert list(params["backend"].type.choices) == list(BACKENDS)
+    assert list(params["backend"].type.choices) == list(backends.RERANK_BACKENDS)  # the scoring backends + listwise
     assert params["backend"].default == backends.DEFAULT_BACKEND
     assert list(params["kind"].type.choices) == list(backends.RERANKER_KINDS)
