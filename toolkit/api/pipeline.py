@@ -637,6 +637,7 @@ def listwise_job(
             backoff=backoff,
             rate=rate,
             max_response_bytes=max_response_bytes if max_response_bytes is not None else DEFAULT_MAX_RESPONSE_BYTES,
+            role="listwise reranker",
         )
     else:
         llm = TransformersJudge(model, device=device, batch_size=batch_size)
