@@ -348,3 +348,75 @@ def test_diagnose_reads_the_sidecar_window_stride_and_probe(cli, tmp_path, serve
     assert behaviour["windows"]["windows"] == 25
     assert behaviour["order_probe"]["n"] == 2
     assert behaviour["order_probe"]["mean_rbo"] == meta["shuffles"]["mean_rbo"]
+
+
+# ------------------------------------------------------------------ the probe's nDCG@10 spread
+def _graded_qrels(path, judged=range(QUERIES - 1)) -> str:
+    """Graded labels 0-3 from the server's relevance, for every query but the last, and one query no candidate
+    list holds."""
+    rel = _relevance()
+    lines = [f"{d[: d.index('d')]} 0 {d} {int(v * 4)}\n" for d, v in rel.items() if int(d[1 : d.index("d")]) in judged]
+    path.write_text("".join(lines) + "q99 0 q99d0 3\n")
+    return str(path)
+
+
+def test_probe_ndcg_spread_equals_pytrec_eval_on_the_reconstructed_shuffled_runs(cli, tmp_path, server):
+    import numpy as np
+    import pytrec_eval
+
+    from toolkit.reranking.listwise import probe_order
+
+    cands = _candidates(tmp_path / "c.json")
+    qrels = _graded_qrels(tmp_path / "g.qrels")
+    out = tmp_path / "lw.trec"
+    shuffles, seed = 3, 5
+    res = _rerank(
+        cli, cands, server, out, "--no-answer-cache", "--shuffles", str(shuffles), "--seed", str(seed),
+        "--qrels", qrels,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "nDCG@10" in res.stderr
+    rel = _relevance()
+    qrels_dict: dict[str, dict[str, int]] = {}
+    for line in open(qrels):
+        q, _, d, label = line.split()
+        qrels_dict.setdefault(q, {})[d] = int(label)
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels_dict, {"ndcg_cut.10"})
+    expected: dict[int, dict[str, float]] = {}
+    for k in range(shuffles + 1):  # the runs rebuilt here: each input order through the sliding-window oracle
+        run: dict[str, dict[str, float]] = {}
+        for q in range(QUERIES):
+            first = [f"q{q}d{i}" for i in range(PER_QUERY)]
+            top = first[:25] if k == 0 else [first[i] for i in probe_order(f"q{q}", 25, seed, k)]
+            docs = _oracle(top, rel, 10, 4, breaking=True)[0] + first[25:]
+            run[f"q{q}"] = {d: float(len(docs) - i) for i, d in enumerate(docs)}
+        expected[k] = {q: v["ndcg_cut_10"] for q, v in evaluator.evaluate(run).items()}
+    judged = [f"q{q}" for q in range(QUERIES - 1)]
+    assert sorted(expected[0]) == judged  # q4 unjudged, q99 not reranked: neither counts
+    spread = json.loads((tmp_path / "lw.trec.meta.json").read_text())["shuffles"]["ndcg_cut_10"]
+    assert spread["measure"] == "ndcg_cut_10" and spread["queries"] == len(judged)
+    assert spread["qrels"]["path"] == qrels
+    assert sorted(spread["per_query"]) == judged
+    for q in judged:
+        got = spread["per_query"][q]
+        assert got["run"] == pytest.approx(expected[0][q], abs=1e-12)
+        assert got["shuffles"] == pytest.approx([expected[k][q] for k in range(1, shuffles + 1)], abs=1e-12)
+        assert got["range"] == pytest.approx(max(got["shuffles"]) - min(got["shuffles"]), abs=1e-12)
+    means = [np.mean([expected[k][q] for q in judged]) for k in range(shuffles + 1)]
+    assert spread["run"] == pytest.approx(means[0], abs=1e-12)
+    assert spread["shuffles"] == pytest.approx(means[1:], abs=1e-12)
+    assert spread["std"] == pytest.approx(np.std(means[1:], ddof=1), abs=1e-12)
+    assert (spread["min"], spread["max"]) == pytest.approx((min(means[1:]), max(means[1:])), abs=1e-12)
+    ranges = [max(expected[k][q] for k in range(1, 4)) - min(expected[k][q] for k in range(1, 4)) for q in judged]
+    assert spread["mean_range"] == pytest.approx(np.mean(ranges), abs=1e-12)
+    assert spread["mean_range"] > 0.01  # this reranker's windows do depend on its input order
+
+
+def test_probe_qrels_without_shuffles_or_with_no_common_query_is_one_error(cli, tmp_path, server):
+    cands = _candidates(tmp_path / "c.json")
+    res = _rerank(cli, cands, server, tmp_path / "x.trec", "--qrels", _graded_qrels(tmp_path / "g.qrels"))
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1 and "give --shuffles K" in res.stderr, res.output
+    other = _graded_qrels(tmp_path / "o.qrels", judged=())
+    res = _rerank(cli, cands, server, tmp_path / "x.trec", "--shuffles", "2", "--qrels", other)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1 and "judges none of the 5 queries" in res.stderr
+    assert server.requests == 0 and not list(tmp_path.glob("x.trec*"))
