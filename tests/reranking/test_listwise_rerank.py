@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+from pathlib import Path
 
 import pytest
 from listwise_server import ListwiseServer, ideal, mode_of
@@ -378,7 +379,7 @@ def test_probe_ndcg_spread_equals_pytrec_eval_on_the_reconstructed_shuffled_runs
     assert "nDCG@10" in res.stderr
     rel = _relevance()
     qrels_dict: dict[str, dict[str, int]] = {}
-    for line in open(qrels):
+    for line in Path(qrels).read_text().splitlines():
         q, _, d, label = line.split()
         qrels_dict.setdefault(q, {})[d] = int(label)
     evaluator = pytrec_eval.RelevanceEvaluator(qrels_dict, {"ndcg_cut.10"})
