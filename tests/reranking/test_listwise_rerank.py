@@ -332,14 +332,14 @@ def test_diagnose_reads_the_sidecar_window_stride_and_probe(cli, tmp_path, serve
 
     cands = _candidates(tmp_path / "c.json")
     out = tmp_path / "lw.trec"
-    res = _rerank(cli, cands, server, out, "--no-answer-cache", "--shuffles", "2")
+    qrels = tmp_path / "q.qrels"
+    qrels.write_text("".join(f"{d[: d.index('d')]} 0 {d} {int(v > 0.7)}\n" for d, v in _relevance().items()))
+    res = _rerank(cli, cands, server, out, "--no-answer-cache", "--shuffles", "2", "--qrels", qrels)
     assert res.exit_code == 0, res.output
     first = tmp_path / "bm25.trec"
     first.write_text(
         "".join(f"q{q} Q0 q{q}d{i} {i + 1} {100 - i} bm25\n" for q in range(QUERIES) for i in range(PER_QUERY))
     )
-    qrels = tmp_path / "q.qrels"
-    qrels.write_text("".join(f"{d[: d.index('d')]} 0 {d} {int(v > 0.7)}\n" for d, v in _relevance().items()))
     d = ts.diagnose(str(qrels), str(first), {"llm": str(out)}, worst_n=0, permutations=100)
     meta = json.loads((tmp_path / "lw.trec.meta.json").read_text())
     run = d.summary["reranked_runs"][0]
@@ -349,6 +349,19 @@ def test_diagnose_reads_the_sidecar_window_stride_and_probe(cli, tmp_path, serve
     assert behaviour["windows"]["windows"] == 25
     assert behaviour["order_probe"]["n"] == 2
     assert behaviour["order_probe"]["mean_rbo"] == meta["shuffles"]["mean_rbo"]
+    spread = meta["shuffles"]["ndcg_cut_10"]
+    shown = behaviour["order_probe"]["ndcg_cut_10"]
+    assert shown == {k: spread[k] for k in ("queries", "run", "min", "max", "std", "mean_range")}
+    assert shown["queries"] == QUERIES and shown["mean_range"] > 0
+    # the page: the spread beside the mean RBO
+    d.write(tmp_path / "page")
+    lines = (tmp_path / "page" / "report.md").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("| reranked run | depth |"))
+    assert "order probe: mean RBO | order probe: nDCG@10 mean range | order probe |" in lines[at]
+    row = lines[at + 2]
+    assert row.startswith("| llm |") and f"| {shown['mean_range']:.4f} |" in row
+    assert f"2 shuffles, seed 42; nDCG@10 {spread['run']:.4f}, shuffled {spread['min']:.4f} to " in row
+    assert f"(sd {spread['std']:.4f}), 5 judged queries" in row
 
 
 # ------------------------------------------------------------------ the probe's nDCG@10 spread
