@@ -434,3 +434,58 @@ def test_probe_qrels_without_shuffles_or_with_no_common_query_is_one_error(cli, 
     res = _rerank(cli, cands, server, tmp_path / "x.trec", "--shuffles", "2", "--qrels", other)
     assert res.exit_code == 1 and res.stderr.count("\n") == 1 and "judges none of the 5 queries" in res.stderr
     assert server.requests == 0 and not list(tmp_path.glob("x.trec*"))
+
+
+# ------------------------------------------------------------------ a killed job
+def test_a_killed_job_resumes_asking_only_the_missing_windows_and_ends_byte_identical(cli, tmp_path, server):
+    """`twostage rerank --backend listwise` in its own process, SIGKILLed once answers have arrived; the same
+    command again asks only the windows whose answers were not committed, and its run is byte for byte the run
+    of a job never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import toolkit
+
+    cands = _candidates(tmp_path / "c.json")
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "job").mkdir()
+    res = _rerank(cli, cands, server, tmp_path / "ref" / "lw.trec", "--no-answer-cache")
+    assert res.exit_code == 0, res.output
+    reference = (tmp_path / "ref" / "lw.trec").read_bytes()
+    out, cache = tmp_path / "job" / "lw.trec", tmp_path / "cache"
+    args = ["--answer-cache", str(cache), "--concurrency", "1"]
+    server.delay = 0.3  # one answer at a time, slowly: the job is still running when it is killed
+    sent0, w0 = server.sent, len(server.windows)
+    env = dict(os.environ, PYTHONPATH=str(Path(toolkit.__file__).resolve().parents[1]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit.cli", "rerank", "--candidates", cands, "--backend", "listwise",
+         "--endpoint", server.url, "--model", "test-ranker", "--depth", "25", "--window", "10", "--stride", "4",
+         "--no-progress", "--out", str(out), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while server.sent - sent0 < 6 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sent = server.sent - sent0
+    proc.send_signal(signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, stderr.decode()[-2000:]
+    assert 6 <= sent < 25, "the job was not killed half way"
+    assert not out.exists() and not Path(str(out) + ".meta.json").exists()
+    first_job = [tuple(w) for w in server.windows[w0:]]
+    server.delay = 0.0
+    w1 = len(server.windows)
+    res = _rerank(cli, cands, server, out, *args)
+    assert res.exit_code == 0, res.output
+    meta = json.loads(Path(str(out) + ".meta.json").read_text())
+    resumed = [tuple(r["docs"]) for r in meta["records"] if r["from_cache"]]
+    asked = [tuple(r["docs"]) for r in meta["records"] if not r["from_cache"]]
+    rerun = [tuple(w) for w in server.windows[w1:]]
+    assert len(resumed) + len(asked) == 25 and meta["requests"]["from_cache"] == len(resumed)
+    assert len(resumed) >= sent - 2  # each answer committed as it arrived (at most those in transit lost)
+    assert set(resumed) <= set(first_job)  # answered by the killed job
+    assert sorted(rerun) == sorted(asked) and meta["requests"]["asked"] == len(asked) == 25 - len(resumed)
+    assert out.read_bytes() == reference
