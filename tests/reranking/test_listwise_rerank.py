@@ -489,3 +489,13 @@ def test_a_killed_job_resumes_asking_only_the_missing_windows_and_ends_byte_iden
     assert set(resumed) <= set(first_job)  # answered by the killed job
     assert sorted(rerun) == sorted(asked) and meta["requests"]["asked"] == len(asked) == 25 - len(resumed)
     assert out.read_bytes() == reference
+
+
+def test_probe_qrels_by_collection_name(cli, tmp_path, server, shared_data, monkeypatch):
+    """--qrels takes a collection name as other commands do (here DL19's, which judges none of these queries)."""
+    monkeypatch.setenv("TWOSTAGE_DATA", str(shared_data))
+    cands = _candidates(tmp_path / "c.json")
+    res = _rerank(cli, cands, server, tmp_path / "x.trec", "--shuffles", "2", "--qrels", "dl19-passage")
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.output
+    assert "qrels.dl19-passage.txt judges none of the 5 queries" in res.stderr
+    assert server.requests == 0 and not list(tmp_path.glob("x.trec*"))
