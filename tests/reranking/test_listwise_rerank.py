@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+from pathlib import Path
 
 import pytest
 from listwise_server import ListwiseServer, ideal, mode_of
@@ -251,7 +252,8 @@ def test_endpoint_down_fails_fast_and_writes_nothing(cli, tmp_path):
         "rerank", "--candidates", cands, "--backend", "listwise", "--endpoint", f"http://127.0.0.1:{port}/v1",
         "--model", "m", "--depth", "25", "--window", "10", "--stride", "4", "--out", tmp_path / "x.trec",
     )  # fmt: skip
-    assert res.exit_code == 1 and res.stderr.count("\n") == 1 and "unreachable" in res.stderr, res.output
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.output
+    assert res.stderr.startswith(f"Error: listwise reranker endpoint http://127.0.0.1:{port}/v1 is unreachable")
     assert time.monotonic() - started < 10
     assert not list(tmp_path.glob("x.trec*"))
 
@@ -330,14 +332,14 @@ def test_diagnose_reads_the_sidecar_window_stride_and_probe(cli, tmp_path, serve
 
     cands = _candidates(tmp_path / "c.json")
     out = tmp_path / "lw.trec"
-    res = _rerank(cli, cands, server, out, "--no-answer-cache", "--shuffles", "2")
+    qrels = tmp_path / "q.qrels"
+    qrels.write_text("".join(f"{d[: d.index('d')]} 0 {d} {int(v > 0.7)}\n" for d, v in _relevance().items()))
+    res = _rerank(cli, cands, server, out, "--no-answer-cache", "--shuffles", "2", "--qrels", qrels)
     assert res.exit_code == 0, res.output
     first = tmp_path / "bm25.trec"
     first.write_text(
         "".join(f"q{q} Q0 q{q}d{i} {i + 1} {100 - i} bm25\n" for q in range(QUERIES) for i in range(PER_QUERY))
     )
-    qrels = tmp_path / "q.qrels"
-    qrels.write_text("".join(f"{d[: d.index('d')]} 0 {d} {int(v > 0.7)}\n" for d, v in _relevance().items()))
     d = ts.diagnose(str(qrels), str(first), {"llm": str(out)}, worst_n=0, permutations=100)
     meta = json.loads((tmp_path / "lw.trec.meta.json").read_text())
     run = d.summary["reranked_runs"][0]
@@ -347,3 +349,153 @@ def test_diagnose_reads_the_sidecar_window_stride_and_probe(cli, tmp_path, serve
     assert behaviour["windows"]["windows"] == 25
     assert behaviour["order_probe"]["n"] == 2
     assert behaviour["order_probe"]["mean_rbo"] == meta["shuffles"]["mean_rbo"]
+    spread = meta["shuffles"]["ndcg_cut_10"]
+    shown = behaviour["order_probe"]["ndcg_cut_10"]
+    assert shown == {k: spread[k] for k in ("queries", "run", "min", "max", "std", "mean_range")}
+    assert shown["queries"] == QUERIES and shown["mean_range"] > 0
+    # the page: the spread beside the mean RBO
+    d.write(tmp_path / "page")
+    lines = (tmp_path / "page" / "report.md").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("| reranked run | depth |"))
+    assert "order probe: mean RBO | order probe: nDCG@10 mean range | order probe |" in lines[at]
+    row = lines[at + 2]
+    assert row.startswith("| llm |") and f"| {shown['mean_range']:.4f} |" in row
+    assert f"2 shuffles, seed 42; nDCG@10 {spread['run']:.4f}, shuffled {spread['min']:.4f} to " in row
+    assert f"(sd {spread['std']:.4f}), 5 judged queries" in row
+
+
+# ------------------------------------------------------------------ the probe's nDCG@10 spread
+def _graded_qrels(path, judged=range(QUERIES - 1)) -> str:
+    """Graded labels 0-3 from the server's relevance, for every query but the last, and one query no candidate
+    list holds."""
+    rel = _relevance()
+    lines = [f"{d[: d.index('d')]} 0 {d} {int(v * 4)}\n" for d, v in rel.items() if int(d[1 : d.index("d")]) in judged]
+    path.write_text("".join(lines) + "q99 0 q99d0 3\n")
+    return str(path)
+
+
+def test_probe_ndcg_spread_equals_pytrec_eval_on_the_reconstructed_shuffled_runs(cli, tmp_path, server):
+    import numpy as np
+    import pytrec_eval
+
+    from toolkit.reranking.listwise import probe_order
+
+    cands = _candidates(tmp_path / "c.json")
+    qrels = _graded_qrels(tmp_path / "g.qrels")
+    out = tmp_path / "lw.trec"
+    shuffles, seed = 3, 5
+    res = _rerank(
+        cli, cands, server, out, "--no-answer-cache", "--shuffles", str(shuffles), "--seed", str(seed),
+        "--qrels", qrels,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "nDCG@10" in res.stderr
+    rel = _relevance()
+    qrels_dict: dict[str, dict[str, int]] = {}
+    for line in Path(qrels).read_text().splitlines():
+        q, _, d, label = line.split()
+        qrels_dict.setdefault(q, {})[d] = int(label)
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels_dict, {"ndcg_cut.10"})
+    expected: dict[int, dict[str, float]] = {}
+    for k in range(shuffles + 1):  # the runs rebuilt here: each input order through the sliding-window oracle
+        run: dict[str, dict[str, float]] = {}
+        for q in range(QUERIES):
+            first = [f"q{q}d{i}" for i in range(PER_QUERY)]
+            top = first[:25] if k == 0 else [first[i] for i in probe_order(f"q{q}", 25, seed, k)]
+            docs = _oracle(top, rel, 10, 4, breaking=True)[0] + first[25:]
+            run[f"q{q}"] = {d: float(len(docs) - i) for i, d in enumerate(docs)}
+        expected[k] = {q: v["ndcg_cut_10"] for q, v in evaluator.evaluate(run).items()}
+    judged = [f"q{q}" for q in range(QUERIES - 1)]
+    assert sorted(expected[0]) == judged  # q4 unjudged, q99 not reranked: neither counts
+    spread = json.loads((tmp_path / "lw.trec.meta.json").read_text())["shuffles"]["ndcg_cut_10"]
+    assert spread["measure"] == "ndcg_cut_10" and spread["queries"] == len(judged)
+    assert spread["qrels"]["path"] == qrels
+    assert sorted(spread["per_query"]) == judged
+    for q in judged:
+        got = spread["per_query"][q]
+        assert got["run"] == pytest.approx(expected[0][q], abs=1e-12)
+        assert got["shuffles"] == pytest.approx([expected[k][q] for k in range(1, shuffles + 1)], abs=1e-12)
+        assert got["range"] == pytest.approx(max(got["shuffles"]) - min(got["shuffles"]), abs=1e-12)
+    means = [np.mean([expected[k][q] for q in judged]) for k in range(shuffles + 1)]
+    assert spread["run"] == pytest.approx(means[0], abs=1e-12)
+    assert spread["shuffles"] == pytest.approx(means[1:], abs=1e-12)
+    assert spread["std"] == pytest.approx(np.std(means[1:], ddof=1), abs=1e-12)
+    assert (spread["min"], spread["max"]) == pytest.approx((min(means[1:]), max(means[1:])), abs=1e-12)
+    ranges = [max(expected[k][q] for k in range(1, 4)) - min(expected[k][q] for k in range(1, 4)) for q in judged]
+    assert spread["mean_range"] == pytest.approx(np.mean(ranges), abs=1e-12)
+    assert spread["mean_range"] > 0.01  # this reranker's windows do depend on its input order
+
+
+def test_probe_qrels_without_shuffles_or_with_no_common_query_is_one_error(cli, tmp_path, server):
+    cands = _candidates(tmp_path / "c.json")
+    res = _rerank(cli, cands, server, tmp_path / "x.trec", "--qrels", _graded_qrels(tmp_path / "g.qrels"))
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1 and "give --shuffles K" in res.stderr, res.output
+    other = _graded_qrels(tmp_path / "o.qrels", judged=())
+    res = _rerank(cli, cands, server, tmp_path / "x.trec", "--shuffles", "2", "--qrels", other)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1 and "judges none of the 5 queries" in res.stderr
+    assert server.requests == 0 and not list(tmp_path.glob("x.trec*"))
+
+
+# ------------------------------------------------------------------ a killed job
+def test_a_killed_job_resumes_asking_only_the_missing_windows_and_ends_byte_identical(cli, tmp_path, server):
+    """`twostage rerank --backend listwise` in its own process, SIGKILLed once answers have arrived; the same
+    command again asks only the windows whose answers were not committed, and its run is byte for byte the run
+    of a job never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import toolkit
+
+    cands = _candidates(tmp_path / "c.json")
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "job").mkdir()
+    res = _rerank(cli, cands, server, tmp_path / "ref" / "lw.trec", "--no-answer-cache")
+    assert res.exit_code == 0, res.output
+    reference = (tmp_path / "ref" / "lw.trec").read_bytes()
+    out, cache = tmp_path / "job" / "lw.trec", tmp_path / "cache"
+    args = ["--answer-cache", str(cache), "--concurrency", "1"]
+    server.delay = 0.3  # one answer at a time, slowly: the job is still running when it is killed
+    sent0, w0 = server.sent, len(server.windows)
+    env = dict(os.environ, PYTHONPATH=str(Path(toolkit.__file__).resolve().parents[1]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit.cli", "rerank", "--candidates", cands, "--backend", "listwise",
+         "--endpoint", server.url, "--model", "test-ranker", "--depth", "25", "--window", "10", "--stride", "4",
+         "--no-progress", "--out", str(out), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while server.sent - sent0 < 6 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sent = server.sent - sent0
+    proc.send_signal(signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, stderr.decode()[-2000:]
+    assert 6 <= sent < 25, "the job was not killed half way"
+    assert not out.exists() and not Path(str(out) + ".meta.json").exists()
+    first_job = [tuple(w) for w in server.windows[w0:]]
+    server.delay = 0.0
+    w1 = len(server.windows)
+    res = _rerank(cli, cands, server, out, *args)
+    assert res.exit_code == 0, res.output
+    meta = json.loads(Path(str(out) + ".meta.json").read_text())
+    resumed = [tuple(r["docs"]) for r in meta["records"] if r["from_cache"]]
+    asked = [tuple(r["docs"]) for r in meta["records"] if not r["from_cache"]]
+    rerun = [tuple(w) for w in server.windows[w1:]]
+    assert len(resumed) + len(asked) == 25 and meta["requests"]["from_cache"] == len(resumed)
+    assert len(resumed) >= sent - 2  # each answer committed as it arrived (at most those in transit lost)
+    assert set(resumed) <= set(first_job)  # answered by the killed job
+    assert sorted(rerun) == sorted(asked) and meta["requests"]["asked"] == len(asked) == 25 - len(resumed)
+    assert out.read_bytes() == reference
+
+
+def test_probe_qrels_by_collection_name(cli, tmp_path, server, shared_data, monkeypatch):
+    """--qrels takes a collection name as other commands do (here DL19's, which judges none of these queries)."""
+    monkeypatch.setenv("TWOSTAGE_DATA", str(shared_data))
+    cands = _candidates(tmp_path / "c.json")
+    res = _rerank(cli, cands, server, tmp_path / "x.trec", "--shuffles", "2", "--qrels", "dl19-passage")
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.output
+    assert "qrels.dl19-passage.txt judges none of the 5 queries" in res.stderr
+    assert server.requests == 0 and not list(tmp_path.glob("x.trec*"))

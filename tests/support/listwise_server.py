@@ -12,8 +12,9 @@ With ``server.breaking`` a known share of answers is broken, chosen by the windo
 (``mode_of``): ``duplicates`` (the best one named again third), ``unknown`` (an identifier k+5 named second),
 ``missing`` (the last two left out), ``none_parsed`` (no identifier at all), ``think`` (a wrong ranking inside
 ``<think>...</think>`` before the right one), else ``ok``. ``fail_after`` N: every request after the first N
-answered gets HTTP 400 (a job that stops half way). ``down``: nothing listens (see ``closed_port_url``). Every
-request is counted (``requests``), with the windows asked (``windows``).
+answered gets HTTP 400 (a job that stops half way); ``delay`` seconds: each answer waits that long before it is
+sent (a job slow enough to be killed half way). ``down``: nothing listens (see ``closed_port_url``). Every
+request is counted (``requests``), with the windows asked (``windows``), and every answer written out (``sent``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = ("ok", "duplicates", "unknown", "missing", "none_parsed", "think")
@@ -63,8 +65,10 @@ class ListwiseServer:
         self.order = order
         self.breaking = breaking
         self.fail_after: int | None = None
+        self.delay = 0.0
         self.requests = 0
         self.answered = 0
+        self.sent = 0  # answers written out in full
         self.windows: list[list[str]] = []
         self.lock = threading.Lock()
         server = self
@@ -103,6 +107,8 @@ class ListwiseServer:
                 if fail:
                     self._send(400, {"error": "stopped"})
                     return
+                if server.delay:
+                    time.sleep(server.delay)
                 answer = answer_text(docs, server.relevance, server.order, server.breaking)
                 self._send(
                     200,
@@ -113,6 +119,8 @@ class ListwiseServer:
                         "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}}],
                     },
                 )
+                with server.lock:
+                    server.sent += 1
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

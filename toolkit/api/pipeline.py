@@ -572,6 +572,7 @@ LISTWISE_OPTIONS = (
     "prompt",
     "shuffles",
     "seed",
+    "qrels",
     "answer_cache",
     "concurrency",
     "timeout",
@@ -597,6 +598,7 @@ def listwise_job(
     endpoint: str | None = None,
     shuffles: int = 0,
     seed: int = 42,
+    qrels: Any = None,
     answer_cache: str | os.PathLike | bool = True,
     concurrency: int = 8,
     timeout: float = 60.0,
@@ -618,14 +620,19 @@ def listwise_job(
     queries, ``retries``, ``backoff``, ``rate``, ``timeout`` a deadline per request, answers bounded by
     ``max_response_bytes``), or, without ``endpoint``, a local causal LM folder ``model`` run by transformers
     (``device``, ``batch_size``). ``prompt``: a listwise template file; ``answer_cache``: ``True`` the default
-    folder ``$TWOSTAGE_CACHE/listwise``, a folder, or ``False``; ``shuffles`` K and ``seed``: the order probe.
-    The template, the window and the endpoint are checked before the inputs are read."""
+    folder ``$TWOSTAGE_CACHE/listwise``, a folder, or ``False``; ``shuffles`` K and ``seed``: the order probe;
+    ``qrels`` (a file, a collection name or anything ``as_qrels`` reads): the probe's nDCG@10 of the run and of
+    each shuffled run, and their spread. The template, the window and the endpoint are checked before the inputs
+    are read."""
+    from toolkit.errors import ConfigError
     from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES
     from toolkit.judging.backends import OpenAIChatJudge, TransformersJudge
     from toolkit.models.profiling import phase
     from toolkit.reranking.listwise import check_window, listwise_rerank_run, load_listwise_template
 
     check_window(depth, window, stride)
+    if qrels is not None and not shuffles:
+        raise ConfigError("--qrels is the order probe's nDCG@10 spread: give --shuffles K (K >= 1) with it")
     template = load_listwise_template(prompt)
     llm: Any
     if endpoint:
@@ -638,6 +645,7 @@ def listwise_job(
             backoff=backoff,
             rate=rate,
             max_response_bytes=max_response_bytes if max_response_bytes is not None else DEFAULT_MAX_RESPONSE_BYTES,
+            role="listwise reranker",
         )
     else:
         llm = TransformersJudge(model, device=device, batch_size=batch_size)
@@ -645,6 +653,11 @@ def listwise_job(
         llm.check()
         with phase("reading"):
             cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
+            judged = None
+            if qrels is not None:
+                from toolkit.api.inputs import as_qrels
+
+                judged = as_qrels(qrels)
         cache = _answer_cache(answer_cache)
         try:
             with phase("scoring"):
@@ -662,6 +675,7 @@ def listwise_job(
                     query_ids=_rerank_query_ids(query_ids, judged_only),
                     shuffles=shuffles,
                     seed=seed,
+                    qrels=judged,
                     tag=tag,
                     progress=progress,
                 )
@@ -739,7 +753,8 @@ def rerank(
         shards: with ``ray``: the folder of the job's manifest and shards (resumable).
         progress: show a progress bar.
         **options: with ``backend="listwise"``, its options (``endpoint``, ``window``, ``stride``, ``prompt``,
-            ``shuffles``, ``seed``, ``answer_cache``, ``concurrency``, ``timeout``, ``retries``, ``backoff``,
+            ``shuffles``, ``seed``, ``qrels`` (with ``shuffles``: the probe's nDCG@10 spread), ``answer_cache``,
+            ``concurrency``, ``timeout``, ``retries``, ``backoff``,
             ``rate``, ``max_response_bytes``: see ``listwise_job``); and
             the other options of ``twostage rerank``: ``query_ids`` (only these queries),
             ``judged_only`` (qrels: only the queries they judge), ``embedding_cache`` (``True``: reuse

@@ -159,6 +159,14 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
 )
 @SEED
 @click.option(
+    "--qrels",
+    "probe_qrels",
+    default=None,
+    metavar="QRELS",
+    help="listwise, with --shuffles: qrels (file or collection name) to record the nDCG@10 of the run and of each "
+    "shuffled run, and its spread over the shuffles, in OUT.meta.json.",
+)
+@click.option(
     "--answer-cache",
     "answer_cache_dir",
     type=click.Path(file_okay=False),
@@ -212,6 +220,7 @@ def rerank(
     prompt_path,
     shuffles,
     seed,
+    probe_qrels,
     answer_cache_dir,
     no_answer_cache,
     concurrency,
@@ -263,6 +272,7 @@ def rerank(
             "prompt": prompt_path,
             "shuffles": shuffles,
             "seed": seed,
+            "qrels": probe_qrels,
             "answer_cache": False if no_answer_cache else (answer_cache_dir or True),
             "concurrency": concurrency,
             "timeout": timeout,
@@ -293,6 +303,8 @@ def rerank(
         return
     if endpoint:
         raise click.UsageError("--endpoint is for --backend listwise")
+    if probe_qrels:
+        raise click.UsageError("--qrels is for --backend listwise --shuffles K (the order probe)")
     _require_extras(backend, index_path)
     if ray["ray_address"] is None:  # --workers and friends without --ray are a usage error
         sharding_from_options(**ray, out=out, force=force)
@@ -388,11 +400,18 @@ def _rerank_listwise(
     settings = _write_outputs(result, out, tag, source)
     s, c = settings, settings["requests"]
     probe = settings.get("shuffles")
+    spread = (probe or {}).get("ndcg_cut_10")
     click.echo(
         f"reranked {result.queries} queries, top {s['depth']} by {s['windows']} windows of {s['window']} (stride "
         f"{s['stride']}) with {model}: {c['asked']} requests, {c['from_cache']} answers from the cache, "
         f"{s['repaired']} answers repaired"
         + (f"; order probe: mean RBO {probe['mean_rbo']:.3f} over {probe['n']} shuffles" if probe else "")
+        + (
+            f", nDCG@10 {spread['run']:.4f} (shuffled {spread['min']:.4f} to {spread['max']:.4f}, mean range per "
+            f"query {spread['mean_range']:.4f})"
+            if spread
+            else ""
+        )
         + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
         err=True,
     )

@@ -145,7 +145,8 @@ def listwise_behaviour(
 ) -> dict:
     """The promotion profile, the unchanged queries and (with ``window`` and ``stride``) the windows in input
     order of a reranked system (its repeats pooled: counts summed over them); ``probe``, the order probe its
-    sidecar records (``shuffles``: n, seed, mean_rbo), is passed on as ``order_probe``."""
+    sidecar records (``shuffles``: n, seed, mean_rbo, and with qrels the nDCG@10 spread ``ndcg_cut_10``), is
+    passed on as ``order_probe``."""
     unchanged = [unchanged_share(first, run, depth, query_ids, score_precision) for run in runs]
     same, held = sum(u for u, _ in unchanged), sum(n for _, n in unchanged)
     out: dict = {
@@ -167,6 +168,10 @@ def listwise_behaviour(
         }
     if probe and probe.get("mean_rbo") is not None:
         out["order_probe"] = {k: probe.get(k) for k in ("n", "seed", "top", "p", "mean_rbo")}
+        spread = probe.get("ndcg_cut_10")
+        if isinstance(spread, dict) and isinstance(spread.get("mean_range"), (int, float)):
+            keys = ("queries", "run", "min", "max", "std", "mean_range")
+            out["order_probe"]["ndcg_cut_10"] = {k: spread.get(k) for k in keys}
     return out
 
 

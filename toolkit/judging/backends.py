@@ -88,8 +88,10 @@ class OpenAIChatJudge:
         rate: float | None = None,
         api_key: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        role: str = "judge",
     ):
         self.endpoint = _base_url(endpoint)
+        self.role = role  # what the endpoint is to the caller, in its error messages ("judge endpoint URL ...")
         self.model = model
         self.client = Endpoint(
             self.endpoint,
@@ -132,11 +134,11 @@ class OpenAIChatJudge:
         except RequestFailed as exc:
             if exc.status in (401, 403):
                 raise ConfigError(
-                    f"judge endpoint {self.endpoint} refused the request (HTTP {exc.status}): set "
+                    f"{self.role} endpoint {self.endpoint} refused the request (HTTP {exc.status}): set "
                     "$TWOSTAGE_JUDGE_API_KEY (or $OPENAI_API_KEY)"
                 ) from None
             if exc.status is None and exc.retryable:  # no HTTP answer at all: refused, unreachable, timed out
-                raise ConfigError(f"judge endpoint {self.endpoint} is unreachable: {exc.reason}") from None
+                raise ConfigError(f"{self.role} endpoint {self.endpoint} is unreachable: {exc.reason}") from None
 
     def close(self) -> None:
         self.client.close()

@@ -148,6 +148,7 @@ def behaviour_table(diag: Diagnosis) -> Table:
         b = p.behaviour or {}
         w = b.get("windows")
         probe = b.get("order_probe")
+        spread = (probe or {}).get("ndcg_cut_10")
         rows.append(
             [
                 p.name,
@@ -157,7 +158,17 @@ def behaviour_table(diag: Diagnosis) -> Table:
                 w["share"] if w else None,
                 f"{w['in_input_order']} of {w['windows']} (W {w['window']}, S {w['stride']})" if w else "–",
                 probe["mean_rbo"] if probe else None,
-                f"{probe['n']} shuffles, seed {probe['seed']}" if probe else "–",
+                spread["mean_range"] if spread else None,
+                f"{probe['n']} shuffles, seed {probe['seed']}"
+                + (
+                    f"; nDCG@10 {spread['run']:.4f}, shuffled {spread['min']:.4f} to {spread['max']:.4f}"
+                    + (f" (sd {spread['std']:.4f})" if spread.get("std") is not None else "")
+                    + f", {spread['queries']} judged queries"
+                    if spread
+                    else ""
+                )
+                if probe
+                else "–",
             ]
         )
     return Table(
@@ -169,10 +180,11 @@ def behaviour_table(diag: Diagnosis) -> Table:
             "windows in input order",
             "windows",
             "order probe: mean RBO",
+            "order probe: nDCG@10 mean range",
             "order probe",
         ],
         rows,
-        numeric={1, 2, 4, 6},
+        numeric={1, 2, 4, 6, 7},
         table_id="listwise-behaviour",
     )
 
@@ -196,7 +208,10 @@ def behaviour_parts(diag: Diagnosis) -> list[Part]:
             "their input, an approximation after one that changed it. Order probe (from the sidecar of "
             "`twostage rerank --backend listwise --shuffles K`): the rank-biased overlap (p 0.9) of the top 10 "
             "reranked from K seeded shuffles of the input with the run's own top 10, the mean over queries; 1.0: "
-            "the order does not depend on the input order; near chance: the reranker returns its input order."
+            "the order does not depend on the input order; near chance: the reranker returns its input order. "
+            "With `--qrels`: per query the largest minus the smallest nDCG@10 over the K shuffled runs, the "
+            "mean over the judged queries (nDCG@10 mean range), beside the run's nDCG@10, the lowest and highest "
+            "mean nDCG@10 of a shuffled run and their standard deviation."
         ),
     ]
 

@@ -34,7 +34,12 @@ the input order of shuffle k a permutation drawn by ``numpy.random.default_rng([
 the rank-biased overlap (p 0.9, ``toolkit.evaluation.agreement.rbo``) of each shuffled final top 10 with the
 unshuffled one's, per query the mean over its shuffles, ``mean_rbo`` the mean over queries. A reranker whose
 order does not depend on its input order scores 1.0; one that returns its input order scores about what two
-random top 10s of the depth share.
+random top 10s of the depth share. With ``qrels``, the probe also records how much the effectiveness moves with
+the input order: the nDCG@10 (``ndcg_cut.10``, computed by ``toolkit.evaluation.evaluate`` exactly as trec_eval
+computes it) of the run and of each shuffled run (each written out as the run is: reranked top, candidates
+without text, then the first stage's order below the depth), per query and as the mean over the judged queries;
+the spread is ``mean_range`` (per query the max minus the min over the K shuffled runs, the mean over queries)
+and ``std`` (the standard deviation, ddof 1, of the K shuffled runs' mean nDCG@10; None for K = 1).
 """
 
 from __future__ import annotations
@@ -356,11 +361,10 @@ def total_windows(lengths: Sequence[int], window: int, stride: int) -> int:
 
 
 def probe_summary(
-    orders: Mapping[tuple[str, int], Sequence[str]], shuffles: int, seed: int, ndcg: Mapping | None = None
+    orders: Mapping[tuple[str, int], Sequence[str]], shuffles: int, seed: int, ndcg: dict | None = None
 ) -> dict:
     """The sidecar's ``shuffles``: ``n``, ``seed``, ``mean_rbo`` (over queries of each query's mean over its
-    shuffles), ``per_query`` {query id: mean RBO}; with ``ndcg`` ({shuffle: nDCG@10 over the queries}, 0 the
-    run itself) the nDCG@10 of each and their spread."""
+    shuffles), ``per_query`` {query id: mean RBO}; with ``ndcg`` (``probe_ndcg``'s) under ``ndcg_cut_10``."""
     import numpy as np
 
     from toolkit.evaluation.agreement import rbo
@@ -379,15 +383,45 @@ def probe_summary(
         "per_query": per_query,
     }
     if ndcg is not None:
-        values = [float(ndcg[k]) for k in range(1, shuffles + 1)]
-        out["ndcg_cut_10"] = {
-            "run": float(ndcg[0]),
-            "shuffles": values,
-            "min": min(values),
-            "max": max(values),
-            "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-        }
+        out["ndcg_cut_10"] = ndcg
     return out
+
+
+def probe_ndcg(qrels, runs: Sequence, shuffles: int) -> dict:
+    """nDCG@10 of ``runs`` (0 the run itself, then shuffle 1 to K, each a ``Run``) against ``qrels``, by the
+    toolkit's evaluation (trec_eval's ``ndcg_cut.10``): ``measure``, ``qrels`` (path, sha256), ``queries``
+    (judged queries of the run), ``run`` and ``shuffles`` (mean over those queries), ``min``/``max``/``std``
+    (ddof 1; None for one shuffle) of the shuffled means, ``mean_range`` (per query the max minus the min over
+    the shuffles, the mean over queries) and ``per_query`` {query id: {run, shuffles, range}}."""
+    import numpy as np
+
+    from toolkit.evaluation.evaluate import evaluate, prepare_judgments
+    from toolkit.measures.names import Measure
+
+    measure = Measure("ndcg_cut", PROBE_TOP)
+    prepared = prepare_judgments(qrels)
+    per_run = []
+    for run in runs:
+        result = evaluate(prepared, run, [measure], warn=False)
+        per_run.append(dict(zip(result.evaluated, (float(v) for v in result.columns[measure]))))
+    qids = sorted(per_run[0])
+    per_query = {}
+    for q in qids:
+        values = [per_run[k][q] for k in range(1, shuffles + 1)]
+        per_query[q] = {"run": per_run[0][q], "shuffles": values, "range": max(values) - min(values)}
+    means = [float(np.mean([per_run[k][q] for q in qids])) for k in range(1, shuffles + 1)]
+    return {
+        "measure": measure.name,
+        "qrels": {"path": qrels.path, "sha256": qrels.sha256},
+        "queries": len(qids),
+        "run": float(np.mean([per_run[0][q] for q in qids])),
+        "shuffles": means,
+        "min": min(means),
+        "max": max(means),
+        "std": float(np.std(means, ddof=1)) if shuffles > 1 else None,
+        "mean_range": float(np.mean([v["range"] for v in per_query.values()])),
+        "per_query": per_query,
+    }
 
 
 def repair_counts(records: Sequence[dict]) -> Counter:
@@ -414,12 +448,14 @@ def listwise_rerank_run(
     query_ids=None,
     shuffles: int = 0,
     seed: int = 42,
+    qrels=None,
     tag: str = "twostage-rerank",
     progress: bool = True,
 ):
     """Rerank a first-stage run's top ``depth`` by sliding windows (module docstring); returns a
     ``RerankResult`` whose settings are the sidecar's (``listwise: true``, ``window``, ``stride``, ``windows``,
-    ``repaired``, ``repairs``, ``records``, ``shuffles`` with the probe). The LLM is checked first (an endpoint
+    ``repaired``, ``repairs``, ``records``, ``shuffles`` with the probe; with ``qrels``, a ``Qrels``, the probe's
+    nDCG@10 spread, see ``probe_ndcg``). The LLM is checked first (an endpoint
     that does not answer fails before any input is read further); a window whose request failed after every
     retry is a ``RequestsFailedError`` (the answers received are in the cache: the same command resumes)."""
     import sys
@@ -439,9 +475,16 @@ def listwise_rerank_run(
         raise ConfigError(f"--shuffles must be >= 0, not {shuffles}")
     if missing_text not in MISSING_TEXT_POLICIES:
         raise ConfigError(f"missing-text policy must be one of {MISSING_TEXT_POLICIES}")
+    if qrels is not None and not shuffles:
+        raise ConfigError("--qrels is the order probe's nDCG@10 spread: give --shuffles K (K >= 1) with it")
     template = template or load_listwise_template()
     llm.check()
     work = _candidates(first_stage, queries, texts, depth, missing_text, query_ids)
+    if qrels is not None and not set(work.qids) & set(qrels.query_ids):
+        raise ConfigError(
+            f"{qrels.path} judges none of the {len(work.qids)} queries reranked (e.g. "
+            f"{', '.join(repr(q) for q in work.qids[:3])}): wrong qrels for these candidates?"
+        )
     lists: dict[tuple[str, int], tuple[str, list[str]]] = {}
     for q in work.qids:
         docs = work.have_by_query[q]
@@ -472,12 +515,18 @@ def listwise_rerank_run(
     ordered = top_k(first_stage.frame, 10**9, CANDIDATE_PRECISION)
     ordered = ordered[ordered[QUERY_ID].isin(set(work.qids)) & (ordered["rank"] > depth)]
     tails = {q: g[DOC_ID].tolist() for q, g in ordered.groupby(QUERY_ID, sort=False)}
-    rows: list[tuple[str, str, float]] = []
-    for q in work.qids:
-        lacking = [d for d in work.docs_by_query[q] if d not in work.found]
-        docs = outcome.orders[(q, 0)] + lacking + tails.get(q, [])
-        rows += [(q, d, float(len(docs) - i)) for i, d in enumerate(docs)]
-    run = run_from_rows(rows, tag=tag)
+
+    def written(shuffle: int):
+        """The run of one input order (0 the run itself) as it is written out."""
+        rows: list[tuple[str, str, float]] = []
+        for q in work.qids:
+            lacking = [d for d in work.docs_by_query[q] if d not in work.found]
+            docs = outcome.orders[(q, shuffle)] + lacking + tails.get(q, [])
+            rows += [(q, d, float(len(docs) - i)) for i, d in enumerate(docs)]
+        return run_from_rows(rows, tag=tag)
+
+    run = written(0)
+    ndcg = probe_ndcg(qrels, [run] + [written(k) for k in range(1, shuffles + 1)], shuffles) if qrels else None
     own = [r for r in outcome.records if r["shuffle"] == 0]
     repairs = repair_counts(own)
     settings = {
@@ -508,7 +557,7 @@ def listwise_rerank_run(
         "execution": {"engine": "in-process"},
         "first_stage": {"path": first_stage.path, "sha256": first_stage.sha256, "tag": first_stage.tag},
         "texts": texts.describe(),
-        "shuffles": probe_summary(outcome.orders, shuffles, seed) if shuffles else None,
+        "shuffles": probe_summary(outcome.orders, shuffles, seed, ndcg) if shuffles else None,
         "records": outcome.records,
         "seconds": round(outcome.seconds, 3),
     }
