@@ -247,9 +247,11 @@ def agreement(
     Raises:
         NoCommonQueriesError: two sets of judgments that share no query.
     """
+    from toolkit.api.keywords import check_keywords, evaluation_keywords
     from toolkit.errors import ConfigError, NoCommonQueriesError
     from toolkit.evaluation.assessors import fleiss_kappa, group_counts, label_agreement, ranking_agreement
 
+    check_keywords("agreement", options, evaluation_keywords("dedupe", "data_dir", "rel_format", "labels", "name"))
     sets, sources = judgment_sets(
         qrels_a, qrels_b, rel_format=rel_format, names=names, dedupe=dedupe, data_dir=data_dir
     )

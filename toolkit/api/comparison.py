@@ -378,9 +378,11 @@ def compare(
     """
     from toolkit.api.evaluation import Evaluation, evaluate
     from toolkit.api.inputs import as_qrels
+    from toolkit.api.keywords import check_keywords, evaluation_keywords
     from toolkit.errors import ConfigError
     from toolkit.evaluation.compare import compare_runs, load_result_json
 
+    check_keywords("compare", options, evaluation_keywords("name", "holes", "dedupe", "labels"))
     named = _named(runs)
     version = int(options.get("trec_eval", 9))
     items = _measure_items(measures)
