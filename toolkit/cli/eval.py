@@ -8,9 +8,11 @@ from pathlib import Path
 import click
 
 from toolkit.cli.options import (
+    HOLES_OVER,
     SEED,
     api_options,
     evaluation_options,
+    holes_request,
     interval_options,
     pop_settings,
     qrels_policy_options,
@@ -88,9 +90,11 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
     "--holes",
     is_flag=True,
     help="After each ndcg_cut.k, P.k and recall.k line, print NAME_min, NAME_max (the lowest and highest value over "
-    "every labelling of the unjudged documents in the top k) and NAME_condensed (the -J value); per query with -q; "
-    "in --format json under 'holes'. See docs/statistics.md.",
+    "every labelling of the unjudged documents in the top k, the ideal ranking from the judged documents plus those; "
+    "--holes-over retrieved: over every unjudged document the run retrieved) and NAME_condensed (the -J value); per "
+    "query with -q; in --format json under 'holes'. See docs/statistics.md.",
 )
+@HOLES_OVER
 @interval_options(default_level=None)
 @SEED
 @click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
@@ -118,6 +122,7 @@ def eval_command(
     zscore_file,
     fmt,
     holes,
+    holes_over,
     ci_level,
     bootstrap,
     ci_method,
@@ -166,8 +171,9 @@ def eval_command(
     if rel_format != "qrels" and s.get("rel_map"):
         raise click.UsageError("--relevance-map applies to -R qrels only")
     paths = expand_runs(runs)
-    if holes and (fmt == "csv" or (fmt == "json" and len(paths) > 1)):
-        raise click.UsageError("--holes prints in text, and in --format json for one run")
+    holes = holes_request(holes, holes_over)
+    if holes and fmt == "csv":
+        raise click.UsageError("--holes prints in text and in --format json")
     if holes and (rel_format != "qrels" or zscore_file):
         raise click.UsageError("--holes needs -R qrels and no -Z")
     if rel_format == "qrels":
@@ -235,11 +241,13 @@ def _eval_many(evaluations: dict, per_query, no_summary, fmt, out, no_provenance
 
     results = [(name, ev.result) for name, ev in evaluations.items()]
     intervals = {name: ev.ci for name, ev in evaluations.items() if ev.ci is not None}
+    labels = next(iter(evaluations.values()))._display()  # the measures as asked, as one run's output keys them
     if fmt == "json":
-        text = multi.render_json_many(results, per_query, intervals)
+        holes = {name: ev.holes for name, ev in evaluations.items() if ev.holes}
+        text = multi.render_json_many(results, per_query, intervals, labels, holes)
     elif fmt == "csv":
         text = multi.render_csv_many(
-            results, per_query, provenance=not no_provenance and out is None, intervals=intervals
+            results, per_query, provenance=not no_provenance and out is None, intervals=intervals, labels=labels
         )
     else:
         blocks = [

@@ -299,6 +299,28 @@ def interval_options(default_level: float | None = 0.95):
     return decorate
 
 
+def _holes_over_choices() -> tuple[str, ...]:
+    from toolkit.evaluation.holes import HOLES_OVER
+
+    return HOLES_OVER
+
+
+#: ``--holes-over``: what ``--holes``'s bounds range over (given alone, it turns --holes on).
+HOLES_OVER = click.option(
+    "--holes-over",
+    type=click.Choice(_holes_over_choices()),
+    default=None,
+    help="What --holes's bounds range over: top-k (the default: every labelling of the unjudged documents in the "
+    "top k, the ideal ranking from the judged documents plus those) or retrieved (every unjudged document the run "
+    "retrieved, the ideal recomputed: exact, and wider). Implies --holes.",
+)
+
+
+def holes_request(holes: bool, holes_over: str | None) -> bool | str:
+    """The library's ``holes=`` from ``--holes`` and ``--holes-over``."""
+    return holes_over or holes
+
+
 FAMILY = click.option(
     "--family",
     type=click.Choice(("baseline", "all-pairs")),
