@@ -9,7 +9,9 @@ import click
 from toolkit.cli.options import (
     DATA_DIR,
     FAMILY,
+    HOLES_OVER,
     evaluation_options,
+    holes_request,
     interval_options,
     qrels_policy_options,
     significance_options,
@@ -163,9 +165,12 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--holes",
     is_flag=True,
-    help="Bound each run's ndcg_cut.k, P.k and recall.k over every labelling of its unjudged documents; each test "
-    "says 'bounds overlap' where the two runs' intervals of possible values overlap (see docs/statistics.md).",
+    help="Bound each run's ndcg_cut.k, P.k and recall.k over every labelling of the unjudged documents in its top k "
+    "(the ideal ranking from the judged documents plus those; --holes-over retrieved: over every unjudged document "
+    "it retrieved); each test says 'bounds over the top-k holes overlap' (or 'the retrieved holes') where the two "
+    "runs' intervals of possible values overlap (see docs/statistics.md).",
 )
+@HOLES_OVER
 @click.option("--force", is_flag=True, help="Compare even when provenance differs (pairs only the shared queries).")
 @click.option(
     "--format",
@@ -199,6 +204,7 @@ def compare(
     bootstrap,
     ci_method,
     holes,
+    holes_over,
     force,
     fmt,
     out,
@@ -269,7 +275,7 @@ def compare(
         ci=ci_level,
         bootstrap=bootstrap,
         ci_method=ci_method,
-        holes=holes,
+        holes=holes_request(holes, holes_over),
         **api_options(s),
     )
     if out:

@@ -63,7 +63,7 @@ OVER_WORDS = {
     "retrieved": "every labelling of every unjudged document the run retrieved (the ideal ranking recomputed)",
 }
 #: Short form, for verdicts and table notes.
-OVER_SHORT = {"top-k": "the top-k holes", "retrieved": "every retrieved hole"}
+OVER_SHORT = {"top-k": "the top-k holes", "retrieved": "the retrieved holes"}
 MAX_MULTISETS = 200_000
 COLUMNS = ("value", "min", "max", "condensed", "gap", "unjudged", "exact")
 
