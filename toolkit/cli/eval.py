@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
@@ -14,6 +13,7 @@ from toolkit.cli.options import (
     evaluation_options,
     holes_request,
     interval_options,
+    named_runs,
     pop_settings,
     qrels_policy_options,
     settings_from,
@@ -112,7 +112,7 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
 )
 @qrels_policy_options
 @click.argument("qrels")
-@click.argument("runs", nargs=-1, required=True, metavar="RUN|-|FOLDER|GLOB [RUN ...]")
+@click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN|-|FOLDER|GLOB [RUN ...]")
 def eval_command(
     measure_texts,
     per_query,
@@ -164,13 +164,13 @@ def eval_command(
     queries (--bootstrap resamples, --ci-method, seeded by --seed).
     """
     from toolkit.api.evaluation import evaluate_many
-    from toolkit.evaluation.multi import expand_runs
+    from toolkit.cli.options import expand_named_runs
 
     s = pop_settings(options)
     settings_from(s, allow_no_common=allow_no_common)  # a bad --gain or -l is a usage error, before any reading
     if rel_format != "qrels" and s.get("rel_map"):
         raise click.UsageError("--relevance-map applies to -R qrels only")
-    paths = expand_runs(runs)
+    paths = expand_named_runs(runs)
     holes = holes_request(holes, holes_over)
     if holes and fmt == "csv":
         raise click.UsageError("--holes prints in text and in --format json")
@@ -305,7 +305,7 @@ COMMANDS = [eval_command, measures_command]
 @evaluation_options(exclude=("gain", "discount", "judged_compat"))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("qrels")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN [RUN ...]")
 def gain_sensitivity_command(cutoff, fmt, qrels, runs, **options):
     """nDCG@k of each RUN under linear, exponential and Järvelin-Kekäläinen gains/discount.
 
@@ -317,8 +317,9 @@ def gain_sensitivity_command(cutoff, fmt, qrels, runs, **options):
 
     s = pop_settings(options)
     q = load_qrels(qrels, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
-    names = [Path(r).name for r in runs] if len({Path(r).name for r in runs}) == len(runs) else [str(r) for r in runs]
-    loaded = {name: read_run(path) for name, path in zip(names, runs)}
+    named = named_runs(runs)
+    names = list(named)
+    loaded = {name: read_run(path) for name, path in named.items()}
     result = gain_sensitivity(q, loaded, cutoff, settings_from(s))
     if fmt == "json":
         click.echo(

@@ -13,6 +13,7 @@ from toolkit.cli.options import (
     evaluation_options,
     holes_request,
     interval_options,
+    named_runs,
     qrels_policy_options,
     significance_options,
     writable_folder,
@@ -121,15 +122,7 @@ def _commands() -> set[str]:
 # ------------------------------------------------------------------ compare
 def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
     """[NAME=]RUN -> {name: path}; a bare RUN is named by the path as given."""
-    out: dict[str, str] = {}
-    for v in values:
-        name, sep, path = v.partition("=")
-        if not sep or not name or not path or "/" in name or Path(v).exists():
-            name, path = v, v
-        if name in out:
-            raise click.UsageError(f"two runs named {name!r} (the same run file given twice?); name them NAME=RUN")
-        out[name] = path
-    return out
+    return named_runs(values, bare_name=str)
 
 
 @click.command("compare")
