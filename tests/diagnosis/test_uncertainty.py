@@ -71,7 +71,9 @@ def test_bounds_equal_hole_bounds_and_overlap_rule(diag):
     assert bounds["ada"] == pytest.approx([0.7003, 0.7734], abs=5e-5)
     by = {(c["baseline"], c["run"]): c for c in diag.result.comparisons}
     assert by[("bm25", "tasb")]["bounds_overlap"] is False
-    assert by[("bm25", "tasb")]["verdict"].endswith("bounds over the top-k holes disjoint: no labelling of the top-k holes explains it")
+    assert by[("bm25", "tasb")]["verdict"].endswith(
+        "bounds over the top-k holes disjoint: no labelling of the top-k holes explains it"
+    )
     assert by[("tasb", "ada")]["bounds_overlap"] is True  # [0.7169, 0.7850] and [0.7003, 0.7734]
     assert by[("tasb", "ada")]["verdict"].endswith("bounds over the top-k holes overlap: judge more before claiming it")
 

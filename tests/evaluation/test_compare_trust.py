@@ -56,7 +56,9 @@ def test_compare_holes_hand_computed(three):
         "bounds over the top-k holes disjoint: no labelling of the top-k holes explains it"
     )
     assert c["delta"] == pytest.approx(-0.25) and c["direction"] == "worse"
-    assert c["bounds_overlap"] is True and c["verdict"].endswith("; bounds over the top-k holes overlap: judge more before claiming it")
+    assert c["bounds_overlap"] is True and c["verdict"].endswith(
+        "; bounds over the top-k holes overlap: judge more before claiming it"
+    )
     text = cmp.to_text()
     assert "bounds over the top-k holes overlap: judge more before claiming it" in text and "# bounds:" in text
     json.loads(cmp.to_json())  # stays valid JSON
@@ -135,10 +137,14 @@ def test_paper_tables_carry_interval_dz_bounds_and_verdict(three):
         )
 
     want_b = line(
-        "B", b, "bounds over the top-k holes disjoint: no labelling of the top-k holes explains it (bounds A [0.2500, 0.2500], B [0.5000, 0.7500])"
+        "B",
+        b,
+        "bounds over the top-k holes disjoint: no labelling of the top-k holes explains it (bounds A [0.2500, 0.2500], B [0.5000, 0.7500])",
     )
     want_c = line(
-        "C", c, "bounds over the top-k holes overlap: judge more before claiming it (bounds A [0.2500, 0.2500], C [0.0000, 0.5000])"
+        "C",
+        c,
+        "bounds over the top-k holes overlap: judge more before claiming it (bounds A [0.2500, 0.2500], C [0.0000, 0.5000])",
     )
     assert want_b.startswith("P_2, B vs A: +0.2500 [") and ", d_z 0.71, p_adj 1:" in want_b
     assert want_c.startswith("P_2, C vs A: -0.2500 [") and ", d_z -0.71, p_adj 1:" in want_c

@@ -204,5 +204,7 @@ def test_eval_holes_several_runs_text_blocks(tmp_path):
     assert res.exit_code == 0, res.output
     many = json.loads(res.output)["runs"]
     for path, doc in zip((run, other), many):
-        one = json.loads(CliRunner().invoke(main, ["eval", "-m", "P.5", "--holes", "--format", "json", qrels, path]).output)
+        one = json.loads(
+            CliRunner().invoke(main, ["eval", "-m", "P.5", "--holes", "--format", "json", qrels, path]).output
+        )
         assert doc["holes"] == one["holes"] and doc["holes"]["P_5"]["over"] == "top-k"

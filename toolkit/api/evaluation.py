@@ -408,7 +408,9 @@ def evaluate_many(
         **options: the keywords of ``evaluate`` (``labels`` included; each run is named by its key).
     """
     from toolkit import notices
+    from toolkit.api.keywords import check_keywords, evaluation_keywords
 
+    check_keywords("evaluate_many", options, evaluation_keywords("name"))
     io = {k: options.pop(k) for k in ("rel_format", "relevance_map", "dedupe", "data_dir", "zscores") if k in options}
     labels = options.pop("labels", None)
     holes = holes_over(options.pop("holes", False))

@@ -130,6 +130,9 @@ def render_csv_many(
     if labels:  # the columns named as the measures were asked for (NAME_ci_low after NAME's label too)
         suffixed = {f"{n}_{s}": f"{lab}_{s}" for n, lab in labels.items() for s in ("ci_low", "ci_high")}
         table = table.rename(columns={**labels, **suffixed})
+        asked = [c for lab in labels.values() for c in (lab, f"{lab}_ci_low", f"{lab}_ci_high") if c in table.columns]
+        lead = [c for c in ("run", "query_id") if c in table.columns]
+        table = table[lead + asked + [c for c in table.columns if c not in lead and c not in asked]]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator=CSV_LINE_END)  # a cell holding any line break is quoted
     w.writerow([_cell(c) for c in table.columns])
