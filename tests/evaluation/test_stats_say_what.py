@@ -383,3 +383,39 @@ def test_every_name_the_docs_give_exists():
     missing = sorted(n for n in names if not hasattr(ts, n))
     assert missing == []
     assert "evaluate_many" in ts.__all__
+
+
+@needs_dl19
+def test_cli_notes_name_the_cli_flag_not_the_keyword(tmp_path):
+    """A run missing half its queries, diagnosed with --no-complete: the note names diagnose's -c, not
+    complete=True (the library keeps its own words: ``Diagnosis.notes``)."""
+    from toolkit.errors import in_cli_words
+
+    lines = (DL19 / "runs" / "run.dl19.bm25.top100.txt").read_text().splitlines()
+    half = tmp_path / "half.txt"
+    half.write_text("\n".join(lines[:2000]) + "\n")
+    res = CliRunner().invoke(
+        main,
+        [
+            "diagnose",
+            "--qrels",
+            str(DL19 / "qrels.dl19-passage.txt"),
+            "--first-stage",
+            str(DL19 / "runs" / "run.dl19.bm25.top100.txt"),
+            "--reranked",
+            f"half={half}",
+            "--no-complete",
+            "--permutations",
+            "200",
+            "--bootstrap",
+            "100",
+            "--out",
+            str(tmp_path / "d"),
+        ],
+        catch_exceptions=False,
+    )
+    assert res.exit_code == 0, res.output
+    notes = [ln for ln in res.stderr.splitlines() if ln.startswith("note: half:") and "count them as 0" in ln]
+    assert len(notes) == 1 and "pass -c to count them as 0" in notes[0]
+    assert "complete=True" not in res.stderr
+    assert in_cli_words("pass complete=True to count them as 0") == "pass -c to count them as 0"

@@ -432,8 +432,10 @@ def _print_summary(diag) -> None:
         )
         click.echo(f"  depth curve (reranked/ceiling): {curve}", err=True)
     click.echo("labels: " + ", ".join(f"{k} {v}" for k, v in diag.label_counts.items() if v), err=True)
-    for note in diag.notes:
-        click.echo(f"note: {note}", err=True)
+    from toolkit.errors import in_cli_words
+
+    for note in diag.notes:  # the library's words (complete=True) put back in the CLI's (-c)
+        click.echo(f"note: {in_cli_words(note)}", err=True)
 
 
 COMMANDS = [diagnose_command]
