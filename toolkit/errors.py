@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-
 #: keyword -> flag of every ``phrase`` built in this process (``in_cli_words``).
 _SAID: dict[str, str] = {}
 
