@@ -2,7 +2,8 @@
 
 For a comparison (``significance.Comparison.as_dict``'s keys: ``delta``, ``ci_low``, ``ci_high``, ``d_z``,
 ``p_adjusted``) and, where known, the hole bounds of its two systems (``holes.HoleBounds.mean()``'s ``min`` and
-``max``: the lowest and highest mean over every labelling of their unjudged documents):
+``max``: the lowest and highest mean over every labelling of their holes: those in the top k, or with
+``over="retrieved"`` every unjudged document each retrieved; the verdict's words say which):
 
 - ``direction``: ``better`` / ``worse`` / ``equal``, the sign of the difference (system - baseline);
 - ``baseline_bounds`` and ``bounds``: [lowest, highest] mean of the baseline and of the system (None when the
@@ -10,7 +11,7 @@ For a comparison (``significance.Comparison.as_dict``'s keys: ``delta``, ``ci_lo
 - ``bounds_overlap``: whether the two intervals of possible values share a value (some labelling of the holes
   could erase or reverse the difference); None without bounds;
 - ``verdict``: the one line of ``verdict.verdict`` (``+0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.0123: better;
-  bounds overlap: judge more before claiming it``).
+  bounds over the top-k holes overlap: judge more before claiming it``).
 """
 
 from __future__ import annotations
