@@ -419,3 +419,16 @@ def test_cli_notes_name_the_cli_flag_not_the_keyword(tmp_path):
     assert len(notes) == 1 and "pass -c to count them as 0" in notes[0]
     assert "complete=True" not in res.stderr
     assert in_cli_words("pass complete=True to count them as 0") == "pass -c to count them as 0"
+
+
+def test_compare_json_keys_are_the_measures_as_typed(tmp_path):
+    qrels = _write(tmp_path, "q.txt", QRELS)
+    a, b = _write(tmp_path, "a.txt", RUN_A), _write(tmp_path, "b.txt", RUN_B)
+    c = _write(tmp_path, "c.txt", [(q, z, d, r, -s, t) for q, z, d, r, s, t in RUN_A])
+    for runs in ([a, b], [a, b, c]):
+        args = ["compare", "--qrels", qrels, "-m", "nDCG@3", "-m", "P.2", "--permutations", "50", "--bootstrap", "20"]
+        doc = json.loads(_cli(*args, "--format", "json", *runs).stdout)
+        assert doc["measures"] == ["nDCG@3", "P_2"] and list(doc["results"]) == ["nDCG@3", "P_2"]
+        assert list(doc["baseline_mean"]) == ["nDCG@3", "P_2"]
+    cmp = ts.compare(qrels, {"a": a, "b": b}, measures=["nDCG@3"], permutations=50, bootstrap=20)
+    assert list(cmp.means.columns) == ["nDCG@3"] and "nDCG@3 delta" in cmp.table.columns
