@@ -257,7 +257,8 @@ def agreement(
     Raises:
         NoCommonQueriesError: two sets of judgments that share no query.
     """
-    from toolkit.api.keywords import check_keywords, evaluation_keywords
+    from toolkit.api.evaluation import evaluation_keywords
+    from toolkit.api.keywords import check_keywords
     from toolkit.errors import ConfigError, NoCommonQueriesError
     from toolkit.evaluation.assessors import fleiss_kappa, group_counts, label_agreement, ranking_agreement
 

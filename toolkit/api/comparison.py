@@ -384,9 +384,9 @@ def compare(
     Raises:
         ProvenanceMismatchError: systems evaluated under different settings or on different queries.
     """
-    from toolkit.api.evaluation import Evaluation, evaluate
+    from toolkit.api.evaluation import Evaluation, evaluate, evaluation_keywords
     from toolkit.api.inputs import as_qrels
-    from toolkit.api.keywords import check_keywords, evaluation_keywords
+    from toolkit.api.keywords import check_keywords
     from toolkit.errors import ConfigError
     from toolkit.evaluation.compare import compare_runs, load_result_json
 

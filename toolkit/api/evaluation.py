@@ -408,7 +408,7 @@ def evaluate_many(
         **options: the keywords of ``evaluate`` (``labels`` included; each run is named by its key).
     """
     from toolkit import notices
-    from toolkit.api.keywords import check_keywords, evaluation_keywords
+    from toolkit.api.keywords import check_keywords
 
     check_keywords("evaluate_many", options, evaluation_keywords("name"))
     io = {k: options.pop(k) for k in ("rel_format", "relevance_map", "dedupe", "data_dir", "zscores") if k in options}
@@ -440,6 +440,14 @@ def evaluate_many(
         with notices.once():  # each run's warnings once, and every run's
             out[str(name)] = _evaluate_one(prepared, run, dedupe, want, str(name), holes, interval)
     return out
+
+
+def evaluation_keywords(*drop: str) -> set[str]:
+    """The keywords ``evaluate`` takes besides its positional inputs (what ``**options`` of ``compare``,
+    ``power``, ``agreement``, ``evaluate_many`` pass on), less ``drop`` (those the caller sets itself)."""
+    from toolkit.api.keywords import keywords_of
+
+    return keywords_of(evaluate, drop=("qrels", "run", "measures", *drop))
 
 
 def _requested(measures: Any, version: int, labels: Mapping[str, str] | None) -> Requested:

@@ -28,12 +28,4 @@ def check_keywords(function: str, options: Mapping[str, Any], allowed: Iterable[
         )
 
 
-def evaluation_keywords(*drop: str) -> set[str]:
-    """The keywords ``evaluate`` takes besides its positional inputs (what ``**options`` of ``compare``,
-    ``power``, ``agreement``, ... pass on), less ``drop`` (those the caller sets itself)."""
-    from toolkit.api.evaluation import evaluate
-
-    return keywords_of(evaluate, drop=("qrels", "run", "measures", *drop))
-
-
-__all__ = ["check_keywords", "evaluation_keywords", "keywords_of"]
+__all__ = ["check_keywords", "keywords_of"]

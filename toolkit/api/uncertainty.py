@@ -60,7 +60,8 @@ def power(
     ``queries`` (needed), and with queries at hand ``power_at_hand`` and ``min_detectable_delta``.
     ``**options``: every ``evaluate`` keyword (``complete``, ``relevance_level``, ...).
     """
-    from toolkit.api.keywords import check_keywords, evaluation_keywords
+    from toolkit.api.evaluation import evaluation_keywords
+    from toolkit.api.keywords import check_keywords
 
     check_keywords("power", options, evaluation_keywords("data_dir"))
     from toolkit.errors import ConfigError
