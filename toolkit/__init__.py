@@ -19,6 +19,7 @@ from toolkit.version import __version__
 #: public name -> the module of ``toolkit.api`` that defines it
 _PUBLIC = {
     "evaluate": "evaluation",
+    "evaluate_many": "evaluation",
     "Evaluation": "evaluation",
     "compare": "comparison",
     "Comparison": "comparison",
@@ -66,6 +67,7 @@ __all__ = [
     "dense",
     "diagnose",
     "evaluate",
+    "evaluate_many",
     "experiment",
     "fuse",
     "index",
@@ -82,7 +84,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.assessors import Agreement, agreement
     from toolkit.api.comparison import Comparison, compare
     from toolkit.api.diagnosis import Diagnosis, diagnose
-    from toolkit.api.evaluation import Evaluation, evaluate
+    from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank

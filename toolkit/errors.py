@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import re
 
+#: keyword -> flag of every ``phrase`` built in this process (``in_cli_words``).
+_SAID: dict[str, str] = {}
+
 
 def phrase(keyword: str, flag: str) -> str:
     """An option named in a message, in the caller's words: ``keyword`` (``allow_no_common=True``) where the
     library is called, ``flag`` (``--allow-no-common``) where the CLI is; one message source, two phrasings."""
+    _SAID[keyword] = flag
     return f"\x00{keyword}\x1f{flag}\x00"
 
 
@@ -26,6 +30,16 @@ def for_api(text: str) -> str:
 def for_cli(text: str) -> str:
     """``text`` with each ``phrase`` in the CLI's words (flags)."""
     return _PHRASE.sub(r"\2", text)
+
+
+def in_cli_words(text: str) -> str:
+    """``text`` in the CLI's words even where a library object already put it in the library's (a note a
+    ``Diagnosis`` kept, ``complete=True``): every keyword phrasing ``phrase`` built in this process becomes its
+    flag (``-c``)."""
+    text = for_cli(text)
+    for keyword, flag in sorted(_SAID.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(keyword, flag)
+    return text
 
 
 class _Phrased:

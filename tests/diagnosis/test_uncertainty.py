@@ -71,9 +71,11 @@ def test_bounds_equal_hole_bounds_and_overlap_rule(diag):
     assert bounds["ada"] == pytest.approx([0.7003, 0.7734], abs=5e-5)
     by = {(c["baseline"], c["run"]): c for c in diag.result.comparisons}
     assert by[("bm25", "tasb")]["bounds_overlap"] is False
-    assert by[("bm25", "tasb")]["verdict"].endswith("bounds disjoint: the holes cannot explain it")
+    assert by[("bm25", "tasb")]["verdict"].endswith(
+        "bounds over the top-k holes disjoint: no labelling of the top-k holes explains it"
+    )
     assert by[("tasb", "ada")]["bounds_overlap"] is True  # [0.7169, 0.7850] and [0.7003, 0.7734]
-    assert by[("tasb", "ada")]["verdict"].endswith("bounds overlap: judge more before claiming it")
+    assert by[("tasb", "ada")]["verdict"].endswith("bounds over the top-k holes overlap: judge more before claiming it")
 
 
 def test_summary_and_page_carry_them(diag, tmp_path):
@@ -90,9 +92,9 @@ def test_summary_and_page_carry_them(diag, tmp_path):
     }
     html = Path(paths["index.html"]).read_text()
     assert "<h2>How far to trust each comparison</h2>" in html and 'id="trust"' in html
-    assert "bounds overlap: judge more before claiming it" in html
+    assert "bounds over the top-k holes overlap: judge more before claiming it" in html
     md = (tmp_path / "d" / "report.md").read_text()
-    assert "## How far to trust each comparison" in md and "bounds disjoint" in md
+    assert "## How far to trust each comparison" in md and "bounds over the top-k holes disjoint" in md
 
 
 def test_level_outside_unit_interval_is_an_error(cli, tmp_path):

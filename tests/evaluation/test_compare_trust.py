@@ -53,12 +53,14 @@ def test_compare_holes_hand_computed(three):
     assert b["delta"] == pytest.approx(0.25) and b["direction"] == "better"
     assert b["baseline_bounds"] == [0.25, 0.25] and b["bounds"] == [0.5, 0.75] and b["bounds_overlap"] is False
     assert b["verdict"].startswith("+0.2500 [") and b["verdict"].endswith(
-        "bounds disjoint: the holes cannot explain it"
+        "bounds over the top-k holes disjoint: no labelling of the top-k holes explains it"
     )
     assert c["delta"] == pytest.approx(-0.25) and c["direction"] == "worse"
-    assert c["bounds_overlap"] is True and c["verdict"].endswith("; bounds overlap: judge more before claiming it")
+    assert c["bounds_overlap"] is True and c["verdict"].endswith(
+        "; bounds over the top-k holes overlap: judge more before claiming it"
+    )
     text = cmp.to_text()
-    assert "bounds overlap: judge more before claiming it" in text and "# bounds:" in text
+    assert "bounds over the top-k holes overlap: judge more before claiming it" in text and "# bounds:" in text
     json.loads(cmp.to_json())  # stays valid JSON
     t = cmp.table.set_index("name")
     assert t.loc["C", "P_2 direction"] == "worse" and t.loc["C", "P_2 bounds overlap"] is True
@@ -79,13 +81,13 @@ def test_cli_compare_holes_text_json_and_html(three, tmp_path):
     args += ["--permutations", "100", "--bootstrap", "200"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    assert "bounds overlap: judge more before claiming it" in res.output
+    assert "bounds over the top-k holes overlap: judge more before claiming it" in res.output
     doc = json.loads(CliRunner().invoke(main, [*args, "--format", "json"]).output)
     assert doc["results"]["P_2"]["C"]["bounds_overlap"] is True
     out = tmp_path / "cmp"
     assert CliRunner().invoke(main, [*args, "--out", str(out)]).exit_code == 0
     html = (out / "compare.html").read_text()
-    assert "<th>verdict</th>" in html and "bounds overlap: judge more before claiming it" in html
+    assert "<th>verdict</th>" in html and "bounds over the top-k holes overlap: judge more before claiming it" in html
 
 
 def test_dl19_bounds_equal_hole_bounds():
@@ -113,7 +115,7 @@ def test_trust_fields_rules():
     assert f["bounds_overlap"] is True and f["direction"] == "better"
     assert f["verdict"] == (
         "+0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.2: no significant difference (the uncorrected interval "
-        "excludes 0); bounds overlap: judge more before claiming it"
+        "excludes 0); bounds over the top-k holes overlap: judge more before claiming it"
     )
     assert trust_fields(r, (0.40, 0.49), (0.50, 0.60))["bounds_overlap"] is False
     assert direction(0) == "equal" and direction(-1e-9) == "worse" and direction(None) == "equal"
@@ -135,10 +137,14 @@ def test_paper_tables_carry_interval_dz_bounds_and_verdict(three):
         )
 
     want_b = line(
-        "B", b, "bounds disjoint: the holes cannot explain it (bounds A [0.2500, 0.2500], B [0.5000, 0.7500])"
+        "B",
+        b,
+        "bounds over the top-k holes disjoint: no labelling of the top-k holes explains it (bounds A [0.2500, 0.2500], B [0.5000, 0.7500])",
     )
     want_c = line(
-        "C", c, "bounds overlap: judge more before claiming it (bounds A [0.2500, 0.2500], C [0.0000, 0.5000])"
+        "C",
+        c,
+        "bounds over the top-k holes overlap: judge more before claiming it (bounds A [0.2500, 0.2500], C [0.0000, 0.5000])",
     )
     assert want_b.startswith("P_2, B vs A: +0.2500 [") and ", d_z 0.71, p_adj 1:" in want_b
     assert want_c.startswith("P_2, C vs A: -0.2500 [") and ", d_z -0.71, p_adj 1:" in want_c

@@ -197,5 +197,14 @@ def test_eval_holes_several_runs_text_blocks(tmp_path):
     names = [ln.split("\t")[0].strip() for ln in res.output.splitlines()]
     block = ["P_5", "P_5_min", "P_5_max", "P_5_condensed"]
     assert names == ["# run: r.txt", *block, "# run: o.txt", *block]
+    # several runs in JSON: each run's "holes" is what the run alone prints (once refused: one run only)
+    import json
+
     res = CliRunner().invoke(main, ["eval", "-m", "P.5", "--holes", "--format", "json", qrels, run, other])
-    assert res.exit_code == 2 and "--holes" in res.output
+    assert res.exit_code == 0, res.output
+    many = json.loads(res.output)["runs"]
+    for path, doc in zip((run, other), many):
+        one = json.loads(
+            CliRunner().invoke(main, ["eval", "-m", "P.5", "--holes", "--format", "json", qrels, path]).output
+        )
+        assert doc["holes"] == one["holes"] and doc["holes"]["P_5"]["over"] == "top-k"

@@ -89,7 +89,11 @@ def test_results_carry_bounds_direction_and_verdict(tiny_index, tmp_path):
         direction = "better" if r["delta_P_2"] > 0 else "worse" if r["delta_P_2"] < 0 else "equal"
         assert r["direction_P_2"] == direction
         assert r["verdict_P_2"].startswith(f"{r['delta_P_2']:+.4f} [{r['ci_low_P_2']:.4f}, {r['ci_high_P_2']:.4f}]")
-        clause = "bounds overlap: judge more before claiming it" if overlap else "bounds disjoint"
+        clause = (
+            "bounds over the top-k holes overlap: judge more before claiming it"
+            if overlap
+            else "bounds over the top-k holes disjoint"
+        )
         assert clause in r["verdict_P_2"]
     page = (out / "index.html").read_text()
     assert "How far to trust each difference (P_2)" in page
@@ -211,7 +215,11 @@ def test_every_measure_gets_bounds_direction_and_verdict(tiny_index, tmp_path):
         for m in ("P_2", "recall_2"):
             overlap = t.loc[base, f"min_{m}"] <= r[f"max_{m}"] and r[f"min_{m}"] <= t.loc[base, f"max_{m}"]
             assert bool(r[f"bounds_overlap_{m}"]) is bool(overlap)
-            clause = "bounds overlap: judge more before claiming it" if overlap else "bounds disjoint"
+            clause = (
+                "bounds over the top-k holes overlap: judge more before claiming it"
+                if overlap
+                else "bounds over the top-k holes disjoint"
+            )
             assert clause in r[f"verdict_{m}"]
         assert pd.isna(r["bounds_overlap_map"]) and "bounds" not in r["verdict_map"]
     csv = pd.read_csv(out / "results.csv")

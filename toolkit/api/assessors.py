@@ -143,16 +143,26 @@ class Agreement:
                 )
             lines.append(f"kendall_tau {_fmt(r.kendall_tau)}")
             lines.append(f"tau_ap {_fmt(r.tau_ap)}")
+            from toolkit.evaluation.significance import MC_FLIP_SE
+
             t = r.test
             lines.append(
                 f"significant pairs at {t['alpha']} ({t['correction']} over {r.pairs_tested} pairs, randomization "
                 f"test, {t['permutations']} permutations, seed {t['seed']}): {r.significant_a} under "
                 f"{self.names[0]}, {r.significant_b} under {name}; flipped {len(r.flipped_pairs)}"
             )
+            unsure = sum(bool(f.get("monte_carlo_could_flip")) for f in r.flipped_pairs)
+            if unsure:
+                lines.append(
+                    f"of the flipped, {unsure} have a p_adj within {MC_FLIP_SE:g} Monte-Carlo standard errors "
+                    f"(sqrt(p (1 - p) / {t['permutations']})) of {t['alpha']}: another seed could undo them; "
+                    "use more permutations"
+                )
             for f in r.flipped_pairs:
                 lines.append(
                     f"flipped {f['run_2']} vs {f['run_1']}: {f['kind']} ({f['under_a']} {f['delta_a']:+.4f} "
                     f"p_adj {f['p_adjusted_a']:.4g} -> {f['under_b']} {f['delta_b']:+.4f} p_adj {f['p_adjusted_b']:.4g})"
+                    + (" (within Monte-Carlo error of alpha)" if f.get("monte_carlo_could_flip") else "")
                 )
         return "\n".join(lines) + "\n"
 
@@ -269,6 +279,8 @@ def agreement(
     Raises:
         NoCommonQueriesError: two sets of judgments that share no query.
     """
+    from toolkit.api.evaluation import evaluation_keywords
+    from toolkit.api.keywords import check_keywords
     from toolkit.errors import ConfigError, NoCommonQueriesError
     from toolkit.evaluation.assessors import (
         fleiss_kappa,
@@ -279,6 +291,7 @@ def agreement(
         ranking_agreement,
     )
 
+    check_keywords("agreement", options, evaluation_keywords("dedupe", "data_dir", "rel_format", "labels", "name"))
     sets, sources = judgment_sets(
         qrels_a, qrels_b, rel_format=rel_format, names=names, dedupe=dedupe, data_dir=data_dir
     )

@@ -103,7 +103,8 @@ class Comparison:
 
     @property
     def table(self) -> pd.DataFrame:
-        """One row per system (and baseline, with several), as ``pt.Experiment(..., baseline=0)`` prints it.
+        """One row per system (and baseline, with several), as ``pt.Experiment(..., baseline=0)`` prints it; with
+        ``family="all-pairs"``, one row per pair of systems (``baseline`` the earlier of the two): every pair tested.
 
         Columns: ``name``, ``baseline``, each measure's mean, then per measure ``M delta``, ``M ci low`` and
         ``M ci high`` (the bootstrap interval of the delta), ``M d_z`` (effect size), ``M +`` (wins), ``M =``
@@ -118,9 +119,13 @@ class Comparison:
         key = TESTS[self.result.doc["tests"]["test"]]
         by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
         rows = []
-        for b in self.baselines:
+        refs = list(self.baselines)
+        all_pairs = self.result.doc["tests"].get("family") == "all-pairs"
+        if all_pairs:  # every pair: each earlier system is a reference
+            refs = list(dict.fromkeys([*refs, *(c.baseline for c in self.result.tests)]))
+        for b in refs:
             for name in self.systems:
-                if name != b and not any((b, name, m) in by for m in self.measures):
+                if (name != b or all_pairs) and not any((b, name, m) in by for m in self.measures):
                     continue
                 row: dict[str, Any] = {"name": name, "baseline": b}
                 row.update({m: means.loc[name, m] for m in self.measures})
@@ -336,7 +341,7 @@ def compare(
     ci: float = 0.95,
     bootstrap: int = 10_000,
     ci_method: str = "percentile",
-    holes: bool = False,
+    holes: bool | str = False,
     relevance_map: str | None = None,
     dedupe: str = "error",
     data_dir: str | os.PathLike | None = None,
@@ -368,10 +373,13 @@ def compare(
         ci: level of the paired bootstrap interval of each difference (in (0, 1)).
         bootstrap: bootstrap resamples (seeded by ``seed``).
         ci_method: ``percentile`` or ``bca``.
-        holes: also bound each run's ``ndcg_cut.k``, ``P.k`` and ``recall.k`` over the labellings of its
-            unjudged documents, as ``toolkit.evaluation.holes`` does; each test then carries ``baseline_bounds``, ``bounds`` and
-            ``bounds_overlap``, and its ``verdict`` says "bounds overlap" where the holes could explain the
-            difference (``toolkit.evaluation.trust``). Saved ``.json`` evaluations have no bounds.
+        holes: also bound each run's ``ndcg_cut.k``, ``P.k`` and ``recall.k``, as ``evaluate(holes=...)`` does:
+            ``True`` / ``"top-k"`` over every labelling of the unjudged documents in the top k (the ideal ranking
+            from the judged documents plus those), ``"retrieved"`` over every unjudged document each run
+            retrieved (the ideal recomputed). Each test then carries ``baseline_bounds``, ``bounds`` and
+            ``bounds_overlap``, and its ``verdict`` says "bounds over the top-k holes overlap" (or "the
+            retrieved holes") where those holes could explain the difference (``toolkit.evaluation.trust``).
+            Saved ``.json`` evaluations have no bounds.
         permutations: random sign flips (all 2^n when that is not more).
         seed: seed of ``numpy.random.default_rng`` for the randomization test.
         force: compare even when provenance or query sets differ (pairs only the shared queries).
@@ -384,11 +392,16 @@ def compare(
     Raises:
         ProvenanceMismatchError: systems evaluated under different settings or on different queries.
     """
-    from toolkit.api.evaluation import Evaluation, evaluate
+    from toolkit.api.evaluation import Evaluation, evaluate, evaluation_keywords
     from toolkit.api.inputs import as_qrels
+    from toolkit.api.keywords import check_keywords
     from toolkit.errors import ConfigError
     from toolkit.evaluation.compare import compare_runs, load_result_json
 
+    check_keywords("compare", options, evaluation_keywords("name", "holes", "dedupe", "labels"))
+    from toolkit.api.evaluation import holes_over
+
+    over = holes_over(holes)
     named = _named(runs)
     version = int(options.get("trec_eval", 9))
     items = _measure_items(measures)
@@ -400,7 +413,7 @@ def compare(
     per_query: dict[str, pd.DataFrame] = {}
     provenance: dict[str, dict] = {}
     bounds: dict[str, dict] = {}
-    boundable = holes and _boundable(items, version)
+    boundable = over if over and _boundable(items, version) else False
     for name, r in named.items():
         if isinstance(r, (str, os.PathLike)) and str(r).endswith(".json"):
             frame, provenance[name] = load_result_json(str(r), names)
@@ -423,7 +436,7 @@ def compare(
             )
         else:
             r = dataclasses.replace(r, requested=want)
-        if holes and r.holes:
+        if over and r.holes:
             from toolkit.evaluation.trust import mean_bounds
 
             bounds[name] = {want.label(m): b for m, b in mean_bounds(r.holes).items()}
@@ -448,7 +461,7 @@ def compare(
         )
     from toolkit.evaluation.trust import attach_to_doc
 
-    attach_to_doc(result.doc, bounds)
+    attach_to_doc(result.doc, bounds, over=over or "top-k")
     return Comparison(result)
 
 

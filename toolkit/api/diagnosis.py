@@ -411,9 +411,11 @@ def diagnose(
     """
     from toolkit.api.evaluation import settings
     from toolkit.api.inputs import as_qrels, as_run
+    from toolkit.api.keywords import check_keywords, keywords_of
     from toolkit.evaluation.groups import each_warning_once
     from toolkit.evaluation.mean_intervals import check_interval_request
 
+    check_keywords("diagnose", options, keywords_of(settings, drop=("complete",)))
     ci_level = check_interval_request(ci, bootstrap, ci_method)  # before anything is read
     s = settings(complete=complete, **options)  # the relevance levels are diagnose's own
     measure, recall_level = _headline_measure(measure, recall_level, s.trec_eval)

@@ -128,15 +128,18 @@ class Evaluation:
         from toolkit.evaluation.trec_format import render_text
 
         text = render_text(self.result, per_query, provenance=provenance, summary=summary)
+        head: list[str] = []
         if self.ci is not None:
-            from toolkit.evaluation.mean_intervals import with_ci_lines
+            from toolkit.evaluation.mean_intervals import ci_header, with_ci_lines
 
             text = with_ci_lines(text, self.ci)
+            head.append(ci_header(self.ci))
         if self.holes:
-            from toolkit.evaluation.holes import with_hole_lines
+            from toolkit.evaluation.holes import holes_header, with_hole_lines
 
             text = with_hole_lines(text, self.holes)
-        return text
+            head.append(holes_header(self.holes))
+        return _with_header(text, head) if provenance else text
 
     def to_json(self, per_query: bool = False) -> str:
         """What ``twostage eval --format json`` prints (full precision; ``per_query`` is ``-q``)."""
@@ -154,7 +157,7 @@ class Evaluation:
             if self.holes:
                 from toolkit.evaluation.holes import holes_json
 
-                doc["holes"] = holes_json(self.holes, per_query)
+                doc["holes"] = holes_json(self.holes, per_query, self._display())
             text = json.dumps(doc, indent=2) + "\n"
         return text
 
@@ -202,6 +205,15 @@ class Evaluation:
             + (f"<ul>{notes}</ul>" if notes else "")
             + f"<details><summary>provenance</summary><table>{prov}</table></details>"
         )
+
+
+def _with_header(text: str, lines: list[str]) -> str:
+    """``text`` with ``# lines`` after its leading ``#`` provenance lines (what the extra lines are)."""
+    if not lines:
+        return text
+    rows = text.splitlines(keepends=True)
+    at = next((i for i, row in enumerate(rows) if not row.startswith("#")), len(rows))
+    return "".join(rows[:at] + [f"# {line}\n" for line in lines] + rows[at:])
 
 
 def settings(
@@ -294,7 +306,7 @@ def evaluate(
     data_dir: str | os.PathLike | None = None,
     labels: Mapping[str, str] | None = None,
     name: str | None = None,
-    holes: bool = False,
+    holes: bool | str = False,
     ci: float | None = None,
     bootstrap: int = 10_000,
     ci_method: str = "percentile",
@@ -329,8 +341,11 @@ def evaluate(
             any name of a measure asked for. Tables, ``summary``, ``per_query``, JSON and CSV use the labels.
         name: the system's name (``summary``'s name, ``to_pyterrier``'s ``name``); default the run file's name,
             else ``run``.
-        holes: also bound every ``ndcg_cut.k``, ``P.k`` and ``recall.k`` asked over the labellings of the
-            unjudged documents in the top k (``Evaluation.holes``; ``twostage eval --holes``).
+        holes: also bound every ``ndcg_cut.k``, ``P.k`` and ``recall.k`` asked (``Evaluation.holes``):
+            ``True`` or ``"top-k"`` over every labelling of the unjudged documents in the top k, the ideal ranking
+            from the judged documents plus those (``twostage eval --holes``); ``"retrieved"`` over every
+            labelling of every unjudged document the run retrieved, the ideal recomputed (``--holes-over
+            retrieved``).
         ci: a level in (0, 1) (``0.95``): the bootstrap confidence interval of each measure's mean over
             the queries, in ``Evaluation.intervals`` (``twostage eval --ci``); None (default): none.
         bootstrap: its resamples of the queries.
@@ -347,6 +362,7 @@ def evaluate(
         ConfigError: a ``labels`` key that is not a measure asked for.
     """
     interval = _interval_request(ci, bootstrap, ci_method, seed)
+    over = holes_over(holes)
     s = settings(
         complete=complete,
         relevance_level=relevance_level,
@@ -365,7 +381,7 @@ def evaluate(
     with notices.once():
         prepared = _prepare(qrels, measures, s, rel_format, relevance_map, dedupe, data_dir, zscores, many=False)
         want = _requested(measures, s.trec_eval, labels)
-        return _evaluate_one(prepared, run, dedupe, want, name, holes, interval)
+        return _evaluate_one(prepared, run, dedupe, want, name, over, interval)
 
 
 def _interval_request(ci: Any, bootstrap: int, ci_method: str, seed: int) -> dict | None:
@@ -392,10 +408,12 @@ def evaluate_many(
         **options: the keywords of ``evaluate`` (``labels`` included; each run is named by its key).
     """
     from toolkit import notices
+    from toolkit.api.keywords import check_keywords
 
+    check_keywords("evaluate_many", options, evaluation_keywords("name"))
     io = {k: options.pop(k) for k in ("rel_format", "relevance_map", "dedupe", "data_dir", "zscores") if k in options}
     labels = options.pop("labels", None)
-    holes = bool(options.pop("holes", False))
+    holes = holes_over(options.pop("holes", False))
     interval = _interval_request(
         options.pop("ci", None),
         options.pop("bootstrap", 10_000),
@@ -422,6 +440,14 @@ def evaluate_many(
         with notices.once():  # each run's warnings once, and every run's
             out[str(name)] = _evaluate_one(prepared, run, dedupe, want, str(name), holes, interval)
     return out
+
+
+def evaluation_keywords(*drop: str) -> set[str]:
+    """The keywords ``evaluate`` takes besides its positional inputs (what ``**options`` of ``compare``,
+    ``power``, ``agreement``, ``evaluate_many`` pass on), less ``drop`` (those the caller sets itself)."""
+    from toolkit.api.keywords import keywords_of
+
+    return keywords_of(evaluate, drop=("qrels", "run", "measures", *drop))
 
 
 def _requested(measures: Any, version: int, labels: Mapping[str, str] | None) -> Requested:
@@ -458,7 +484,16 @@ def _prepare(
     return judgments, groups, s, z
 
 
-def _hole_bounds(judgments: Any, run: Any, groups: list, s: Any, zscored: bool) -> dict[str, Any]:
+def holes_over(holes: Any) -> str | None:
+    """What ``holes=`` asks for: None (no bounds), ``top-k`` (``True``) or ``retrieved``."""
+    if holes is None or holes is False:
+        return None
+    from toolkit.evaluation.holes import check_over
+
+    return "top-k" if holes is True else check_over(str(holes))
+
+
+def _hole_bounds(judgments: Any, run: Any, groups: list, s: Any, zscored: bool, over: str = "top-k") -> dict[str, Any]:
     """``Evaluation.holes``: the bounds of each group's ndcg_cut.k, P.k and recall.k under its settings."""
     from toolkit.data.records import Qrels
     from toolkit.errors import ConfigError
@@ -474,7 +509,7 @@ def _hole_bounds(judgments: Any, run: Any, groups: list, s: Any, zscored: bool) 
     for group in groups:
         chosen = [m for m in group.measures if m.family in SUPPORTED and m.cutoff]
         if chosen:
-            out.update(hole_bounds(qrels, run, chosen, group.overrides.apply(s)))
+            out.update(hole_bounds(qrels, run, chosen, group.overrides.apply(s), over))
     if not out:
         raise ConfigError(
             "hole bounds are computed for ndcg_cut.k, P.k and recall.k; none of the measures asked is one of them"
@@ -488,7 +523,7 @@ def _evaluate_one(
     dedupe: str,
     want: Requested,
     name: str | None,
-    holes: bool = False,
+    holes: str | None = None,
     interval: dict | None = None,
 ) -> Evaluation:
     from toolkit import notices
@@ -511,7 +546,7 @@ def _evaluate_one(
         notices.warn(text)
     if said:
         result = replace(result, warnings=tuple(said) + result.warnings, notes=tuple(said) + result.notes)
-    bounds = _hole_bounds(judgments, r, groups, s, z is not None) if holes else None
+    bounds = _hole_bounds(judgments, r, groups, s, z is not None, holes) if holes else None
     ci = None
     if interval is not None:
         from toolkit.evaluation.mean_intervals import mean_intervals

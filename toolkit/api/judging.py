@@ -694,9 +694,11 @@ def calibrate_judge(
         **options: every other keyword of ``judge`` (``endpoint``, ``candidates``, ``depth``, ``prompt``, ...).
     """
     from toolkit.api.inputs import as_qrels
+    from toolkit.api.keywords import check_keywords, keywords_of
     from toolkit.errors import ConfigError
     from toolkit.judging.prompt import load_template
 
+    check_keywords("calibrate_judge", options, keywords_of(judge, drop=("run", "qrels", "model", "calibration")))
     human = as_qrels(qrels)
     j = judge(run, qrels=human, model=model, calibration=True, **options)
     if j.qrels.empty:

@@ -212,6 +212,9 @@ def index(
             ``doc_prefix``, ``hnsw_m``, ``limit``, ``positions``, ``docvectors``, ``raw``, ``download``,
             ``cpus_per_worker``, ``shard_size``, ``max_retries``): see ``build_index``.
     """
+    from toolkit.api.keywords import check_keywords, keywords_of
+
+    check_keywords("index", options, keywords_of(build_index) - keywords_of(index))
     info, notes = build_index(
         collection,
         out,
@@ -347,6 +350,9 @@ def dense(
     from toolkit.retrieval.search import validate_hits
 
     started = time.perf_counter()
+    from toolkit.api.keywords import check_keywords
+
+    check_keywords("dense", ray_options, ("cpus_per_worker", "shard_size", "max_retries"))
     validate_hits(hits)
     sharding = _sharding(ray, shards, workers, gpus_per_worker, force, **ray_options)
     retriever = DenseRetriever(index, batch_size=batch_size, ef_search=ef_search)
@@ -767,6 +773,9 @@ def rerank(
         from toolkit.errors import ConfigError
 
         raise ConfigError(f"{', '.join(sorted(listwise))}: options of backend='listwise' only")
+    from toolkit.api.keywords import check_keywords, keywords_of
+
+    check_keywords("rerank", options, keywords_of(rerank_job) - keywords_of(rerank))
     result, source = rerank_job(
         run,
         model=model,

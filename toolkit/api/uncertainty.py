@@ -60,6 +60,10 @@ def power(
     ``queries`` (needed), and with queries at hand ``power_at_hand`` and ``min_detectable_delta``.
     ``**options``: every ``evaluate`` keyword (``complete``, ``relevance_level``, ...).
     """
+    from toolkit.api.evaluation import evaluation_keywords
+    from toolkit.api.keywords import check_keywords
+
+    check_keywords("power", options, evaluation_keywords("data_dir"))
     from toolkit.errors import ConfigError
 
     if run_a is not None or run_b is not None:
@@ -110,8 +114,11 @@ def pool_test(
     """
     from toolkit.api.evaluation import _groups, settings
     from toolkit.api.inputs import as_qrels, as_run, system_name
+    from toolkit.api.keywords import check_keywords, keywords_of
     from toolkit.errors import ConfigError
     from toolkit.evaluation.pooling import pool_test as run_pool_test
+
+    check_keywords("pool_test", options, keywords_of(settings))
 
     if isinstance(pool_depth, bool) or not isinstance(pool_depth, int) or pool_depth < 1:
         raise ConfigError(f"pool_depth must be an integer >= 1, got {pool_depth!r}")

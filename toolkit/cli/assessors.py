@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from toolkit.cli.options import api_options, evaluation_options, pop_settings, settings_from, significance_options
+from toolkit.cli.options import (
+    api_options,
+    evaluation_options,
+    named_runs,
+    pop_settings,
+    settings_from,
+    significance_options,
+)
 
 AGREEMENT_FORMATS = ("qrels", "qrels_jg")
 
@@ -67,6 +74,7 @@ def agreement_command(rel_format, measure, alpha, permutations, seed, correction
       twostage agreement -R qrels_jg -m map qrels.123 results.test results.trunc
     """
     from toolkit.api.assessors import agreement
+    from toolkit.api.comparison import _label
 
     s = pop_settings(options)
     settings_from(s)  # a bad --gain or -l is a usage error, before any reading
@@ -82,7 +90,7 @@ def agreement_command(rel_format, measure, alpha, permutations, seed, correction
     result = agreement(
         files[0],
         files[1] if n_qrels == 2 else None,
-        runs or None,
+        named_runs(runs, bare_name=lambda p: _label(p, 0)) if runs else None,
         measure,
         rel_format=rel_format,
         alpha=alpha,

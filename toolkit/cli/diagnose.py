@@ -17,6 +17,7 @@ from toolkit.cli.options import (
     qrels_policy_options,
     settings_from,
     significance_options,
+    split_named,
     writable_folder,
 )
 
@@ -32,9 +33,11 @@ def _named_paths(values: tuple[str, ...], option: str, taken: dict[str, str] | N
     name already in ``taken`` (the same file as first stage and reranked run) gets ' (reranked)'."""
     out: dict[str, str] = {}
     for v in values:
-        name, sep, path = v.partition("=")
-        if not sep or Path(v).exists() or "/" in name or not name:
-            name, path = Path(v).name, v
+        given, path = split_named(v)  # the one reading of NAME=RUN (toolkit.cli.options)
+        if given is not None:
+            name = given
+        else:
+            name = Path(v).name
             for suffix in (".gz", ".trec", ".txt", ".run"):
                 name = name.removesuffix(suffix)
             if taken and name in taken:
@@ -429,8 +432,10 @@ def _print_summary(diag) -> None:
         )
         click.echo(f"  depth curve (reranked/ceiling): {curve}", err=True)
     click.echo("labels: " + ", ".join(f"{k} {v}" for k, v in diag.label_counts.items() if v), err=True)
-    for note in diag.notes:
-        click.echo(f"note: {note}", err=True)
+    from toolkit.errors import in_cli_words
+
+    for note in diag.notes:  # the library's words (complete=True) put back in the CLI's (-c)
+        click.echo(f"note: {in_cli_words(note)}", err=True)
 
 
 COMMANDS = [diagnose_command]

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
 from toolkit.cli.options import (
+    HOLES_OVER,
     SEED,
     api_options,
     evaluation_options,
+    holes_request,
     interval_options,
+    named_runs,
     pop_settings,
     qrels_policy_options,
     settings_from,
@@ -88,9 +90,11 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
     "--holes",
     is_flag=True,
     help="After each ndcg_cut.k, P.k and recall.k line, print NAME_min, NAME_max (the lowest and highest value over "
-    "every labelling of the unjudged documents in the top k) and NAME_condensed (the -J value); per query with -q; "
-    "in --format json under 'holes'. See docs/statistics.md.",
+    "every labelling of the unjudged documents in the top k, the ideal ranking from the judged documents plus those; "
+    "--holes-over retrieved: over every unjudged document the run retrieved) and NAME_condensed (the -J value); per "
+    "query with -q; in --format json under 'holes'. See docs/statistics.md.",
 )
+@HOLES_OVER
 @interval_options(default_level=None)
 @SEED
 @click.option("--no-provenance", is_flag=True, help="Text/CSV: omit the '#' provenance header (trec_eval's bytes).")
@@ -108,7 +112,7 @@ def load_qrels(spec: str, rel_map: str | None, dedupe: str, data_dir: str | None
 )
 @qrels_policy_options
 @click.argument("qrels")
-@click.argument("runs", nargs=-1, required=True, metavar="RUN|-|FOLDER|GLOB [RUN ...]")
+@click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN|-|FOLDER|GLOB [RUN ...]")
 def eval_command(
     measure_texts,
     per_query,
@@ -118,6 +122,7 @@ def eval_command(
     zscore_file,
     fmt,
     holes,
+    holes_over,
     ci_level,
     bootstrap,
     ci_method,
@@ -159,15 +164,16 @@ def eval_command(
     queries (--bootstrap resamples, --ci-method, seeded by --seed).
     """
     from toolkit.api.evaluation import evaluate_many
-    from toolkit.evaluation.multi import expand_runs
+    from toolkit.cli.options import expand_named_runs
 
     s = pop_settings(options)
     settings_from(s, allow_no_common=allow_no_common)  # a bad --gain or -l is a usage error, before any reading
     if rel_format != "qrels" and s.get("rel_map"):
         raise click.UsageError("--relevance-map applies to -R qrels only")
-    paths = expand_runs(runs)
-    if holes and (fmt == "csv" or (fmt == "json" and len(paths) > 1)):
-        raise click.UsageError("--holes prints in text, and in --format json for one run")
+    paths = expand_named_runs(runs)
+    holes = holes_request(holes, holes_over)
+    if holes and fmt == "csv":
+        raise click.UsageError("--holes prints in text and in --format json")
     if holes and (rel_format != "qrels" or zscore_file):
         raise click.UsageError("--holes needs -R qrels and no -Z")
     if rel_format == "qrels":
@@ -235,11 +241,13 @@ def _eval_many(evaluations: dict, per_query, no_summary, fmt, out, no_provenance
 
     results = [(name, ev.result) for name, ev in evaluations.items()]
     intervals = {name: ev.ci for name, ev in evaluations.items() if ev.ci is not None}
+    labels = next(iter(evaluations.values()))._display()  # the measures as asked, as one run's output keys them
     if fmt == "json":
-        text = multi.render_json_many(results, per_query, intervals)
+        holes = {name: ev.holes for name, ev in evaluations.items() if ev.holes}
+        text = multi.render_json_many(results, per_query, intervals, labels, holes)
     elif fmt == "csv":
         text = multi.render_csv_many(
-            results, per_query, provenance=not no_provenance and out is None, intervals=intervals
+            results, per_query, provenance=not no_provenance and out is None, intervals=intervals, labels=labels
         )
     else:
         blocks = [
@@ -297,7 +305,7 @@ COMMANDS = [eval_command, measures_command]
 @evaluation_options(exclude=("gain", "discount", "judged_compat"))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("qrels")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN [RUN ...]")
 def gain_sensitivity_command(cutoff, fmt, qrels, runs, **options):
     """nDCG@k of each RUN under linear, exponential and Järvelin-Kekäläinen gains/discount.
 
@@ -309,8 +317,9 @@ def gain_sensitivity_command(cutoff, fmt, qrels, runs, **options):
 
     s = pop_settings(options)
     q = load_qrels(qrels, s.get("rel_map"), s.get("dedupe", "error"), s.get("data_dir"))
-    names = [Path(r).name for r in runs] if len({Path(r).name for r in runs}) == len(runs) else [str(r) for r in runs]
-    loaded = {name: read_run(path) for name, path in zip(names, runs)}
+    named = named_runs(runs)
+    names = list(named)
+    loaded = {name: read_run(path) for name, path in named.items()}
     result = gain_sensitivity(q, loaded, cutoff, settings_from(s))
     if fmt == "json":
         click.echo(

@@ -12,10 +12,15 @@ The others: ``DATA_DIR`` (every command that reads a collection by name), ``DEVI
 ``experiment run``, ``rerank``, ``judge``), ``significance_options`` (``compare`` and
 ``diagnose``) and ``trec_eval_option``. Choices come from the library's constants, so a new
 choice is added in one place.
+
+Runs: every command that takes runs reads each as ``[NAME=]RUN`` with ``split_named`` (``named_runs`` for a list
+of them, ``expand_named_runs`` for ``eval``'s folders and globs), so ``NAME=RUN`` means the same everywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import get_args
 
 import click
@@ -239,6 +244,58 @@ def api_options(s: dict) -> dict:
     return out
 
 
+#: How a run argument is written wherever runs are taken.
+RUN_SPEC = "[NAME=]RUN"
+
+
+def split_named(value: str) -> tuple[str | None, str]:
+    """``NAME=RUN`` -> (NAME, RUN); a bare RUN -> (None, RUN). A value that exists as a file as written, or whose
+    part before ``=`` is empty or holds a ``/``, is a bare path (``a=b.txt`` that exists stays a file name)."""
+    name, sep, path = value.partition("=")
+    if not sep or not name or not path or "/" in name or Path(value).exists():
+        return None, value
+    return name, path
+
+
+def named_runs(
+    values: Iterable[str], bare_name: Callable[[str], str] = lambda p: Path(p).name, option: str = "RUN"
+) -> dict[str, str]:
+    """``[NAME=]RUN`` values -> {name: path}, in order; a bare RUN is named by ``bare_name`` (its file name, or
+    the path as given where file names repeat). A name given twice is a usage error naming ``NAME=RUN``."""
+    split = [split_named(v) for v in values]
+    bare = [p for n, p in split if n is None]
+    if len({bare_name(p) for p in bare}) < len(bare):  # file names repeat: the paths as given tell them apart
+        bare_name = str
+    out: dict[str, str] = {}
+    for name, path in split:
+        key = name if name is not None else bare_name(path)
+        if key in out:
+            raise click.UsageError(f"two runs named {key!r} (the same run given twice?); name them {option} NAME=RUN")
+        out[key] = path
+    return out
+
+
+def expand_named_runs(values: Iterable[str]) -> list[tuple[str, str]]:
+    """``eval``'s runs: each ``NAME=RUN`` (one file, or '-') or a bare RUN, folder or glob (``multi.expand_runs``,
+    which names them); (name, path) in order, a name or a file given twice is an error."""
+    from toolkit.evaluation.multi import expand_runs, run_names
+
+    slots: list[tuple[str | None, list[str]]] = []
+    for v in values:
+        name, path = split_named(v)
+        if name is not None and path != "-" and not Path(path).is_file():
+            raise click.BadParameter(f"{v}: NAME=RUN names one run file, and {path} is not one", param_hint="RUN")
+        slots.append((name, [path] if name is not None else [p for _, p in expand_runs([path])]))
+    expand_runs([p for _, paths in slots for p in paths])  # a file (or '-') given twice is an error
+    bare = iter(run_names([p for n, paths in slots if n is None for p in paths]))
+    out = [(n, p) if n is not None else (next(bare), p) for n, paths in slots for p in paths]
+    names = [n for n, _ in out]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise click.UsageError(f"two runs named {twice!r}; name them NAME=RUN")
+    return out
+
+
 PROFILE = click.option(
     "--profile",
     is_flag=True,
@@ -312,6 +369,28 @@ def interval_options(default_level: float | None = 0.95):
         return f
 
     return decorate
+
+
+def _holes_over_choices() -> tuple[str, ...]:
+    from toolkit.evaluation.holes import HOLES_OVER
+
+    return HOLES_OVER
+
+
+#: ``--holes-over``: what ``--holes``'s bounds range over (given alone, it turns --holes on).
+HOLES_OVER = click.option(
+    "--holes-over",
+    type=click.Choice(_holes_over_choices()),
+    default=None,
+    help="What --holes's bounds range over: top-k (the default: every labelling of the unjudged documents in the "
+    "top k, the ideal ranking from the judged documents plus those) or retrieved (every unjudged document the run "
+    "retrieved, the ideal recomputed: exact, and wider). Implies --holes.",
+)
+
+
+def holes_request(holes: bool, holes_over: str | None) -> bool | str:
+    """The library's ``holes=`` from ``--holes`` and ``--holes-over``."""
+    return holes_over or holes
 
 
 FAMILY = click.option(

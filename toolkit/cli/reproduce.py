@@ -9,8 +9,11 @@ import click
 from toolkit.cli.options import (
     DATA_DIR,
     FAMILY,
+    HOLES_OVER,
     evaluation_options,
+    holes_request,
     interval_options,
+    named_runs,
     qrels_policy_options,
     significance_options,
     writable_folder,
@@ -120,15 +123,7 @@ def _commands() -> set[str]:
 # ------------------------------------------------------------------ compare
 def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
     """[NAME=]RUN -> {name: path}; a bare RUN is named by the path as given."""
-    out: dict[str, str] = {}
-    for v in values:
-        name, sep, path = v.partition("=")
-        if not sep or not name or not path or "/" in name or Path(v).exists():
-            name, path = v, v
-        if name in out:
-            raise click.UsageError(f"two runs named {name!r} (the same run file given twice?); name them NAME=RUN")
-        out[name] = path
-    return out
+    return named_runs(values, bare_name=str)
 
 
 @click.command("compare")
@@ -165,9 +160,12 @@ def _named_runs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--holes",
     is_flag=True,
-    help="Bound each run's ndcg_cut.k, P.k and recall.k over every labelling of its unjudged documents; each test "
-    "says 'bounds overlap' where the two runs' intervals of possible values overlap (see docs/statistics.md).",
+    help="Bound each run's ndcg_cut.k, P.k and recall.k over every labelling of the unjudged documents in its top k "
+    "(the ideal ranking from the judged documents plus those; --holes-over retrieved: over every unjudged document "
+    "it retrieved); each test says 'bounds over the top-k holes overlap' (or 'the retrieved holes') where the two "
+    "runs' intervals of possible values overlap (see docs/statistics.md).",
 )
+@HOLES_OVER
 @click.option("--force", is_flag=True, help="Compare even when provenance differs (pairs only the shared queries).")
 @click.option(
     "--format",
@@ -201,6 +199,7 @@ def compare(
     bootstrap,
     ci_method,
     holes,
+    holes_over,
     force,
     fmt,
     out,
@@ -271,7 +270,7 @@ def compare(
         ci=ci_level,
         bootstrap=bootstrap,
         ci_method=ci_method,
-        holes=holes,
+        holes=holes_request(holes, holes_over),
         **api_options(s),
     )
     if out:

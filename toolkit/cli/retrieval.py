@@ -401,7 +401,7 @@ def dense(
 
 
 @click.command("fuse")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN [RUN ...]")
 @click.option("--method", type=click.Choice(["rrf", "interpolation"]), default="rrf", show_default=True)
 @click.option("--k", "rrf_k", type=float, default=60.0, show_default=True, help="RRF constant.")
 @click.option("--alpha", type=float, default=0.5, show_default=True, help="Interpolation: weight of the first run.")
@@ -428,8 +428,17 @@ def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):
       twostage fuse --method interpolation --alpha 0.3 --normalize minmax bm25.trec dense.trec --out mix.trec
     """
     from toolkit.api.pipeline import fuse as fuse_runs
+    from toolkit.cli.options import named_runs
 
-    run = fuse_runs(list(runs), method=method, k=rrf_k, alpha=alpha, normalize=normalize, depth=depth, hits=hits)
+    run = fuse_runs(
+        list(named_runs(runs).values()),
+        method=method,
+        k=rrf_k,
+        alpha=alpha,
+        normalize=normalize,
+        depth=depth,
+        hits=hits,
+    )
     write_run_with_meta(ctx, run, out, hits, tag)
 
 

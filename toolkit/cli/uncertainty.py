@@ -6,7 +6,7 @@ import json
 
 import click
 
-from toolkit.cli.options import api_options, evaluation_options, pop_settings, settings_from
+from toolkit.cli.options import api_options, evaluation_options, named_runs, pop_settings, settings_from
 
 
 def _unit(name: str):
@@ -45,7 +45,7 @@ def _unit(name: str):
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @evaluation_options
-@click.argument("runs", nargs=-1, metavar="[A B]")
+@click.argument("runs", nargs=-1, metavar="[[NAME=]A [NAME=]B]")
 def power_command(qrels, measure, sd, delta, alpha, target, queries, fmt, runs, **options):
     """How many queries a two-sided paired t-test needs to detect a difference (noncentral t, Sakai's topic
     set size design), and the smallest difference the queries at hand detect.
@@ -76,9 +76,10 @@ def power_command(qrels, measure, sd, delta, alpha, target, queries, fmt, runs, 
         raise click.BadParameter("must be > 0", param_hint="'--sd'")
     if delta is not None and delta == 0:
         raise click.BadParameter("must be non-zero", param_hint="'--delta'")
+    paths = list(named_runs(runs).values()) if runs else [None, None]
     result = power(
         qrels,
-        *(runs or (None, None)),
+        *paths,
         measure=measure,
         sd=sd,
         delta=delta,
@@ -108,7 +109,7 @@ COMMANDS = [power_command]
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @evaluation_options
-@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="RUN RUN [RUN ...]")
+@click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN [NAME=]RUN [RUN ...]")
 def pool_test_command(qrels, measure, pool_depth, fmt, runs, **options):
     """Leave-one-run-out pool test (Zobel 1998): would each run score as well without the documents only it
     brought to the pool?
@@ -131,15 +132,7 @@ def pool_test_command(qrels, measure, pool_depth, fmt, runs, **options):
         raise click.BadParameter(f"must be >= 1, got {pool_depth}", param_hint="'--pool-depth'")
     if len(runs) < 2:
         raise click.UsageError("give at least two runs: a run's unique documents are those no other run pooled")
-    names = [str(r) for r in runs]
-    from pathlib import Path
-
-    short = [Path(r).name for r in runs]
-    if len(set(short)) == len(short):
-        names = short
-    if len(set(names)) < len(names):
-        raise click.UsageError("a run is given twice")
-    result = pool_test(qrels, dict(zip(names, runs)), measure, pool_depth=pool_depth, **api_options(s))
+    result = pool_test(qrels, named_runs(runs), measure, pool_depth=pool_depth, **api_options(s))
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:

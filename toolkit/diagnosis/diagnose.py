@@ -78,7 +78,7 @@ from toolkit.diagnosis.query_views import (
 from toolkit.errors import ConfigError, for_api
 from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, agreement, ranked_lists
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
-from toolkit.evaluation.significance import adjust, compare_table
+from toolkit.evaluation.significance import adjust, compare_table, scaled_se
 from toolkit.measures.names import EvalSettings, parse_measures
 from toolkit.version import __version__
 
@@ -341,6 +341,7 @@ def _significance(pairs: pd.DataFrame, measure: str, permutations: int, seed: in
             rows.append({"family": family, **c.as_dict()})
         for row, p in zip(rows, adjust([r["p_permutation"] for r in rows], correction) if rows else []):
             row["p_adjusted"] = float(p)
+            row["p_adjusted_se"] = scaled_se(row["p_permutation"], float(p), row["p_permutation_se"])  # its MC error
         out += rows
     agree = pairs.groupby(["system_a", "system_b"], sort=False)[["rbo", f"kendall_tau_{TAU_DEPTH}"]].mean()
     for row in out:

@@ -105,8 +105,8 @@ def annotate(
             "measure": diag.measure,
             "bounds": {k: list(v) for k, v in bounds.items()},
             "what": "per system, the lowest and highest mean over every labelling of its unjudged documents in "
-            "the top k (toolkit.evaluation.holes); 'bounds overlap': some labelling could erase or reverse the "
-            "difference",
+            "the top k, the ideal ranking from the judged documents plus those (toolkit.evaluation.holes); "
+            "'bounds over the top-k holes overlap': some labelling of them could erase or reverse the difference",
         }
         if bounds
         else None,

@@ -52,7 +52,15 @@ import pandas as pd
 
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE
 from toolkit.errors import ConfigError, NoCommonQueriesError
-from toolkit.evaluation.significance import DEFAULT_PERMUTATIONS, DEFAULT_SEED, adjust, permutation_test
+from toolkit.evaluation.significance import (
+    DEFAULT_PERMUTATIONS,
+    DEFAULT_SEED,
+    MC_FLIP_SE,
+    adjust,
+    mc_se,
+    permutation_test,
+    scaled_se,
+)
 
 ALPHA = 0.05
 
@@ -348,6 +356,13 @@ class PairTest:
     delta: float
     p: float
     p_adjusted: float
+    p_adjusted_se: float = 0.0  # Monte-Carlo standard error of p_adjusted (significance.mc_se, scaled)
+
+    def could_flip(self, alpha: float) -> bool:
+        """Whether p_adjusted lies within ``significance.MC_FLIP_SE`` Monte-Carlo errors of ``alpha``."""
+        from toolkit.evaluation.significance import could_flip
+
+        return could_flip(self.p_adjusted, self.p_adjusted_se, alpha)
 
     def verdict(self, alpha: float) -> str:
         if self.p_adjusted >= alpha or self.delta == 0:
@@ -373,10 +388,13 @@ def pair_tests(
     for r1, r2 in pairs:
         pair = wide[[r1, r2]].dropna()
         a, b = pair[r1].to_numpy(), pair[r2].to_numpy()
-        p, _ = permutation_test(a, b, permutations=permutations, rng=rng)
-        raw.append((float((b - a).mean()) if len(a) else 0.0, p))
-    adjusted = adjust([p for _, p in raw], correction)
-    return {pair: PairTest(d, p, float(pa)) for pair, (d, p), pa in zip(pairs, raw, adjusted)}
+        p, exact = permutation_test(a, b, permutations=permutations, rng=rng)
+        raw.append((float((b - a).mean()) if len(a) else 0.0, p, mc_se(p, permutations, exact)))
+    adjusted = adjust([p for _, p, _ in raw], correction)
+    return {
+        pair: PairTest(d, p, float(pa), scaled_se(p, float(pa), se))
+        for pair, (d, p, se), pa in zip(pairs, raw, adjusted)
+    }
 
 
 @dataclass(frozen=True)
@@ -453,6 +471,10 @@ def ranking_agreement(
                 "delta_b": tb.delta,
                 "p_adjusted_a": ta.p_adjusted,
                 "p_adjusted_b": tb.p_adjusted,
+                "p_adjusted_se_a": ta.p_adjusted_se,
+                "p_adjusted_se_b": tb.p_adjusted_se,
+                # either side within MC_FLIP_SE Monte-Carlo errors of alpha: another seed could undo the flip
+                "monte_carlo_could_flip": ta.could_flip(alpha) or tb.could_flip(alpha),
             }
         )
     return RankingAgreement(
@@ -473,5 +495,8 @@ def ranking_agreement(
             "permutations": permutations,
             "seed": seed,
             "alpha": alpha,
+            "monte_carlo_se": "p_adjusted_se = sqrt(p (1 - p) / permutations) (0 when exact), scaled as the "
+            f"correction scales p; a flip with either p_adjusted within {MC_FLIP_SE:g} errors of alpha may not "
+            "survive another seed (monte_carlo_could_flip)",
         },
     )

@@ -30,11 +30,14 @@ from toolkit.errors import ConfigError, InputFormatError, ProvenanceMismatchErro
 from toolkit.evaluation.intervals import check_ci_options
 from toolkit.evaluation.significance import (
     CORRECTIONS,
+    MC_FLIP_SE,
     TESTS,
     Comparison,
     adjust,
     comparability,
     compare_table,
+    mc_se,
+    scaled_se,
     tukey_hsd,
 )
 
@@ -188,7 +191,13 @@ def run_tests(
         fam = [c for c in tests if c.measure == measure]
         raw = [getattr(c, key) for c in fam]
         adjusted = raw if test == "tukey" else adjust(raw, correction)
-        out += [replace(c, p_adjusted=float(p)) for c, p in zip(fam, adjusted)]
+        for c, p_raw, p in zip(fam, raw, adjusted):
+            se = 0.0  # the t-test's p-value has no Monte-Carlo error
+            if test == "randomization":
+                se = scaled_se(p_raw, float(p), c.p_permutation_se)
+            elif test == "tukey":
+                se = mc_se(float(p_raw), permutations)
+            out.append(replace(c, p_adjusted=float(p), p_adjusted_se=se))
     return out
 
 
@@ -243,6 +252,9 @@ def compare_doc(
             "random sign flips (exact enumeration when 2^n <= that), p = (1 + hits) / (1 + N)",
             "permutations": permutations,
             "seed": seed,
+            "monte_carlo_se": "p_permutation_se = sqrt(p (1 - p) / permutations) (0 when exact); p_adjusted_se: that "
+            "error scaled as the correction scales p (Tukey: its own sqrt(p (1 - p) / permutations)); a verdict "
+            f"within {MC_FLIP_SE:g} errors of alpha says another seed could flip it",
             "rng": "numpy.random.default_rng(seed) per baseline, consumed measure by measure, run by run",
             "test": test,
             "family": family,

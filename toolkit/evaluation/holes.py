@@ -1,5 +1,5 @@
 """The holes in the judgments, quantified: the lowest and highest value a measure can take over every labelling of
-a run's unjudged documents.
+a run's unjudged documents: those in the top k (``over="top-k"``), or every one it retrieved (``"retrieved"``).
 
 trec_eval counts an unjudged document (absent from the qrels, or with a negative label) as non-relevant, so a
 low score may be a judging gap rather than a ranking failure. For each query, the unjudged documents among the
@@ -21,6 +21,19 @@ labelling (the labelled documents join the qrels), and the extremes are kept:
   min DCG / max ideal DCG and max DCG / min ideal DCG (still bounds, not attained), and ``exact`` says so.
   Gains are the settings' (``--gain``), the discount trec_eval's log2.
 
+What the bounds range over (``over``, ``HOLES_OVER``):
+
+- ``top-k`` (the default, ``--holes``): the unjudged documents in the top k; the ideal ranking is computed from
+  the judged documents plus those holes. Unjudged documents the run ranks below k are left out of both, so the
+  bounds are those of "the top-k holes labelled", not of every labelling of the run's unjudged documents.
+- ``retrieved`` (``--holes-over retrieved``): every unjudged document the run retrieved (all its lines, or the top
+  ``-M``), the ideal recomputed. A hole below k cannot enter the top k, so it only joins the ideal ranking
+  (nDCG) or the relevant count (recall): the lowest value labels every such hole at the scale's top label
+  (largest ideal / relevant count), the highest labels them non-relevant (the top-k highest). P.k is the same
+  under both. Exact wherever the top-k bounds are.
+
+A query with no hole in what the bounds range over has min = max = trec_eval's value and gap exactly 0.
+
 Beside them: trec_eval's value (holes as non-relevant), always within the bounds, and the judged-only value
 (``-J``: holes removed before ranking, "condensed lists", Sakai 2007). Means over queries of the per-query
 extremes are the extremes of the mean (each query's holes are labelled independently). Two runs share
@@ -41,6 +54,16 @@ from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.errors import ConfigError
 
 SUPPORTED = ("ndcg_cut", "P", "recall")
+#: What the bounds range over: the holes in the top k, or every unjudged document the run retrieved.
+HOLES_OVER = ("top-k", "retrieved")
+#: The words every output uses for each (``--holes``, ``--holes-over retrieved``).
+OVER_WORDS = {
+    "top-k": "every labelling of the unjudged documents in the top k (the ideal ranking from the judged documents "
+    "plus those)",
+    "retrieved": "every labelling of every unjudged document the run retrieved (the ideal ranking recomputed)",
+}
+#: Short form, for verdicts and table notes.
+OVER_SHORT = {"top-k": "the top-k holes", "retrieved": "the retrieved holes"}
 MAX_MULTISETS = 200_000
 COLUMNS = ("value", "min", "max", "condensed", "gap", "unjudged", "exact")
 
@@ -48,10 +71,11 @@ COLUMNS = ("value", "min", "max", "condensed", "gap", "unjudged", "exact")
 @dataclass(frozen=True)
 class HoleBounds:
     """One measure's bounds: ``per_query`` (index query_id; columns value = trec_eval's, min, max, condensed =
-    judged-only, gap = max - min, unjudged = holes in the top k, exact = whether min/max are attained)."""
+    judged-only, gap = max - min, unjudged = the holes the bounds range over (``over``), exact = whether min/max are attained)."""
 
     measure: str
     per_query: pd.DataFrame
+    over: str = "top-k"
 
     def mean(self) -> dict[str, float]:
         """Means over the evaluated queries of value, min, max, condensed and gap."""
@@ -138,9 +162,18 @@ def _query_tables(qrels: Qrels, run: Run, k: int, score_precision: str):
     return tops, labels
 
 
-def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, HoleBounds]:
+def check_over(over: str) -> str:
+    """``over`` when it is one of ``HOLES_OVER``, else a ConfigError naming the choices."""
+    if over not in HOLES_OVER:
+        raise ConfigError(f"hole bounds range over one of {', '.join(HOLES_OVER)}, not {over!r}")
+    return over
+
+
+def hole_bounds(qrels: Qrels, run: Run, measures, settings=None, over: str = "top-k") -> dict[str, HoleBounds]:
     """Bounds of every ``ndcg_cut``, ``P`` and ``recall`` measure in ``measures`` (parsed ``Measure``s) for
-    ``run``, on the queries trec_eval evaluates under ``settings`` (see the module docstring)."""
+    ``run``, on the queries trec_eval evaluates under ``settings``, over the labellings of the holes ``over``
+    names (``top-k`` or ``retrieved``; see the module docstring)."""
+    check_over(over)
     from toolkit.evaluation.evaluate import evaluate
     from toolkit.measures.names import Discount, EvalSettings
 
@@ -162,6 +195,9 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, Ho
     scale = _scale(qrels)
     level = settings.relevance_level
     out: dict[str, HoleBounds] = {}
+    all_tops: dict = {}
+    if over == "retrieved":  # every document of the run (its top -M), in trec_eval order
+        all_tops, _ = _query_tables(qrels, run, settings.max_docs or _everything(run), settings.score_precision)
     for m in chosen:
         k = int(m.cutoff)
         k_eff = min(k, settings.max_docs) if settings.max_docs is not None else k
@@ -171,6 +207,8 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, Ho
             lab = labels.get(qid, {})
             docs = tops.get(qid, [])
             holes = [i + 1 for i, d in enumerate(docs) if d not in lab]
+            # holes ranked below k (``retrieved`` only): they join the ideal ranking / the relevant count
+            d_deep = sum(1 for d in all_tops.get(qid, [])[len(docs) :] if d not in lab) if over == "retrieved" else 0
             value = float(wide.at[qid, m.name])
             if m.family == "P":
                 rel = sum(1 for d in docs if lab.get(d, -1) >= level)
@@ -180,21 +218,38 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, Ho
                 big_r = sum(1 for v in lab.values() if v >= level)
                 rel = sum(1 for d in docs if lab.get(d, -1) >= level)
                 x = len(holes) if scale[-1] >= level else 0
-                lo = rel / big_r if big_r else 0.0
+                y = d_deep if scale[-1] >= level else 0
+                lo = rel / (big_r + y) if big_r + y else 0.0
                 hi = (rel + x) / (big_r + x) if big_r + x else 0.0
                 exact = True
             else:
                 gain = settings.gain.value
                 judged_gains = np.array([gain(v) for v in lab.values()], dtype=np.float64)
                 top_gains = np.array([gain(lab[d]) if d in lab else 0.0 for d in docs], dtype=np.float64)
-                lo, hi, exact = ndcg_bounds(judged_gains, top_gains, np.array(holes), [gain(v) for v in scale], k)
-            # the all-non-relevant labelling is trec_eval's own: keep its exact bits inside the bounds
+                gains = [gain(v) for v in scale]
+                lo, hi, exact = ndcg_bounds(judged_gains, top_gains, np.array(holes), gains, k)
+                if d_deep:  # the lowest: every deep hole at the top label, the largest ideal
+                    pool = np.concatenate([judged_gains, np.full(d_deep, max(gains))])
+                    lo, _, exact_lo = ndcg_bounds(pool, top_gains, np.array(holes), gains, k)
+                    exact = exact and exact_lo
+            # the all-non-relevant labelling is trec_eval's own: keep its exact bits inside the bounds, and a
+            # bound no hole can move is that value itself (a gap of exactly 0, not a rounding residue)
+            if not holes:
+                hi = value
+            if not holes and not d_deep:
+                lo = value
             lo, hi = min(lo, value), max(hi, value)
             cval = float(cwide.at[qid, m.name]) if qid in cwide.index else 0.0
-            rows.append((qid, value, lo, hi, cval, hi - lo, len(holes), exact))
+            rows.append((qid, value, lo, hi, cval, hi - lo, len(holes) + d_deep, exact))
         table = pd.DataFrame(rows, columns=[QUERY_ID, *COLUMNS]).set_index(QUERY_ID)
-        out[m.name] = HoleBounds(m.name, table)
+        out[m.name] = HoleBounds(m.name, table, over)
     return out
+
+
+def _everything(run: Run) -> int:
+    """A depth that keeps every line of the run (its longest ranking)."""
+    sizes = run.frame.groupby(QUERY_ID, sort=False).size()
+    return int(sizes.max()) if len(sizes) else 1
 
 
 SUFFIXES = ("min", "max", "condensed")
@@ -224,11 +279,20 @@ def with_hole_lines(text: str, bounds: dict[str, HoleBounds]) -> str:
     return "\n".join(out) + "\n" if out else ""
 
 
-def holes_json(bounds: dict[str, HoleBounds], per_query: bool) -> dict:
-    """``{measure: {"all": {value, min, max, condensed, gap}, "exact": bool[, "per_query": {qid: {...}}]}}``."""
+def holes_header(bounds: dict[str, HoleBounds]) -> str:
+    """The text output's header line: what ``NAME_min`` / ``NAME_max`` range over, and ``NAME_condensed``."""
+    overs = dict.fromkeys(b.over for b in bounds.values())
+    what = "; ".join(f"{OVER_WORDS[o]} (--holes-over {o})" for o in overs)
+    return f"holes: NAME_min, NAME_max = the lowest and highest value over {what}; NAME_condensed = judged only (-J)"
+
+
+def holes_json(bounds: dict[str, HoleBounds], per_query: bool, labels: dict[str, str] | None = None) -> dict:
+    """``{measure: {"over", "what", "all": {value, min, max, condensed, gap}, "exact": bool[, "per_query": {qid:
+    {...}}]}}``; ``labels`` ({printed name: label}) keys the measures as the user asked for them."""
     doc: dict = {}
+    names = labels or {}
     for name, b in bounds.items():
-        entry: dict = {"all": b.mean(), "exact": b.exact}
+        entry: dict = {"over": b.over, "what": OVER_WORDS[b.over], "all": b.mean(), "exact": b.exact}
         if per_query:
             entry["per_query"] = {
                 str(q): {
@@ -238,7 +302,7 @@ def holes_json(bounds: dict[str, HoleBounds], per_query: bool) -> dict:
                 }
                 for q, row in b.per_query.iterrows()
             }
-        doc[name] = entry
+        doc[names.get(name, name)] = entry
     return doc
 
 
@@ -248,11 +312,16 @@ def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 
 __all__ = [
+    "HOLES_OVER",
     "MAX_MULTISETS",
+    "OVER_SHORT",
+    "OVER_WORDS",
     "SUFFIXES",
     "SUPPORTED",
     "HoleBounds",
+    "check_over",
     "hole_bounds",
+    "holes_header",
     "holes_json",
     "ndcg_bounds",
     "overlap",

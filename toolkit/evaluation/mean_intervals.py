@@ -122,6 +122,14 @@ def with_ci_lines(text: str, ci: MeanIntervals) -> str:
     return "\n".join(out) + "\n" if out else ""
 
 
+def ci_header(ci: MeanIntervals) -> str:
+    """The text output's header line: what ``NAME_ci_low`` / ``NAME_ci_high`` are, how computed."""
+    return (
+        f"ci: NAME_ci_low, NAME_ci_high = {ci.level:g} bootstrap interval of the mean over {ci.queries} queries; "
+        f"method {ci.method}, {ci.resamples} resamples, seed {ci.seed}"
+    )
+
+
 def ci_json(ci: MeanIntervals, labels: dict[str, str] | None = None) -> dict:
     """``{level, method, resamples, seed, queries, what, measures: {label: {mean, ci_low, ci_high}}}``."""
     names = labels or {}
@@ -156,6 +164,7 @@ __all__ = [
     "SUFFIXES",
     "MeanIntervals",
     "check_interval_request",
+    "ci_header",
     "ci_json",
     "mean_intervals",
     "with_ci_columns",

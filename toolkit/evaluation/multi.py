@@ -105,13 +105,17 @@ def wide_table(results: list[tuple[str, EvalResult]], per_query: bool = False) -
 
 
 def render_csv_many(
-    results: list[tuple[str, EvalResult]], per_query: bool, provenance: bool, intervals: dict | None = None
+    results: list[tuple[str, EvalResult]],
+    per_query: bool,
+    provenance: bool,
+    intervals: dict | None = None,
+    labels: dict[str, str] | None = None,
 ) -> str:
     """The wide table as CSV at full precision (``repr`` of each double); provenance as '#' lines.
 
     An empty cell is a value that does not exist (a summary-only measure on a query row) or is
     not finite, as ``null`` in the JSON form. ``intervals`` ({run: ``mean_intervals.MeanIntervals``}, ``eval
-    --ci``) adds ``NAME_ci_low`` and ``NAME_ci_high`` columns after each measure's, filled on the 'all' rows."""
+    --ci``) adds ``NAME_ci_low`` and ``NAME_ci_high`` columns after each measure's, filled on the 'all' rows; ``labels`` (result name -> label) names the columns as the measures were asked."""
     from toolkit.guard.escape import CSV_LINE_END, csv_newlines
 
     head = ""
@@ -123,6 +127,12 @@ def render_csv_many(
         from toolkit.evaluation.mean_intervals import with_ci_columns
 
         table = with_ci_columns(table, intervals)
+    if labels:  # the columns named as the measures were asked for (NAME_ci_low after NAME's label too)
+        suffixed = {f"{n}_{s}": f"{lab}_{s}" for n, lab in labels.items() for s in ("ci_low", "ci_high")}
+        table = table.rename(columns={**labels, **suffixed})
+        asked = [c for lab in labels.values() for c in (lab, f"{lab}_ci_low", f"{lab}_ci_high") if c in table.columns]
+        lead = [c for c in ("run", "query_id") if c in table.columns]
+        table = table[lead + asked + [c for c in table.columns if c not in lead and c not in asked]]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator=CSV_LINE_END)  # a cell holding any line break is quoted
     w.writerow([_cell(c) for c in table.columns])
@@ -140,27 +150,38 @@ def _cell(v) -> str:
     return "" if v is None or v is pd.NA else csv_text(str(v))
 
 
-def render_json_many(results: list[tuple[str, EvalResult]], per_query: bool, intervals: dict | None = None) -> str:
-    """{"measures": [...], "runs": [{"run", "provenance", "all", ["per_query"], ["ci"]}]} at full precision; ``ci``
-    (``mean_intervals.ci_json``) with ``intervals`` ({run: ``MeanIntervals``}, ``eval --ci``)."""
+def render_json_many(
+    results: list[tuple[str, EvalResult]],
+    per_query: bool,
+    intervals: dict | None = None,
+    labels: dict[str, str] | None = None,
+    holes: dict | None = None,
+) -> str:
+    """{"measures": [...], ["labels": {...}], "runs": [{"run", "provenance", "all", ["per_query"], ["ci"],
+    ["holes"]}]} at full precision, each run's part what ``trec_format.render_json`` gives one run: the measures
+    keyed by ``labels`` (result name -> label, as the user asked for them), as a single run's are; ``ci``
+    (``mean_intervals.ci_json``) with ``intervals`` ({run: ``MeanIntervals``}, ``eval --ci``); ``holes``
+    (``holes.holes_json``) with ``holes`` ({run: {measure: ``HoleBounds``}}, ``eval --holes``)."""
+    from toolkit.evaluation.trec_format import render_json
+
     runs = []
+    top: dict = {"measures": [], "runs": runs}
     for name, r in results:
-        summary = {k: _number(v) for k, v in r.aggregate.items()}
-        if any(m.family == "runid" for m in r.measures):
-            summary["runid"] = r.runid
-        doc: dict = {"run": name, "provenance": r.provenance, "all": summary}
+        one = json.loads(render_json(r, per_query, labels))
+        if not top["measures"]:
+            top["measures"] = one["measures"]
+            if "labels" in one:
+                top["labels"] = one["labels"]
+        doc: dict = {"run": name, "provenance": one["provenance"], "all": one["all"]}
         if per_query:
-            rows: dict = {}
-            for q, g in r.per_query.groupby("query_id", sort=True):
-                rows[str(q)] = {m: _number(v) for m, v in zip(g["measure"], g["value"])}
-            for mname, per in r.strings.items():
-                for q, text in per.items():
-                    rows.setdefault(str(q), {})[mname] = text
-            doc["per_query"] = rows
+            doc["per_query"] = one.get("per_query", {})
         if intervals and intervals.get(name) is not None:
             from toolkit.evaluation.mean_intervals import ci_json
 
-            doc["ci"] = ci_json(intervals[name])
+            doc["ci"] = ci_json(intervals[name], labels)
+        if holes and holes.get(name):
+            from toolkit.evaluation.holes import holes_json
+
+            doc["holes"] = holes_json(holes[name], per_query, labels)
         runs.append(doc)
-    measures = [m.name for m in results[0][1].measures] if results else []
-    return json.dumps({"measures": measures, "runs": runs}, indent=2) + "\n"
+    return json.dumps(top, indent=2) + "\n"

@@ -54,6 +54,10 @@ Definitions (d_i = b_i - a_i, n queries):
   is p = (1 + #{range* >= |mean_b - mean_a|}) / (1 + permutations). One null distribution (the largest
   difference any pair could show by chance) serves every pair, so these p-values already control the
   family-wise error over all pairs and take no further correction.
+- **Monte-Carlo standard error** of a sampled p-value (randomization test, randomised Tukey HSD):
+  se = sqrt(p (1 - p) / B) for B random permutations (0 when every sign vector was enumerated). A corrected
+  p-value carries the error scaled as the correction scales that p-value (p_adjusted / p). Within
+  ``MC_FLIP_SE`` standard errors of alpha, another seed could give the other decision: the verdict says so.
 - **win / tie / loss** of the system against the baseline: d_i > eps, |d_i| <= eps,
   d_i < -eps, with eps = 0 by default (values of the same ranking are
   bit-identical, so exact ties are real ties).
@@ -88,6 +92,31 @@ TESTS = {
 DEFAULT_PERMUTATIONS = 10_000
 DEFAULT_SEED = 42
 _REL_TOL = 1e-9
+#: A sampled p-value within this many Monte-Carlo standard errors of alpha could fall on either side of it.
+MC_FLIP_SE = 3.0
+
+
+def mc_se(p: float, permutations: int, exact: bool = False) -> float:
+    """The Monte-Carlo standard error sqrt(p (1 - p) / B) of a p-value from ``permutations`` random draws; 0 when
+    ``exact`` (every assignment enumerated)."""
+    if exact or permutations < 1 or not 0.0 <= p <= 1.0:
+        return 0.0
+    return math.sqrt(p * (1.0 - p) / permutations)
+
+
+def scaled_se(p: float, p_adjusted: float, se: float) -> float:
+    """``se`` of a raw p carried to its corrected value (scaled as the correction scales p; capped where the
+    corrected value is 1, since it cannot move further up)."""
+    if se == 0.0 or p <= 0.0:
+        return 0.0
+    return se * (p_adjusted / p)
+
+
+def could_flip(p: float, se: float, alpha: float) -> bool:
+    """Whether a p-value with Monte-Carlo error ``se`` lies within ``MC_FLIP_SE`` errors of ``alpha``."""
+    return se > 0.0 and abs(p - alpha) <= MC_FLIP_SE * se
+
+
 _CHUNK = 2_000  # sign vectors per batch: bounds memory at CHUNK x n
 
 
@@ -305,6 +334,9 @@ class Comparison:
     p_tukey: float | None = None  # randomised Tukey HSD (all-pairs families only)
     p_wilcoxon: float = math.nan  # Wilcoxon signed-rank test (scipy.stats.wilcoxon's defaults)
     p_sign: float = math.nan  # exact sign test over the queries with a non-zero difference
+    permutations: int = DEFAULT_PERMUTATIONS  # random sign flips drawn (when not exact)
+    p_permutation_se: float = 0.0  # Monte-Carlo standard error of p_permutation (0 when exact)
+    p_adjusted_se: float = 0.0  # that error carried to p_adjusted (0 for the t-test's)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -373,6 +405,8 @@ def compare_table(
                     "p_ttest": p_t,
                     "p_permutation": p_perm,
                     "permutation_exact": exact,
+                    "permutations": permutations,
+                    "p_permutation_se": mc_se(p_perm, permutations, exact),
                     "wins": w,
                     "ties": ti,
                     "losses": lo,
@@ -384,7 +418,12 @@ def compare_table(
                 }
             )
         adjusted = adjust([r["p_permutation"] for r in rows], correction)
-        out += [Comparison(p_adjusted=float(pa_), **r) for r, pa_ in zip(rows, adjusted)]
+        out += [
+            Comparison(
+                p_adjusted=float(pa_), p_adjusted_se=scaled_se(r["p_permutation"], pa_, r["p_permutation_se"]), **r
+            )
+            for r, pa_ in zip(rows, adjusted)
+        ]
     return out
 
 

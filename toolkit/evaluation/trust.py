@@ -2,7 +2,8 @@
 
 For a comparison (``significance.Comparison.as_dict``'s keys: ``delta``, ``ci_low``, ``ci_high``, ``d_z``,
 ``p_adjusted``) and, where known, the hole bounds of its two systems (``holes.HoleBounds.mean()``'s ``min`` and
-``max``: the lowest and highest mean over every labelling of their unjudged documents):
+``max``: the lowest and highest mean over every labelling of their holes: those in the top k, or with
+``over="retrieved"`` every unjudged document each retrieved; the verdict's words say which):
 
 - ``direction``: ``better`` / ``worse`` / ``equal``, the sign of the difference (system - baseline);
 - ``baseline_bounds`` and ``bounds``: [lowest, highest] mean of the baseline and of the system (None when the
@@ -10,7 +11,7 @@ For a comparison (``significance.Comparison.as_dict``'s keys: ``delta``, ``ci_lo
 - ``bounds_overlap``: whether the two intervals of possible values share a value (some labelling of the holes
   could erase or reverse the difference); None without bounds;
 - ``verdict``: the one line of ``verdict.verdict`` (``+0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.0123: better;
-  bounds overlap: judge more before claiming it``).
+  bounds over the top-k holes overlap: judge more before claiming it``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ def mean_bounds(holes: Mapping | None) -> dict[str, Bounds]:
 
 
 def trust_fields(
-    result: Mapping, baseline_bounds: Bounds | None = None, bounds: Bounds | None = None, alpha: float = 0.05
+    result: Mapping,
+    baseline_bounds: Bounds | None = None,
+    bounds: Bounds | None = None,
+    alpha: float = 0.05,
+    over: str = "top-k",
 ) -> dict:
     """The fields of the module docstring for one comparison."""
     both = baseline_bounds is not None and bounds is not None
@@ -57,7 +62,7 @@ def trust_fields(
         "baseline_bounds": list(baseline_bounds) if baseline_bounds is not None else None,
         "bounds": list(bounds) if bounds is not None else None,
         "bounds_overlap": overlap(baseline_bounds, bounds) if both else None,  # type: ignore[arg-type]
-        "verdict": verdict(result, alpha, pair),  # type: ignore[arg-type]
+        "verdict": verdict(result, alpha, pair, over),  # type: ignore[arg-type]
     }
 
 
@@ -86,25 +91,32 @@ def dz_text(r: Mapping) -> str:
         return str(v)
 
 
-def attach_to_doc(doc: dict, bounds_by_run: Mapping[str, Mapping[str, Bounds]] | None, alpha: float = 0.05) -> dict:
+def attach_to_doc(
+    doc: dict, bounds_by_run: Mapping[str, Mapping[str, Bounds]] | None, alpha: float = 0.05, over: str = "top-k"
+) -> dict:
     """``compare``'s JSON document with the fields of the module docstring in every result (in place; returned),
-    and, with bounds, ``holes``: ``{measure: {run: [lowest, highest]}}``."""
+    and, with bounds, ``holes``: ``{measure: {run: [lowest, highest]}}``, and what they range over
+    (``tests.holes_over``, ``tests.holes``)."""
+    from toolkit.evaluation.holes import OVER_SHORT, OVER_WORDS
+
     by_run = bounds_by_run or {}
     by_baseline = doc.get("results_by_baseline") or {doc["baseline"]: doc["results"]}
     for base, per_measure in by_baseline.items():
         for measure, per_run in per_measure.items():
             for run, r in per_run.items():
-                r.update(trust_fields(r, by_run.get(base, {}).get(measure), by_run.get(run, {}).get(measure), alpha))
+                b_base, b_run = by_run.get(base, {}).get(measure), by_run.get(run, {}).get(measure)
+                r.update(trust_fields(r, b_base, b_run, alpha, over))
     if by_run:
         doc["holes"] = {
             m: {run: list(b[m]) for run, b in by_run.items() if m in b}
             for m in doc.get("measures", [])
             if any(m in b for b in by_run.values())
         }
+        doc["tests"]["holes_over"] = over
         doc["tests"]["holes"] = (
-            "per run, the lowest and highest mean over every labelling of its unjudged documents in the top k "
-            "(toolkit.evaluation.holes); bounds_overlap: the two runs' intervals of possible values overlap, so "
-            "some labelling of the holes could erase or reverse the difference"
+            f"per run, the lowest and highest mean over {OVER_WORDS[over]} (toolkit.evaluation.holes); "
+            f"bounds_overlap: the two runs' intervals of possible values overlap, so some labelling of "
+            f"{OVER_SHORT[over]} could erase or reverse the difference"
         )
     return doc
 

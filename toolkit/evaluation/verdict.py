@@ -1,20 +1,28 @@
 """One line per comparison that says how far to trust it: the difference, its interval, its effect size, the
 test's verdict and, where the hole bounds are known, whether the unjudged documents could explain it.
 
-    +0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.0123: better; bounds overlap: judge more before claiming it
+    +0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.0123: better; bounds over the top-k holes overlap: judge more
+    before claiming it
 
 The rules, in order: an adjusted p-value below alpha is "better" or "worse" (by the sign of the difference),
 else "no significant difference"; an interval that excludes 0 while the adjusted p-value does not pass says so
 (the interval is not corrected for the family). When the intervals of possible values of the two systems
-(``holes.HoleBounds``: the lowest and highest mean over every labelling of their unjudged documents) overlap,
-"bounds overlap: judge more before claiming it" is added: some labelling of the holes reverses or erases the
-difference. Disjoint intervals add "bounds disjoint: the holes cannot explain it".
+(``holes.HoleBounds``: the lowest and highest mean over every labelling of their holes, ``over`` the top-k holes
+or every retrieved one: the words say which) overlap, "bounds over the top-k holes overlap: judge more before
+claiming it" is added: some labelling of those holes reverses or erases the difference. Disjoint intervals add
+"bounds over the top-k holes disjoint: no labelling of the top-k holes explains it" (with ``--holes-over
+retrieved``: "the retrieved holes"), which says nothing of documents the bounds did not range over.
+A sampled p-value (randomization test, Tukey HSD) within ``significance.MC_FLIP_SE`` Monte-Carlo standard errors
+(``p_adjusted_se``) of alpha says that another seed could flip the decision.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+
+from toolkit.evaluation.holes import OVER_SHORT
+from toolkit.evaluation.significance import MC_FLIP_SE, could_flip
 
 
 def _num(x) -> float:
@@ -28,6 +36,7 @@ def verdict(
     result: Mapping,
     alpha: float = 0.05,
     bounds: tuple[tuple[float, float], tuple[float, float]] | None = None,
+    over: str = "top-k",
 ) -> str:
     """The verdict of one comparison (``significance.Comparison.as_dict``'s keys); ``bounds`` = ((baseline's
     lowest, highest mean), (system's lowest, highest mean)) over the labellings of their unjudged documents."""
@@ -44,12 +53,19 @@ def verdict(
         text += ": no significant difference"
         if not math.isnan(lo) and (lo > 0 or hi < 0):
             text += " (the uncorrected interval excludes 0)"
+    se = _num(result.get("p_adjusted_se"))
+    if not math.isnan(se) and could_flip(p, se, alpha):
+        text += (
+            f" (Monte-Carlo error: p_adj {p:.4g} +- {se:.2g} lies within {MC_FLIP_SE:g} standard errors of "
+            f"alpha {alpha:g}, so another seed could flip this; use more permutations)"
+        )
     if bounds is not None:
         (a_lo, a_hi), (b_lo, b_hi) = bounds
+        holes = OVER_SHORT[over]
         if a_lo <= b_hi and b_lo <= a_hi:
-            text += "; bounds overlap: judge more before claiming it"
+            text += f"; bounds over {holes} overlap: judge more before claiming it"
         else:
-            text += "; bounds disjoint: the holes cannot explain it"
+            text += f"; bounds over {holes} disjoint: no labelling of {holes} explains it"
     return text
 
 

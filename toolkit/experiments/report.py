@@ -79,9 +79,9 @@ def trust_html(table: pd.DataFrame, primary: str, measures: list[str] | None = N
             else '<p class="muted">'
             + esc(
                 "Difference to the baseline [bootstrap interval], effect size d_z, corrected p-value and the verdict; "
-                "bounds: the lowest and highest mean over every labelling of the unjudged documents in the top k "
-                "(ndcg_cut.k, P.k, recall.k), and whether they overlap the baseline's (the holes could explain the "
-                "difference)."
+                "bounds: the lowest and highest mean over every labelling of the unjudged documents in the top k, "
+                "the ideal ranking from the judged documents plus those (ndcg_cut.k, P.k, recall.k), and whether "
+                "they overlap the baseline's (the top-k holes could explain the difference)."
             )
             + "</p>"
         )

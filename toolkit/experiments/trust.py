@@ -5,8 +5,8 @@ Columns added to ``results.csv`` (and shown on ``index.html``) for each measure 
 configuration's unjudged documents in the top k (``evaluation.holes``); for every configuration tested against
 the baseline: ``direction_M`` (better / worse / equal), ``bounds_overlap_M`` (its interval of possible values
 and the baseline's overlap: the holes could explain the difference; empty without bounds) and ``verdict_M``, the
-one line of ``evaluation.verdict`` (``+0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.0123: better; bounds overlap:
-judge more before claiming it``). Without bounds (another measure) the verdict has no bounds clause. The first
+one line of ``evaluation.verdict`` (``+0.0210 [0.0080, 0.0340], d_z 0.41, p_adj 0.0123: better; bounds over the
+top-k holes overlap: judge more before claiming it``). Without bounds (another measure) the verdict has no bounds clause. The first
 measure's columns come first, then the others' in the table's measure order."""
 
 from __future__ import annotations

@@ -45,11 +45,17 @@ def compare_text(doc: dict) -> str:
 
     t = doc["tests"]
     key = TESTS.get(t.get("test", "randomization"), "p_permutation")
+    all_pairs = t.get("family") == "all-pairs"
     lines = [
-        f"# baseline: {', '.join(doc.get('baselines') or [doc['baseline']])}",
-        f"# tests: paired t-test; randomization test, {t['permutations']} permutations, seed {t['seed']}; "
+        f"# all pairs of: {', '.join(doc['runs'])}"
+        if all_pairs
+        else f"# baseline: {', '.join(doc.get('baselines') or [doc['baseline']])}",
+        f"# tests: paired t-test; randomization test, {t['permutations']} permutations, seed {t['seed']}"
+        + (f"; randomised Tukey HSD, {t['permutations']} permutations, seed {t['seed']}" if all_pairs else "")
+        + "; "
         + _CHOSEN.get(key, "")
-        + f"correction: {t['correction']} (on {key}, per measure, family: {t.get('family', 'baseline')})",
+        + f"correction: {t['correction']} (on {key}, per measure, family: {t.get('family', 'baseline')}); "
+        f"Monte-Carlo error of a sampled p: sqrt(p (1 - p) / permutations)",
     ]
     if t.get("ci"):
         ci = t["ci"]
@@ -58,9 +64,12 @@ def compare_text(doc: dict) -> str:
             f"{ci['seed']}; d_z = mean / sd of the per-query differences; verdict at p_adj < 0.05"
         )
     if doc.get("holes"):
+        from toolkit.evaluation.holes import OVER_SHORT, OVER_WORDS
+
+        over = t.get("holes_over", "top-k")
         lines.append(
-            "# bounds: each run's lowest and highest mean over every labelling of its unjudged documents; "
-            "'bounds overlap': the holes could explain the difference"
+            f"# bounds: each run's lowest and highest mean over {OVER_WORDS[over]} (--holes-over {over}); "
+            f"'bounds over {OVER_SHORT[over]} overlap': those holes could explain the difference"
         )
     for run, same in (doc.get("identical") or {}).items():
         lines.append(f"# left out of the family: {run} (identical per-query values to {same})")
@@ -76,7 +85,9 @@ def compare_text(doc: dict) -> str:
     by_baseline = doc.get("results_by_baseline") or {doc["baseline"]: doc["results"]}
     for measure, base, per_run in ((m, b, res[m]) for b, res in by_baseline.items() for m in res):
         first = next(iter(per_run.values()))
-        lines.append(f"{measure:<14} {names[base]:<40} {first['baseline_mean']:>7.4f} {'(base)':>8}")
+        lines.append(
+            f"{measure:<14} {names[base]:<40} {first['baseline_mean']:>7.4f} {'(ref)' if all_pairs else '(base)':>8}"
+        )
         for run, r in per_run.items():
             lines.append(
                 f"{measure:<14} {names[run]:<40} {r['mean']:>7.4f} {r['delta']:>+8.4f} "
@@ -103,10 +114,13 @@ def test_notes(doc: dict, tests, baselines: list[str], systems: list[str], alpha
         f"Per test: the difference to the baseline, its {ci.get('level', 0.95):g} paired bootstrap interval{method} "
         f"in brackets, d_z, p_adj ({t['correction']} correction) and the verdict at p < {alpha:g}"
     )
+    over = t.get("holes_over", "top-k")
     if doc.get("holes"):
+        from toolkit.evaluation.holes import OVER_SHORT, OVER_WORDS
+
         head += (
-            "; bounds: each system's lowest and highest mean over every labelling of its unjudged documents "
-            "(overlapping bounds: the holes could explain the difference)"
+            f"; bounds: each system's lowest and highest mean over {OVER_WORDS[over]} (overlapping bounds: "
+            f"{OVER_SHORT[over]} could explain the difference)"
         )
     by = {(c.baseline, c.run, c.measure): c for c in tests}
     by_baseline = doc.get("results_by_baseline") or {doc["baseline"]: doc["results"]}
@@ -121,7 +135,7 @@ def test_notes(doc: dict, tests, baselines: list[str], systems: list[str], alpha
                 trust = by_baseline.get(b, {}).get(m, {}).get(run, {})
                 lo, hi = trust.get("baseline_bounds"), trust.get("bounds")
                 pair = (tuple(lo), tuple(hi)) if lo is not None and hi is not None else None
-                line = f"{m}, {run} vs {b}: {verdict(c.as_dict(), alpha, pair)}"
+                line = f"{m}, {run} vs {b}: {verdict(c.as_dict(), alpha, pair, over)}"
                 if pair is not None:
                     line += f" (bounds {b} {bounds_text(lo)}, {run} {bounds_text(hi)})"
                 lines.append(line)

@@ -46,8 +46,9 @@ def trust_parts(diag) -> list[Part]:
         "d_z: mean of the per-query differences over their sample sd. "
         + (
             f"Bounds: each system's lowest and highest mean {holes['measure']} over every labelling of its "
-            "unjudged documents in the top k; where the two overlap, some labelling could erase or reverse the "
-            "difference (judge more before claiming it). "
+            "unjudged documents in the top k (the ideal ranking from the judged documents plus those); where the "
+            "two overlap, some labelling of the top-k holes could erase or reverse the difference (judge more "
+            "before claiming it). "
             if holes
             else "No hole bounds: they are computed for ndcg_cut.k, P.k and recall.k. "
         )
