@@ -67,3 +67,37 @@ def test_dl19_the_split_at_the_real_depth_against_the_longest_list(dl19_runs):
     assert real["lost_in_reranking"] < longest["lost_in_reranking"] - 0.05
     for m in (real, longest):
         assert m["lost_in_candidates"] + m["lost_in_reranking"] == pytest.approx(m["ideal"] - m["reranked"])
+
+
+def _with_foreign_queries(run, n=3, length=100):
+    """``run`` plus ``n`` queries the first stage and the qrels do not hold (unjudged: evaluation ignores
+    them), ``length`` documents each in no first-stage order."""
+    import pandas as pd
+
+    from toolkit.data.records import Run
+
+    extra = pd.DataFrame(
+        [(f"foreign{i}", f"f{i}d{r}", 1.0 / (r + 1)) for i in range(n) for r in range(length)],
+        columns=run.frame.columns,
+    )
+    return Run(frame=pd.concat([run.frame, extra], ignore_index=True), path="rv20+foreign.trec")
+
+
+@pytest.mark.data
+def test_dl19_foreign_queries_leave_the_detection_on_the_shared_queries(dl19_runs):
+    """The audit's case: a top-20 rank_llm-style run plus 3 queries BM25 lacks was detected on 43 of 46
+    queries, under the 95 % rule, and diagnosed as a rerank of its longest list (lost in candidates 0.1078).
+    The detection reads the 43 shared queries: depth 20, lost in candidates 0.2738."""
+    qrels, bm25, shuffled, _ = dl19_runs
+    run = _with_foreign_queries(shuffled)
+    det = detect_depth(bm25, run)
+    assert (det.depth, det.held, det.queries, det.foreign) == (20, 43, 43, 3)
+    assert det.describe().startswith("detected on 43 of 43 shared queries")
+    assert det.as_dict()["queries_only_in_reranked"] == 3
+    d = diagnose(qrels, bm25, {"rv20": run}, worst_n=0, permutations=200)
+    p = d.primary
+    assert (p.depth, p.depth_from) == (20, "detected")
+    assert round(p.decomposition.means()["lost_in_candidates"], 4) == 0.2738
+    assert any("rerank depth 20 detected on 43 of 43 shared queries" in n for n in d.notes)
+    rec = d.summary()["reranked_runs"][0]["depth_detection"]
+    assert (rec["shared_queries"], rec["held"], rec["queries_only_in_reranked"]) == (43, 43, 3)

@@ -129,3 +129,20 @@ def test_a_path_through_a_symlink_is_shown_as_given(runs, cli, monkeypatch, tmp_
     assert s["reranked_runs"][0]["run"] == str(link / "rv20a.trec")
     html = (runs / "o" / "index.html").read_text()
     assert str(link / "rv20a.trec") in html and str(runs.resolve() / "rv20a.trec") not in html
+
+
+def test_a_run_whose_depth_no_rule_gives_is_one_error_naming_it(runs, cli, monkeypatch):
+    """A run that holds documents the first stage lacks in most queries: no depth fits the rule; `diagnose`
+    stops with one Error: line naming the run and --depth NAME=K (once: its longest list, exit 0)."""
+    monkeypatch.chdir(runs)
+    lines = (runs / "rv20a.trec").read_text().splitlines(True)
+    (runs / "odd.trec").write_text("".join(line.replace(" Q0 ", " Q0 new-", 1) for line in lines))
+    res = cli(*_base(runs, "odd=odd.trec"), "--out", "x")
+    assert res.exit_code == 1, res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, res.output
+    assert "the rerank depth of odd (odd.trec) is not given and cannot be detected" in errors[0]
+    assert "Give it: --depth odd=K" in errors[0] and "Traceback" not in res.output
+    assert not (runs / "x").exists()
+    res = cli(*_base(runs, "odd=odd.trec"), "--depth", "odd=20", "--out", "x")
+    assert res.exit_code == 0, res.output

@@ -355,7 +355,7 @@ def _run_names(opts: dict) -> tuple[dict[str, str], dict]:
 def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, depths: list[int]):
     """The library's diagnosis of the named runs; a measure without a ceiling is a usage error of -m."""
     from toolkit.api.diagnosis import diagnose
-    from toolkit.errors import ConfigError
+    from toolkit.errors import ConfigError, DepthNotDetectedError
 
     listwise = True if _LISTWISE_ALL in opts["listwise"] else list(opts["listwise"])
     try:
@@ -388,7 +388,7 @@ def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, dept
             **api_options(s),
         )
     except ConfigError as exc:
-        if "measure" in str(exc) or "ceiling" in str(exc):
+        if not isinstance(exc, DepthNotDetectedError) and ("measure" in str(exc) or "ceiling" in str(exc)):
             raise click.BadParameter(exc.for_cli(), param_hint="'-m'") from None
         raise
 

@@ -14,9 +14,10 @@ from a run scores 0), or with ``complete=False`` the qrels queries that every ru
   judged@10 of every run at relevance level 1 (nDCG uses all grades as gains); R@N of every run at each rerank
   depth N it takes part in, at ``recall_level`` (2 for graded qrels: the TREC DL convention), and no other.
 - The rerank depth of each reranked run: given, else its sidecar's, else detected from the two runs (a run that
-  reranked the top k and repeats the first stage's ranks below k, as rank_llm writes it: ``depths.py``), else
-  its longest list. Runs given under one name are repeats of one system (``repeats.py``); how a listwise
-  reranker treats its candidates is read from the runs alone (``listwise.py``).
+  reranked the top k and repeats the first stage's ranks below k, as rank_llm writes it: ``depths.py``, on the
+  queries the two runs share), else an error naming the run (``DepthNotDetectedError``). Runs given under one
+  name are repeats of one system (``repeats.py``); how a listwise reranker treats its candidates is read from
+  the runs alone (``listwise.py``).
 - Rank-biased overlap (p = 0.9) and Kendall's tau on the top 10 between each reranked run and its first
   stage and between every two reranked runs (``agreement.py``).
 - Paired significance of M (``significance.py``): every reranked run against its first stage (for each first
@@ -540,7 +541,7 @@ def diagnose(
     ``first`` is a run or name -> run; ``reranked`` a run, name -> run, or name -> list of runs (repeats of one
     system, ``repeats.py``), or ``Reranked`` values that say all of it. Each is paired with the only first
     stage, or with the first stage whose candidates hold most of its documents. Its rerank depth: ``depth``
-    (one int for every run, or {name: depth}), else detected (``depths.detect_depth``), else its longest list.
+    (one int for every run, or {name: depth}), else detected (``depths.detect_depth``), else ``DepthNotDetectedError``.
     ``window`` and ``stride``: the sliding window of a listwise reranker, for the share of windows it returned
     in their input order (``listwise.py``). ``listwise`` names the reranked runs whose
     depth curve is an approximation. ``settings`` are the base evaluation settings (gain, discount, -M, -J,

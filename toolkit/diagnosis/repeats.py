@@ -52,15 +52,6 @@ def check_repeats(r: Any, detections: Sequence[DepthDetection]) -> None:
                 f"{d0}, {run.path} (repeat {i}) the top {det.depth}. Repeats of one system share a depth; give "
                 "the runs different names"
             )
-        if r.depth_from == "longest list" and _longest(run) != _longest(r.run):
-            raise ConfigError(
-                f"repeats of {r.name} have different depths (longest lists): {r.run.path} {_longest(r.run)}, "
-                f"{run.path} {_longest(run)}"
-            )
-
-
-def _longest(run) -> int:
-    return int(run.frame.groupby(QUERY_ID).size().max()) if len(run.frame) else 0
 
 
 def repeat_stats(values: Sequence[pd.Series]) -> dict:
