@@ -151,6 +151,9 @@ def test_dl19_half_a_run_its_missing_queries_are_labelled_missing_and_out_of_the
     assert m["lost_in_candidates"] == pytest.approx(hand_c, abs=1e-12)
     assert m["lost_in_reranking"] == pytest.approx(hand_r, abs=1e-12)
     assert m["reranked"] == pytest.approx(math.fsum(reranked.values()) / 21, abs=1e-12)
+    # the systems table and the headline keep -c: a missing query scores 0 there, over all 43
+    rr = next(x for x in s["systems"] if x["name"] == "half")
+    assert rr["means"]["ndcg_cut_10"] == pytest.approx(math.fsum(reranked.values()) / 43, abs=1e-12)
     # the missing queries are no one's worst or most hurt query
     assert not {w["query_id"] for w in d.worst} & set(dropped)
     assert not {x["query_id"] for x in d.hurt_most["half"]} & set(dropped)
