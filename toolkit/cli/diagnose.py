@@ -135,7 +135,7 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     help="Rerank depth N: the reranked run NAME (without a name: every reranked run) reorders the first "
     "stage's top N; repeatable [default: the sidecar's depth, else detected: the smallest N at which the run's "
     "top N are the first stage's top N reordered and its ranks below N repeat the first stage's, as rank_llm "
-    "writes a run that reranked only the top N; else the reranked run's longest list].",
+    "writes a run that reranked only the top N, on the queries both runs hold; else an error naming the run].",
 )
 @click.option(
     "--window",

@@ -187,8 +187,8 @@ class Decomposition:
         ``per_query``: query_id plus ``LOSS_COLUMNS``; ``curve``: depth, reranked, ceiling, recall (means over the
         queries of the split). ``missing``: the evaluated queries the reranked run lacks though the first stage
         holds them; their losses are NaN and every mean (``means``, the curve) is over the other queries, so a
-        query the reranker never returned is not counted as lost in reranking. ``uncovered`` counts candidates of the evaluated queries the reranked run does not hold (in
-        queries it has), ``introduced`` the reranked documents that are neither candidates nor F's tail in F's order
+        query the reranker never returned is not counted as lost in reranking. ``uncovered`` counts candidates
+        of the evaluated queries the reranked run does not hold (in queries it has), ``introduced`` the reranked documents that are neither candidates nor F's tail in F's order
     (``depths.classify_documents``).
     """
 
@@ -299,9 +299,8 @@ def decompose(
     )
     per_query["lost_in_candidates"] = per_query["ideal"] - per_query["ceiling"]
     per_query["lost_in_reranking"] = per_query["ceiling"] - per_query["reranked"]
-    per_query.loc[~split, ["lost_in_candidates", "lost_in_reranking"]] = (
-        np.nan
-    )  # not the candidates' nor the reranker's
+    # a missing query's loss is neither the candidates' nor the reranker's: out of the split
+    per_query.loc[~split, ["lost_in_candidates", "lost_in_reranking"]] = np.nan
     from toolkit.diagnosis.depths import classify_documents
 
     kinds = classify_documents(first, reranked, depth, settings.score_precision)
