@@ -85,6 +85,17 @@ class ConfigError(TwostageError):
     """Options that cannot be combined, or a missing resource (Java, data folder, model)."""
 
 
+class DepthNotDetectedError(ConfigError):
+    """A reranked run whose rerank depth was neither given nor detectable (no depth fits the rule for enough of
+    the queries it shares with its first stage): ``run`` names it, ``detection`` is the detection's record
+    (``diagnosis.depths.DepthDetection.as_dict()``)."""
+
+    def __init__(self, message: str, *, run: str, detection: dict | None = None):
+        self.run = run
+        self.detection = detection
+        super().__init__(message)
+
+
 class MissingExtraError(ConfigError):
     """A command or function needs an optional part of the install (a pip extra) that is not installed."""
 

@@ -175,6 +175,8 @@ def test_named_qrels_keep_their_map_in_diagnose_and_reproduce(cli, shared_data, 
         str(run),
         "--reranked",
         str(run),
+        "--depth",
+        "4",  # the run as its own rerank: the first stage's order, no depth to detect
         "--no-complete",
         "--out",
         str(tmp_path / "report"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from toolkit.data.records import qrels_from_rows, run_from_rows
@@ -151,8 +152,10 @@ def test_one_score_precision_at_the_depth_cut():
 
 
 def test_query_the_reranked_run_lacks():
-    """A query only the first stage has: the reranked run scores 0 there (-c), and so does every point of its
-    depth curve (the last point stays the reranked run's value); its ceiling still counts its candidates."""
+    """A query only the first stage has: the reranked run scores 0 there (-c), but the query is ``missing``:
+    its loss is nobody's (once: all of it lost in reranking), and the means and the depth curve are over the
+    other queries (the last point stays the reranked run's value there); its ceiling still counts its
+    candidates."""
     qrels, first, reranked = example()
     qrels = qrels_from_rows([tuple(r) for r in qrels.frame.itertuples(index=False)] + [("p", "G", 1)])
     first = run_from_rows([tuple(r) for r in first.frame.itertuples(index=False)] + [("p", "G", 1.0)])
@@ -170,10 +173,13 @@ def test_query_the_reranked_run_lacks():
     )
     p = d.per_query.set_index("query_id").loc["p"]
     assert (p["first_stage"], p["ceiling"], p["reranked"]) == (1.0, 1.0, 0.0)
-    assert p["lost_in_candidates"] == 0 and p["lost_in_reranking"] == 1
-    assert d.curve["reranked"].iloc[-1] == pytest.approx(d.per_query["reranked"].mean())
+    assert np.isnan(p["lost_in_candidates"]) and np.isnan(p["lost_in_reranking"]) and d.missing == ("p",)
+    q = d.per_query.set_index("query_id").loc["q"]
+    assert d.curve["reranked"].iloc[-1] == pytest.approx(q["reranked"])
+    m = d.means()
+    assert (m["queries"], m["missing_queries"], m["reranked"]) == (1, 1, pytest.approx(q["reranked"]))
     idcg = 3 + 2 / _log2(2) + 2 / _log2(3)
-    assert d.curve["reranked"].iloc[0] == pytest.approx((1 / _log2(3)) / idcg / 2)  # q: C third; p: 0
+    assert d.curve["reranked"].iloc[0] == pytest.approx((1 / _log2(3)) / idcg)  # q: C third; p left out
     assert d.uncovered == 0 and d.curve_exact
 
 

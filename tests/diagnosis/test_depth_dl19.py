@@ -67,3 +67,96 @@ def test_dl19_the_split_at_the_real_depth_against_the_longest_list(dl19_runs):
     assert real["lost_in_reranking"] < longest["lost_in_reranking"] - 0.05
     for m in (real, longest):
         assert m["lost_in_candidates"] + m["lost_in_reranking"] == pytest.approx(m["ideal"] - m["reranked"])
+
+
+def _with_foreign_queries(run, n=3, length=100):
+    """``run`` plus ``n`` queries the first stage and the qrels do not hold (unjudged: evaluation ignores
+    them), ``length`` documents each in no first-stage order."""
+    import pandas as pd
+
+    from toolkit.data.records import Run
+
+    extra = pd.DataFrame(
+        [(f"foreign{i}", f"f{i}d{r}", 1.0 / (r + 1)) for i in range(n) for r in range(length)],
+        columns=run.frame.columns,
+    )
+    return Run(frame=pd.concat([run.frame, extra], ignore_index=True), path="rv20+foreign.trec")
+
+
+@pytest.mark.data
+def test_dl19_foreign_queries_leave_the_detection_on_the_shared_queries(dl19_runs):
+    """The audit's case: a top-20 rank_llm-style run plus 3 queries BM25 lacks was detected on 43 of 46
+    queries, under the 95 % rule, and diagnosed as a rerank of its longest list (lost in candidates 0.1078).
+    The detection reads the 43 shared queries: depth 20, lost in candidates 0.2738."""
+    qrels, bm25, shuffled, _ = dl19_runs
+    run = _with_foreign_queries(shuffled)
+    det = detect_depth(bm25, run)
+    assert (det.depth, det.held, det.queries, det.foreign) == (20, 43, 43, 3)
+    assert det.describe().startswith("detected on 43 of 43 shared queries")
+    assert det.as_dict()["queries_only_in_reranked"] == 3
+    d = diagnose(qrels, bm25, {"rv20": run}, worst_n=0, permutations=200)
+    p = d.primary
+    assert (p.depth, p.depth_from) == (20, "detected")
+    assert round(p.decomposition.means()["lost_in_candidates"], 4) == 0.2738
+    assert any("rerank depth 20 detected on 43 of 43 shared queries" in n for n in d.notes)
+    rec = d.summary()["reranked_runs"][0]["depth_detection"]
+    assert (rec["shared_queries"], rec["held"], rec["queries_only_in_reranked"]) == (43, 43, 3)
+
+
+@pytest.mark.data
+def test_dl19_half_a_run_its_missing_queries_are_labelled_missing_and_out_of_the_split(dl19_runs, tmp_path):
+    """The shuffled depth-20 run without 22 of DL19's 43 queries: once those 22 were labelled reranker-hurt and
+    their whole loss counted as lost in reranking (22 of 22). Now: label ``missing``, counted, warned about, out
+    of the loss split, whose means are checked against a plain-Python nDCG@10 over the 21 queries kept."""
+    import math
+
+    from rankllm import ndcg10, run_lists
+
+    from toolkit.data.records import QUERY_ID, Run
+    from toolkit.errors import TwostageWarning
+    from toolkit.report.diagnosis import write_diagnosis_report
+
+    qrels, bm25, shuffled, _ = dl19_runs
+    qids = sorted(bm25.frame[QUERY_ID].unique().tolist())
+    kept, dropped = qids[::2], qids[1::2]
+    assert (len(kept), len(dropped)) == (22, 21) or (len(kept), len(dropped)) == (21, 22)
+    kept, dropped = (kept, dropped) if len(dropped) == 22 else (dropped, kept)
+    half = Run(frame=shuffled.frame[shuffled.frame[QUERY_ID].isin(kept)].reset_index(drop=True), path="half.trec")
+    with pytest.warns(TwostageWarning, match=r"half lacks 22 queries that bm25 and the qrels hold"):
+        d = diagnose(qrels, {"bm25": bm25}, {"half": half}, worst_n=5, permutations=200)
+    p = d.primary
+    assert (p.depth, p.depth_from) == (20, "detected")  # on the 21 shared queries
+    rows = d.rows().set_index("query_id")
+    assert sorted(rows.index[rows["diagnosis"] == "missing"]) == sorted(dropped)
+    assert d.label_counts["missing"] == 22 and d.label_counts["reranker-hurt"] < 22
+    assert rows.loc[dropped, ["lost_in_candidates", "lost_in_reranking"]].isna().all().all()
+    s = d.summary()
+    assert s["reranked_runs"][0]["missing_queries"] == 22
+    assert sorted(s["reranked_runs"][0]["missing_query_ids"]) == sorted(dropped)
+    assert any("half lacks 22 queries" in n for n in s["notes"])
+    # the hand computation: ideal (1 with a relevant document), the best order of BM25's top 20 then its
+    # tail, and the run itself, each by plain-Python nDCG@10, over the 21 queries the run holds
+    lists = run_lists(bm25)
+    labels = {(q, dd): int(r) for q, dd, r in qrels.frame.itertuples(index=False)}
+    best = {
+        q: sorted(lists[q][:20], key=lambda x: (-max(labels.get((q, x), 0), 0), lists[q].index(x))) + lists[q][20:]
+        for q in kept
+    }
+    ceiling, reranked = ndcg10(qrels, best, kept), ndcg10(qrels, run_lists(half), kept)
+    ideal = {q: 1.0 if any(g > 0 for (qq, _), g in labels.items() if qq == q) else 0.0 for q in kept}
+    hand_c = math.fsum(ideal[q] - ceiling[q] for q in kept) / len(kept)
+    hand_r = math.fsum(ceiling[q] - reranked[q] for q in kept) / len(kept)
+    m = p.decomposition.means()
+    assert (m["queries"], m["missing_queries"]) == (21, 22)
+    assert m["lost_in_candidates"] == pytest.approx(hand_c, abs=1e-12)
+    assert m["lost_in_reranking"] == pytest.approx(hand_r, abs=1e-12)
+    assert m["reranked"] == pytest.approx(math.fsum(reranked.values()) / 21, abs=1e-12)
+    # the systems table and the headline keep -c: a missing query scores 0 there, over all 43
+    rr = next(x for x in s["systems"] if x["name"] == "half")
+    assert rr["means"]["ndcg_cut_10"] == pytest.approx(math.fsum(reranked.values()) / 43, abs=1e-12)
+    # the missing queries are no one's worst or most hurt query
+    assert not {w["query_id"] for w in d.worst} & set(dropped)
+    assert not {x["query_id"] for x in d.hurt_most["half"]} & set(dropped)
+    write_diagnosis_report(d, tmp_path / "out")
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert "22 queries bm25 and the qrels hold are missing from it: labelled missing" in html

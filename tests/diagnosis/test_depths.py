@@ -13,7 +13,7 @@ from rankllm import collection, first_stage_lists, oracle_order, rank_llm_run
 from toolkit.data.records import run_from_rows
 from toolkit.diagnosis.depths import DETECT_SHARE, classify_documents, detect_depth, rerank_shapes
 from toolkit.diagnosis.diagnose import check_reordering, diagnose
-from toolkit.errors import ConfigError
+from toolkit.errors import ConfigError, DepthNotDetectedError
 
 
 def _shuffle(seed):
@@ -37,7 +37,7 @@ def test_detected_depth_of_a_rank_llm_run_with_short_and_unchanged_queries():
     assert shapes.loc["q5", "last_change"] == 0 and shapes["reorders"].all()
     det = detect_depth(first, rr)
     assert (det.depth, det.held, det.queries, det.unchanged) == (20, 12, 12, 1)
-    assert "for 12 of 12 queries" in det.describe()
+    assert "detected on 12 of 12 shared queries" in det.describe()
     d = diagnose(qrels, first, {"rv20": rr}, worst_n=0, permutations=200)
     p = d.primary
     assert (p.depth, p.depth_from) == (20, "detected")
@@ -82,8 +82,14 @@ def test_promoted_from_the_bottom_or_outside_the_first_stage():
     outside = run_from_rows([(q, d + "-new", s) for q, d, s in bad])
     none = detect_depth(first, outside)
     assert none.depth is None and none.held == 0 and "no depth detected" in none.describe()
-    d = diagnose(qrels, first, {"x": outside}, worst_n=0, permutations=200)
-    assert d.primary.depth_from == "longest list" and any("no depth detected" in n for n in d.notes)
+    # no silent fallback to the longest list (once: depth_from "longest list", a note only): an error that
+    # names the run and the keyword that gives its depth
+    with pytest.raises(DepthNotDetectedError) as err:
+        diagnose(qrels, first, {"x": outside}, worst_n=0, permutations=200)
+    assert err.value.run == "x" and err.value.detection["depth"] is None
+    assert "the rerank depth of x (<memory>) is not given and cannot be detected" in str(err.value)
+    assert "no depth detected" in str(err.value) and "depth={'x': K}" in str(err.value)
+    assert isinstance(err.value, ConfigError)
     assert DETECT_SHARE == 0.95
 
 

@@ -25,7 +25,7 @@ from toolkit.diagnosis.query_types import (
     load_type_rules,
     read_query_types,
 )
-from toolkit.errors import ConfigError, InputFormatError
+from toolkit.errors import ConfigError, DepthNotDetectedError, InputFormatError
 
 
 def _log2(r):
@@ -81,6 +81,7 @@ def test_tiny_labels_and_values():
         "candidates-missed": 1,
         "unjudged-top": 1,
         "no-relevant": 1,
+        "missing": 0,  # q6 is in no run, the first stage included: not missing from the reranked run
     }
     losses = t["lost_in_candidates"] + t["lost_in_reranking"]
     assert (losses - (t["ideal_ndcg_cut_10"] - t["reranked_ndcg_cut_10"])).abs().max() < 1e-15
@@ -148,6 +149,8 @@ def test_tiny_types_worst_and_summary():
         "ideal",
         "lost_in_candidates",
         "lost_in_reranking",
+        "queries",  # the queries of the split
+        "missing_queries",  # those the reranked run lacks, out of it
     }
     assert [p["depth"] for p in summary["depth_curve"]] == [10] and summary["depth_curve_exact"]
 
@@ -160,7 +163,11 @@ def test_reorder_check_flags_introduced_documents():
     assert not chk["only_reorders"]
     assert chk["introduced_documents"] == 2 and chk["introduced_per_query"] == {"q1": 1, "q9": 1}
     assert chk["queries_only_in_reranked"] == ["q9"]
-    d = diagnose(qrels, first, bad)
+    # q1's intruder breaks the depth rule in 1 of the 6 shared queries (q9 is only in the run): no depth is
+    # detected, and diagnose says so instead of reading the run as a rerank of its longest list
+    with pytest.raises(DepthNotDetectedError, match=r"at most 5 of 6; 1 queries only in the reranked run"):
+        diagnose(qrels, first, bad)
+    d = diagnose(qrels, first, bad, depth=10)
     assert d.per_query.set_index("query_id").loc["q1", "introduced_docs"] == 1
     assert "introduced 2 documents" in d.notes[0]
     # depth matters: the top 5 of the first stage does not hold q1's a and b
@@ -424,7 +431,9 @@ def test_dl19_other_first_stage_is_flagged(dl19, msmarco):
 
     qrels, bm25 = dl19
     tasb = read_run(msmarco / "runs" / "run.dl19.tasb.top100.txt")
-    d = diagnose(qrels, bm25, tasb, worst_n=0)
+    with pytest.raises(DepthNotDetectedError, match=r"at most 0 of 43"):  # tasb is no reranking of bm25
+        diagnose(qrels, bm25, tasb, worst_n=0)
+    d = diagnose(qrels, bm25, tasb, depth=100, worst_n=0)
     assert not d.reorder_check["only_reorders"] and d.reorder_check["introduced_documents"] > 1000
     assert round({r["key"]: r for r in d.headline}["recall_100"]["reranked"], 4) == 0.6097
 
@@ -500,7 +509,7 @@ def test_condensed_ndcg_beside_plain_on_dl19_ada2(msmarco):
 
     qrels = read_qrels(msmarco / "qrels.dl19-passage.txt")
     run = read_run(msmarco / "runs" / "run.dl19.openai-ada2.top100.txt")
-    diag = diagnose(qrels, run, run, worst_n=0)
+    diag = diagnose(qrels, run, run, depth=100, worst_n=0)  # the run as its own rerank: no depth to detect
     rows = {r["key"]: r for r in diag.headline}
     assert f"{rows['ndcg_cut_10']['reranked']:.4f}" == "0.7035"
     assert f"{rows['ndcg_cut_10_condensed']['reranked']:.4f}" == "0.7374"
@@ -636,17 +645,13 @@ def test_cli_measure_depth_and_name_errors(tmp_path, cli):
     ):
         res = cli(*base, "--out", tmp_path / "x", *args)
         assert res.exit_code == 2 and message in res.output, res.output
-    same = cli(
-        "diagnose",
-        "--qrels",
-        qp,
-        "--first-stage",
-        tmp_path / "first.trec",
-        "--reranked",
-        tmp_path / "first.trec",
-        "--out",
-        tmp_path / "same",
-    )
+    args = ["diagnose", "--qrels", qp, "--first-stage", tmp_path / "first.trec", "--reranked", tmp_path / "first.trec"]
+    same = cli(*args, "--out", tmp_path / "same")
+    # the first stage's own order has no detectable depth: one error naming the run and the option (once: its
+    # longest list, silently)
+    assert same.exit_code == 1 and "is in first's own order" in same.output, same.output
+    assert "Give it: --depth first (reranked)=K" in same.output
+    same = cli(*args, "--depth", "10", "--out", tmp_path / "same")
     assert same.exit_code == 0  # the same file twice: the reranked one is named 'first (reranked)'
     assert json.loads((tmp_path / "same" / "summary.json").read_text())["decomposition"]["system"] == "first (reranked)"
 

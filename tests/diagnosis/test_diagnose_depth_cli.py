@@ -129,3 +129,60 @@ def test_a_path_through_a_symlink_is_shown_as_given(runs, cli, monkeypatch, tmp_
     assert s["reranked_runs"][0]["run"] == str(link / "rv20a.trec")
     html = (runs / "o" / "index.html").read_text()
     assert str(link / "rv20a.trec") in html and str(runs.resolve() / "rv20a.trec") not in html
+
+
+def test_a_run_whose_depth_no_rule_gives_is_one_error_naming_it(runs, cli, monkeypatch):
+    """A run that holds documents the first stage lacks in most queries: no depth fits the rule; `diagnose`
+    stops with one Error: line naming the run and --depth NAME=K (once: its longest list, exit 0)."""
+    monkeypatch.chdir(runs)
+    lines = (runs / "rv20a.trec").read_text().splitlines(True)
+    (runs / "odd.trec").write_text("".join(line.replace(" Q0 ", " Q0 new-", 1) for line in lines))
+    res = cli(*_base(runs, "odd=odd.trec"), "--out", "x")
+    assert res.exit_code == 1, res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, res.output
+    assert "the rerank depth of odd (odd.trec) is not given and cannot be detected" in errors[0]
+    assert "Give it: --depth odd=K" in errors[0] and "Traceback" not in res.output
+    assert not (runs / "x").exists()
+    res = cli(*_base(runs, "odd=odd.trec"), "--depth", "odd=20", "--out", "x")
+    assert res.exit_code == 0, res.output
+
+
+def test_byte_identical_repeats_are_named_and_every_view_says_what_it_shows(runs, cli, monkeypatch):
+    """rank_llm's seven RankVicuna runs hold four byte-identical files; nothing said so. Two copies of rv20a
+    among three repeats: named in summary.json (repeats.identical), warned about, stated on the page; the
+    explorer and the worst queries say their values are the mean over repeats and their lists repeat 1's."""
+    import shutil
+
+    monkeypatch.chdir(runs)
+    shutil.copyfile(runs / "rv20a.trec", runs / "copy.trec")
+    res = cli(*_base(runs, "rv20=rv20a.trec,rv20b.trec,copy.trec"), "--out", "out")
+    assert res.exit_code == 0, res.output
+    s = json.loads((runs / "out" / "summary.json").read_text())
+    reps = s["reranked_runs"][0]["repeats"]
+    assert reps["n"] == 3 and reps["identical"] == [["rv20a.trec", "copy.trec"]]
+    warning = "repeats of rv20: 1 repeat file(s) are byte-identical copies of another (copy.trec is identical to "
+    assert f"twostage: warning: {warning}rv20a.trec)" in " ".join(res.output.split())
+    html = (runs / "out" / "index.html").read_text()
+    assert "Byte-identical repeats: copy.trec = rv20a.trec." in html
+    # the explorer: the mean over repeats and the first repeat's list, each labelled
+    data = json.loads(html.split('id="explore-data">', 1)[1].split("</script>", 1)[0])
+    rv = next(x for x in data["systems"] if x["name"] == "rv20")
+    assert rv["shown"] == "repeat 1 of 3: rv20a.trec"
+    assert any(c["label"] == "nDCG@10 · rv20 (mean of 3 repeats)" for c in data["columns"])
+    assert all(
+        line["role"] == "reranked top 20 (mean of 3 repeats)"
+        for lines in data["detail_rows"].values()
+        for line in lines
+        if line["system"] == "rv20"
+    )
+    assert "Reranked top 10 (repeat 1 of 3: rv20a.trec)" in html and "(mean of 3 repeats) (first stage" in html
+    assert "sys.shown" in html  # the script shows the label beside the list's heading
+
+
+def test_different_repeat_files_are_not_called_identical(runs, cli, monkeypatch):
+    monkeypatch.chdir(runs)
+    res = cli(*_base(runs, "rv20=rv20a.trec,rv20b.trec"), "--out", "out")
+    assert res.exit_code == 0, res.output
+    s = json.loads((runs / "out" / "summary.json").read_text())
+    assert s["reranked_runs"][0]["repeats"]["identical"] == [] and "byte-identical" not in res.output

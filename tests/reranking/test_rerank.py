@@ -122,6 +122,43 @@ def test_rerank_run_reorders_only_candidates(cand_file):
     assert c.run.frame.equals(before)  # the input is not modified
 
 
+def _deep_candidates(path, depth):
+    """A candidates file of two queries with ``depth`` documents each."""
+    hits = [
+        {
+            "query": text,
+            "hits": [
+                {"qid": q, "docid": f"q{q}d{r}", "rank": r, "score": float(depth - r), "content": f"{text} {r}"}
+                for r in range(1, depth + 1)
+            ],
+        }
+        for q, text in ((1, "apple pie recipe"), (2, "car repair"))
+    ]
+    path.write_text(json.dumps(hits))
+    return path
+
+
+@pytest.mark.parametrize(("option", "used"), [(100, 20), (20, 20), (10, 10)])
+def test_the_sidecar_records_the_depth_used(tmp_path, option, used):
+    """A 20-deep candidates file reranked with the default depth 100 reranked 20: the record says 20 (the
+    option apart, as depth_option); a depth below the lists' length is recorded as given."""
+    c = read_candidates(_deep_candidates(tmp_path / "c20.json", 20))
+    res = rerank_run(c.run, c.topics.as_dict(), c.text_source(), WordOverlap(), depth=option, progress=False)
+    assert (res.settings["depth"], res.settings["depth_option"]) == (used, option)
+    assert int(res.run.frame.groupby("query_id").size().max()) == used
+
+
+def test_cli_rerank_of_20_deep_candidates_records_depth_20(tiny_cross_encoder, tmp_path, cli):
+    cands = _deep_candidates(tmp_path / "c20.json", 20)
+    out = tmp_path / "r.trec"
+    res = cli(
+        "rerank", "--candidates", cands, "--model", tiny_cross_encoder, "--device", "cpu", "--no-progress", "--out", out
+    )
+    assert res.exit_code == 0, res.output
+    meta = json.loads(meta_path(out).read_text())
+    assert (meta["depth"], meta["depth_option"]) == (20, 100)
+
+
 def test_rerank_run_missing_text(cand_file):
     c = read_candidates(cand_file)
     partial = TextSource("test", "mem", lambda ids: {d: c.texts[d] for d in ids if d != "d2"})
@@ -212,7 +249,8 @@ def test_cross_encoder_tiny_model(tiny_cross_encoder, cand_file, tmp_path, cli):
     run = read_run(out)
     assert len(run) == 5 and run.tag == "ce"
     meta = json.loads(meta_path(out).read_text())
-    assert meta["reranker"]["kind"] == "cross-encoder" and meta["depth"] == 100
+    # the default --depth 100 over lists of at most 3 candidates reranked 3 (the sidecar once said 100)
+    assert meta["reranker"]["kind"] == "cross-encoder" and (meta["depth"], meta["depth_option"]) == (3, 100)
     assert meta["texts"]["kind"] == "candidates-json"
 
 

@@ -368,7 +368,8 @@ def diagnose(
             ``nDCG@10``, ``AP(rel=2)@100``...); a relevance level in the name is the ``recall_level``.
         depth: rerank depth N, one for every run or ``{name: N}`` [default: the sidecar's, else detected
             from the runs (the run's top N reorder the first stage's and its ranks below N repeat the first
-            stage's: ``toolkit.diagnosis.depths``), else the reranked run's longest list].
+            stage's, on the queries both hold: ``toolkit.diagnosis.depths``), else ``DepthNotDetectedError``
+            naming the run].
         curve_depths: depths of the rerank-depth curve (those up to N, plus N).
         listwise: names of reranked runs whose depth curve is an approximation (``True``: every one).
         pairs: {reranked name: first-stage name} with several first stages [default: the sidecar's first

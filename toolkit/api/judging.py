@@ -223,7 +223,7 @@ def judge(
     from toolkit.api.pipeline import _topics_source
     from toolkit.errors import ConfigError
     from toolkit.judging.cache import JudgmentCache, default_folder
-    from toolkit.judging.job import items_with_texts, judge_items, select_pairs
+    from toolkit.judging.job import depth_used, items_with_texts, judge_items, select_pairs
     from toolkit.judging.prompt import load_template
 
     if holes_only and calibration:
@@ -344,7 +344,8 @@ def judge(
         "run": {"path": first.path, "sha256": first.sha256},
         "texts": texts.describe(),
         **_topics_source(topics, cand),
-        "depth": depth,
+        "depth": depth_used(first, depth),  # the shorter of the option and the run's lists
+        "depth_option": depth,
         "selection": "calibration" if calibration else "holes-only" if holes_only else "top-depth",
         **({"calibration_sample": sample} if sample is not None else {}),
         "human_qrels": {"path": human.path, "sha256": human.sha256} if human is not None else None,

@@ -138,7 +138,7 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     help="Rerank depth N: the reranked run NAME (without a name: every reranked run) reorders the first "
     "stage's top N; repeatable [default: the sidecar's depth, else detected: the smallest N at which the run's "
     "top N are the first stage's top N reordered and its ranks below N repeat the first stage's, as rank_llm "
-    "writes a run that reranked only the top N; else the reranked run's longest list].",
+    "writes a run that reranked only the top N, on the queries both runs hold; else an error naming the run].",
 )
 @click.option(
     "--window",
@@ -358,7 +358,7 @@ def _run_names(opts: dict) -> tuple[dict[str, str], dict]:
 def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, depths: list[int]):
     """The library's diagnosis of the named runs; a measure without a ceiling is a usage error of -m."""
     from toolkit.api.diagnosis import diagnose
-    from toolkit.errors import ConfigError
+    from toolkit.errors import ConfigError, DepthNotDetectedError
 
     listwise = True if _LISTWISE_ALL in opts["listwise"] else list(opts["listwise"])
     try:
@@ -391,7 +391,7 @@ def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, dept
             **api_options(s),
         )
     except ConfigError as exc:
-        if "measure" in str(exc) or "ceiling" in str(exc):
+        if not isinstance(exc, DepthNotDetectedError) and ("measure" in str(exc) or "ceiling" in str(exc)):
             raise click.BadParameter(exc.for_cli(), param_hint="'-m'") from None
         raise
 

@@ -185,8 +185,10 @@ class Decomposition:
     """The loss decomposition of one reranked run over its first stage, per query and as a depth curve.
 
         ``per_query``: query_id plus ``LOSS_COLUMNS``; ``curve``: depth, reranked, ceiling, recall (means over the
-        same queries). ``uncovered`` counts candidates of the evaluated queries the reranked run does not hold (in
-        queries it has), ``introduced`` the reranked documents that are neither candidates nor F's tail in F's order
+        queries of the split). ``missing``: the evaluated queries the reranked run lacks though the first stage
+        holds them; their losses are NaN and every mean (``means``, the curve) is over the other queries, so a
+        query the reranker never returned is not counted as lost in reranking. ``uncovered`` counts candidates
+        of the evaluated queries the reranked run does not hold (in queries it has), ``introduced`` the reranked documents that are neither candidates nor F's tail in F's order
     (``depths.classify_documents``).
     """
 
@@ -197,10 +199,20 @@ class Decomposition:
     listwise: bool
     uncovered: int
     introduced: int
+    missing: tuple[str, ...] = ()
 
     def means(self) -> dict[str, float | int | str]:
-        m = {c: float(self.per_query[c].mean()) if len(self.per_query) else 0.0 for c in LOSS_COLUMNS}
-        return {"measure": self.measure, "depth": self.depth, **m}
+        """The mean of every loss column over the queries of the split (the evaluated queries but the missing
+        ones), how many those are and how many are missing."""
+        split = self.per_query.loc[~self.per_query[QUERY_ID].isin(set(self.missing)).to_numpy()]
+        m = {c: float(split[c].mean()) if len(split) else 0.0 for c in LOSS_COLUMNS}
+        return {
+            "measure": self.measure,
+            "depth": self.depth,
+            **m,
+            "queries": len(split),
+            "missing_queries": len(self.missing),
+        }
 
     def curve_records(self) -> list[dict]:
         return [
@@ -250,6 +262,15 @@ def decompose(
     if reranked_values is None:
         reranked_values = measure_values(prepared, reranked, measure, settings, qids)
     ideal = measure_values(prepared, ideal_run(raw, settings, measure), measure, settings, qids, warn=False)
+    held = set(reranked.frame[QUERY_ID].unique().tolist())
+    in_first = set(first.frame[QUERY_ID].unique().tolist())
+    missing = tuple(q for q in qids if q not in held and q in in_first)
+    split = ~pd.Index(qids).isin(set(missing))  # the queries of the split: every mean is over these
+
+    def mean(values: pd.Series) -> float:
+        v = values.to_numpy(dtype=np.float64)[split]
+        return float(v.mean()) if len(v) else 0.0
+
     ks = curve_depths(depth, depths)
     recall = evaluate(prepared, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
     recall_wide = recall.wide().reindex(index=qids, fill_value=0.0)
@@ -261,9 +282,9 @@ def decompose(
         curve.append(
             {
                 "depth": k,
-                "reranked": float(at_k.mean()) if qids else 0.0,
-                "ceiling": float(best.mean()) if qids else 0.0,
-                "recall": float(recall_wide[f"recall_{k}"].mean()) if qids else 0.0,
+                "reranked": mean(at_k.reindex(qids, fill_value=0.0)),
+                "ceiling": mean(best.reindex(qids, fill_value=0.0)),
+                "recall": mean(recall_wide[f"recall_{k}"]),
             }
         )
     ceiling = best  # the last depth is the rerank depth itself: the full ceiling
@@ -278,6 +299,8 @@ def decompose(
     )
     per_query["lost_in_candidates"] = per_query["ideal"] - per_query["ceiling"]
     per_query["lost_in_reranking"] = per_query["ceiling"] - per_query["reranked"]
+    # a missing query's loss is neither the candidates' nor the reranker's: out of the split
+    per_query.loc[~split, ["lost_in_candidates", "lost_in_reranking"]] = np.nan
     from toolkit.diagnosis.depths import classify_documents
 
     kinds = classify_documents(first, reranked, depth, settings.score_precision)
@@ -297,4 +320,5 @@ def decompose(
             ).sum()
         ),
         introduced=introduced,
+        missing=missing,
     )

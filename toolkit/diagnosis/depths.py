@@ -19,8 +19,10 @@ scores at the score precision), so a tail written in another order among equal s
 runs are read in trec_eval order (``ranking.order_run``).
 
 The detected depth is the smallest k >= 1 at which the rule holds for at least ``DETECT_SHARE`` of the queries
-both runs hold; the share it held for is reported beside it. When the rule holds at no depth for that share of
-queries, nothing is detected.
+both runs hold (the *shared* queries: a query only the reranked run holds says nothing about the depth and is
+left out, counted as ``foreign``); the share it held for is reported beside it ("detected on 43 of 43 shared
+queries"). When the rule holds at no depth for that share of queries, nothing is detected, and ``diagnose``
+stops with an error naming the run and the option that gives its depth (never a fallback to its longest list).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ DEPTH_RULE = (
     "the first stage's ranks below k in the first stage's order (equal first-stage scores count as one position)"
 )
 #: Where a reranked run's depth came from, in the order they are tried.
-DEPTH_SOURCES = ("option", "given", "sidecar", "detected", "longest list")
+DEPTH_SOURCES = ("option", "given", "sidecar", "detected")
 
 
 def ranked_with_groups(frame: pd.DataFrame, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
@@ -73,10 +75,13 @@ def aligned(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PREC
 
 
 def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
-    """Per query the reranked run holds (index query_id): ``length`` (its list), ``first_length``,
+    """Per query both runs hold (index query_id): ``length`` (its list), ``first_length``,
     ``first_change`` and ``last_change`` (the first and last rank where it departs from the first stage's order;
     0 when it never does) and ``reorders``: its ranks above ``last_change`` are the first stage's documents
     above it (so the depth rule holds at every k >= last_change)."""
+    shared = reranked.frame[QUERY_ID].isin(set(first.frame[QUERY_ID].unique().tolist()))
+    if not bool(shared.all()):  # a query only the reranked run holds has no first-stage order to compare with
+        reranked = Run(frame=reranked.frame.loc[shared.to_numpy()], path=reranked.path)
     a = aligned(first, reranked, score_precision)
     first_len = first.frame.groupby(QUERY_ID).size()
     changed = a.loc[~a["match"].to_numpy()]
@@ -110,7 +115,8 @@ def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCOR
 @dataclass(frozen=True)
 class DepthDetection:
     """The detected rerank depth (None when the rule held for too few queries at every depth), the queries
-    compared, and how many of them the rule held for at that depth (at the run's longest list when none)."""
+    compared (those both runs hold), how many of them the rule held for at that depth (at best, when none), and
+    ``foreign``: the reranked run's queries the first stage lacks, left out of the detection."""
 
     depth: int | None
     queries: int
@@ -118,6 +124,7 @@ class DepthDetection:
     unchanged: int
     rule: str = DEPTH_RULE
     required_share: float = DETECT_SHARE
+    foreign: int = 0
 
     @property
     def share(self) -> float:
@@ -125,13 +132,15 @@ class DepthDetection:
 
     def describe(self) -> str:
         """One sentence: the rule and the share of queries it held for."""
+        left_out = f"; {self.foreign} queries only in the reranked run left out" if self.foreign else ""
         if self.depth is None:
             return (
-                f"no depth detected: {DEPTH_RULE} holds at no depth for {self.required_share:.0%} of the queries "
-                f"(at most {self.held} of {self.queries})"
+                f"no depth detected: {DEPTH_RULE} holds at no depth for {self.required_share:.0%} of the shared "
+                f"queries (at most {self.held} of {self.queries}{left_out})"
             )
         return (
-            f"detected: the rule holds at k = {self.depth} for {self.held} of {self.queries} queries ({self.share:.1%})"
+            f"detected on {self.held} of {self.queries} shared queries: the rule holds at k = {self.depth} "
+            f"({self.share:.1%}{left_out})"
         )
 
     def as_dict(self) -> dict:
@@ -140,6 +149,8 @@ class DepthDetection:
             "rule": self.rule,
             "required_share": self.required_share,
             "queries": self.queries,
+            "shared_queries": self.queries,
+            "queries_only_in_reranked": self.foreign,
             "held": self.held,
             "share": self.share,
             "unchanged_queries": self.unchanged,
@@ -150,13 +161,14 @@ def detect_depth(
     first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION, share: float = DETECT_SHARE
 ) -> DepthDetection:
     """The smallest k >= 1 at which the depth rule (module docstring) holds for at least ``share`` of the
-    queries the reranked run holds."""
+    queries both runs hold (the reranked run's other queries are counted as ``foreign``)."""
     shapes = rerank_shapes(first, reranked, score_precision)
-    return detection_of(shapes, share)
+    foreign = len(set(reranked.frame[QUERY_ID].unique().tolist()) - set(first.frame[QUERY_ID].unique().tolist()))
+    return detection_of(shapes, share, foreign)
 
 
-def detection_of(shapes: pd.DataFrame, share: float = DETECT_SHARE) -> DepthDetection:
-    """``detect_depth`` from ``rerank_shapes``."""
+def detection_of(shapes: pd.DataFrame, share: float = DETECT_SHARE, foreign: int = 0) -> DepthDetection:
+    """``detect_depth`` from ``rerank_shapes`` (over the shared queries) and the count of foreign queries."""
     n = len(shapes)
     valid = shapes["reorders"].to_numpy()
     last = shapes["last_change"].to_numpy()
@@ -166,8 +178,8 @@ def detection_of(shapes: pd.DataFrame, share: float = DETECT_SHARE) -> DepthDete
         held = int((valid & (last <= k)).sum())
         best = max(best, held)
         if n and held / n >= share - 1e-12:
-            return DepthDetection(k, n, held, unchanged, required_share=share)
-    return DepthDetection(None, n, max(best, unchanged), unchanged, required_share=share)
+            return DepthDetection(k, n, held, unchanged, required_share=share, foreign=foreign)
+    return DepthDetection(None, n, max(best, unchanged), unchanged, required_share=share, foreign=foreign)
 
 
 def classify_documents(

@@ -14,9 +14,10 @@ from a run scores 0), or with ``complete=False`` the qrels queries that every ru
   judged@10 of every run at relevance level 1 (nDCG uses all grades as gains); R@N of every run at each rerank
   depth N it takes part in, at ``recall_level`` (2 for graded qrels: the TREC DL convention), and no other.
 - The rerank depth of each reranked run: given, else its sidecar's, else detected from the two runs (a run that
-  reranked the top k and repeats the first stage's ranks below k, as rank_llm writes it: ``depths.py``), else
-  its longest list. Runs given under one name are repeats of one system (``repeats.py``); how a listwise
-  reranker treats its candidates is read from the runs alone (``listwise.py``).
+  reranked the top k and repeats the first stage's ranks below k, as rank_llm writes it: ``depths.py``, on the
+  queries the two runs share), else an error naming the run (``DepthNotDetectedError``). Runs given under one
+  name are repeats of one system (``repeats.py``); how a listwise reranker treats its candidates is read from
+  the runs alone (``listwise.py``).
 - Rank-biased overlap (p = 0.9) and Kendall's tau on the top 10 between each reranked run and its first
   stage and between every two reranked runs (``agreement.py``).
 - Paired significance of M (``significance.py``): every reranked run against its first stage (for each first
@@ -243,6 +244,7 @@ def _pipeline_table(
     """One reranked run's rows of the per-query table (one row per query), labels included."""
     d = dec.per_query.set_index(QUERY_ID)
     qids = list(d.index)
+    missing = set(dec.missing)
     cols: dict[str, object] = {
         "system": r.name,
         "first_stage_run": r.first_stage,
@@ -277,9 +279,9 @@ def _pipeline_table(
         3,
         "diagnosis",
         [
-            label_query(i, v, c, u, t, first_stage=f)
-            for i, v, c, u, f in zip(
-                d["ideal"], d["reranked"], d["ceiling"], table["unjudged_in_top_10"], d["first_stage"]
+            label_query(i, v, c, u, t, first_stage=f, missing=q in missing)
+            for q, i, v, c, u, f in zip(
+                qids, d["ideal"], d["reranked"], d["ceiling"], table["unjudged_in_top_10"], d["first_stage"]
             )
         ],
     )
@@ -392,6 +394,8 @@ class Pipeline:
             "depth_from": self.depth_from,
             "depth_detection": self.detection,
             "listwise": self.listwise,
+            "missing_queries": len(self.decomposition.missing),
+            "missing_query_ids": list(self.decomposition.missing),
             "repeats": self.repeats,
             "behaviour": self.behaviour,
             "decomposition": self.decomposition_summary(),
@@ -541,7 +545,7 @@ def diagnose(
     ``first`` is a run or name -> run; ``reranked`` a run, name -> run, or name -> list of runs (repeats of one
     system, ``repeats.py``), or ``Reranked`` values that say all of it. Each is paired with the only first
     stage, or with the first stage whose candidates hold most of its documents. Its rerank depth: ``depth``
-    (one int for every run, or {name: depth}), else detected (``depths.detect_depth``), else its longest list.
+    (one int for every run, or {name: depth}), else detected (``depths.detect_depth``), else ``DepthNotDetectedError``.
     ``window`` and ``stride``: the sliding window of a listwise reranker, for the share of windows it returned
     in their input order (``listwise.py``). ``listwise`` names the reranked runs whose
     depth curve is an approximation. ``settings`` are the base evaluation settings (gain, discount, -M, -J,
@@ -578,6 +582,7 @@ def diagnose(
     )
     notes += _notes(qrels, firsts, inputs, pipelines, ev.evaluated, ev.qids, complete, t, per_query, query_types)
     notes += depth_notes
+    _warn_missing_and_identical(pipelines)
     return Diagnosis(
         name=name,
         measure=ev.measure,
@@ -618,6 +623,19 @@ def diagnose(
         provenance={n: v.provenance for n, v in ev.evaluated.items()},
         notes=tuple(dict.fromkeys(notes)),
     )
+
+
+def _warn_missing_and_identical(pipelines: Sequence[Pipeline]) -> None:
+    """A ``TwostageWarning`` for every reranked run that lacks queries (labelled ``missing``) and for every set
+    of byte-identical repeat files (``repeats.identical``)."""
+    from toolkit.diagnosis.repeats import identical_note
+    from toolkit.notices import warn
+
+    for p in pipelines:
+        if p.decomposition.missing:
+            warn(missing_note(p))
+        if p.repeats and p.repeats.get("identical"):
+            warn(identical_note(p.name, p.repeats["identical"]))
 
 
 def _with_repeat_readings(comparisons: list[dict], pipelines: Sequence[Pipeline]) -> list[dict]:
@@ -708,7 +726,13 @@ def _diagnose_reranked(
     relevant-document counts, listwise behaviour, and its per-query rows with labels. A system with repeats:
     each repeat is decomposed and checked, and the per-query means over repeats make its rows."""
     from toolkit.diagnosis.listwise import listwise_behaviour
-    from toolkit.diagnosis.repeats import mean_decomposition, mean_frame, merge_checks, repeat_stats
+    from toolkit.diagnosis.repeats import (
+        identical_repeats,
+        mean_decomposition,
+        mean_frame,
+        merge_checks,
+        repeat_stats,
+    )
 
     first = ev.firsts[r.first_stage]
     depth = int(r.depth or 0)
@@ -744,6 +768,7 @@ def _diagnose_reranked(
     if r.repeats:
         repeats = repeat_stats([v["headline"] for v in per_repeat])
         repeats["runs"] = [run.path for run in r.runs]
+        repeats["identical"] = identical_repeats(r.runs)
         repeats["measures"] = {
             c: repeat_stats([v[c] for v in per_repeat]) for c in per_repeat[0].columns if c != "headline"
         }
@@ -800,7 +825,7 @@ def _query_views(
     """Step 4: the worst queries of the primary run, every system's top k per query, the best documents none
     of them shows, query-biased snippets and query terms."""
     qrels_grades = grades(ev.qrels, ev.qids)
-    rows = _view_rows(per_query[per_query["system"] == primary.name], ev.measure, primary.depth)
+    rows = _rows_of(per_query, ev, primary)
     worst = worst_queries(
         rows,
         ev.lists,
@@ -854,8 +879,10 @@ def _with_query_columns(
 
 
 def _rows_of(per_query: pd.DataFrame, ev: _Evaluated, p: Pipeline) -> pd.DataFrame:
-    """One reranked run's rows of the per-query table under the query views' names."""
-    return _view_rows(per_query[per_query["system"] == p.name], ev.measure, p.depth)
+    """One reranked run's rows of the per-query table under the query views' names, but the queries it lacks
+    (label ``missing``: no ranking of its own to show, no change the reranker made)."""
+    rows = per_query[(per_query["system"] == p.name).to_numpy() & (per_query["diagnosis"] != "missing").to_numpy()]
+    return _view_rows(rows, ev.measure, p.depth)
 
 
 def _view_rows(rows: pd.DataFrame, measure: str, depth: int) -> pd.DataFrame:
@@ -993,6 +1020,8 @@ def _notes(
     notes = []
     for p in pipelines:
         chk, dec = p.reorder_check, p.decomposition
+        if dec.missing:
+            notes.append(missing_note(p))
         if not chk["only_reorders"]:
             notes.append(
                 f"{p.name} introduced {chk['introduced_documents']} documents that are not among "
@@ -1046,6 +1075,17 @@ def _notes(
     if file_types and (types == "unlisted").any():
         notes.append(f"{int((types == 'unlisted').sum())} queries are not in the query-types file (type 'unlisted')")
     return notes
+
+
+def missing_note(p: Pipeline) -> str:
+    """What a reranked run that lacks queries of its first stage and the qrels is told (a note, a warning)."""
+    missing = p.decomposition.missing
+    n = int(p.decomposition.means()["queries"])
+    return (
+        f"{p.name} lacks {len(missing)} queries that {p.first_stage} and the qrels hold (e.g. "
+        f"{', '.join(missing[:5])}): they are labelled missing, not reranker-hurt, and left out of its loss split "
+        f"(over its other {n} queries); they score 0 in its means over every qrels query (-c)"
+    )
 
 
 def _settings_record(

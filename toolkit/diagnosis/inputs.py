@@ -1,5 +1,6 @@
 """The diagnosis' inputs: a reranked run (``Reranked``), the first stage it reorders and its rerank depth (given,
-from its sidecar, detected or its longest list), checked before anything is evaluated."""
+from its sidecar, or detected; an error naming the run when none of these gives it), checked before anything is
+evaluated."""
 
 from __future__ import annotations
 
@@ -11,16 +12,16 @@ import pandas as pd
 
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, Run
-from toolkit.errors import ConfigError
+from toolkit.errors import ConfigError, DepthNotDetectedError, phrase
 
 
 @dataclass(frozen=True)
 class Reranked:
     """A reranked run, the first stage whose top ``depth`` candidates it reorders, and whether it is listwise.
 
-    ``depth`` None: not said; ``diagnose`` detects it (``depths.detect_depth``), else takes the run's longest
-    list. ``depth_from`` says where the depth came from (``depths.DEPTH_SOURCES``: option, given, sidecar,
-    detected, longest list); ``detection`` is the detection's record when one was tried. ``repeats`` are further
+    ``depth`` None: not said; ``diagnose`` detects it (``depths.detect_depth``), else stops with a
+    ``DepthNotDetectedError``. ``depth_from`` says where the depth came from (``depths.DEPTH_SOURCES``: option, given, sidecar,
+    detected); ``detection`` is the detection's record when one was tried. ``repeats`` are further
     runs of the same configuration (``repeats.py``): the run and its repeats are one system.
     """
 
@@ -183,8 +184,9 @@ def depth_per_run(depth: int | Mapping[str, int] | None, names: Sequence[str]) -
 
 def resolve_depth(r: Reranked, first: Run, score_precision: str) -> tuple[Reranked, list[str]]:
     """``r`` with its depth: as given (checked against the first stage's lists), else detected
-    (``depths.detect_depth``), else its longest list; and the notes that say so. Every repeat must have the
-    same depth and query set as the run."""
+    (``depths.detect_depth``, on the queries the run shares with its first stage), else a
+    ``DepthNotDetectedError`` naming the run; and the notes that say so. Every repeat must have the same depth
+    and query set as the run."""
     from toolkit.diagnosis.depths import detect_depth
     from toolkit.diagnosis.repeats import check_repeats
 
@@ -199,10 +201,26 @@ def resolve_depth(r: Reranked, first: Run, score_precision: str) -> tuple[Rerank
     detections = [detect_depth(first, run, score_precision) for run in r.runs]
     detection = detections[0]
     if r.depth is None:
-        if detection.depth is not None:
-            r = dataclasses.replace(r, depth=detection.depth, depth_from="detected")
-        else:
-            r = dataclasses.replace(r, depth=longest_list(r.run), depth_from="longest list")
-            notes.append(f"{r.name}: {detection.describe()}; its depth is its longest list, {r.depth}")
+        if detection.depth is None:
+            raise depth_not_detected(r, detection)
+        r = dataclasses.replace(r, depth=detection.depth, depth_from="detected")
+        notes.append(f"{r.name}: rerank depth {r.depth} {detection.describe()}")
     check_repeats(r, detections)
     return dataclasses.replace(r, detection=detection.as_dict()), notes
+
+
+def depth_not_detected(r: Reranked, detection) -> DepthNotDetectedError:
+    """The error of a reranked run whose depth no rule gives: what was tried, and the option that says it."""
+    if detection.queries == 0:
+        why = f"it shares no query with its first stage {r.first_stage}"
+    elif detection.unchanged == detection.queries:
+        why = f"every one of its {detection.queries} shared queries is in {r.first_stage}'s own order"
+    else:
+        why = detection.describe()
+    option = phrase(f"depth={{{r.name!r}: K}}", f"--depth {r.name}=K")
+    return DepthNotDetectedError(
+        f"the rerank depth of {r.name} ({r.run.path}) is not given and cannot be detected: {why}. Give it: "
+        f"{option} (K: how many of {r.first_stage}'s top documents it reranked)",
+        run=r.name,
+        detection=detection.as_dict(),
+    )

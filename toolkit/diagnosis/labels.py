@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from toolkit.errors import ConfigError
 from toolkit.measures.names import parse_measures
 
-LABELS = ("ok", "reranker-hurt", "reranker-misordered", "candidates-missed", "unjudged-top", "no-relevant")
+LABELS = ("ok", "reranker-hurt", "reranker-misordered", "candidates-missed", "unjudged-top", "no-relevant", "missing")
 LABEL_MEANING = {
     "ok": "the reranked run is good enough (at or above the ok threshold)",
     "reranker-hurt": "the reranked run scores below the first stage: the reranker made this query worse",
@@ -17,9 +17,20 @@ LABEL_MEANING = {
     "hold it back",
     "unjudged-top": "too much of the reranked top 10 is unjudged to tell",
     "no-relevant": "the qrels hold nothing the measure rewards for this query",
+    "missing": "the reranked run lacks this query (the first stage and the qrels hold it): no reranking to judge; "
+    "left out of the loss split",
 }
-#: The order labels are decided in (``label_query``): relative to the first stage before the absolute ones.
-DECISION_ORDER = ("no-relevant", "reranker-hurt", "ok", "unjudged-top", "candidates-missed", "reranker-misordered")
+#: The order labels are decided in (``label_query``): a query the reranked run lacks first, then relative to the
+#: first stage before the absolute ones.
+DECISION_ORDER = (
+    "missing",
+    "no-relevant",
+    "reranker-hurt",
+    "ok",
+    "unjudged-top",
+    "candidates-missed",
+    "reranker-misordered",
+)
 #: A query type with fewer queries than this is marked as too small to read anything into.
 MIN_TYPE_QUERIES = 5
 #: The top positions the unjudged-top label looks at.
@@ -60,19 +71,31 @@ class Thresholds:
             "candidates-missed": f"not ok, judged enough, and ceiling < {ok} (no order of the candidates is ok)",
             "unjudged-top": f"not ok and more than {self.max_unjudged:g} of the reranked top 10 unjudged",
             "no-relevant": f"ideal {measure} = 0 (nothing in the qrels that the measure rewards)",
+            "missing": "the reranked run lacks the query, which its first stage and the qrels hold (decided first; "
+            "out of the loss split)",
         }
 
 
 def label_query(
-    ideal: float, reranked: float, ceiling: float, unjudged: int, t: Thresholds, *, first_stage: float
+    ideal: float,
+    reranked: float,
+    ceiling: float,
+    unjudged: int,
+    t: Thresholds,
+    *,
+    first_stage: float,
+    missing: bool = False,
 ) -> str:
-    """The label of one query (order: no-relevant, reranker-hurt, ok, unjudged-top, candidates-missed,
+    """The label of one query (order: missing, no-relevant, reranker-hurt, ok, unjudged-top, candidates-missed,
     reranker-misordered).
 
     ``unjudged`` is the number of unjudged documents in the reranked top 10; ``first_stage`` the first stage's
-    value of the measure.
+    value of the measure; ``missing``: the reranked run lacks the query (its value, 0, says nothing of the
+    reranker).
     """
     eps = 1e-12  # values computed in another order must not flip a label at the threshold
+    if missing:
+        return "missing"
     if ideal <= 0:
         return "no-relevant"
     if reranked < first_stage - t.hurt * ideal - eps:

@@ -14,6 +14,9 @@ whose nDCG@10 spans 0.6665-0.6840. The diagnosis treats the runs given under one
   spread (max - min) of the two is said to be within it.
 
 Repeats must hold the same queries and have the same rerank depth; anything else is an error naming the runs.
+Byte-identical repeat files (rank_llm's seven RankVicuna runs hold four identical ones) are named
+(``identical``: which files are identical to which) and warned about: they count as repeats, so the spread
+understates the nondeterminism.
 """
 
 from __future__ import annotations
@@ -52,15 +55,27 @@ def check_repeats(r: Any, detections: Sequence[DepthDetection]) -> None:
                 f"{d0}, {run.path} (repeat {i}) the top {det.depth}. Repeats of one system share a depth; give "
                 "the runs different names"
             )
-        if r.depth_from == "longest list" and _longest(run) != _longest(r.run):
-            raise ConfigError(
-                f"repeats of {r.name} have different depths (longest lists): {r.run.path} {_longest(r.run)}, "
-                f"{run.path} {_longest(run)}"
-            )
 
 
-def _longest(run) -> int:
-    return int(run.frame.groupby(QUERY_ID).size().max()) if len(run.frame) else 0
+def identical_repeats(runs: Sequence[Any]) -> list[list[str]]:
+    """The repeat files that are byte-identical (the same sha256 of the file as read): one list of paths per
+    group of two or more, the first path the one the others are identical to, in the order given. Runs read
+    from no file (no checksum) are never called identical."""
+    groups: dict[str, list[str]] = {}
+    for run in runs:
+        if run.sha256:
+            groups.setdefault(run.sha256, []).append(run.path)
+    return [paths for paths in groups.values() if len(paths) > 1]
+
+
+def identical_note(name: str, identical: Sequence[Sequence[str]]) -> str:
+    """The warning about byte-identical repeats: which files are identical to which."""
+    said = "; ".join(f"{', '.join(g[1:])} {'is' if len(g) == 2 else 'are'} identical to {g[0]}" for g in identical)
+    n = sum(len(g) - 1 for g in identical)
+    return (
+        f"repeats of {name}: {n} repeat file(s) are byte-identical copies of another ({said}); each still counts "
+        "as a repeat, so the spread over repeats understates the reranker's nondeterminism"
+    )
 
 
 def repeat_stats(values: Sequence[pd.Series]) -> dict:
@@ -142,7 +157,7 @@ def mean_decomposition(decs: Sequence):
     first = decs[0]
     pq = first.per_query.copy()
     pq["reranked"] = np.mean([d.per_query["reranked"].to_numpy() for d in decs], axis=0)
-    pq["lost_in_reranking"] = pq["ceiling"] - pq["reranked"]
+    pq["lost_in_reranking"] = (pq["ceiling"] - pq["reranked"]).where(pq["lost_in_reranking"].notna())
     curve = first.curve.copy()
     curve["reranked"] = np.mean([d.curve["reranked"].to_numpy() for d in decs], axis=0)
     return dataclasses.replace(

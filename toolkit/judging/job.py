@@ -69,6 +69,13 @@ def select_pairs(
     return top.reset_index(drop=True)
 
 
+def depth_used(run: Run, depth: int) -> int:
+    """The depth a job over ``run``'s top ``depth`` used: ``depth``, or the run's longest list when that is
+    shorter (``judge --depth 200`` on 100-deep lists judged the top 100)."""
+    sizes = run.frame.groupby(QUERY_ID).size()
+    return min(depth, int(sizes.max())) if len(sizes) else depth
+
+
 def items_with_texts(
     pairs: pd.DataFrame, queries: Mapping[str, str], lookup: Callable[[list[str]], dict[str, str]]
 ) -> list[Item]:

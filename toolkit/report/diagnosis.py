@@ -725,7 +725,15 @@ def explore_data(diag: Diagnosis) -> dict:
     rows, detail = _explore_rows(diag)
     systems = [{"name": f, "role": "first stage"} for f in diag.first_stages]
     systems += [
-        {"name": p.name, "role": "reranked", "first_stage": p.first_stage, "depth": p.depth} for p in diag.pipelines
+        {
+            "name": p.name,
+            "role": "reranked",
+            "first_stage": p.first_stage,
+            "depth": p.depth,
+            # a system with repeats: its values are the mean over repeats, its list the first repeat's
+            "shown": repeat_shown(p),
+        }
+        for p in diag.pipelines
     ]
     return json_ready(
         {
@@ -747,6 +755,18 @@ def explore_data(diag: Diagnosis) -> dict:
     )
 
 
+def repeat_shown(p) -> str | None:
+    """Which repeat a system's ranked list shows (the first): None without repeats."""
+    if not p.repeats:
+        return None
+    return f"repeat 1 of {p.repeats['n']}: {p.repeats['runs'][0]}"
+
+
+def values_of(p) -> str:
+    """What a system's per-query values are: `` (mean of N repeats)`` for a system with repeats, else ''."""
+    return f" (mean of {p.repeats['n']} repeats)" if p.repeats else ""
+
+
 def _explore_columns(diag: Diagnosis) -> list[dict]:
     """The explorer table's columns: query, text, type, labels, every run's measure, per reranked run its delta
     against the first stage, ceiling and losses, every run's judged@10, RBO and τ."""
@@ -761,7 +781,8 @@ def _explore_columns(diag: Diagnosis) -> list[dict]:
     columns += [
         {"key": f"label:{p.name}", "label": f"label · {p.name}" if many else "label", "kind": "cat"} for p in pipes
     ]
-    columns += [{"key": f"m:{s}", "label": f"{label} · {s}", "kind": "num"} for s in every]
+    of = {p.name: values_of(p) for p in pipes}
+    columns += [{"key": f"m:{s}", "label": f"{label} · {s}{of.get(s, '')}", "kind": "num"} for s in every]
     for p in pipes:
         suffix = f" · {p.name}" if many else ""
         columns += [
@@ -809,16 +830,16 @@ def _explore_rows(diag: Diagnosis) -> tuple[list[dict], dict[str, list[dict]]]:
                         "judged": r["first_judged_10"],
                     }
                 )
-            lines.append(_detail_line(p.name, p.depth, r, m))
+            lines.append(_detail_line(p.name, p.depth, r, m, values_of(p)))
     for lines in detail.values():  # first stages first, as in the side-by-side lists
         lines.sort(key=lambda x: x["role"] != "first stage")
     return list(rows.values()), detail
 
 
-def _detail_line(name: str, depth: int, r: dict, m: str) -> dict:
+def _detail_line(name: str, depth: int, r: dict, m: str, of: str = "") -> dict:
     return {
         "system": name,
-        "role": f"reranked top {depth}",
+        "role": f"reranked top {depth}{of}",
         "value": r[f"reranked_{m}"],
         "delta": r[f"delta_{m}"],
         "ceiling": r[f"ceiling_{m}"],
@@ -1003,7 +1024,7 @@ def _labels(diag: Diagnosis) -> list[Part]:
     ]
 
 
-def _worst_entry_html(w: dict, depth: int) -> str:
+def _worst_entry_html(w: dict, depth: int, of: str = "", shown: str | None = None) -> str:
     left = "".join(
         f'<tr><td class="num">{i["rank"]}</td><td>{esc(i["doc_id"])}</td>'
         f'<td class="{_top_cell(i)[1]}">{esc(_top_cell(i)[0])}</td><td>{esc(i.get("snippet") or "")}</td></tr>'
@@ -1017,22 +1038,24 @@ def _worst_entry_html(w: dict, depth: int) -> str:
     return (
         f'<h3><a href="#q={esc(w["query_id"])}">{esc(w["query_id"])}</a>: {esc(w["query"] or "(no query text)")}'
         f'</h3><p class="muted">type {esc(w["query_type"])} · diagnosis <b>{esc(w["diagnosis"])}</b> · '
-        f"reranked {w['reranked']:.4f} (first stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}: lost "
+        f"reranked {w['reranked']:.4f}{esc(of)} (first stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}: lost "
         f"{w['lost_in_candidates']:.4f} in candidates, {w['lost_in_reranking']:.4f} in reranking) · first-stage "
         f"R@{depth} {w['first_recall']:.4f} · judged@10 {w['reranked_judged_10']:.2f}</p>"
-        '<div class="pair"><div><b>Reranked top 10</b><table><thead><tr><th>#</th><th>doc</th><th>grade</th>'
+        f'<div class="pair"><div><b>Reranked top 10{esc(f" ({shown})" if shown else "")}</b><table><thead><tr>'
+        "<th>#</th><th>doc</th><th>grade</th>"
         f"<th>text</th></tr></thead><tbody>{left}</tbody></table></div><div><b>Best judged documents it missed</b>"
         "<table><thead><tr><th>doc</th><th>grade</th><th>where</th><th>text</th></tr></thead>"
         f"<tbody>{right}</tbody></table></div></div>"
     )
 
 
-def _worst_entry_markdown(w: dict, depth: int) -> list[str]:
+def _worst_entry_markdown(w: dict, depth: int, of: str = "", shown: str | None = None) -> list[str]:
     out = [
         f"### {md(w['query_id'])}: {md(w['query'] or '(no query text)')}\n",
-        f"type {md(w['query_type'])}, diagnosis **{md(w['diagnosis'])}**, reranked {w['reranked']:.4f} (first "
-        f"stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}), first-stage R@{depth} "
+        f"type {md(w['query_type'])}, diagnosis **{md(w['diagnosis'])}**, reranked {w['reranked']:.4f}{md(of)} "
+        f"(first stage {w['first_stage']:.4f}, ceiling {w['ceiling']:.4f}), first-stage R@{depth} "
         f"{w['first_recall']:.4f}\n",
+        *([f"Reranked top 10: {md(shown)}\n"] if shown else []),
         markdown_table(
             ["#", "doc", "grade", "text"],
             [[i["rank"], i["doc_id"], _top_cell(i)[0], (i.get("snippet") or "")[:120]] for i in w["top_10"]],
@@ -1050,8 +1073,12 @@ def _worst_entry_markdown(w: dict, depth: int) -> list[str]:
 
 
 def _worst(diag: Diagnosis) -> list[Part]:
-    depth = diag.primary.depth
-    return [Part(_worst_entry_html(w, depth), tuple(_worst_entry_markdown(w, depth))) for w in diag.worst]
+    p = diag.primary
+    depth, of, shown = p.depth, values_of(p), repeat_shown(p)
+    return [
+        Part(_worst_entry_html(w, depth, of, shown), tuple(_worst_entry_markdown(w, depth, of, shown)))
+        for w in diag.worst
+    ]
 
 
 def _types(diag: Diagnosis) -> list[Part]:

@@ -23,11 +23,22 @@ def _muted(text_html: str) -> Part:
 
 # ------------------------------------------------------------------ depths
 def depth_lines(diag: Diagnosis) -> list[str]:
-    """One sentence per reranked run: its depth and where it came from."""
+    """One line per reranked run: its depth and where it came from, the queries missing from it and its
+    byte-identical repeats."""
     out = []
     for p in diag.pipelines:
         reps = f", {p.repeats['n']} repeats" if p.repeats else ""
-        out.append(f"{p.name} reranks {p.first_stage}'s {p.depth_source}{reps}.")
+        line = f"{p.name} reranks {p.first_stage}'s {p.depth_source}{reps}."
+        missing = p.decomposition.missing
+        if missing:
+            n = p.decomposition.means()["queries"]
+            line += (
+                f" {len(missing)} queries {p.first_stage} and the qrels hold are missing from it: labelled "
+                f"missing and left out of its loss split (over {n} queries)."
+            )
+        for group in (p.repeats or {}).get("identical") or ():
+            line += f" Byte-identical repeats: {', '.join(group[1:])} = {group[0]}."
+        out.append(line)
     return out
 
 

@@ -170,8 +170,9 @@
     for (const sys of DATA.systems) {
       const top = view.top[sys.name] || [];
       const list = el("div", {cls: "system-list", "data-system": sys.name});
+      // a system with repeats: the values above are the mean over its repeats, this list is one repeat's
       list.appendChild(el("b", {text: sys.name + " (" + (sys.role === "reranked" ? "reranked" : "first stage") +
-                                       "), top " + DATA.k}));
+                                       (sys.shown ? ", " + sys.shown : "") + "), top " + DATA.k}));
       const t = el("table");
       t.appendChild(el("thead", {}, [el("tr", {}, ["#", "doc", "grade", sys.role === "reranked" ? "move" : "→",
                                                    "text"].map(h => el("th", {text: h})))]));

@@ -550,11 +550,16 @@ def _settings(
     first_stage: Run,
     texts: TextSource,
 ) -> dict:
-    """The sidecar's record of a rerank (seconds and library versions are added once the work is done)."""
+    """The sidecar's record of a rerank (seconds and library versions are added once the work is done). ``depth``
+    is the depth used: the option, or the candidates' longest list when that is shorter (a 20-deep candidates
+    file reranked with ``--depth 100`` reranked 20); ``depth_option`` the option as given."""
+    sizes = work.cands.groupby(QUERY_ID).size()  # type: ignore[attr-defined]
+    used = min(depth, int(sizes.max())) if len(sizes) else depth
     return {
         "twostage": __version__,
         "reranker": model.desc,
-        "depth": depth,
+        "depth": used,
+        "depth_option": depth,
         "candidate_selection": candidate_selection(),
         "missing_text": missing_text,
         "queries": len(work.qids),
