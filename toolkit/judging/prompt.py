@@ -88,8 +88,6 @@ def load_template(path: str | os.PathLike | None = None) -> Template:
     """Read and check a template file (default: the shipped one)."""
     import hashlib
 
-    import yaml
-
     p = Path(path) if path is not None else default_template_path()
     try:
         raw = p.read_bytes()
@@ -104,10 +102,10 @@ def load_template(path: str | os.PathLike | None = None) -> Template:
         raise InputFormatError(
             str(p), 1, "a prompt template starts with YAML front matter between '---' lines (labels:, answer:)"
         )
-    try:
-        head = yaml.safe_load(m.group(1)) or {}
-    except yaml.YAMLError as exc:
-        raise InputFormatError(str(p), None, f"front matter is not YAML ({exc})") from None
+    from toolkit.guard.specs import parse_yaml
+
+    # the one YAML loader (safe, bounded); the front matter starts on the file's line 2
+    head = parse_yaml(m.group(1), p, first_line=2, what="a prompt template's front matter").data or {}
     if not isinstance(head, dict):
         raise InputFormatError(str(p), 2, "front matter must be a mapping (labels:, answer:, ...)")
     unknown = sorted(set(head) - {"name", "labels", "answer", "system", "max_tokens"})
