@@ -40,7 +40,9 @@ def cli(*args: str, input: str | None = None, env: dict[str, str] | None = None)
 
 def assert_one_error(res: Result, *needles: str, code: int | None = None) -> str:
     """The command failed with exactly one ``Error:`` line holding each needle, and no traceback; returns it."""
-    out = res.output + (res.stderr if res.stderr_bytes is not None else "")
+    out = res.output  # click >= 8.2: stdout and stderr interleaved
+    if res.stderr_bytes is not None and res.stderr not in out:  # older click keeps stderr apart
+        out += res.stderr
     assert res.exception is None or isinstance(res.exception, SystemExit), f"traceback: {res.exception!r}\n{out}"
     assert "Traceback" not in out, out
     assert res.exit_code != 0, out
