@@ -125,6 +125,25 @@ def test_spec_validation_errors_name_file_and_field(tmp_path, old, new, message)
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "old, new, where",
+    [
+        ("paths: spec", "paths: home", "3: paths: expected 'data' or 'spec'"),  # a top-level field: its line
+        ("  - {id: P@2, measure: P.2}", "  - {id: P@2, measure: nope}", "6: columns[1].measure: "),
+        ("P@2: 0.5000}", "P@2: {published: x}}", "12: rows[0].cells.P@2.published: expected a number"),  # a key with @
+        ("    label: The system\n", "    label: The system\n    bogus: 1\n", "10: rows[0].bogus: unknown field"),
+        ("    run: run.txt\n", "    run: '{package:os/x}'\n", "11: rows[0].run: {package:os/x}: a spec may name only"),
+    ],
+)
+def test_spec_field_errors_name_the_line(tmp_path, old, new, where):
+    """Read by the one YAML loader, a spec's field errors name the line of the field (BASE's lines by hand)."""
+    assert old in BASE
+    path = write_spec(tmp_path, BASE.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).startswith(f"{path}:{where}"), str(err.value)
+
+
 def test_spec_yaml_syntax_error_names_line(tmp_path):
     path = write_spec(tmp_path, BASE.replace("rows:", "rows: [\n  oops"))
     with pytest.raises(InputFormatError, match=r"tiny\.yaml:\d+: not valid YAML"):

@@ -118,6 +118,9 @@ def billion_laughs_prompt_template(tmp: Path) -> None:
 # ------------------------------------------------------------------ shapes the loader refuses
 def recursive_alias(tmp: Path) -> None:
     _experiment(tmp, EXPERIMENT + "loop: &x [1, *x]\n", ":7: the alias *x is used inside &x", "recursive alias")
+    _experiment(tmp / "undefined", EXPERIMENT + "x: 1\ny: *nowhere\n", ":8: the alias *nowhere names no anchor")
+    many = EXPERIMENT + "a: &a 1\n" + "".join(f"k{i}: *a\n" for i in range(1_001))  # k0 on line 8: k1000 on 1,008
+    _experiment(tmp / "many", many, ":1008: more than 1,000 aliases")
 
 
 def deep_nesting(tmp: Path) -> None:
@@ -135,8 +138,16 @@ def sequence_as_mapping_key(tmp: Path) -> None:
 
 
 def non_string_key(tmp: Path) -> None:
-    line = _experiment(tmp, EXPERIMENT + "1: x\n", ":7: a mapping key must be a string, not an integer")
-    assert "quote it: '1'" in line
+    for key, kind in (("1", "an integer"), ("true", "a boolean"), ("null", "null"), ("1.5", "a number")):
+        line = _experiment(tmp / key, EXPERIMENT + f"{key}: x\n", f":7: a mapping key must be a string, not {kind}")
+        assert f"quote it: '{key}'" in line
+    _experiment(tmp / "quoted", EXPERIMENT + "'1': x\n", "unknown key '1'")  # quoted, it is read (and checked)
+
+
+def duplicate_and_merge_keys(tmp: Path) -> None:
+    _experiment(tmp, EXPERIMENT + "hits: 10\nhits: 20\n", ":8: key 'hits' given twice")
+    merged = EXPERIMENT.replace("  bm25: {type: bm25, k1: 0.9, b: 0.4}", "  bm25: &b {type: bm25}\n  b2: {<<: *b}")
+    _experiment(tmp / "merge", merged, ":7: YAML merge keys (<<) are not read")
 
 
 def python_object_tag(tmp: Path) -> None:
@@ -258,6 +269,7 @@ CASES = [
     Case("specs", "deep-nesting", deep_nesting),
     Case("specs", "sequence-as-key", sequence_as_mapping_key),
     Case("specs", "non-string-key", non_string_key),
+    Case("specs", "duplicate-and-merge-keys", duplicate_and_merge_keys),
     Case("specs", "python-object-tag", python_object_tag),
     Case("specs", "custom-tag", custom_tag),
     Case("specs", "oversized-file", oversized_file),
