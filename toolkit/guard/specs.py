@@ -120,13 +120,12 @@ def parse_yaml(
 class _Frame:
     """An open mapping or list: its value, its path, and what the bounds need."""
 
-    __slots__ = ("anchor", "deepest", "is_map", "key", "key_line", "keys", "level", "start", "value")
+    __slots__ = ("anchor", "deepest", "is_map", "key", "keys", "level", "start", "value")
 
     def __init__(self, value, keys: tuple, anchor: str | None, start: int, level: int) -> None:
         self.value, self.keys, self.anchor, self.start, self.level = value, keys, anchor, start, level
         self.deepest = level
         self.key: str | None = None  # a mapping's key waiting for its value
-        self.key_line = 0
         self.is_map = isinstance(value, dict)
 
 
@@ -149,7 +148,6 @@ class _Builder:
         self.aliases = 0
         self.documents = 0
         self.root: object = None
-        self.done = False
 
     # -------------------------------------------------------------- helpers
     def fail(self, mark, reason: str) -> InputFormatError:
@@ -206,7 +204,7 @@ class _Builder:
             top = self.stack[-1]
             if value in top.value:
                 raise InputFormatError(self.path, line, f"key {value!r} given twice")
-            top.key, top.key_line = value, line
+            top.key = value
             self.lines[(*top.keys, value)] = line
             return
         if not self.stack:
