@@ -71,9 +71,10 @@ def test_nested_yaml_aliases_are_refused_as_the_file_is_read(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     # by hand, each mapping, list, key and scalar one value: a = 1 + 9 = 10, b = 1 + 9a = 91, ..., i = 1 + 9h =
     # 435,848,050; a..i together 490,329,054; stages 1 + 1 + (1 + 2 + 1 + i) = 435,848,056; the top mapping 1,
-    # its 14 keys, 3 scalars and index (3): 926,177,131
+    # its 14 keys, 3 scalars and index (3): 926,177,131. The line is where the count passes 10,000: lines 1-4 hold
+    # 1 + 8 + 3 = 12 values, a..d 10 + 91 + 820 + 7,381 (8,314 in all), and e's second *d (7,381 more) on line 9
     assert r.stdout.strip() == (
-        f"{path}: the file expands to 926,177,131 values, more than the 10,000 an experiment file may hold "
+        f"{path}:9: the file expands to 926,177,131 values, more than the 10,000 an experiment file may hold "
         "(YAML aliases, *name, repeat what their anchor names); write it with fewer or no aliases"
     )
 

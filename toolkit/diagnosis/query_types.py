@@ -94,25 +94,24 @@ def load_type_rules(path: str | os.PathLike) -> tuple[TypeRule, ...]:
     fails with its line number.
     """
     path = str(path)
-    text = read_bytes(path).decode("utf-8-sig")
     rules: list[TypeRule] = []
     if path.endswith((".yaml", ".yml")):
-        import yaml
+        from toolkit.guard.specs import load_yaml
 
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InputFormatError(path, None, f"invalid YAML: {exc}") from None
+        located = load_yaml(path, what="a query-type file")  # the one YAML loader: safe, bounded, lines kept
+        doc, top = located.data, ()
         if isinstance(doc, dict):
-            doc = doc.get("rules")
+            doc, top = doc.get("rules"), ("rules",)
         if not isinstance(doc, list):
-            raise InputFormatError(path, None, "expected a list of {type: NAME, pattern: REGEX} (or {rules: [...]})")
+            raise InputFormatError(path, 1, "expected a list of {type: NAME, pattern: REGEX} (or {rules: [...]})")
         for i, item in enumerate(doc):
+            line = located.line(*top, i)
             if not isinstance(item, dict) or not {"type", "pattern"} <= set(item):
-                raise InputFormatError(path, None, f"rule {i + 1}: needs 'type' and 'pattern'")
-            rule = _rule(path, None, str(item["type"]), str(item["pattern"]))
+                raise InputFormatError(path, line, f"rule {i + 1}: needs 'type' and 'pattern'")
+            rule = _rule(path, located.line(*top, i, "pattern"), str(item["type"]), str(item["pattern"]))
             rules.append(TypeRule(rule.type, rule.pattern, str(item.get("meaning", ""))))
     else:
+        text = read_bytes(path).decode("utf-8-sig")
         for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue

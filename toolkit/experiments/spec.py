@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.errors import InputFormatError
+from toolkit.guard.specs import Located
+from toolkit.guard.specs import load_yaml as load_guarded
 
 #: Parameters each stage type takes, with their defaults (None: required).
 STAGE_PARAMS: dict[str, dict[str, object]] = {
@@ -86,88 +88,18 @@ TUNE_KEYS = {"metric", "folds", "seed", "queries"}
 INDEX_KEYS = {"collection", "path"}
 
 
-@dataclass
-class Located:
-    """A parsed YAML document with the line (1-based) of every mapping key and sequence item."""
-
-    data: object
-    path: str
-    lines: dict[tuple, int]
-
-    def line(self, *keys) -> int | None:
-        while keys and keys not in self.lines:
-            keys = keys[:-1]
-        return self.lines.get(keys)
-
-    def error(self, keys: tuple, reason: str) -> InputFormatError:
-        return InputFormatError(self.path, self.line(*keys), reason)
-
-
 #: The most values (mappings, lists, scalars) an experiment file may expand to. A YAML alias (``*name``) repeats
 #: what its anchor names: nine lines of nine aliases each expand to 9**9 values, so a 528-byte file took 44 s and
-#: 5 GB to read; real experiment files hold a few hundred. Counted on the parsed graph before anything is built.
+#: 5 GB to read; real experiment files hold a few hundred. Counted as the file is read (``toolkit.guard.specs``).
 MAX_YAML_VALUES = 10_000
 
 
-def _expanded_size(node, memo: dict[int, int]) -> int:
-    """How many values ``node`` expands to, aliases repeated: each distinct node is counted once (``memo``),
-    so a file of nested aliases is measured in the time it takes to read it, not to expand it."""
-    import yaml
-
-    key = id(node)
-    if key not in memo:
-        memo[key] = 1  # a (recursive) alias back to a node being counted adds nothing more
-        if isinstance(node, yaml.MappingNode):
-            memo[key] = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
-        elif isinstance(node, yaml.SequenceNode):
-            memo[key] = 1 + sum(_expanded_size(v, memo) for v in node.value)
-    return memo[key]
-
-
-def _construct(node, keys: tuple, lines: dict, path: str, loader):
-    import yaml
-
-    lines.setdefault(keys, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out = {}
-        for k, v in node.value:
-            key = k.value
-            if key in out:
-                raise InputFormatError(path, k.start_mark.line + 1, f"key {key!r} given twice")
-            lines[(*keys, key)] = k.start_mark.line + 1
-            out[key] = _construct(v, (*keys, key), lines, path, loader)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_construct(v, (*keys, i), lines, path, loader) for i, v in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)  # a scalar, typed as yaml.safe_load types it
-
-
 def load_yaml(path: str | Path) -> Located:
-    """Parse ``path`` keeping lines; a YAML syntax error names its line too."""
-    import yaml
-
-    path = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFormatError(path, None, "no such file") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputFormatError(path, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None
-    if node is None:
-        raise InputFormatError(path, None, "empty experiment file")
-    size = _expanded_size(node, {})
-    if size > MAX_YAML_VALUES:
-        raise InputFormatError(
-            path,
-            None,
-            f"the file expands to {size:,} values, more than the {MAX_YAML_VALUES:,} an experiment file may hold "
-            "(YAML aliases, *name, repeat what their anchor names); write it with fewer or no aliases",
-        )
-    lines: dict[tuple, int] = {}
-    return Located(_construct(node, (), lines, path, yaml.SafeLoader("")), path, lines)
+    """Parse ``path`` keeping lines (``toolkit.guard.specs``, the one YAML loader); every error names its line."""
+    doc = load_guarded(path, max_values=MAX_YAML_VALUES, what="an experiment file")
+    if doc.data is None:
+        raise InputFormatError(str(path), None, "empty experiment file")
+    return doc
 
 
 # ------------------------------------------------------------------ the checked experiment

@@ -39,6 +39,8 @@ REQUIRED = ("{query}", "{passage}")
 OPTIONAL = ("{title}",)
 DEFAULT_TEMPLATE = "graded-0-3.md"
 DEFAULT_MAX_TOKENS = 256
+#: The largest template file read (front matter and text): a prompt is a few KB.
+TEMPLATE_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -135,26 +137,25 @@ def read_front_matter(path: str | os.PathLike, keys: tuple[str, ...], hint: str)
     Shared by every template twostage reads (the judge's here, the listwise reranker's)."""
     import hashlib
 
-    import yaml
+    from toolkit.guard.specs import read_text
 
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputFormatError(str(p), None, "no such prompt template") from None
-    try:
-        text = raw.decode("utf-8-sig").replace("\r\n", "\n")
-    except UnicodeDecodeError:
-        raise InputFormatError(str(p), None, "not valid UTF-8") from None
+    if not p.exists():
+        raise InputFormatError(str(p), None, "no such prompt template")
+    # through the specs door: bounded in size (TEMPLATE_MAX_BYTES), UTF-8 checked with the line named
+    text = read_text(p, max_bytes=TEMPLATE_MAX_BYTES)
+    with open(p, "rb") as fh:  # the sha256 is of the file's bytes as they are (a BOM included)
+        raw = fh.read(TEMPLATE_MAX_BYTES + 1)
+    text = text.replace("\r\n", "\n")
     m = re.match(r"---\n(.*?)\n---\n(.*)\Z", text, re.S)
     if not m:
         raise InputFormatError(
             str(p), 1, f"a prompt template starts with YAML front matter between '---' lines ({hint})"
         )
-    try:
-        head = yaml.safe_load(m.group(1)) or {}
-    except yaml.YAMLError as exc:
-        raise InputFormatError(str(p), None, f"front matter is not YAML ({exc})") from None
+    from toolkit.guard.specs import parse_yaml
+
+    # the one YAML loader (safe, bounded); the front matter starts on the file's line 2
+    head = parse_yaml(m.group(1), p, first_line=2, what="a prompt template's front matter").data or {}
     if not isinstance(head, dict):
         raise InputFormatError(str(p), 2, f"front matter must be a mapping ({hint}, ...)")
     unknown = sorted(set(head) - set(keys))

@@ -37,9 +37,9 @@ one name (``toolkit.measures.settings``), built by the same ``measures.build_set
 Placeholders in paths and commands: ``{data}`` (data folder), ``{work}`` (the
 output folder), ``{indexes}`` (index folder), ``{run}`` (the run file of the
 row, ``{work}/runs/<row id>.txt``), ``{package:NAME/sub/path}`` (a folder
-inside an installed Python package, found without importing it). A command
-starting with ``twostage`` runs this toolkit's CLI in a subprocess of the
-current Python.
+inside a package twostage ships data in, ``specs.PACKAGES``, found without importing it; any other package is
+refused as the spec is read). A command starting with ``twostage`` runs this toolkit's CLI in a subprocess of the
+current Python, isolated (``python -I``): nothing beside the spec or in the current folder is imported.
 
 A spec runs only twostage's own verbs (``[twostage, VERB, ...]``, never ``reproduce``: a spec cannot
 start another spec). Any other program (``[sh, -c, ...]``, a script, ``python``) is refused before
@@ -64,7 +64,6 @@ A cell's status:
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import re
@@ -82,7 +81,7 @@ from toolkit.measures.names import EvalSettings
 if TYPE_CHECKING:
     from toolkit.data.catalog import QrelsSource
     from toolkit.data.records import Qrels
-from toolkit.reproduction.specs import _PLACEHOLDER, Cell, Column, Row, Spec, Step
+from toolkit.reproduction.specs import _PLACEHOLDER, Cell, Column, Row, Spec, Step, package_path
 
 log = logging.getLogger(__name__)
 
@@ -200,15 +199,19 @@ def _subprocess_runner(argv: list[str], env: dict[str, str]) -> CommandResult:
     return CommandResult(proc.wait(), "\n".join(tail))
 
 
-def _package_path(spec: str) -> Path | None:
-    name, _, sub = spec.partition("/")
-    try:
-        found = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if found is None or not found.submodule_search_locations:
-        return None
-    return Path(next(iter(found.submodule_search_locations))) / sub
+#: The folder the toolkit package is in: the one entry a verb's isolated Python puts on its path.
+_TOOLKIT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def verb_argv(args: list[str]) -> list[str]:
+    """``twostage VERB ARGS`` as the command that runs it: this Python, isolated (``-I``: neither the current
+    folder, nor ``PYTHONPATH``, nor the user's site folder on its path), with only the folder of this toolkit put
+    first, so that nothing lying beside a spec or in the current folder (a ``click.py``) is imported."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(_TOOLKIT_ROOT)!r}); "
+        "from toolkit.cli import main; main(prog_name='twostage')"
+    )
+    return [sys.executable, "-I", "-c", code, *args]
 
 
 def own_verb(argv: tuple[str, ...]) -> bool:
@@ -259,10 +262,10 @@ class Runner:
                 return str(self.indexes)
             if name == "run":
                 return str(self.run_path(row)) if row else m.group(0)
-            pkg = _package_path(name[len("package:") :])
+            pkg = package_path(name[len("package:") :])  # ConfigError for a package twostage ships no data in
             if pkg is None or not pkg.exists():
-                pkg_name = name[len("package:") :].split("/")[0]
-                raise _Missing(f"Python package {pkg_name!r} (or {name[len('package:') :]!r} in it) is not installed")
+                pkg_name, _, sub = name[len("package:") :].partition("/")
+                raise _Missing(f"{{{name}}} not found: package {pkg_name!r} is not installed or holds no {sub!r}")
             return str(pkg)
 
         return _PLACEHOLDER.sub(sub, text)
@@ -295,7 +298,7 @@ class Runner:
             module = extra and missing(extra)
             if module:
                 raise _Missing(f"`twostage {args[1]}` needs the [{extra}] extra ({module} is not installed)")
-            return [sys.executable, "-c", "from toolkit.cli import main; main(prog_name='twostage')", *args[1:]]
+            return verb_argv(args[1:])
         return args
 
     def env(self) -> dict[str, str]:
@@ -504,7 +507,7 @@ class Runner:
             res = self._execute("setup", step, argv, None)
             if res.returncode != 0:
                 return (
-                    f"setup command `{' '.join(argv[3:] if argv[0] == sys.executable else argv)}` exited with "
+                    f"setup command `{' '.join(self.expand(a) for a in step.argv)}` exited with "
                     f"status {res.returncode}: {res.output[-800:]}",
                     True,
                 )

