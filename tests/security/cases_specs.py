@@ -200,7 +200,9 @@ def planted_modules_beside_spec_and_in_cwd(tmp: Path) -> None:
     spec = _write(
         spec_dir,
         "spec.yaml",
-        SPEC.replace("    run: run.txt\n", f"    commands: [[twostage, fuse, 'a={run}', 'b={run}', --out, '{{run}}']]\n"),
+        SPEC.replace(
+            "    run: run.txt\n", f"    commands: [[twostage, fuse, 'a={run}', 'b={run}', --out, '{{run}}']]\n"
+        ),
     )
     out = tmp / "out"
     here = os.getcwd()

@@ -42,3 +42,23 @@ def test_every_door_has_guarantees_and_each_cites_a_case():
     assert guarantees, "the doors section states no guarantee"
     for guarantee in guarantees:
         assert CITE.search(guarantee), f"a guarantee without a case: {guarantee[:200]!r}"
+
+
+def _sections() -> dict[str, str]:
+    text = DOC.read_text(encoding="utf-8")
+    parts = re.split(r"(?m)^## ", text)[1:]
+    return {p.split("\n", 1)[0]: p for p in parts}
+
+
+def test_every_section_names_the_tests_that_hold_it_and_they_exist():
+    """Outside the doors' bullets the page says which test holds each rule: every ``##`` section names at least
+    one test file (or cites a case), and every test file it names exists."""
+    repo = DOC.parents[1]
+    ids = {c.id for c in CASES}
+    for heading, body in _sections().items():
+        files = set(re.findall(r"tests/[\w/]+\.py", body))
+        cited = set(CITE.findall(body))
+        assert files or cited, f"section {heading!r} names no test"
+        missing = sorted(f for f in files if not (repo / f).is_file())
+        assert not missing, f"section {heading!r} names tests that do not exist: {missing}"
+        assert cited <= ids, f"section {heading!r} cites cases not in the table: {sorted(cited - ids)}"
