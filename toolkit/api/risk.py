@@ -144,12 +144,14 @@ def risk(
     """
     from toolkit import notices
     from toolkit.api.comparison import _measure_items, _named, _numeric_names, _requested_measures
-    from toolkit.api.evaluation import Evaluation, evaluate
+    from toolkit.api.evaluation import Evaluation, evaluate, evaluation_keywords
     from toolkit.api.inputs import as_qrels
+    from toolkit.api.keywords import check_keywords
     from toolkit.errors import ConfigError
     from toolkit.evaluation.compare import load_result_json, paired_table
     from toolkit.evaluation.risk import check_alpha, risk_table
 
+    check_keywords("risk", options, evaluation_keywords("name", "dedupe", "labels", "relevance_map", "data_dir"))
     given: list[Any] = list(alpha) if isinstance(alpha, Iterable) and not isinstance(alpha, (str, bytes)) else [alpha]
     alphas = [check_alpha(a) for a in given]
     if not alphas:

@@ -24,16 +24,13 @@ import dataclasses
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from toolkit.errors import ConfigError
 from toolkit.extras import require
 from toolkit.models import model_load_error, precision_effect, resolve_model
-
-if TYPE_CHECKING:
-    from toolkit.reranking.backends import RerankerSpec
 
 BACKEND = "rerankers"
 
@@ -50,8 +47,9 @@ WEIGHTS = "fp32, fp16 or bf16 (the library's dtype)"
 _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def resolved(spec: RerankerSpec) -> RerankerSpec:
-    """``spec`` with its kind set to its model type, or a ``ConfigError`` where the two do not fit."""
+def resolved(spec: Any) -> Any:
+    """``spec`` (a ``backends.RerankerSpec``, not imported here: backends imports this module) with its kind set
+    to its model type, or a ``ConfigError`` where the two do not fit."""
     if spec.model_type not in MODEL_TYPES:
         given = "missing" if spec.model_type is None else repr(spec.model_type)
         raise ConfigError(f"--backend {BACKEND} needs --model-type, one of {MODEL_TYPES} (it is {given})")
@@ -64,7 +62,7 @@ def resolved(spec: RerankerSpec) -> RerankerSpec:
     return dataclasses.replace(spec, kind=spec.model_type)
 
 
-def describe_spec(spec: RerankerSpec) -> dict:
+def describe_spec(spec: Any) -> dict:
     """What the sidecar says of a model each Ray worker loads (the library's version as installed here)."""
     from importlib.metadata import PackageNotFoundError, version
 
