@@ -360,6 +360,7 @@
     wrap.addEventListener("scroll", onScroll, {passive: true});
     window.addEventListener("hashchange", fromHash);
     fromHash();
+    root.explorerData = DATA;  // what the explorer read, for a test to compare with the report's own
     root.classList.remove("loading");
     root.classList.add("ready");
   }
