@@ -390,5 +390,11 @@ def test_compressed_explorer_in_chromium(files, tmp_path, monkeypatch):
         assert state["pwned"] is None and state["handlers"] == 0 and state["js"] == 0, state
         assert sorted(state["ids"]) == sorted(r["query_id"] for r in data["rows"])  # ids kept exact, as text
         assert state["title"].startswith(QIDS[1] + ": ")
+        # a browser without DecompressionStream says why the explorer is empty
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.DecompressionStream"})
+        driver.get((out / "index.html").as_uri())
+        text = driver.find_element("id", "query-detail").text
+        assert "cannot read its data: this browser has no DecompressionStream" in text, text
+        assert "per_query.csv beside this page" in text
     finally:
         driver.quit()
