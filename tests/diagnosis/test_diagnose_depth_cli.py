@@ -166,7 +166,9 @@ def test_byte_identical_repeats_are_named_and_every_view_says_what_it_shows(runs
     html = (runs / "out" / "index.html").read_text()
     assert "Byte-identical repeats: copy.trec = rv20a.trec." in html
     # the explorer: the mean over repeats and the first repeat's list, each labelled
-    data = json.loads(html.split('id="explore-data">', 1)[1].split("</script>", 1)[0])
+    from toolkit.report.diagnosis_explore import read_explore_data
+
+    data = read_explore_data(html)
     rv = next(x for x in data["systems"] if x["name"] == "rv20")
     assert rv["shown"] == "repeat 1 of 3: rv20a.trec"
     assert any(c["label"] == "nDCG@10 · rv20 (mean of 3 repeats)" for c in data["columns"])

@@ -7,7 +7,6 @@ judge near chance warned about wherever its labels are used; the explorer markin
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pytest
@@ -168,7 +167,9 @@ def test_the_diagnosis_page_shows_the_holes_files_calibration_and_marks_judge_gr
     assert "twostage judge --holes-only --calibrate-sample, on a sample of 5 of the 16 human-judged" in md
     assert "No calibration was recorded" not in md and "near chance" not in md
     html = (diag / "index.html").read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="explore-data">(.*?)</script>', html, re.S)[1])
+    from toolkit.report.diagnosis_explore import read_explore_data
+
+    data = read_explore_data(html)
     # every odd document is a hole the judge filled, and every one is shown (8 documents, top 10)
     assert data["judge_labelled"] == {f"q{q}": [f"q{q}d{i}" for i in (1, 3, 5, 7)] for q in range(4)}
     summary = json.loads((diag / "summary.json").read_text())

@@ -346,3 +346,55 @@ def test_pages_in_chromium(diagnosis_folder, comparison, tmp_path):
         assert QIDS[0] in driver.execute_script("return document.body.innerText")
     finally:
         driver.quit()
+
+
+def test_compressed_explorer_in_chromium(files, tmp_path, monkeypatch):
+    """The payload page with its explorer data gzip-compressed (as a page of thousands of queries carries it):
+    decompressed in the browser, it is exactly the report's data, and no payload in it runs or becomes markup."""
+    from click.testing import CliRunner
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from toolkit.cli import main
+    from toolkit.report import diagnosis_explore
+    from toolkit.report.diagnosis_explore import read_explore_data
+
+    monkeypatch.setattr(diagnosis_explore, "COMPRESS_ABOVE", 0)
+    out = tmp_path / "report"
+    args = ["diagnose", "--qrels", files["qrels"], "--first-stage", files["first"], "--reranked", files["reranked"]]
+    args += ["--topics", files["topics"], "--corpus", files["corpus"], "--out", out, "--worst", "7"]
+    res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    html = (out / "index.html").read_text()
+    assert '"encoding":"gzip+base64"' in html
+    assert_inert_html(html, "index.html, compressed")
+    data = read_explore_data(html)
+    assert {r["query_id"] for r in data["rows"]} >= set(QIDS[:5])
+    driver = chromium(tmp_path)
+    try:
+        driver.get((out / "index.html").as_uri() + "#q=" + quote(QIDS[1], safe=""))
+        WebDriverWait(driver, 20).until(
+            lambda d: d.execute_script("return document.getElementById('explore').classList.contains('ready')")
+        )
+        # what the browser decoded is the report's data, value for value
+        assert driver.execute_script("return document.getElementById('explore').explorerData") == data
+        state = driver.execute_script(
+            "for (const e of document.querySelectorAll('*')) for (const k of ['mouseover', 'focus'])"
+            " e.dispatchEvent(new Event(k, {bubbles: true}));"
+            "return {pwned: window.pwned === undefined ? null : String(window.pwned),"
+            " handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes]"
+            ".some(a => a.name.startsWith('on'))).length,"
+            " js: [...document.querySelectorAll('a[href]')].filter(a => a.protocol === 'javascript:').length,"
+            " ids: [...document.querySelectorAll('#explore-table tbody tr')].map(r => r.dataset.qid),"
+            " title: document.getElementById('detail-title').textContent}"
+        )
+        assert state["pwned"] is None and state["handlers"] == 0 and state["js"] == 0, state
+        assert sorted(state["ids"]) == sorted(r["query_id"] for r in data["rows"])  # ids kept exact, as text
+        assert state["title"].startswith(QIDS[1] + ": ")
+        # a browser without DecompressionStream says why the explorer is empty
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.DecompressionStream"})
+        driver.get((out / "index.html").as_uri())
+        text = driver.find_element("id", "query-detail").text
+        assert "cannot read its data: this browser has no DecompressionStream" in text, text
+        assert "per_query.csv beside this page" in text
+    finally:
+        driver.quit()

@@ -12,17 +12,17 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from toolkit.diagnosis.diagnose import FAMILIES, Diagnosis, json_ready
+from toolkit.diagnosis.diagnose import FAMILIES, Diagnosis
 from toolkit.diagnosis.labels import DECISION_ORDER, LABEL_MEANING, LABELS, MIN_TYPE_QUERIES
 from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines, markdown_code
 from toolkit.guard.escape import markdown_text as md
 from toolkit.guard.escape import plot_text as pt
+from toolkit.report.diagnosis_explore import explore_html, explore_script, repeat_shown, values_of
 from toolkit.report.diagnosis_judge import has_judge_labels, judge_parts
 from toolkit.report.diagnosis_runs import (
     SYSTEM_COLOURS,
@@ -43,7 +43,6 @@ from toolkit.report.html import (
     p_value,
     provenance_html,
     pyplot,
-    script_json,
     signed,
 )
 from toolkit.report.sections import Part, Plots, Section, render_html, render_markdown
@@ -70,7 +69,7 @@ figure{margin:0}h3{font-size:1rem;margin-top:1.4rem}
 .side-by-side td{font-size:.78rem}td.unjudged{color:#9a6700;font-style:italic}td.relevant{color:#1a7f37;font-weight:600}
 td.nonrelevant{color:#666}td.move{white-space:nowrap}mark{background:#fff3a3;padding:0 .1rem}
 .explore-wrap{overflow-x:auto;max-height:38rem;overflow-y:auto;border:1px solid #eee}
-#explore:not(.ready) .needs-script{display:none}
+#explore:not(.ready) .needs-script{display:none}#explore:not(.loading) #explore-loading{display:none}
 """
 
 
@@ -719,180 +718,6 @@ def _reorder_text(diag: Diagnosis) -> list[tuple[str, str]]:
     return out
 
 
-# ------------------------------------------------------------------ explorer
-def explore_data(diag: Diagnosis) -> dict:
-    """What the page's query explorer reads: table columns and rows, side-by-side lists, snippets, terms."""
-    rows, detail = _explore_rows(diag)
-    systems = [{"name": f, "role": "first stage"} for f in diag.first_stages]
-    systems += [
-        {
-            "name": p.name,
-            "role": "reranked",
-            "first_stage": p.first_stage,
-            "depth": p.depth,
-            # a system with repeats: its values are the mean over repeats, its list the first repeat's
-            "shown": repeat_shown(p),
-        }
-        for p in diag.pipelines
-    ]
-    return json_ready(
-        {
-            "measure": diag.measure,
-            "measure_label": diag.measure_label,
-            "k": diag.settings["explore_depth"],
-            "systems": systems,
-            "primary": diag.primary.name,
-            "primary_first": diag.primary.first_stage,
-            "columns": _explore_columns(diag),
-            "rows": rows,
-            "detail_columns": _detail_columns(diag.measure_label),
-            "detail_rows": detail,
-            "views": diag.views,
-            "missed": diag.missed,
-            # per query, the shown documents whose grade came from an LLM judge (merged qrels)
-            "judge_labelled": (diag.settings or {}).get("judge_labelled") or {},
-        }
-    )
-
-
-def repeat_shown(p) -> str | None:
-    """Which repeat a system's ranked list shows (the first): None without repeats."""
-    if not p.repeats:
-        return None
-    return f"repeat 1 of {p.repeats['n']}: {p.repeats['runs'][0]}"
-
-
-def values_of(p) -> str:
-    """What a system's per-query values are: `` (mean of N repeats)`` for a system with repeats, else ''."""
-    return f" (mean of {p.repeats['n']} repeats)" if p.repeats else ""
-
-
-def _explore_columns(diag: Diagnosis) -> list[dict]:
-    """The explorer table's columns: query, text, type, labels, every run's measure, per reranked run its delta
-    against the first stage, ceiling and losses, every run's judged@10, RBO and τ."""
-    pipes, label = diag.pipelines, diag.measure_label
-    many = len(pipes) > 1
-    every = [*diag.first_stages, *(p.name for p in pipes)]
-    columns = [
-        {"key": "query_id", "label": "query", "kind": "text"},
-        {"key": "query", "label": "text", "kind": "text"},
-        {"key": "query_type", "label": "type", "kind": "cat"},
-    ]
-    columns += [
-        {"key": f"label:{p.name}", "label": f"label · {p.name}" if many else "label", "kind": "cat"} for p in pipes
-    ]
-    of = {p.name: values_of(p) for p in pipes}
-    columns += [{"key": f"m:{s}", "label": f"{label} · {s}{of.get(s, '')}", "kind": "num"} for s in every]
-    for p in pipes:
-        suffix = f" · {p.name}" if many else ""
-        columns += [
-            {"key": f"delta:{p.name}", "label": f"Δ vs {p.first_stage}{suffix}", "kind": "num"},
-            {"key": f"ceiling:{p.name}", "label": f"ceiling{suffix}", "kind": "num"},
-            {"key": f"lost_c:{p.name}", "label": f"lost in candidates{suffix}", "kind": "num"},
-            {"key": f"lost_r:{p.name}", "label": f"lost in reranking{suffix}", "kind": "num"},
-        ]
-    columns += [{"key": f"judged:{s}", "label": f"judged@10 · {s}", "kind": "num"} for s in every]
-    columns += [{"key": f"rbo:{p.name}", "label": f"RBO{' · ' + p.name if many else ''}", "kind": "num"} for p in pipes]
-    columns += [
-        {"key": f"tau:{p.name}", "label": f"τ@10{' · ' + p.name if many else ''}", "kind": "num"} for p in pipes
-    ]
-    return columns
-
-
-def _explore_rows(diag: Diagnosis) -> tuple[list[dict], dict[str, list[dict]]]:
-    """One explorer row per query, and per query the detail lines (each first stage once, then each reranked
-    run)."""
-    m = diag.measure
-    rows: dict[str, dict] = {}
-    detail: dict[str, list[dict]] = {}
-    for p in diag.pipelines:
-        for r in diag.rows(p.name).to_dict(orient="records"):
-            q = r["query_id"]
-            row = rows.setdefault(q, {"query_id": q, "query": r["query"], "query_type": r["query_type"]})
-            row[f"label:{p.name}"] = r["diagnosis"]
-            row[f"m:{p.first_stage}"] = r[f"first_{m}"]
-            row[f"m:{p.name}"] = r[f"reranked_{m}"]
-            row[f"delta:{p.name}"] = r[f"delta_{m}"]
-            row[f"ceiling:{p.name}"] = r[f"ceiling_{m}"]
-            row[f"lost_c:{p.name}"] = r["lost_in_candidates"]
-            row[f"lost_r:{p.name}"] = r["lost_in_reranking"]
-            row[f"judged:{p.first_stage}"] = r["first_judged_10"]
-            row[f"judged:{p.name}"] = r["reranked_judged_10"]
-            row[f"rbo:{p.name}"] = r["rbo"]
-            row[f"tau:{p.name}"] = r["kendall_tau_10"]
-            lines = detail.setdefault(q, [])
-            if not any(x["system"] == p.first_stage for x in lines):
-                lines.append(
-                    {
-                        "system": p.first_stage,
-                        "role": "first stage",
-                        "value": r[f"first_{m}"],
-                        "judged": r["first_judged_10"],
-                    }
-                )
-            lines.append(_detail_line(p.name, p.depth, r, m, values_of(p)))
-    for lines in detail.values():  # first stages first, as in the side-by-side lists
-        lines.sort(key=lambda x: x["role"] != "first stage")
-    return list(rows.values()), detail
-
-
-def _detail_line(name: str, depth: int, r: dict, m: str, of: str = "") -> dict:
-    return {
-        "system": name,
-        "role": f"reranked top {depth}{of}",
-        "value": r[f"reranked_{m}"],
-        "delta": r[f"delta_{m}"],
-        "ceiling": r[f"ceiling_{m}"],
-        "lost_c": r["lost_in_candidates"],
-        "lost_r": r["lost_in_reranking"],
-        "label": r["diagnosis"],
-        "rbo": r["rbo"],
-        "tau": r["kendall_tau_10"],
-        "judged": r["reranked_judged_10"],
-    }
-
-
-def _detail_columns(label: str) -> list[dict]:
-    return [
-        {"key": "system", "label": "system", "kind": "text"},
-        {"key": "role", "label": "role", "kind": "text"},
-        {"key": "value", "label": label, "kind": "num"},
-        {"key": "delta", "label": "Δ vs first stage", "kind": "num"},
-        {"key": "ceiling", "label": "ceiling", "kind": "num"},
-        {"key": "lost_c", "label": "lost in candidates", "kind": "num"},
-        {"key": "lost_r", "label": "lost in reranking", "kind": "num"},
-        {"key": "label", "label": "label", "kind": "text"},
-        {"key": "rbo", "label": "RBO vs first stage", "kind": "num"},
-        {"key": "tau", "label": "τ@10 vs first stage", "kind": "num"},
-        {"key": "judged", "label": "judged@10", "kind": "num"},
-    ]
-
-
-def _explore_html(diag: Diagnosis) -> str:
-    data = explore_data(diag)
-    static = Table(
-        [c["label"] for c in data["columns"]], [[r.get(c["key"]) for c in data["columns"]] for r in data["rows"]]
-    )
-    return (
-        '<h2 id="explore-heading">Explore the queries</h2><div id="explore">'
-        '<p class="muted needs-script">Click a column to sort (again to reverse); filter with the boxes under the '
-        "headers (a label or type, text contained, or numbers: <code>&lt;0.5</code>, <code>&gt;=0.2</code>, "
-        "<code>0.2..0.6</code>). Click a query for every system's top "
-        f"{data['k']} side by side; each query has its own link (<code>#q=ID</code>). "
-        '<span id="explore-count"></span></p>'
-        '<div class="explore-wrap needs-script"><table id="explore-table"><thead></thead><tbody></tbody></table>'
-        '</div><div id="query-detail" class="needs-script"><p class="muted">No query chosen: click one in the '
-        "table.</p></div>"
-        f'<noscript><p class="muted">Scripts are off: the table below does not sort or filter.</p>{static.html()}'
-        "</noscript></div>"
-        f'<script type="application/json" id="explore-data">{script_json(data)}</script>'
-    )
-
-
-def _explore_script() -> str:
-    return resources.files("toolkit.report").joinpath("explore.js").read_text(encoding="utf-8")
-
-
 # ------------------------------------------------------------------ pages
 def _top_cell(item: dict) -> tuple[str, str]:
     g = item.get("grade")
@@ -1141,7 +966,7 @@ SECTIONS: tuple[Section, ...] = (
         shown=lambda d: bool(d.disagreements),
     ),
     Section(lambda d: "Diagnosis labels", ("pipelines", "thresholds"), _labels),
-    Section(lambda d: None, ("per_query", "views", "missed"), lambda d: [Part.html_only(_explore_html(d))]),
+    Section(lambda d: None, ("per_query", "views", "missed"), lambda d: [Part.html_only(explore_html(d))]),
     Section(
         lambda d: "Most changed queries (lowest RBO with the first stage)",
         ("most_changed",),
@@ -1156,7 +981,7 @@ SECTIONS: tuple[Section, ...] = (
 
 def diagnosis_html(diag: Diagnosis, plots: dict[str, tuple[str, bytes]]) -> str:
     body = render_html(SECTIONS, diag, Plots(png=plots))
-    return html_page(f"Two-stage diagnosis: {diag.name}", body, extra_css=EXTRA_CSS, script=_explore_script())
+    return html_page(f"Two-stage diagnosis: {diag.name}", body, extra_css=EXTRA_CSS, script=explore_script())
 
 
 def diagnosis_markdown(diag: Diagnosis, plot_files: dict[str, str]) -> str:

@@ -1,13 +1,90 @@
-// The diagnosis page's query explorer: a per-query table that sorts and filters, and for the query in the
-// address (#q=<id>) every system's top k side by side. Reads the JSON in <script id="explore-data">; needs no
-// network and no library. Written by toolkit/report/diagnosis.py.
+// The diagnosis page's query explorer: a per-query table that sorts and filters over every query and draws the
+// rows in view (virtual scrolling), and for the query in the address (#q=<id>) every system's top k side by side.
+// Reads <script id="explore-data">: an envelope {format, version, encoding, data} around a columnar payload, plain
+// JSON or gzip-compressed and base64-encoded (decompressed with the browser's own DecompressionStream); the format
+// is written and documented by toolkit/report/diagnosis_explore.py. Needs no network and no library; builds every
+// element with textContent, never HTML from data.
 (function () {
   "use strict";
-  const DATA = JSON.parse(document.getElementById("explore-data").textContent);
+  const root = document.getElementById("explore");
   const table = document.getElementById("explore-table");
+  const wrap = table.parentElement;
   const count = document.getElementById("explore-count");
   const detail = document.getElementById("query-detail");
-  const state = {sort: null, desc: false, filters: {}};
+  const state = {sort: null, desc: false, filters: {}, view: [], start: 0, end: 0, rowHeight: 24, selected: null};
+  const OVERSCAN = 60;  // rows drawn above and below the visible ones
+  const collator = new Intl.Collator(undefined, {numeric: true});
+  let DATA = null, BY_ID = null;
+
+  // ---- the data: the envelope, the payload's columns back to rows, the views back to per-query lists
+  function rowsOf(t) {
+    const rows = Array.from({length: t.n}, () => ({}));
+    const absent = t.absent || {};
+    t.keys.forEach((key, j) => {
+      const values = t.values[j], gone = new Set(absent[key] || []);
+      for (let i = 0; i < t.n; i++) if (!gone.has(i)) rows[i][key] = values[i];
+    });
+    return rows;
+  }
+
+  function viewsOf(c) {
+    const views = {};
+    c.queries.forEach((q, i) => {
+      const docs = c.docs[i], grades = c.grades[i], top = {}, ranks = {}, snippets = {};
+      for (const s of c.systems) {
+        top[s] = c.top[s][i].map(j => [docs[j], grades[j]]);
+        ranks[s] = {};
+        c.ranks[s][i].forEach((r, j) => { if (r !== null) ranks[s][docs[j]] = r; });
+      }
+      c.snippets[i].forEach((t, j) => { if (t !== null) snippets[docs[j]] = t; });
+      views[q] = {top: top, ranks: ranks, snippets: snippets, terms: c.terms[i]};
+    });
+    return views;
+  }
+
+  // each query's detail lines repeat its row's values: every first stage once, then every reranked run
+  const FROM_ROW = [["value", "m"], ["delta", "delta"], ["ceiling", "ceiling"], ["lost_c", "lost_c"],
+                    ["lost_r", "lost_r"], ["label", "label"], ["rbo", "rbo"], ["tau", "tau"], ["judged", "judged"]];
+  function detailOf(rows, systems) {
+    const out = {};
+    const reranked = systems.filter(s => s.role === "reranked");
+    const got = v => v === undefined ? null : v;
+    for (const row of rows) {
+      const lines = [];
+      for (const s of reranked) {
+        if (!Object.prototype.hasOwnProperty.call(row, "label:" + s.name)) continue;
+        if (!lines.some(x => x.system === s.first_stage)) {
+          lines.push({system: s.first_stage, role: "first stage", value: got(row["m:" + s.first_stage]),
+                      judged: got(row["judged:" + s.first_stage])});
+        }
+        const line = {system: s.name, role: s.detail_role};
+        for (const [k, col] of FROM_ROW) line[k] = got(row[col + ":" + s.name]);
+        lines.push(line);
+      }
+      if (lines.length) {
+        lines.sort((a, b) => (a.role !== "first stage") - (b.role !== "first stage"));  // stable: first stages first
+        out[row.query_id] = lines;
+      }
+    }
+    return out;
+  }
+
+  function decode(payload) {
+    const data = Object.assign({}, payload.meta);
+    data.rows = rowsOf(payload.rows);
+    data.detail_rows = payload.detail_rows || detailOf(data.rows, data.systems);
+    data.views = payload.views_plain || viewsOf(payload.views);
+    data.missed = payload.missed;
+    return data;
+  }
+
+  async function gunzip(base64) {
+    const text = atob(base64);
+    const bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return JSON.parse(await new Response(stream).text());
+  }
 
   function el(tag, attrs, children) {
     const e = document.createElement(tag);
@@ -58,14 +135,13 @@
     return true;
   }
 
-  function compare(a, b) {
-    const col = DATA.columns.find(c => c.key === state.sort);
+  function compare(col, a, b) {
     let x = a[state.sort], y = b[state.sort];
     const missing = v => v === null || v === undefined || (typeof v === "number" && isNaN(v));
     if (missing(x) && missing(y)) return a.query_id < b.query_id ? -1 : 1;
     if (missing(x)) return 1;  // missing values last in either direction
     if (missing(y)) return -1;
-    let c = col.kind === "num" ? x - y : String(x).localeCompare(String(y), undefined, {numeric: true});
+    let c = col.kind === "num" ? x - y : collator.compare(String(x), String(y));
     if (c === 0) c = a.query_id < b.query_id ? -1 : a.query_id > b.query_id ? 1 : 0;
     return state.desc ? -c : c;
   }
@@ -99,27 +175,82 @@
     thead.appendChild(filters);
   }
 
+  // filter and sort every query, then draw the rows in view
   function render() {
-    const tbody = table.querySelector("tbody");
-    tbody.textContent = "";
     let rows = DATA.rows.filter(passes);
-    if (state.sort) rows = rows.slice().sort(compare);
+    if (state.sort) {
+      const col = DATA.columns.find(c => c.key === state.sort);
+      rows = rows.slice().sort((a, b) => compare(col, a, b));
+    }
     for (const th of table.querySelectorAll("thead th[data-key]")) {
       const on = th.dataset.key === state.sort;
       th.setAttribute("aria-sort", on ? (state.desc ? "descending" : "ascending") : "none");
     }
-    for (const row of rows) {
-      const tr = el("tr", {"data-qid": row.query_id});
-      for (const col of DATA.columns) {
-        const v = row[col.key];
-        const td = el("td", {cls: col.kind === "num" ? "num" : (col.kind === "cat" ? "label-" + String(v) : "")});
-        if (col.key === "query_id") td.appendChild(el("a", {href: "#q=" + encodeURIComponent(v), text: v}));
-        else td.textContent = fmt(v, col.kind);
-        tr.appendChild(td);
-      }
-      tbody.appendChild(tr);
-    }
+    state.view = rows;
+    drawWindow();
     count.textContent = rows.length + " of " + DATA.rows.length + " queries shown";
+  }
+
+  function spacer(height) {
+    const td = el("td", {colspan: String(DATA.columns.length)});
+    td.style.height = height + "px";
+    td.style.padding = "0";
+    return el("tr", {cls: "spacer", "aria-hidden": "true"}, [td]);
+  }
+
+  function rowElement(row) {
+    const tr = el("tr", {"data-qid": row.query_id});
+    for (const col of DATA.columns) {
+      const v = row[col.key];
+      const td = el("td", {cls: col.kind === "num" ? "num" : (col.kind === "cat" ? "label-" + String(v) : "")});
+      if (col.key === "query_id") td.appendChild(el("a", {href: "#q=" + encodeURIComponent(v), text: v}));
+      else td.textContent = fmt(v, col.kind);
+      tr.appendChild(td);
+    }
+    if (row.query_id === state.selected) tr.classList.add("selected");
+    return tr;
+  }
+
+  // the rows from the first one in view, OVERSCAN more on each side, between two spacers as tall as the rows
+  // left out (their height estimated from the rows drawn)
+  function visibleRange() {
+    const head = table.querySelector("thead").offsetHeight;
+    const first = Math.floor(Math.max(0, wrap.scrollTop - head) / state.rowHeight);
+    const shown = Math.ceil((wrap.clientHeight || 600) / state.rowHeight);
+    return [first, first + shown];
+  }
+
+  function drawWindow() {
+    const n = state.view.length;
+    const [first, last] = visibleRange();
+    const start = Math.max(0, Math.min(first, n) - OVERSCAN), end = Math.min(n, last + OVERSCAN);
+    const tbody = table.querySelector("tbody");
+    const body = document.createDocumentFragment();
+    if (start > 0) body.appendChild(spacer(start * state.rowHeight));
+    const drawn = [];
+    for (let i = start; i < end; i++) drawn.push(body.appendChild(rowElement(state.view[i])));
+    if (end < n) body.appendChild(spacer((n - end) * state.rowHeight));
+    tbody.textContent = "";
+    tbody.appendChild(body);
+    state.start = start;
+    state.end = end;
+    if (drawn.length) {
+      const h = drawn.reduce((t, tr) => t + tr.offsetHeight, 0) / drawn.length;
+      if (h > 0) state.rowHeight = h;
+    }
+  }
+
+  let pending = false;
+  function onScroll() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      const [first, last] = visibleRange();
+      const n = state.view.length;
+      if ((state.start > 0 && first - OVERSCAN / 2 < state.start) ||
+          (state.end < n && last + OVERSCAN / 2 > state.end)) drawWindow();
+    });
   }
 
   function highlighted(text, terms) {
@@ -147,7 +278,7 @@
 
   function showQuery(qid) {
     detail.textContent = "";
-    const row = DATA.rows.find(r => r.query_id === qid);
+    const row = BY_ID.get(qid);
     const view = DATA.views[qid];
     if (!row || !view) {
       detail.appendChild(el("p", {cls: "warn", text: "No query " + qid + " in this report."}));
@@ -209,7 +340,8 @@
       m.appendChild(ul);
     } else m.appendChild(el("p", {cls: "muted", text: "none: every relevant judged document is shown"}));
     detail.appendChild(m);
-    for (const tr of table.querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.qid === qid);
+    state.selected = qid;
+    for (const tr of table.querySelectorAll("tbody tr[data-qid]")) tr.classList.toggle("selected", tr.dataset.qid === qid);
   }
 
   function fromHash() {
@@ -220,11 +352,35 @@
     }
   }
 
-  buildHead();
-  render();
-  window.addEventListener("hashchange", fromHash);
-  fromHash();
+  function start(data) {
+    DATA = data;
+    BY_ID = new Map(DATA.rows.map(r => [r.query_id, r]));
+    buildHead();
+    render();
+    wrap.addEventListener("scroll", onScroll, {passive: true});
+    window.addEventListener("hashchange", fromHash);
+    fromHash();
+    root.explorerData = DATA;  // what the explorer read, for a test to compare with the report's own
+    root.classList.remove("loading");
+    root.classList.add("ready");
+  }
+
+  function fail(why) {
+    root.classList.remove("loading");
+    detail.classList.remove("needs-script");
+    detail.textContent = "";
+    detail.appendChild(el("p", {cls: "warn", text: "The query explorer cannot read its data: " + why +
+                                  ". per_query.csv beside this page has every value."}));
+  }
+
   // the plots above decode after this script runs and push the panel down: scroll to it again once loaded
-  window.addEventListener("load", () => { if (location.hash.startsWith("#q=")) detail.scrollIntoView(); });
-  document.getElementById("explore").classList.add("ready");
+  window.addEventListener("load", () => { if (DATA && location.hash.startsWith("#q=")) detail.scrollIntoView(); });
+  const envelope = JSON.parse(document.getElementById("explore-data").textContent);
+  if (envelope.encoding === "json") start(decode(envelope.data));  // a small page: at once, as it loads
+  else if (envelope.encoding !== "gzip+base64") fail("unknown encoding " + envelope.encoding);
+  else if (typeof DecompressionStream === "undefined") fail("this browser has no DecompressionStream (gzip)");
+  else {
+    root.classList.add("loading");
+    gunzip(envelope.data).then(payload => start(decode(payload)), e => fail(String(e)));
+  }
 })();
