@@ -468,9 +468,9 @@ def test_setup_runs_once_and_is_skipped_when_its_output_exists(tmp_path):
     calls = []
 
     def fake(argv, env):
-        calls.append(argv[3])
+        calls.append(argv[4])
         Path(argv[-1]).parent.mkdir(parents=True, exist_ok=True)
-        if argv[3] == "index":
+        if argv[4] == "index":
             Path(argv[-1]).mkdir()
         else:
             Path(argv[-1]).write_text(RUN)
