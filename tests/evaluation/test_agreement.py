@@ -113,3 +113,33 @@ def test_agreement_reads_runs_in_trec_eval_order():
     table = agreement(lists_a, lists_b, ["q", "r"]).set_index("query_id")
     assert table.loc["q", "rbo"] == pytest.approx(1.0) and table.loc["q", "kendall_tau_10"] == pytest.approx(1.0)
     assert table.loc["r", "rbo"] == 0.0  # one list empty
+
+
+def test_agreement_of_every_query_at_once_equals_the_per_query_functions_to_the_bit():
+    """``agreement`` computes every query in numpy; ``rbo`` and ``kendall_tau_top`` (checked above against the
+    paper's formula and scipy) are the oracle, compared with ==: lists of every length from 0 to 60 (so
+    shorter/longer groups of one and of many queries), overlaps from none to all, and CodedLists passed in."""
+    import numpy as np
+
+    from toolkit.evaluation.agreement import agreement, code_lists, kendall_tau_top, rbo
+
+    rng = np.random.default_rng(5)
+    a, b = {}, {}
+    for i in range(600):
+        pool = [f"d{j}" for j in range(int(rng.integers(1, 90)))]
+        la, lb = (int(rng.integers(0, 61)) if rng.random() < 0.7 else 10 for _ in range(2))
+        a[f"q{i}"] = list(rng.permutation(pool)[: min(la, len(pool))])
+        b[f"q{i}"] = list(rng.permutation(pool)[: min(lb, len(pool))])
+    a["same"], b["same"] = ["x", "y", "z"], ["x", "y", "z"]
+    a["gone"] = ["x"]  # b lacks the query: an empty list
+    qids = [*a, "neither"]
+    got = agreement(a, b, qids)
+    want_rbo = [rbo(a.get(q, []), b.get(q, [])) for q in qids]
+    want_tau = [kendall_tau_top(a.get(q, []), b.get(q, [])) for q in qids]
+    assert got["query_id"].tolist() == qids
+    assert got["rbo"].tolist() == want_rbo
+    np.testing.assert_array_equal(got["kendall_tau_10"].to_numpy(), np.array(want_tau))  # NaN where undefined
+    assert np.isnan(want_tau).any() and got.loc[got["query_id"] == "neither", "rbo"].item() == 1.0
+    coded = code_lists({"a": a, "b": b}, qids)
+    again = agreement(coded["a"], coded["b"], qids)
+    assert again["rbo"].tolist() == want_rbo

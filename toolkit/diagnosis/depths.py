@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
 #: The share of queries the rule must hold for at the detected depth ("nearly every query": 2 of DL19's 43
@@ -47,6 +47,12 @@ DEPTH_SOURCES = ("option", "given", "sidecar", "detected", "longest list")
 def ranked_with_groups(frame: pd.DataFrame, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
     """``frame`` in trec_eval order with ``rank`` and ``group``: an id shared by the documents of one query with
     equal scores at ``score_precision`` (unique across queries)."""
+    return shared(
+        "ranked_with_groups", (frame,), (score_precision,), lambda: _ranked_with_groups(frame, score_precision)
+    )
+
+
+def _ranked_with_groups(frame: pd.DataFrame, score_precision: str) -> pd.DataFrame:
     ordered = order_run(frame, score_precision)  # type: ignore[arg-type]
     scores = ordered[SCORE].to_numpy(dtype=np.float64)
     if score_precision == "float32":
@@ -63,6 +69,10 @@ def aligned(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PREC
     """The reranked run in trec_eval order, one row per document: query_id, doc_id, ``rank``, ``first_rank``
     and ``group`` (the document's rank and tie group in the first stage; NaN when the first stage lacks it),
     and ``match``: whether the first stage's document at the same rank is in the same tie group."""
+    return shared("aligned", (first, reranked), (score_precision,), lambda: _aligned(first, reranked, score_precision))
+
+
+def _aligned(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     f = ranked_with_groups(first.frame, score_precision)[[QUERY_ID, DOC_ID, "rank", "group"]]
     r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
     r = r.merge(f.rename(columns={"rank": "first_rank"}), on=[QUERY_ID, DOC_ID], how="left")
@@ -178,6 +188,11 @@ def classify_documents(
     below the depth where the first stage has it: the first stage's own order) or ``introduced`` (anything
     else: not in the first stage at all, or a document from below the depth moved out of its first-stage
     place); and ``in_first_stage``."""
+    args = (depth, score_precision)
+    return shared("classify", (first, reranked), args, lambda: _classify(first, reranked, depth, score_precision))
+
+
+def _classify(first: Run, reranked: Run, depth: int | None, score_precision: str) -> pd.DataFrame:
     a = aligned(first, reranked, score_precision)
     fr = a["first_rank"].to_numpy(dtype=np.float64)
     inside = ~np.isnan(fr)

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, shared_sorts, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
 from toolkit.diagnosis.depths import DEPTH_RULE
@@ -76,7 +76,7 @@ from toolkit.diagnosis.query_views import (
     worst_queries,
 )
 from toolkit.errors import ConfigError, for_api
-from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, agreement, ranked_lists
+from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, CodedLists, agreement, code_lists, ranked_lists
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.evaluation.significance import adjust, compare_table
 from toolkit.measures.names import EvalSettings, parse_measures
@@ -286,13 +286,12 @@ def _pipeline_table(
     return table
 
 
-def _pair_table(
-    a: str, b: str, family: str, values: Mapping[str, pd.DataFrame], lists, qids: Sequence[str], measure: str
-) -> pd.DataFrame:
+def _pair_table(a: str, b: str, family: str, ev: _Evaluated) -> pd.DataFrame:
     """Per query: the measure of systems ``a`` and ``b``, b - a, and their RBO and Kendall's tau."""
-    agree = agreement(lists[a], lists[b], qids)
-    va = values[a]["headline"].to_numpy()
-    vb = values[b]["headline"].to_numpy()
+    agree = ev.agreement(a, b)
+    qids, measure = ev.qids, ev.measure
+    va = ev.values[a]["headline"].to_numpy()
+    vb = ev.values[b]["headline"].to_numpy()
     return pd.DataFrame(
         {
             "family": family,
@@ -504,6 +503,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     ]
 
 
+@shared_sorts()  # every run sorted once, however many steps read it
 def diagnose(
     qrels: Qrels,
     first: Run | Mapping[str, Run],
@@ -646,10 +646,20 @@ class _Evaluated:
     values: dict[str, pd.DataFrame]
     lists: dict[str, dict[str, list[str]]]
     repeat_values: dict[str, list[pd.DataFrame]] = field(default_factory=dict)  # per repeat, systems with repeats
+    coded: dict[str, CodedLists] = field(default_factory=dict)  # ``lists`` as integer codes, for agreement
+    _agreements: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)
 
     @property
     def precision(self) -> str:
         return self.settings.binary.score_precision
+
+    def agreement(self, a: str, b: str) -> pd.DataFrame:
+        """Per query RBO and Kendall's tau of runs ``a`` and ``b`` (computed once per pair)."""
+        if (a, b) not in self._agreements:
+            if not self.coded:
+                self.coded.update(code_lists(self.lists, self.qids))
+            self._agreements[(a, b)] = agreement(self.coded[a], self.coded[b], self.qids)
+        return self._agreements[(a, b)]
 
 
 def _evaluate_all(
@@ -731,7 +741,7 @@ def _diagnose_reranked(
     ]
     dec = mean_decomposition(decs)
     check = merge_checks([check_reordering(first, run, depth, score_precision=ev.precision) for run in r.runs])
-    agree = agreement(ev.lists[r.first_stage], ev.lists[r.name], ev.qids)
+    agree = ev.agreement(r.first_stage, r.name)
     counts = mean_frame(
         [relevant_counts(ev.qrels, first, run, depth, recall_level, ev.qids, ev.precision) for run in r.runs]
     )
@@ -772,7 +782,7 @@ def _pairs(ev: _Evaluated, inputs: Sequence[Reranked]) -> pd.DataFrame:
     for family, names in ((FAMILIES[1], [r.name for r in inputs]), (FAMILIES[2], list(ev.firsts))):
         named += [(family, a, b) for a, b in itertools.combinations(names, 2)]
     return pd.concat(
-        [_pair_table(a, b, family, ev.values, ev.lists, ev.qids, ev.measure) for family, a, b in named],
+        [_pair_table(a, b, family, ev) for family, a, b in named],
         ignore_index=True,
     )
 
