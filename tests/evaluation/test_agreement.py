@@ -143,3 +143,26 @@ def test_agreement_of_every_query_at_once_equals_the_per_query_functions_to_the_
     coded = code_lists({"a": a, "b": b}, qids)
     again = agreement(coded["a"], coded["b"], qids)
     assert again["rbo"].tolist() == want_rbo
+
+
+def test_code_runs_equals_code_lists_of_the_ranked_lists():
+    """The runs encoded from their trec_eval order give the same per-query lists (decoded) as ``ranked_lists``,
+    queries absent from a run empty, queries outside the set left out, ties broken by document id."""
+    import pandas as pd
+
+    from toolkit.data.records import Run
+    from toolkit.evaluation.agreement import code_runs, ranked_lists
+
+    a = Run(frame=pd.DataFrame({"query_id": ["2", "1", "1", "1", "9"], "doc_id": ["x", "b", "a", "c", "z"],
+                                "score": [1.0, 2.0, 2.0, 3.0, 1.0]}), path="a")  # fmt: skip
+    b = Run(frame=pd.DataFrame({"query_id": ["1", "1"], "doc_id": ["c", "q"], "score": [0.5, 0.7]}), path="b")
+    qids = ["1", "2", "3"]
+    coded = code_runs({"a": a, "b": b}, qids)
+    vocab: dict[int, str] = {}
+    for run, c in zip((a, b), coded.values()):
+        lists = ranked_lists(run, qids)
+        flat = [d for q in qids for d in lists[q]]
+        assert c.lengths.tolist() == [len(lists[q]) for q in qids]
+        for code, doc in zip(c.codes.tolist(), flat):
+            assert vocab.setdefault(code, doc) == doc  # one vocabulary: a code is one document in every run
+    assert ranked_lists(a, qids)["1"] == ["c", "b", "a"] and len(set(vocab.values())) == len(vocab)

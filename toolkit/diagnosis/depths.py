@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from toolkit.data.columns import coded_map, coded_merge
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
@@ -75,9 +76,9 @@ def aligned(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PREC
 def _aligned(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     f = ranked_with_groups(first.frame, score_precision)[[QUERY_ID, DOC_ID, "rank", "group"]]
     r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
-    r = r.merge(f.rename(columns={"rank": "first_rank"}), on=[QUERY_ID, DOC_ID], how="left")
+    r = coded_merge(r, f.rename(columns={"rank": "first_rank"}), [QUERY_ID, DOC_ID])
     at = f[[QUERY_ID, "rank", "group"]].rename(columns={"group": "group_at_rank"})
-    r = r.merge(at, on=[QUERY_ID, "rank"], how="left")
+    r = coded_merge(r, at, [QUERY_ID, "rank"])
     r["match"] = (r["group"] == r["group_at_rank"]).to_numpy()  # NaN never matches
     return r.drop(columns="group_at_rank")
 
@@ -87,6 +88,10 @@ def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCOR
     ``first_change`` and ``last_change`` (the first and last rank where it departs from the first stage's order;
     0 when it never does) and ``reorders``: its ranks above ``last_change`` are the first stage's documents
     above it (so the depth rule holds at every k >= last_change)."""
+    return shared("shapes", (first, reranked), (score_precision,), lambda: _shapes(first, reranked, score_precision))
+
+
+def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     a = aligned(first, reranked, score_precision)
     first_len = first.frame.groupby(QUERY_ID).size()
     changed = a.loc[~a["match"].to_numpy()]
@@ -97,11 +102,11 @@ def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCOR
     out["first_change"] = g.min().reindex(out.index).fillna(0).astype(int)
     out["last_change"] = g.max().reindex(out.index).fillna(0).astype(int)
     # above last_change: the same multiset of first-stage tie groups as the first stage's own ranks there
-    lc = a[QUERY_ID].map(out["last_change"]).to_numpy()
+    lc = coded_map(a[QUERY_ID], out["last_change"]).to_numpy()
     top_r = a.loc[a["rank"].to_numpy() <= lc, [QUERY_ID, "group"]]
     f = ranked_with_groups(first.frame, score_precision)
     f = f.loc[f[QUERY_ID].isin(out.index)]
-    top_f = f.loc[f["rank"].to_numpy() <= f[QUERY_ID].map(out["last_change"]).to_numpy(), [QUERY_ID, "group"]]
+    top_f = f.loc[f["rank"].to_numpy() <= coded_map(f[QUERY_ID], out["last_change"]).to_numpy(), [QUERY_ID, "group"]]
     ok = pd.Series(True, index=out.index)
     ok &= (top_r.groupby(QUERY_ID).size().reindex(out.index, fill_value=0)) == (
         top_f.groupby(QUERY_ID).size().reindex(out.index, fill_value=0)

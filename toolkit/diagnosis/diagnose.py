@@ -76,7 +76,7 @@ from toolkit.diagnosis.query_views import (
     worst_queries,
 )
 from toolkit.errors import ConfigError, for_api
-from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, CodedLists, agreement, code_lists, ranked_lists
+from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, CodedLists, agreement, code_runs, ranked_lists
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.evaluation.significance import adjust, compare_table
 from toolkit.measures.names import EvalSettings, parse_measures
@@ -657,7 +657,7 @@ class _Evaluated:
         """Per query RBO and Kendall's tau of runs ``a`` and ``b`` (computed once per pair)."""
         if (a, b) not in self._agreements:
             if not self.coded:
-                self.coded.update(code_lists(self.lists, self.qids))
+                self.coded.update(code_runs(self.runs, self.qids, self.precision))
             self._agreements[(a, b)] = agreement(self.coded[a], self.coded[b], self.qids)
         return self._agreements[(a, b)]
 

@@ -163,6 +163,29 @@ def code_lists(lists: Mapping[str, Mapping[str, Sequence[str]]], query_ids: Sequ
     return out
 
 
+def code_runs(
+    runs: Mapping[str, Run], query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION
+) -> dict[str, CodedLists]:
+    """``code_lists`` of every run's ``ranked_lists`` over ``query_ids``, made from the runs in trec_eval order
+    without a Python string per document."""
+    from toolkit.data.columns import joint_codes
+
+    qids = list(query_ids)
+    ordered = {n: order_run(r.frame, score_precision) for n, r in runs.items()}  # type: ignore[arg-type]
+    qset = pd.Series(qids, dtype=object)
+    docs = joint_codes(*(o[DOC_ID] for o in ordered.values()))
+    out = {}
+    for (name, o), codes in zip(ordered.items(), docs):
+        qc, wanted = joint_codes(o[QUERY_ID], qset)
+        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+        slot[wanted] = np.arange(len(qids))
+        where = slot[qc]
+        keep = np.flatnonzero(where >= 0)
+        rows = keep[np.argsort(where[keep], kind="stable")]
+        out[name] = CodedLists(codes[rows], np.bincount(where[keep], minlength=len(qids)).astype(np.int64))
+    return out
+
+
 def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The documents a query's two lists share: (query, position in a, position in b)."""
     width = int(max(a.codes.max(initial=-1), b.codes.max(initial=-1))) + 1
