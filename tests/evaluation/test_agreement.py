@@ -166,3 +166,17 @@ def test_code_runs_equals_code_lists_of_the_ranked_lists():
         for code, doc in zip(c.codes.tolist(), flat):
             assert vocab.setdefault(code, doc) == doc  # one vocabulary: a code is one document in every run
     assert ranked_lists(a, qids)["1"] == ["c", "b", "a"] and len(set(vocab.values())) == len(vocab)
+
+
+def test_ranked_lists_on_demand_equal_ranked_lists():
+    import pandas as pd
+
+    from toolkit.data.records import Run
+    from toolkit.evaluation.agreement import RankedLists, ranked_lists
+
+    run = Run(frame=pd.DataFrame({"query_id": ["2", "1", "1", "1", "9", "2"], "doc_id": ["x", "b", "a", "c", "z", "y"],
+                                  "score": [1.0, 2.0, 2.0, 3.0, 1.0, 4.0]}), path="a")  # fmt: skip
+    qids = ["3", "2", "1"]
+    lazy = RankedLists(run, qids)
+    assert dict(lazy) == ranked_lists(run, qids) == {"3": [], "2": ["y", "x"], "1": ["c", "b", "a"]}
+    assert lazy.get("9", []) == [] and list(lazy) == qids

@@ -192,3 +192,17 @@ def coded_map(keys: pd.Series, mapping: pd.Series) -> pd.Series:
     else:
         out = values[pos]
     return pd.Series(out, index=keys.index, name=keys.name)
+
+
+def coded_isin(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.ndarray:
+    """Per row of ``left``: is its ``on`` tuple among ``right``'s (``MultiIndex.isin``), keys compared as integer
+    codes (``joint_codes``)."""
+    key = np.zeros(len(left) + len(right), np.int64)
+    for k in on:
+        if pd.api.types.is_numeric_dtype(left[k]) and pd.api.types.is_numeric_dtype(right[k]):
+            codes = pd.factorize(np.concatenate([left[k].to_numpy(), right[k].to_numpy()]))[0].astype(np.int64)
+        else:
+            codes = np.concatenate(joint_codes(left[k], right[k]))
+        width = int(codes.max(initial=-1)) + 1
+        key = pd.factorize(key * width + codes)[0].astype(np.int64)  # dense again: the next product stays small
+    return np.isin(key[: len(left)], key[len(left) :])

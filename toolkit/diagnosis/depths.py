@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
-from toolkit.data.columns import coded_map, coded_merge
+from toolkit.data.columns import arrow_of, coded_map, coded_merge
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
@@ -76,7 +77,12 @@ def aligned(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PREC
 def _aligned(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     f = ranked_with_groups(first.frame, score_precision)[[QUERY_ID, DOC_ID, "rank", "group"]]
     r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
-    r = coded_merge(r, f.rename(columns={"rank": "first_rank"}), [QUERY_ID, DOC_ID])
+    # only first-stage rows that can match: a document the reranked run holds, a rank it has (the same join)
+    first_docs = arrow_of(f[DOC_ID])
+    held = pc.is_in(first_docs, value_set=pc.unique(arrow_of(r[DOC_ID])).cast(first_docs.type))
+    fd = f.loc[held.to_numpy(zero_copy_only=False)]
+    r = coded_merge(r, fd.rename(columns={"rank": "first_rank"}), [QUERY_ID, DOC_ID])
+    f = f.loc[f["rank"].to_numpy() <= (int(r["rank"].max()) if len(r) else 0)]
     at = f[[QUERY_ID, "rank", "group"]].rename(columns={"group": "group_at_rank"})
     r = coded_merge(r, at, [QUERY_ID, "rank"])
     r["match"] = (r["group"] == r["group_at_rank"]).to_numpy()  # NaN never matches
@@ -93,7 +99,7 @@ def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCOR
 
 def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     a = aligned(first, reranked, score_precision)
-    first_len = first.frame.groupby(QUERY_ID).size()
+    first_len = shared("sizes", (first.frame,), (), lambda: first.frame.groupby(QUERY_ID).size())
     changed = a.loc[~a["match"].to_numpy()]
     by_q = a.groupby(QUERY_ID, sort=True)
     out = pd.DataFrame({"length": by_q.size()})
@@ -105,6 +111,7 @@ def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     lc = coded_map(a[QUERY_ID], out["last_change"]).to_numpy()
     top_r = a.loc[a["rank"].to_numpy() <= lc, [QUERY_ID, "group"]]
     f = ranked_with_groups(first.frame, score_precision)
+    f = f.loc[f["rank"].to_numpy() <= (int(out["last_change"].max()) if len(out) else 0)]  # the rows read below
     f = f.loc[f[QUERY_ID].isin(out.index)]
     top_f = f.loc[f["rank"].to_numpy() <= coded_map(f[QUERY_ID], out["last_change"]).to_numpy(), [QUERY_ID, "group"]]
     ok = pd.Series(True, index=out.index)

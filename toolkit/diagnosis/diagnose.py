@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from toolkit.data.columns import coded_isin
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, shared_sorts, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
@@ -76,7 +77,7 @@ from toolkit.diagnosis.query_views import (
     worst_queries,
 )
 from toolkit.errors import ConfigError, for_api
-from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, CodedLists, agreement, code_runs, ranked_lists
+from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, CodedLists, RankedLists, agreement, code_runs
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.evaluation.significance import adjust, compare_table
 from toolkit.measures.names import EvalSettings, parse_measures
@@ -171,7 +172,7 @@ def check_reordering(
     rr = reranked.frame[[QUERY_ID, DOC_ID]]
     first_q = set(first.frame[QUERY_ID].unique().tolist())
     rer_q = set(reranked.frame[QUERY_ID].unique().tolist())
-    kept = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]]).isin(pd.MultiIndex.from_frame(rr))
+    kept = coded_isin(cands, rr, [QUERY_ID, DOC_ID])
     cand_in_rer = cands[QUERY_ID].isin(rer_q)
     return {
         "only_reorders": bool(len(intro) == 0),
@@ -203,14 +204,13 @@ def relevant_counts(
     reranked top 10, and how many of the reranked top 10 are unjudged."""
     qf = qrels.frame
     rel = qf.loc[qf[RELEVANCE] >= level, [QUERY_ID, DOC_ID]]
-    rel_key = pd.MultiIndex.from_frame(rel)
 
     def count(frame: pd.DataFrame) -> pd.Series:
-        return rel.loc[rel_key.isin(pd.MultiIndex.from_frame(frame[[QUERY_ID, DOC_ID]]))].groupby(QUERY_ID).size()
+        return rel.loc[coded_isin(rel, frame, [QUERY_ID, DOC_ID])].groupby(QUERY_ID).size()
 
     top = top_k(reranked.frame, TOP, score_precision)
-    judged = pd.MultiIndex.from_frame(qf.loc[qf[RELEVANCE] >= 0, [QUERY_ID, DOC_ID]])
-    unjudged = top.loc[~pd.MultiIndex.from_frame(top[[QUERY_ID, DOC_ID]]).isin(judged)].groupby(QUERY_ID).size()
+    judged = qf.loc[qf[RELEVANCE] >= 0, [QUERY_ID, DOC_ID]]
+    unjudged = top.loc[~coded_isin(top, judged, [QUERY_ID, DOC_ID])].groupby(QUERY_ID).size()
     out = (
         pd.DataFrame(
             {
@@ -644,7 +644,7 @@ class _Evaluated:
     evaluated: dict[str, _RunValues]
     qids: list[str]
     values: dict[str, pd.DataFrame]
-    lists: dict[str, dict[str, list[str]]]
+    lists: dict[str, Mapping[str, list[str]]]  # ranked_lists, made per query when read
     repeat_values: dict[str, list[pd.DataFrame]] = field(default_factory=dict)  # per repeat, systems with repeats
     coded: dict[str, CodedLists] = field(default_factory=dict)  # ``lists`` as integer codes, for agreement
     _agreements: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)
@@ -699,7 +699,7 @@ def _evaluate_all(
         evaluated=evaluated,
         qids=qids,
         values=values,
-        lists={n: ranked_lists(run, qids, precision) for n, run in runs.items()},
+        lists={n: RankedLists(run, qids, precision) for n, run in runs.items()},
         repeat_values=repeat_values,
     )
 

@@ -93,6 +93,41 @@ def ranked_lists(
     return {q: grouped.get(q, []) for q in query_ids}
 
 
+class RankedLists(Mapping[str, list[str]]):
+    """``ranked_lists`` made on demand: each query's documents in trec_eval order as a new list when asked, from
+    the run sorted once (``order_run``), so a run of millions of lines is not held as Python strings."""
+
+    def __init__(self, run: Run, query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION) -> None:
+        from toolkit.data.columns import arrow_of, joint_codes
+
+        self._qids = list(query_ids)
+        ordered = order_run(run.frame, score_precision)  # type: ignore[arg-type]
+        self._docs = arrow_of(ordered[DOC_ID])
+        qc, wanted = joint_codes(ordered[QUERY_ID], pd.Series(self._qids, dtype=object))
+        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+        slot[wanted] = np.arange(len(self._qids))
+        where = slot[qc]
+        rows = np.flatnonzero(where >= 0)  # a query's rows are contiguous in trec_eval order
+        g = where[rows]
+        first = np.ones(len(g), bool)
+        first[1:] = g[1:] != g[:-1]
+        self._start = np.zeros(len(self._qids), np.int64)
+        self._start[g[first]] = rows[first]  # the first row of each query
+        self._length = np.bincount(where[rows], minlength=len(self._qids)).astype(np.int64)
+        self._index = {q: i for i, q in enumerate(self._qids)}
+
+    def __getitem__(self, q: str) -> list[str]:
+        i = self._index[q]
+        n = int(self._length[i])
+        return self._docs.slice(int(self._start[i]), n).to_pylist() if n else []
+
+    def __iter__(self):
+        return iter(self._qids)
+
+    def __len__(self) -> int:
+        return len(self._qids)
+
+
 def agreement(
     a: dict[str, list[str]] | CodedLists,
     b: dict[str, list[str]] | CodedLists,
