@@ -94,10 +94,17 @@ def ranked_lists(
 
 
 class RankedLists(Mapping[str, list[str]]):
-    """``ranked_lists`` made on demand: each query's documents in trec_eval order as a new list when asked, from
-    the run sorted once (``order_run``), so a run of millions of lines is not held as Python strings."""
+    """``ranked_lists`` made on demand: each query's documents in trec_eval order (its top ``depth`` when given)
+    as a new list when asked, from the run sorted once (``order_run``), so a run of millions of lines is not held
+    as Python strings."""
 
-    def __init__(self, run: Run, query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION) -> None:
+    def __init__(
+        self,
+        run: Run,
+        query_ids: Sequence[str],
+        score_precision: str = DEFAULT_SCORE_PRECISION,
+        depth: int | None = None,
+    ) -> None:
         from toolkit.data.columns import arrow_of, joint_codes
 
         self._qids = list(query_ids)
@@ -114,6 +121,8 @@ class RankedLists(Mapping[str, list[str]]):
         self._start = np.zeros(len(self._qids), np.int64)
         self._start[g[first]] = rows[first]  # the first row of each query
         self._length = np.bincount(where[rows], minlength=len(self._qids)).astype(np.int64)
+        if depth is not None:  # the top ``depth`` of each list
+            self._length = np.minimum(self._length, depth)
         self._index = {q: i for i, q in enumerate(self._qids)}
 
     def __getitem__(self, q: str) -> list[str]:

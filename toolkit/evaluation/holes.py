@@ -147,12 +147,18 @@ def ndcg_bounds(
     return float(lo.min()), float(hi.max()), True
 
 
-def _query_tables(qrels: Qrels, run: Run, k: int, score_precision: str):
-    """Per query: the top k (doc ids in trec_eval order) and the judged labels {doc: label >= 0}."""
+def _query_tables(qrels: Qrels, run: Run, k: int, score_precision: str, query_ids=None):
+    """Per query: the top k (doc ids in trec_eval order) and the judged labels {doc: label >= 0}. With
+    ``query_ids``, the top k of those queries, each made when read (``agreement.RankedLists``)."""
     from toolkit.data.ranking import shared, top_k
 
-    top = top_k(run.frame, k, score_precision)  # type: ignore[arg-type]
-    tops = {q: g[DOC_ID].tolist() for q, g in top.groupby(QUERY_ID, sort=False)}
+    if query_ids is not None:
+        from toolkit.evaluation.agreement import RankedLists
+
+        tops = RankedLists(run, list(query_ids), score_precision, depth=k)
+    else:
+        top = top_k(run.frame, k, score_precision)  # type: ignore[arg-type]
+        tops = {q: g[DOC_ID].tolist() for q, g in top.groupby(QUERY_ID, sort=False)}
     return tops, shared("hole_labels", (qrels.frame,), (), lambda: _labels(qrels))
 
 
@@ -188,13 +194,14 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, Ho
     for m in chosen:
         k = int(m.cutoff)
         k_eff = min(k, settings.max_docs) if settings.max_docs is not None else k
-        tops, labels = _query_tables(qrels, run, k_eff, settings.score_precision)
+        tops, labels = _query_tables(qrels, run, k_eff, settings.score_precision, wide.index)
+        values, cvalues = wide[m.name].to_dict(), cwide[m.name].to_dict()
         rows = []
         for qid in wide.index:
             lab = labels.get(qid, {})
             docs = tops.get(qid, [])
             holes = [i + 1 for i, d in enumerate(docs) if d not in lab]
-            value = float(wide.at[qid, m.name])
+            value = float(values[qid])
             if m.family == "P":
                 rel = sum(1 for d in docs if lab.get(d, -1) >= level)
                 hi_rel = rel + (len(holes) if scale[-1] >= level else 0)
@@ -213,7 +220,7 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None) -> dict[str, Ho
                 lo, hi, exact = ndcg_bounds(judged_gains, top_gains, np.array(holes), [gain(v) for v in scale], k)
             # the all-non-relevant labelling is trec_eval's own: keep its exact bits inside the bounds
             lo, hi = min(lo, value), max(hi, value)
-            cval = float(cwide.at[qid, m.name]) if qid in cwide.index else 0.0
+            cval = float(cvalues[qid]) if qid in cvalues else 0.0
             rows.append((qid, value, lo, hi, cval, hi - lo, len(holes), exact))
         table = pd.DataFrame(rows, columns=[QUERY_ID, *COLUMNS]).set_index(QUERY_ID)
         out[m.name] = HoleBounds(m.name, table)
