@@ -9,7 +9,8 @@ commands' defaults (parsing and writing included):
   twostage compare --qrels Q first=F rr1=R1 rr2=R2 rr3=R3
 
 and prints a Markdown table: queries, diagnose wall and peak RSS (the process's max RSS, ``os.wait4``), compare
-wall and peak RSS, and the ratio of the two walls, with the load average before each size. Not a test: figures,
+wall and peak RSS, the CPU seconds (user + system) beside each wall, and the ratio of the two walls (and CPU
+times), with the 1-minute load average before each size. Not a test: figures,
 not assertions.
 
     PYTHONPATH=. .venv/bin/python scripts/bench_diagnose.py [--queries 1000,6980,20000] [--work DIR]
@@ -28,8 +29,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def run_measured(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of ``cmd``; exits when it fails."""
+def run_measured(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of ``cmd``; exits when it fails."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     err = proc.stderr.read() if proc.stderr else ""
@@ -37,7 +38,7 @@ def run_measured(cmd: list[str]) -> tuple[float, float]:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(cmd[:3])} ... failed ({status}):\n{err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main(argv=None) -> None:
@@ -48,7 +49,6 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     cli = a.twostage.split() if a.twostage else [sys.executable, "-m", "toolkit.cli"]
     work = Path(a.work)
-    rows = []
     print(
         "| queries | run lines | diagnose wall | diagnose peak RSS | compare wall | compare peak RSS | ratio | load |"
     )
@@ -64,20 +64,19 @@ def main(argv=None) -> None:
         load = os.getloadavg()[0]
         out = folder / "report"
         shutil.rmtree(out, ignore_errors=True)
-        dwall, drss = run_measured(
+        dwall, drss, dcpu = run_measured(
             [*cli, "diagnose", "--qrels", p["qrels"], "--first-stage", f"first={p['first']}"]
             + [x for r in ("rr1", "rr2", "rr3") for x in ("--reranked", f"{r}={p[r]}")]
             + ["--out", str(out)]
         )
-        cwall, crss = run_measured(
+        cwall, crss, ccpu = run_measured(
             [*cli, "compare", "--qrels", p["qrels"], f"first={p['first']}"]
             + [f"{r}={p[r]}" for r in ("rr1", "rr2", "rr3")]
         )
         lines = n * 1300
-        rows.append((n, dwall, drss, cwall, crss))
         print(
-            f"| {n:,} | {lines / 1e6:.1f} M | {dwall:.1f} s | {drss:,.0f} MiB | {cwall:.1f} s | {crss:,.0f} MiB "
-            f"| {dwall / cwall:.2f}x | {load:.1f} |",
+            f"| {n:,} | {lines / 1e6:.1f} M | {dwall:.1f} s ({dcpu:.1f} s) | {drss:,.0f} MiB | {cwall:.1f} s "
+            f"({ccpu:.1f} s) | {crss:,.0f} MiB | {dwall / cwall:.2f}x ({dcpu / ccpu:.2f}x) | {load:.1f} |",
             flush=True,
         )
 
