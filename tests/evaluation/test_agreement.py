@@ -113,3 +113,70 @@ def test_agreement_reads_runs_in_trec_eval_order():
     table = agreement(lists_a, lists_b, ["q", "r"]).set_index("query_id")
     assert table.loc["q", "rbo"] == pytest.approx(1.0) and table.loc["q", "kendall_tau_10"] == pytest.approx(1.0)
     assert table.loc["r", "rbo"] == 0.0  # one list empty
+
+
+def test_agreement_of_every_query_at_once_equals_the_per_query_functions_to_the_bit():
+    """``agreement`` computes every query in numpy; ``rbo`` and ``kendall_tau_top`` (checked above against the
+    paper's formula and scipy) are the oracle, compared with ==: lists of every length from 0 to 60 (so
+    shorter/longer groups of one and of many queries), overlaps from none to all, and CodedLists passed in."""
+    import numpy as np
+
+    from toolkit.evaluation.agreement import agreement, code_lists, kendall_tau_top, rbo
+
+    rng = np.random.default_rng(5)
+    a, b = {}, {}
+    for i in range(600):
+        pool = [f"d{j}" for j in range(int(rng.integers(1, 90)))]
+        la, lb = (int(rng.integers(0, 61)) if rng.random() < 0.7 else 10 for _ in range(2))
+        a[f"q{i}"] = list(rng.permutation(pool)[: min(la, len(pool))])
+        b[f"q{i}"] = list(rng.permutation(pool)[: min(lb, len(pool))])
+    a["same"], b["same"] = ["x", "y", "z"], ["x", "y", "z"]
+    a["gone"] = ["x"]  # b lacks the query: an empty list
+    qids = [*a, "neither"]
+    got = agreement(a, b, qids)
+    want_rbo = [rbo(a.get(q, []), b.get(q, [])) for q in qids]
+    want_tau = [kendall_tau_top(a.get(q, []), b.get(q, [])) for q in qids]
+    assert got["query_id"].tolist() == qids
+    assert got["rbo"].tolist() == want_rbo
+    np.testing.assert_array_equal(got["kendall_tau_10"].to_numpy(), np.array(want_tau))  # NaN where undefined
+    assert np.isnan(want_tau).any() and got.loc[got["query_id"] == "neither", "rbo"].item() == 1.0
+    coded = code_lists({"a": a, "b": b}, qids)
+    again = agreement(coded["a"], coded["b"], qids)
+    assert again["rbo"].tolist() == want_rbo
+
+
+def test_code_runs_equals_code_lists_of_the_ranked_lists():
+    """The runs encoded from their trec_eval order give the same per-query lists (decoded) as ``ranked_lists``,
+    queries absent from a run empty, queries outside the set left out, ties broken by document id."""
+    import pandas as pd
+
+    from toolkit.data.records import Run
+    from toolkit.evaluation.agreement import code_runs, ranked_lists
+
+    a = Run(frame=pd.DataFrame({"query_id": ["2", "1", "1", "1", "9"], "doc_id": ["x", "b", "a", "c", "z"],
+                                "score": [1.0, 2.0, 2.0, 3.0, 1.0]}), path="a")  # fmt: skip
+    b = Run(frame=pd.DataFrame({"query_id": ["1", "1"], "doc_id": ["c", "q"], "score": [0.5, 0.7]}), path="b")
+    qids = ["1", "2", "3"]
+    coded = code_runs({"a": a, "b": b}, qids)
+    vocab: dict[int, str] = {}
+    for run, c in zip((a, b), coded.values()):
+        lists = ranked_lists(run, qids)
+        flat = [d for q in qids for d in lists[q]]
+        assert c.lengths.tolist() == [len(lists[q]) for q in qids]
+        for code, doc in zip(c.codes.tolist(), flat):
+            assert vocab.setdefault(code, doc) == doc  # one vocabulary: a code is one document in every run
+    assert ranked_lists(a, qids)["1"] == ["c", "b", "a"] and len(set(vocab.values())) == len(vocab)
+
+
+def test_ranked_lists_on_demand_equal_ranked_lists():
+    import pandas as pd
+
+    from toolkit.data.records import Run
+    from toolkit.evaluation.agreement import RankedLists, ranked_lists
+
+    run = Run(frame=pd.DataFrame({"query_id": ["2", "1", "1", "1", "9", "2"], "doc_id": ["x", "b", "a", "c", "z", "y"],
+                                  "score": [1.0, 2.0, 2.0, 3.0, 1.0, 4.0]}), path="a")  # fmt: skip
+    qids = ["3", "2", "1"]
+    lazy = RankedLists(run, qids)
+    assert dict(lazy) == ranked_lists(run, qids) == {"3": [], "2": ["y", "x"], "1": ["c", "b", "a"]}
+    assert lazy.get("9", []) == [] and list(lazy) == qids

@@ -427,7 +427,9 @@ def diagnose(
     if name is None:
         name = default_title([r.name for r in inputs], list(firsts))
     queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, data_dir)
-    with each_warning_once():  # every run is evaluated several times (headline, curve, ceiling): warn once
+    from toolkit.data.ranking import shared_sorts
+
+    with each_warning_once(), shared_sorts():  # every run is evaluated several times: warn once, sort once
         result = core.diagnose(
             q,
             firsts,

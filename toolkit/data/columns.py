@@ -137,3 +137,72 @@ def text_digests(column: pa.ChunkedArray) -> tuple[bytes, bytes]:
     for p in parts:
         lengths.update(p.astype(width).data)
     return data.digest(), lengths.digest()
+
+
+def joint_codes(*columns: pd.Series) -> list[np.ndarray]:
+    """Integer codes of the values of several string columns, one vocabulary for all: equal strings get equal
+    codes, unequal ones unequal codes (arrow's dictionary encoding; no Python strings are made)."""
+    arrays = [arrow_of(c) for c in columns]
+    chunks = [
+        ch.cast(pa.large_string())
+        for a in arrays
+        for ch in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])
+        if len(ch)
+    ]
+    if not chunks:
+        return [np.zeros(0, np.int64) for _ in columns]
+    encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
+    codes = np.concatenate([ch.indices.to_numpy(zero_copy_only=False).astype(np.int64) for ch in encoded.chunks])
+    out, at = [], 0
+    for c in columns:
+        out.append(codes[at : at + len(c)])
+        at += len(c)
+    return out
+
+
+def coded_merge(left: pd.DataFrame, right: pd.DataFrame, on: list[str], how: str = "left") -> pd.DataFrame:
+    """``left.merge(right, on=on, how=how)`` (``how``: left or inner) with the same rows, columns and values, its
+    string keys compared as integer codes (``joint_codes``): pandas compares arrow strings as Python objects."""
+    if how not in ("left", "inner"):
+        raise ValueError(f"coded_merge joins left or inner, not {how!r}")
+    lc, rc = left.copy(deep=False), right.copy(deep=False)
+    strings = [k for k in on if not pd.api.types.is_numeric_dtype(left[k])]
+    for k in strings:
+        lc[k], rc[k] = joint_codes(left[k], right[k])
+    row = "__coded_merge_row__"
+    lc[row] = np.arange(len(left))
+    merged = lc.merge(rc, on=on, how=how)
+    rows = merged.pop(row).to_numpy()
+    for k in strings:
+        merged[k] = left[k].array.take(rows)
+    return merged
+
+
+def coded_map(keys: pd.Series, mapping: pd.Series) -> pd.Series:
+    """``keys.map(mapping)`` for string keys and a Series indexed by strings (NaN, as float, where ``mapping``
+    lacks a key), the keys compared as integer codes (``joint_codes``)."""
+    kc, mc = joint_codes(keys, pd.Series(mapping.index, dtype=object))
+    lookup = np.full(int(max(kc.max(initial=-1), mc.max(initial=-1))) + 1, -1, np.int64)
+    lookup[mc] = np.arange(len(mc))
+    pos = lookup[kc]
+    values = mapping.to_numpy()
+    if (pos < 0).any():
+        out = values.astype(np.float64)[np.maximum(pos, 0)]
+        out[pos < 0] = np.nan
+    else:
+        out = values[pos]
+    return pd.Series(out, index=keys.index, name=keys.name)
+
+
+def coded_isin(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.ndarray:
+    """Per row of ``left``: is its ``on`` tuple among ``right``'s (``MultiIndex.isin``), keys compared as integer
+    codes (``joint_codes``)."""
+    key = np.zeros(len(left) + len(right), np.int64)
+    for k in on:
+        if pd.api.types.is_numeric_dtype(left[k]) and pd.api.types.is_numeric_dtype(right[k]):
+            codes = pd.factorize(np.concatenate([left[k].to_numpy(), right[k].to_numpy()]))[0].astype(np.int64)
+        else:
+            codes = np.concatenate(joint_codes(left[k], right[k]))
+        width = int(codes.max(initial=-1)) + 1
+        key = pd.factorize(key * width + codes)[0].astype(np.int64)  # dense again: the next product stays small
+    return np.isin(key[: len(left)], key[len(left) :])

@@ -12,7 +12,10 @@ document id; under ``float64`` they keep their order.
 
 from __future__ import annotations
 
-from typing import Literal
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -106,19 +109,63 @@ def trec_order(
     return order
 
 
+_T = TypeVar("_T")
+_SCOPES = threading.local()
+
+
+@contextlib.contextmanager
+def shared_sorts() -> Iterator[None]:
+    """Inside, each run frame is put in trec_eval order once (``ranked_positions``, ``order_run``) and other
+    work on the same frames is done once (``shared``), however many steps ask: what a diagnosis, which reads
+    every run at several depths and in several pairs, shares. The results are those of computing each time."""
+    stack = _SCOPES.__dict__.setdefault("stack", [])
+    stack.append(stack[-1] if stack else {})  # a nested scope shares its caller's
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def shared(name: str, frames: tuple[Any, ...], args: tuple, compute: Callable[[], _T]) -> _T:
+    """``compute()``, once per (``name``, the objects ``frames``, ``args``) inside ``shared_sorts`` (every time
+    outside it). A DataFrame result is handed out as a shallow copy (copy-on-write), so a caller that adds a
+    column changes only its own; numpy results are read-only."""
+    stack = getattr(_SCOPES, "stack", None)
+    if not stack:
+        return compute()
+    cache = stack[-1]
+    key = (name, tuple(id(f) for f in frames), args)
+    if key not in cache:
+        value = compute()
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+        cache[key] = (frames, value)  # the frames are held: their ids stay theirs while the scope lasts
+    value = cache[key][1]
+    return value.copy(deep=False) if isinstance(value, pd.DataFrame) else value  # type: ignore[return-value]
+
+
 def ranked_positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
     """(row positions of ``frame`` in trec_eval order, 1-based rank of each within its query)."""
-    codes = _query_codes(arrow_of(frame[QUERY_ID]))
-    order = trec_order(codes, frame[SCORE].to_numpy(), arrow_of(frame[DOC_ID]), score_precision)
-    return order, within_group_rank(codes[order])
+
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        codes = _query_codes(arrow_of(frame[QUERY_ID]))
+        order = trec_order(codes, frame[SCORE].to_numpy(), arrow_of(frame[DOC_ID]), score_precision)
+        return order, within_group_rank(codes[order])
+
+    return shared("ranked_positions", (frame,), (score_precision,), compute)
 
 
 def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
     """A copy of ``frame`` in trec_eval order with a 1-based ``rank`` column per query."""
-    order, rank = ranked_positions(frame, score_precision)
-    ordered = frame.take(order).reset_index(drop=True)
-    ordered["rank"] = rank
-    return ordered
+
+    def compute() -> pd.DataFrame:
+        order, rank = ranked_positions(frame, score_precision)
+        ordered = frame.take(order).reset_index(drop=True)
+        ordered["rank"] = rank
+        return ordered
+
+    return shared("order_run", (frame,), (score_precision,), compute)
 
 
 def group_starts(sorted_keys: np.ndarray) -> np.ndarray:

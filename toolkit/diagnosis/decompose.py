@@ -37,7 +37,8 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from toolkit.data.ranking import order_run, top_k, within_group_rank
+from toolkit.data.columns import coded_map, coded_merge
+from toolkit.data.ranking import order_run, shared, top_k, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 from toolkit.errors import ConfigError
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
@@ -121,13 +122,13 @@ def candidate_table(
     cands = top_k(first.frame, deepest, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     if deepest > depth:
         ranks = cands["rank"].to_numpy()
-        held = cands[QUERY_ID].map(sizes).fillna(0).to_numpy()
+        held = coded_map(cands[QUERY_ID], sizes).fillna(0).to_numpy()
         cands = cands.loc[(ranks <= depth) | (ranks <= held)].reset_index(drop=True)
     cands = cands.rename(columns={"rank": "first_rank"})
     rr = order_run(reranked.frame, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
-    table = cands.merge(rr.rename(columns={"rank": "reranked_rank"}), on=[QUERY_ID, DOC_ID], how="left")
+    table = coded_merge(cands, rr.rename(columns={"rank": "reranked_rank"}), [QUERY_ID, DOC_ID])
     table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
-    labels = table.merge(qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], on=[QUERY_ID, DOC_ID], how="left")[RELEVANCE]
+    labels = coded_merge(table, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE]
     table["gain"] = order_keys(labels.to_numpy(dtype=np.float64), measure, settings)
     return table
 
@@ -261,7 +262,6 @@ def decompose(
         first_values = measure_values(prepared, first, measure, settings, qids)
     if reranked_values is None:
         reranked_values = measure_values(prepared, reranked, measure, settings, qids)
-    ideal = measure_values(prepared, ideal_run(raw, settings, measure), measure, settings, qids, warn=False)
     held = set(reranked.frame[QUERY_ID].unique().tolist())
     in_first = set(first.frame[QUERY_ID].unique().tolist())
     missing = tuple(q for q in qids if q not in held and q in in_first)
@@ -272,8 +272,23 @@ def decompose(
         return float(v.mean()) if len(v) else 0.0
 
     ks = curve_depths(depth, depths)
-    recall = evaluate(prepared, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
-    recall_wide = recall.wide().reindex(index=qids, fill_value=0.0)
+    # the same for every reranked run of the diagnosis (its qrels, measure, first stage): computed once
+    ideal = shared(
+        "ideal",
+        (prepared,),
+        (measure, settings, tuple(qids)),
+        lambda: measure_values(prepared, ideal_run(raw, settings, measure), measure, settings, qids, warn=False),
+    )
+    recall_wide = shared(
+        "first-stage recall",
+        (prepared, first),
+        (tuple(ks), recall_settings, tuple(qids)),
+        lambda: (
+            evaluate(prepared, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
+            .wide()
+            .reindex(index=qids, fill_value=0.0)
+        ),
+    )
     curve = []
     for k in ks:
         # the diagnosis's own reorderings of the user's runs, whose warnings were given on their evaluation

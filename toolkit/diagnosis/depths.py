@@ -31,8 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
+from toolkit.data.columns import arrow_of, coded_map, coded_merge
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
 #: The share of queries the rule must hold for at the detected depth ("nearly every query": 2 of DL19's 43
@@ -49,6 +51,12 @@ DEPTH_SOURCES = ("option", "given", "sidecar", "detected")
 def ranked_with_groups(frame: pd.DataFrame, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
     """``frame`` in trec_eval order with ``rank`` and ``group``: an id shared by the documents of one query with
     equal scores at ``score_precision`` (unique across queries)."""
+    return shared(
+        "ranked_with_groups", (frame,), (score_precision,), lambda: _ranked_with_groups(frame, score_precision)
+    )
+
+
+def _ranked_with_groups(frame: pd.DataFrame, score_precision: str) -> pd.DataFrame:
     ordered = order_run(frame, score_precision)  # type: ignore[arg-type]
     scores = ordered[SCORE].to_numpy(dtype=np.float64)
     if score_precision == "float32":
@@ -65,11 +73,20 @@ def aligned(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PREC
     """The reranked run in trec_eval order, one row per document: query_id, doc_id, ``rank``, ``first_rank``
     and ``group`` (the document's rank and tie group in the first stage; NaN when the first stage lacks it),
     and ``match``: whether the first stage's document at the same rank is in the same tie group."""
+    return shared("aligned", (first, reranked), (score_precision,), lambda: _aligned(first, reranked, score_precision))
+
+
+def _aligned(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     f = ranked_with_groups(first.frame, score_precision)[[QUERY_ID, DOC_ID, "rank", "group"]]
     r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
-    r = r.merge(f.rename(columns={"rank": "first_rank"}), on=[QUERY_ID, DOC_ID], how="left")
+    # only first-stage rows that can match: a document the reranked run holds, a rank it has (the same join)
+    first_docs = arrow_of(f[DOC_ID])
+    held = pc.is_in(first_docs, value_set=pc.unique(arrow_of(r[DOC_ID])).cast(first_docs.type))
+    fd = f.loc[held.to_numpy(zero_copy_only=False)]
+    r = coded_merge(r, fd.rename(columns={"rank": "first_rank"}), [QUERY_ID, DOC_ID])
+    f = f.loc[f["rank"].to_numpy() <= (int(r["rank"].max()) if len(r) else 0)]
     at = f[[QUERY_ID, "rank", "group"]].rename(columns={"group": "group_at_rank"})
-    r = r.merge(at, on=[QUERY_ID, "rank"], how="left")
+    r = coded_merge(r, at, [QUERY_ID, "rank"])
     r["match"] = (r["group"] == r["group_at_rank"]).to_numpy()  # NaN never matches
     return r.drop(columns="group_at_rank")
 
@@ -79,11 +96,15 @@ def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCOR
     ``first_change`` and ``last_change`` (the first and last rank where it departs from the first stage's order;
     0 when it never does) and ``reorders``: its ranks above ``last_change`` are the first stage's documents
     above it (so the depth rule holds at every k >= last_change)."""
-    shared = reranked.frame[QUERY_ID].isin(set(first.frame[QUERY_ID].unique().tolist()))
-    if not bool(shared.all()):  # a query only the reranked run holds has no first-stage order to compare with
-        reranked = Run(frame=reranked.frame.loc[shared.to_numpy()], path=reranked.path)
+    return shared("shapes", (first, reranked), (score_precision,), lambda: _shapes(first, reranked, score_precision))
+
+
+def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
+    in_first = reranked.frame[QUERY_ID].isin(set(first.frame[QUERY_ID].unique().tolist()))
+    if not bool(in_first.all()):  # a query only the reranked run holds has no first-stage order to compare with
+        reranked = Run(frame=reranked.frame.loc[in_first.to_numpy()], path=reranked.path)
     a = aligned(first, reranked, score_precision)
-    first_len = first.frame.groupby(QUERY_ID).size()
+    first_len = shared("sizes", (first.frame,), (), lambda: first.frame.groupby(QUERY_ID).size())
     changed = a.loc[~a["match"].to_numpy()]
     by_q = a.groupby(QUERY_ID, sort=True)
     out = pd.DataFrame({"length": by_q.size()})
@@ -92,11 +113,12 @@ def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCOR
     out["first_change"] = g.min().reindex(out.index).fillna(0).astype(int)
     out["last_change"] = g.max().reindex(out.index).fillna(0).astype(int)
     # above last_change: the same multiset of first-stage tie groups as the first stage's own ranks there
-    lc = a[QUERY_ID].map(out["last_change"]).to_numpy()
+    lc = coded_map(a[QUERY_ID], out["last_change"]).to_numpy()
     top_r = a.loc[a["rank"].to_numpy() <= lc, [QUERY_ID, "group"]]
     f = ranked_with_groups(first.frame, score_precision)
+    f = f.loc[f["rank"].to_numpy() <= (int(out["last_change"].max()) if len(out) else 0)]  # the rows read below
     f = f.loc[f[QUERY_ID].isin(out.index)]
-    top_f = f.loc[f["rank"].to_numpy() <= f[QUERY_ID].map(out["last_change"]).to_numpy(), [QUERY_ID, "group"]]
+    top_f = f.loc[f["rank"].to_numpy() <= coded_map(f[QUERY_ID], out["last_change"]).to_numpy(), [QUERY_ID, "group"]]
     ok = pd.Series(True, index=out.index)
     ok &= (top_r.groupby(QUERY_ID).size().reindex(out.index, fill_value=0)) == (
         top_f.groupby(QUERY_ID).size().reindex(out.index, fill_value=0)
@@ -190,6 +212,11 @@ def classify_documents(
     below the depth where the first stage has it: the first stage's own order) or ``introduced`` (anything
     else: not in the first stage at all, or a document from below the depth moved out of its first-stage
     place); and ``in_first_stage``."""
+    args = (depth, score_precision)
+    return shared("classify", (first, reranked), args, lambda: _classify(first, reranked, depth, score_precision))
+
+
+def _classify(first: Run, reranked: Run, depth: int | None, score_precision: str) -> pd.DataFrame:
     a = aligned(first, reranked, score_precision)
     fr = a["first_rank"].to_numpy(dtype=np.float64)
     inside = ~np.isnan(fr)

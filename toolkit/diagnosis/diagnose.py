@@ -50,7 +50,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.data.columns import coded_isin
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, shared_sorts, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
 from toolkit.diagnosis.depths import DEPTH_RULE
@@ -77,7 +78,7 @@ from toolkit.diagnosis.query_views import (
     worst_queries,
 )
 from toolkit.errors import ConfigError, for_api
-from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, agreement, ranked_lists
+from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, CodedLists, RankedLists, agreement, code_runs
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.evaluation.significance import adjust, compare_table, scaled_se
 from toolkit.measures.names import EvalSettings, parse_measures
@@ -172,7 +173,7 @@ def check_reordering(
     rr = reranked.frame[[QUERY_ID, DOC_ID]]
     first_q = set(first.frame[QUERY_ID].unique().tolist())
     rer_q = set(reranked.frame[QUERY_ID].unique().tolist())
-    kept = pd.MultiIndex.from_frame(cands[[QUERY_ID, DOC_ID]]).isin(pd.MultiIndex.from_frame(rr))
+    kept = coded_isin(cands, rr, [QUERY_ID, DOC_ID])
     cand_in_rer = cands[QUERY_ID].isin(rer_q)
     return {
         "only_reorders": bool(len(intro) == 0),
@@ -204,14 +205,13 @@ def relevant_counts(
     reranked top 10, and how many of the reranked top 10 are unjudged."""
     qf = qrels.frame
     rel = qf.loc[qf[RELEVANCE] >= level, [QUERY_ID, DOC_ID]]
-    rel_key = pd.MultiIndex.from_frame(rel)
 
     def count(frame: pd.DataFrame) -> pd.Series:
-        return rel.loc[rel_key.isin(pd.MultiIndex.from_frame(frame[[QUERY_ID, DOC_ID]]))].groupby(QUERY_ID).size()
+        return rel.loc[coded_isin(rel, frame, [QUERY_ID, DOC_ID])].groupby(QUERY_ID).size()
 
     top = top_k(reranked.frame, TOP, score_precision)
-    judged = pd.MultiIndex.from_frame(qf.loc[qf[RELEVANCE] >= 0, [QUERY_ID, DOC_ID]])
-    unjudged = top.loc[~pd.MultiIndex.from_frame(top[[QUERY_ID, DOC_ID]]).isin(judged)].groupby(QUERY_ID).size()
+    judged = qf.loc[qf[RELEVANCE] >= 0, [QUERY_ID, DOC_ID]]
+    unjudged = top.loc[~coded_isin(top, judged, [QUERY_ID, DOC_ID])].groupby(QUERY_ID).size()
     out = (
         pd.DataFrame(
             {
@@ -288,13 +288,12 @@ def _pipeline_table(
     return table
 
 
-def _pair_table(
-    a: str, b: str, family: str, values: Mapping[str, pd.DataFrame], lists, qids: Sequence[str], measure: str
-) -> pd.DataFrame:
+def _pair_table(a: str, b: str, family: str, ev: _Evaluated) -> pd.DataFrame:
     """Per query: the measure of systems ``a`` and ``b``, b - a, and their RBO and Kendall's tau."""
-    agree = agreement(lists[a], lists[b], qids)
-    va = values[a]["headline"].to_numpy()
-    vb = values[b]["headline"].to_numpy()
+    agree = ev.agreement(a, b)
+    qids, measure = ev.qids, ev.measure
+    va = ev.values[a]["headline"].to_numpy()
+    vb = ev.values[b]["headline"].to_numpy()
     return pd.DataFrame(
         {
             "family": family,
@@ -509,6 +508,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     ]
 
 
+@shared_sorts()  # every run sorted once, however many steps read it
 def diagnose(
     qrels: Qrels,
     first: Run | Mapping[str, Run],
@@ -663,12 +663,22 @@ class _Evaluated:
     evaluated: dict[str, _RunValues]
     qids: list[str]
     values: dict[str, pd.DataFrame]
-    lists: dict[str, dict[str, list[str]]]
+    lists: dict[str, Mapping[str, list[str]]]  # ranked_lists, made per query when read
     repeat_values: dict[str, list[pd.DataFrame]] = field(default_factory=dict)  # per repeat, systems with repeats
+    coded: dict[str, CodedLists] = field(default_factory=dict)  # ``lists`` as integer codes, for agreement
+    _agreements: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)
 
     @property
     def precision(self) -> str:
         return self.settings.binary.score_precision
+
+    def agreement(self, a: str, b: str) -> pd.DataFrame:
+        """Per query RBO and Kendall's tau of runs ``a`` and ``b`` (computed once per pair)."""
+        if (a, b) not in self._agreements:
+            if not self.coded:
+                self.coded.update(code_runs(self.runs, self.qids, self.precision))
+            self._agreements[(a, b)] = agreement(self.coded[a], self.coded[b], self.qids)
+        return self._agreements[(a, b)]
 
 
 def _evaluate_all(
@@ -708,7 +718,7 @@ def _evaluate_all(
         evaluated=evaluated,
         qids=qids,
         values=values,
-        lists={n: ranked_lists(run, qids, precision) for n, run in runs.items()},
+        lists={n: RankedLists(run, qids, precision) for n, run in runs.items()},
         repeat_values=repeat_values,
     )
 
@@ -756,7 +766,7 @@ def _diagnose_reranked(
     ]
     dec = mean_decomposition(decs)
     check = merge_checks([check_reordering(first, run, depth, score_precision=ev.precision) for run in r.runs])
-    agree = agreement(ev.lists[r.first_stage], ev.lists[r.name], ev.qids)
+    agree = ev.agreement(r.first_stage, r.name)
     counts = mean_frame(
         [relevant_counts(ev.qrels, first, run, depth, recall_level, ev.qids, ev.precision) for run in r.runs]
     )
@@ -806,7 +816,7 @@ def _pairs(ev: _Evaluated, inputs: Sequence[Reranked]) -> pd.DataFrame:
     for family, names in ((FAMILIES[1], [r.name for r in inputs]), (FAMILIES[2], list(ev.firsts))):
         named += [(family, a, b) for a, b in itertools.combinations(names, 2)]
     return pd.concat(
-        [_pair_table(a, b, family, ev.values, ev.lists, ev.qids, ev.measure) for family, a, b in named],
+        [_pair_table(a, b, family, ev) for family, a, b in named],
         ignore_index=True,
     )
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from toolkit.data.columns import coded_merge
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.depths import aligned, rerank_shapes
@@ -51,7 +52,7 @@ def promotion_profile(
     qset = {str(q) for q in query_ids}
     cands = top_k(first.frame, depth, score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     cands = cands.loc[cands[QUERY_ID].astype(str).isin(qset)]
-    labels = cands.merge(qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], on=[QUERY_ID, DOC_ID], how="left")[RELEVANCE]
+    labels = coded_merge(cands, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE]
     cands = cands.assign(label=labels.fillna(-1).to_numpy())
     # the best order: label descending, equal labels in first-stage order; its top 10
     best = cands.sort_values([QUERY_ID, "label", "rank"], ascending=[True, False, True], kind="stable")

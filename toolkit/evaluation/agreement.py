@@ -24,8 +24,10 @@ Both read each run in trec_eval order (``ranking.order_run`` at the given score 
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -91,9 +93,225 @@ def ranked_lists(
     return {q: grouped.get(q, []) for q in query_ids}
 
 
+class RankedLists(Mapping[str, list[str]]):
+    """``ranked_lists`` made on demand: each query's documents in trec_eval order (its top ``depth`` when given)
+    as a new list when asked, from the run sorted once (``order_run``), so a run of millions of lines is not held
+    as Python strings."""
+
+    def __init__(
+        self,
+        run: Run,
+        query_ids: Sequence[str],
+        score_precision: str = DEFAULT_SCORE_PRECISION,
+        depth: int | None = None,
+    ) -> None:
+        from toolkit.data.columns import arrow_of, joint_codes
+
+        self._qids = list(query_ids)
+        ordered = order_run(run.frame, score_precision)  # type: ignore[arg-type]
+        self._docs = arrow_of(ordered[DOC_ID])
+        qc, wanted = joint_codes(ordered[QUERY_ID], pd.Series(self._qids, dtype=object))
+        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+        slot[wanted] = np.arange(len(self._qids))
+        where = slot[qc]
+        rows = np.flatnonzero(where >= 0)  # a query's rows are contiguous in trec_eval order
+        g = where[rows]
+        first = np.ones(len(g), bool)
+        first[1:] = g[1:] != g[:-1]
+        self._start = np.zeros(len(self._qids), np.int64)
+        self._start[g[first]] = rows[first]  # the first row of each query
+        self._length = np.bincount(where[rows], minlength=len(self._qids)).astype(np.int64)
+        if depth is not None:  # the top ``depth`` of each list
+            self._length = np.minimum(self._length, depth)
+        self._index = {q: i for i, q in enumerate(self._qids)}
+
+    def __getitem__(self, q: str) -> list[str]:
+        i = self._index[q]
+        n = int(self._length[i])
+        return self._docs.slice(int(self._start[i]), n).to_pylist() if n else []
+
+    def __iter__(self):
+        return iter(self._qids)
+
+    def __len__(self) -> int:
+        return len(self._qids)
+
+
 def agreement(
-    a: dict[str, list[str]], b: dict[str, list[str]], query_ids: Sequence[str], p: float = RBO_P, k: int = TAU_DEPTH
+    a: dict[str, list[str]] | CodedLists,
+    b: dict[str, list[str]] | CodedLists,
+    query_ids: Sequence[str],
+    p: float = RBO_P,
+    k: int = TAU_DEPTH,
 ) -> pd.DataFrame:
-    """Per query: ``rbo`` (p) and ``kendall_tau_<k>`` between the lists of ``a`` and ``b``."""
-    rows = [(q, rbo(a.get(q, []), b.get(q, []), p), kendall_tau_top(a.get(q, []), b.get(q, []), k)) for q in query_ids]
-    return pd.DataFrame(rows, columns=[QUERY_ID, "rbo", f"kendall_tau_{k}"])
+    """Per query: ``rbo`` (p) and ``kendall_tau_<k>`` between the lists of ``a`` and ``b``.
+
+    ``a`` and ``b``: {query: documents in order}, or both ``CodedLists`` of one ``code_lists`` call over
+    ``query_ids`` (what a caller comparing many pairs of runs encodes once). Every query at once, in numpy; the
+    values are those of ``rbo`` and ``kendall_tau_top`` per query, to the last bit (the same operations on the
+    same numbers, each sum over one query's values in the same order)."""
+    if not 0 < p < 1:
+        raise ValueError(f"RBO persistence p must be in (0, 1), not {p}")
+    qids = list(query_ids)
+    if not isinstance(a, CodedLists) or not isinstance(b, CodedLists):
+        coded = code_lists({"a": a, "b": b}, qids)  # type: ignore[dict-item]
+        a, b = coded["a"], coded["b"]
+    if a.queries != len(qids) or b.queries != len(qids):
+        raise ValueError("coded lists of another query set")
+    return pd.DataFrame({QUERY_ID: qids, "rbo": _rbo_all(a, b, p), f"kendall_tau_{k}": _tau_all(a, b, k)})
+
+
+@dataclass(frozen=True)
+class CodedLists:
+    """One run's ranked lists over a query set as integers: ``codes`` (document codes shared by every run of one
+    ``code_lists`` call), query after query, each list in order; ``lengths`` per query."""
+
+    codes: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def queries(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
+
+    @property
+    def query_of_row(self) -> np.ndarray:
+        return np.repeat(np.arange(self.queries, dtype=np.int64), self.lengths)
+
+    @property
+    def position(self) -> np.ndarray:
+        """0-based position of each row in its query's list."""
+        return np.arange(len(self.codes), dtype=np.int64) - np.repeat(self.starts, self.lengths)
+
+
+def code_lists(lists: Mapping[str, Mapping[str, Sequence[str]]], query_ids: Sequence[str]) -> dict[str, CodedLists]:
+    """``{run: {query: documents}}`` as ``CodedLists`` over ``query_ids`` with one document vocabulary (a query a
+    run lacks: an empty list)."""
+    qids = list(query_ids)
+    flat: dict[str, list] = {}
+    lengths: dict[str, np.ndarray] = {}
+    for name, by_query in lists.items():
+        per = [by_query.get(q, ()) for q in qids]
+        lengths[name] = np.fromiter((len(x) for x in per), dtype=np.int64, count=len(per))
+        flat[name] = list(itertools.chain.from_iterable(per))
+    everything = np.array(list(itertools.chain.from_iterable(flat.values())), dtype=object)
+    codes = pd.factorize(everything)[0].astype(np.int64) if len(everything) else np.zeros(0, np.int64)
+    out, at = {}, 0
+    for name in lists:
+        n = len(flat[name])
+        out[name] = CodedLists(codes[at : at + n], lengths[name])
+        at += n
+    return out
+
+
+def code_runs(
+    runs: Mapping[str, Run], query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION
+) -> dict[str, CodedLists]:
+    """``code_lists`` of every run's ``ranked_lists`` over ``query_ids``, made from the runs in trec_eval order
+    without a Python string per document."""
+    from toolkit.data.columns import joint_codes
+
+    qids = list(query_ids)
+    ordered = {n: order_run(r.frame, score_precision) for n, r in runs.items()}  # type: ignore[arg-type]
+    qset = pd.Series(qids, dtype=object)
+    docs = joint_codes(*(o[DOC_ID] for o in ordered.values()))
+    out = {}
+    for (name, o), codes in zip(ordered.items(), docs):
+        qc, wanted = joint_codes(o[QUERY_ID], qset)
+        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+        slot[wanted] = np.arange(len(qids))
+        where = slot[qc]
+        keep = np.flatnonzero(where >= 0)
+        rows = keep[np.argsort(where[keep], kind="stable")]
+        out[name] = CodedLists(codes[rows], np.bincount(where[keep], minlength=len(qids)).astype(np.int64))
+    return out
+
+
+def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The documents a query's two lists share: (query, position in a, position in b)."""
+    width = int(max(a.codes.max(initial=-1), b.codes.max(initial=-1))) + 1
+    ka = a.query_of_row * width + a.codes
+    kb = b.query_of_row * width + b.codes
+    _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
+    return a.query_of_row[ia], a.position[ia], b.position[ib]
+
+
+_ROWS = 2048  # queries per block of the RBO sums (memory only)
+
+
+def _rbo_all(a: CodedLists, b: CodedLists, p: float) -> np.ndarray:
+    """``rbo`` of every query's two lists: queries grouped by their (shorter, longer) lengths, each group's
+    X_d as one matrix whose rows are summed as ``rbo`` sums them."""
+    la, lb = a.lengths, b.lengths
+    out = np.where((la == 0) & (lb == 0), 1.0, 0.0)
+    q, i, j = _shared(a, b)
+    first = np.maximum(i, j) + 1  # in X_d from depth max(i, j) + 1 on
+    short, long_ = np.minimum(la, lb), np.maximum(la, lb)
+    both = np.flatnonzero((la > 0) & (lb > 0))
+    if not len(both):
+        return out
+    slot = np.full(len(la), -1, np.int64)
+    groups = pd.DataFrame({"s": short[both], "l": long_[both], "row": both}).groupby(["s", "l"], sort=False)["row"]
+    for (s, l), rows in groups:  # noqa: E741 (s and l as in rbo)
+        s, l = int(s), int(l)  # noqa: E741
+        depths = np.arange(1, l + 1, dtype=np.float64)
+        weights = p**depths
+        tail = depths[s:]
+        rows = rows.to_numpy()
+        for r0 in range(0, len(rows), _ROWS):
+            block = rows[r0 : r0 + _ROWS]
+            slot[block] = np.arange(len(block))
+            mine = slot[q] >= 0
+            counts = np.zeros((len(block), l + 1), dtype=np.int64)
+            np.add.at(counts, (slot[q[mine]], first[mine]), 1)
+            slot[block] = -1
+            x = np.cumsum(counts, axis=1)[:, 1:]  # X_d, d = 1..l
+            x_s = x[:, s - 1].astype(np.float64)
+            total = np.sum(x / depths * weights, axis=1)
+            if l > s:
+                total += np.sum(x_s[:, None] * (tail - s) / (s * tail) * weights[s:], axis=1)
+            out[block] = (1 - p) / p * total + ((x[:, l - 1].astype(np.float64) - x_s) / l + x_s / s) * p**l
+    return out
+
+
+def _tau_all(a: CodedLists, b: CodedLists, k: int) -> np.ndarray:
+    """``kendall_tau_top`` of every query's two lists: the union of the two top k (a's, then b's others), each
+    document's position in each top k (k when outside it), and tau-b from the counts of concordant, discordant
+    and untied pairs, as scipy.stats.kendalltau computes it."""
+    nq = a.queries
+    tops = []
+    for lists in (a, b):
+        pos = lists.position
+        keep = pos < k
+        top = np.full((nq, k), -1, np.int64)
+        top[lists.query_of_row[keep], pos[keep]] = lists.codes[keep]
+        tops.append((top, np.arange(k)[None, :] < np.minimum(lists.lengths, k)[:, None]))
+    out = np.full(nq, np.nan)
+    for r0 in range(0, nq, _ROWS):
+        (ca, va), (cb, vb) = ((t[r0 : r0 + _ROWS], v[r0 : r0 + _ROWS]) for t, v in tops)
+        out[r0 : r0 + len(ca)] = _tau_block(ca, va, cb, vb, k)
+    return out
+
+
+def _tau_block(ca: np.ndarray, valid_a: np.ndarray, cb: np.ndarray, valid_b: np.ndarray, k: int) -> np.ndarray:
+    n = len(ca)
+    match = (ca[:, :, None] == cb[:, None, :]) & valid_a[:, :, None] & valid_b[:, None, :]  # (q, i in a, j in b)
+    pos = np.arange(k)
+    # the union: a's top k (x its position, y its position in b's top k or k), then b's others (x = k)
+    x = np.concatenate([np.broadcast_to(pos, (n, k)), np.full((n, k), k)], axis=1)
+    y = np.concatenate([np.where(match.any(axis=2), match.argmax(axis=2), k), np.broadcast_to(pos, (n, k))], axis=1)
+    v = np.concatenate([valid_a, valid_b & ~match.any(axis=1)], axis=1)
+    pair = v[:, :, None] & v[:, None, :] & np.triu(np.ones((2 * k, 2 * k), bool), 1)[None]
+    sx = np.sign(x[:, :, None] - x[:, None, :])
+    sy = np.sign(y[:, :, None] - y[:, None, :])
+    con_minus_dis = np.where(pair, sx * sy, 0).sum(axis=(1, 2))
+    untied_x = (pair & (sx != 0)).sum(axis=(1, 2))
+    untied_y = (pair & (sy != 0)).sum(axis=(1, 2))
+    out = np.full(n, np.nan)
+    ok = (v.sum(axis=1) >= 2) & (untied_x > 0) & (untied_y > 0)
+    tau = con_minus_dis[ok] / np.sqrt(untied_x[ok]) / np.sqrt(untied_y[ok])
+    out[ok] = np.minimum(1.0, np.maximum(-1.0, tau))
+    return out

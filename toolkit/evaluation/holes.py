@@ -43,6 +43,7 @@ mean *some* labelling could erase or reverse the difference, a conservative warn
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -111,6 +112,24 @@ def _ideals(judged_gains: np.ndarray, sets: np.ndarray, k: int, disc: np.ndarray
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _multisets(gains: tuple[float, ...], h: int) -> np.ndarray:
+    """Every multiset of ``h`` gains from ``gains`` (descending), one per row, each row descending (read-only)."""
+    sets = np.array(list(itertools.combinations_with_replacement(gains, h)), dtype=np.float64)
+    sets.flags.writeable = False
+    return sets
+
+
+@functools.lru_cache(maxsize=8192)
+def _ideals_of(top: tuple[float, ...], gains: tuple[float, ...], h: int, k: int) -> np.ndarray:
+    """``_ideals`` for a query whose judged positive gains, descending, cut at k, are ``top``: many queries
+    (and every run of one query) share it."""
+    disc = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
+    out = _ideals(np.array(top, dtype=np.float64), _multisets(gains, h), k, disc)
+    out.flags.writeable = False
+    return out
+
+
 def ndcg_bounds(
     judged_gains: np.ndarray,
     top_gains: np.ndarray,
@@ -141,25 +160,35 @@ def ndcg_bounds(
         lo = base / ideal_hi if ideal_hi > 0 else 0.0
         hi = hi_dcg / ideal_lo if ideal_lo > 0 else (1.0 if hi_dcg > 0 else 0.0)
         return lo, min(hi, 1.0), False
-    sets = np.array(list(itertools.combinations_with_replacement(g[::-1], h)), dtype=np.float64)  # rows descending
+    sets = _multisets(tuple(g[::-1]), h)  # rows descending
     best = base + sets @ w  # highest gains on the highest-ranked holes
     worst = base + sets[:, ::-1] @ w
-    ideals = _ideals(judged_gains, sets, k, disc)
+    top = np.sort(judged_gains[judged_gains > 0])[::-1][:k]  # all _ideals reads of the judged gains
+    ideals = _ideals_of(tuple(top.tolist()), tuple(g[::-1]), h, k)
     with np.errstate(divide="ignore", invalid="ignore"):
         hi = np.where(ideals > 0, best / ideals, 0.0)
         lo = np.where(ideals > 0, worst / ideals, 0.0)
     return float(lo.min()), float(hi.max()), True
 
 
-def _query_tables(qrels: Qrels, run: Run, k: int, score_precision: str):
-    """Per query: the top k (doc ids in trec_eval order) and the judged labels {doc: label >= 0}."""
-    from toolkit.data.ranking import top_k
+def _query_tables(qrels: Qrels, run: Run, k: int, score_precision: str, query_ids=None):
+    """Per query: the top k (doc ids in trec_eval order) and the judged labels {doc: label >= 0}. With
+    ``query_ids``, the top k of those queries, each made when read (``agreement.RankedLists``)."""
+    from toolkit.data.ranking import shared, top_k
 
-    top = top_k(run.frame, k, score_precision)  # type: ignore[arg-type]
-    tops = {q: g[DOC_ID].tolist() for q, g in top.groupby(QUERY_ID, sort=False)}
+    if query_ids is not None:
+        from toolkit.evaluation.agreement import RankedLists
+
+        tops = RankedLists(run, list(query_ids), score_precision, depth=k)
+    else:
+        top = top_k(run.frame, k, score_precision)  # type: ignore[arg-type]
+        tops = {q: g[DOC_ID].tolist() for q, g in top.groupby(QUERY_ID, sort=False)}
+    return tops, shared("hole_labels", (qrels.frame,), (), lambda: _labels(qrels))
+
+
+def _labels(qrels: Qrels) -> dict[str, dict[str, int]]:
     judged = qrels.frame[qrels.frame[RELEVANCE] >= 0]
-    labels = {q: dict(zip(g[DOC_ID], g[RELEVANCE].astype(int))) for q, g in judged.groupby(QUERY_ID, sort=False)}
-    return tops, labels
+    return {q: dict(zip(g[DOC_ID], g[RELEVANCE].astype(int))) for q, g in judged.groupby(QUERY_ID, sort=False)}
 
 
 def check_over(over: str) -> str:
@@ -201,7 +230,8 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None, over: str = "to
     for m in chosen:
         k = int(m.cutoff)
         k_eff = min(k, settings.max_docs) if settings.max_docs is not None else k
-        tops, labels = _query_tables(qrels, run, k_eff, settings.score_precision)
+        tops, labels = _query_tables(qrels, run, k_eff, settings.score_precision, wide.index)
+        values, cvalues = wide[m.name].to_dict(), cwide[m.name].to_dict()
         rows = []
         for qid in wide.index:
             lab = labels.get(qid, {})
@@ -209,7 +239,7 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None, over: str = "to
             holes = [i + 1 for i, d in enumerate(docs) if d not in lab]
             # holes ranked below k (``retrieved`` only): they join the ideal ranking / the relevant count
             d_deep = sum(1 for d in all_tops.get(qid, [])[len(docs) :] if d not in lab) if over == "retrieved" else 0
-            value = float(wide.at[qid, m.name])
+            value = float(values[qid])
             if m.family == "P":
                 rel = sum(1 for d in docs if lab.get(d, -1) >= level)
                 hi_rel = rel + (len(holes) if scale[-1] >= level else 0)
@@ -239,7 +269,7 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None, over: str = "to
             if not holes and not d_deep:
                 lo = value
             lo, hi = min(lo, value), max(hi, value)
-            cval = float(cwide.at[qid, m.name]) if qid in cwide.index else 0.0
+            cval = float(cvalues[qid]) if qid in cvalues else 0.0
             rows.append((qid, value, lo, hi, cval, hi - lo, len(holes) + d_deep, exact))
         table = pd.DataFrame(rows, columns=[QUERY_ID, *COLUMNS]).set_index(QUERY_ID)
         out[m.name] = HoleBounds(m.name, table, over)

@@ -120,8 +120,13 @@ def bootstrap_ci(
         raise ConfigError("a confidence interval needs at least one per-query value")
     if not np.isfinite(d).all():
         raise ConfigError("confidence interval: per-query values must be finite numbers")
-    gen = rng if rng is not None else np.random.default_rng(seed)
-    means = bootstrap_means(d, int(resamples), gen)
+    if rng is not None:
+        means = bootstrap_means(d, int(resamples), rng)
+    else:  # the same draws from default_rng(seed): one computation per differences inside ranking.shared_sorts
+        from toolkit.data.ranking import shared
+
+        key = (d.tobytes(), int(resamples), seed)
+        means = shared("bootstrap", (), key, lambda: bootstrap_means(d, int(resamples), np.random.default_rng(seed)))
     alpha = (1.0 - float(level)) / 2.0
     if np.ptp(d) == 0.0:  # no spread: every resample mean is the value (BCa's z0 would be infinite)
         v = float(d[0])
