@@ -2,7 +2,8 @@
 
 ``data/scale_reference.json`` holds, for two inputs, a SHA-256 of every column of per_query.csv and pairs.csv and
 of every top-level entry of summary.json (as ``twostage diagnose`` writes them: the same CSV and JSON text), made
-with the code before the diagnosis was made to scale (commit e721550). Each test recomputes the diagnosis and
+with the code before the diagnosis was made to scale (main just before that work was merged: issue 32's
+intended changes to summary.json included; per_query.csv and pairs.csv equal those of commit e721550). Each test recomputes the diagnosis and
 compares every hash, so any figure that moves, in any digit, names its file and column here.
 
 - DL19 (43 queries, ../shared/data): first stages BM25 and SPLADE++ (top 100); reranked runs that reorder BM25's
