@@ -259,6 +259,22 @@ def rerank(
         _profile_imports(device if ray["ray_address"] is None and backend == "torch" else "cpu")
 
     _check_sources(candidates, run_path, topics, corpus, index_path)
+    tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
+    inputs = {  # what every backend takes: the candidates and their texts, the queries, the depth, the caches
+        "model": model,
+        "topics": topics,
+        "candidates": candidates,
+        "corpus": corpus,
+        "index": index_path,
+        "depth": depth,
+        "batch_size": batch_size,
+        "missing_text": missing_text,
+        "query_ids": _query_ids(query_id_values),
+        "judged_only": judged_qrels,
+        "tag": tag,
+        "progress": not no_progress,
+        "trust_cache": trust_cache,
+    }
     if backend == LISTWISE:
         _check_listwise(ray["ray_address"], kind, endpoint)
         if not endpoint:
@@ -281,25 +297,8 @@ def rerank(
             "backoff": backoff,
             "rate": rate,
         }
-        _rerank_listwise(
-            run_path,
-            candidates,
-            topics,
-            corpus,
-            index_path,
-            model,
-            depth,
-            batch_size,
-            device,
-            query_id_values,
-            judged_qrels,
-            missing_text,
-            tag,
-            out,
-            no_progress,
-            listwise,
-            trust_cache,
-        )
+        result, source = rerank_job(run_path, **inputs, device=device, backend=LISTWISE, listwise=listwise)
+        _report_listwise(result, source, out, tag, model)
         return
     if endpoint:
         raise click.UsageError("--endpoint is for --backend listwise")
@@ -310,33 +309,20 @@ def rerank(
         sharding_from_options(**ray, out=out, force=force)
     elif backend == "torch":
         device, precision = worker_device(device, precision, ray["gpus_per_worker"])
-    tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
     result, source = rerank_job(
         run_path,
-        model=model,
-        topics=topics,
-        candidates=candidates,
-        corpus=corpus,
-        index=index_path,
+        **inputs,
+        device=device,  # with --ray, the workers' device
         kind=kind,
-        depth=depth,
-        batch_size=batch_size,
         max_length=max_length,
-        device=device,
         backend=backend,
         precision=precision,
         model_type=model_type,
-        missing_text=missing_text,
-        query_ids=_query_ids(query_id_values),
-        judged_only=judged_qrels,
         embedding_cache=False if no_embedding_cache else (cache_dir or True),
-        tag=tag,
         ray=ray["ray_address"],
         **{k: v for k, v in ray.items() if k != "ray_address"},
         shards=shards_dir(out),
         force=force,
-        progress=not no_progress,
-        trust_cache=trust_cache,
     )
     with profiling.phase("writing"):
         settings = _write_outputs(result, out, tag, source)
@@ -355,48 +341,9 @@ def _check_listwise(ray_address, kind: str, endpoint) -> None:
         raise click.UsageError("--endpoint is empty")
 
 
-def _rerank_listwise(
-    run_path,
-    candidates,
-    topics,
-    corpus,
-    index_path,
-    model,
-    depth,
-    batch_size,
-    device,
-    query_id_values,
-    judged_qrels,
-    missing_text,
-    tag,
-    out,
-    no_progress,
-    listwise: dict,
-    trust_cache: bool = False,
-) -> None:
-    """--backend listwise: the windows asked (answers cached as they arrive), then OUT and OUT.meta.json."""
-    from toolkit.api.pipeline import listwise_job
-    from toolkit.guard.store import trusting
-
-    tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
-    with trusting(trust_cache):  # the answer cache, opened through the one store
-        result, source = listwise_job(
-            run_path,
-            model=model,
-            topics=topics,
-            candidates=candidates,
-            corpus=corpus,
-            index=index_path,
-            depth=depth,
-            device=device,
-            batch_size=batch_size,
-            missing_text=missing_text,
-            query_ids=_query_ids(query_id_values),
-            judged_only=judged_qrels,
-            tag=tag,
-            progress=not no_progress,
-            **listwise,
-        )
+def _report_listwise(result, source: dict, out, tag: str, model: str) -> None:
+    """--backend listwise: OUT and OUT.meta.json, and what was asked, cached and repaired (the windows were asked
+    by ``rerank_job``, answers cached as they arrived)."""
     settings = _write_outputs(result, out, tag, source)
     s, c = settings, settings["requests"]
     probe = settings.get("shuffles")
