@@ -205,3 +205,18 @@ def test_risk_takes_every_evaluation_setting():
 
     names = {p.name for p in main.commands["risk"].params}
     assert set(SETTING_NAMES) - {"allow_no_common"} <= names and "level" not in names
+
+
+def test_csv_neutralises_run_names():
+    """A run named like a spreadsheet formula, or holding a carriage return, is written as text in its cell."""
+    import csv
+
+    from toolkit.api.risk import Risk
+
+    class Named(Risk):
+        @property
+        def table(self) -> pd.DataFrame:
+            return pd.DataFrame({"run": ["=HYPERLINK(1)", "a\rb"], "urisk": [0.5, -0.25]})
+
+    rows = list(csv.reader(io.StringIO(Named((), {}).to_csv(), newline="")))
+    assert rows == [["run", "urisk"], ["'=HYPERLINK(1)", "0.5"], ["a\rb", "-0.25"]], rows

@@ -73,7 +73,11 @@ class Risk:
 
     def to_csv(self) -> str:
         """What ``twostage risk --format csv`` prints: a header, then one line per row of ``table``."""
-        return self.table.to_csv(index=False, lineterminator="\n", float_format="%.6g")
+        from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines
+
+        # run names are the user's: neutralised as every CSV twostage writes (formulas, bare CRs in a cell)
+        text = csv_frame(self.table).to_csv(index=False, lineterminator=CSV_LINE_END, float_format="%.6g")
+        return csv_newlines(text)
 
     def to_text(self) -> str:
         """What ``twostage risk`` prints: the definitions as ``#`` lines, then one line per measure, alpha and run."""
