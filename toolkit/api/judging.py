@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.guard.client import DEFAULT_BACKOFF, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
+
 log = logging.getLogger(__name__)
 
 BACKEND_NAMES = ("openai", "transformers")
@@ -49,10 +51,10 @@ def build_judge(
     model: str,
     *,
     endpoint: str | None = None,
-    concurrency: int = 8,
-    timeout: float = 60.0,
-    retries: int = 4,
-    backoff: float = 1.0,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    timeout: float = DEFAULT_TIMEOUT,
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
     rate: float | None = None,
     device: str = "auto",
     batch_size: int = 8,
@@ -125,10 +127,10 @@ def judge(
     prompt: str | os.PathLike | None = None,
     cache: str | os.PathLike | bool = True,
     trust_cache: bool = False,
-    concurrency: int = 8,
-    timeout: float = 60.0,
-    retries: int = 4,
-    backoff: float = 1.0,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    timeout: float = DEFAULT_TIMEOUT,
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
     rate: float | None = None,
     device: str = "auto",
     batch_size: int = 8,

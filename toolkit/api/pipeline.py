@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.api.run import Run
+from toolkit.guard.client import DEFAULT_BACKOFF, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -606,10 +607,10 @@ def listwise_job(
     seed: int = 42,
     qrels: Any = None,
     answer_cache: str | os.PathLike | bool = True,
-    concurrency: int = 8,
-    timeout: float = 60.0,
-    retries: int = 4,
-    backoff: float = 1.0,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    timeout: float = DEFAULT_TIMEOUT,
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
     rate: float | None = None,
     max_response_bytes: int | None = None,
     device: str = "auto",

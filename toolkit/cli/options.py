@@ -29,7 +29,13 @@ from toolkit.data.ranking import SCORE_PRECISIONS
 from toolkit.data.trec_io import DedupePolicy
 from toolkit.errors import TwostageError
 from toolkit.evaluation.significance import CORRECTIONS
-from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES
+from toolkit.guard.client import (
+    DEFAULT_BACKOFF,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+)
 from toolkit.measures.names import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, EvalSettings, build_settings
 from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
 from toolkit.models import DEFAULT_DEVICE, PRECISIONS
@@ -433,14 +439,14 @@ _CLIENT = [
     click.option(
         "--concurrency",
         type=click.IntRange(min=1),
-        default=8,
+        default=DEFAULT_CONCURRENCY,
         show_default=True,
         help="--endpoint: requests in flight.",
     ),
     click.option(
         "--timeout",
         type=click.FloatRange(min=0, min_open=True),
-        default=60.0,
+        default=DEFAULT_TIMEOUT,
         show_default=True,
         help="--endpoint: seconds, a deadline for each whole request (connecting, sending, the whole answer).",
     ),
@@ -454,14 +460,14 @@ _CLIENT = [
     click.option(
         "--retries",
         type=click.IntRange(min=0),
-        default=4,
+        default=DEFAULT_RETRIES,
         show_default=True,
         help="--endpoint: retries of a timeout, refused connection, HTTP 429 or 5xx.",
     ),
     click.option(
         "--backoff",
         type=click.FloatRange(min=0),
-        default=1.0,
+        default=DEFAULT_BACKOFF,
         show_default=True,
         help="--endpoint: seconds before the first retry, doubling each time.",
     ),

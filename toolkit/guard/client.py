@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 
 #: the largest answer read, in bytes (``--max-response-bytes``)
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+#: The other defaults of every endpoint (``Endpoint``, the judge, the listwise reranker, their CLI options).
+DEFAULT_TIMEOUT = 60.0  # seconds, a deadline for each whole request
+DEFAULT_CONCURRENCY = 8  # requests in flight
+DEFAULT_RETRIES = 4
+DEFAULT_BACKOFF = 1.0  # seconds before the first retry, doubling
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: the longest ``Retry-After`` honoured, in seconds
 MAX_RETRY_AFTER = 60
@@ -203,11 +208,11 @@ class Endpoint:
         url: str,
         key: str | None = None,
         *,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        concurrency: int = 8,
-        retries: int = 4,
-        backoff: float = 1.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
         rate: float | None = None,
     ):
         parts = urlsplit(url)

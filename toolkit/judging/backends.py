@@ -24,7 +24,17 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from toolkit.errors import ConfigError
-from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, RequestFailed, chat_payload, chat_text
+from toolkit.guard.client import (
+    DEFAULT_BACKOFF,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    Endpoint,
+    RequestFailed,
+    chat_payload,
+    chat_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +91,10 @@ class OpenAIChatJudge:
         endpoint: str,
         model: str,
         *,
-        concurrency: int = 8,
-        timeout: float = 60.0,
-        retries: int = 4,
-        backoff: float = 1.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
         rate: float | None = None,
         api_key: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
