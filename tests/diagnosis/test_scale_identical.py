@@ -12,7 +12,8 @@ compares every hash, so any figure that moves, in any digit, names its file and 
 - A synthetic 1,000-query input from ``scripts/make_diagnose_bench.py`` (seed 7, a first stage 200 deep, three
   reranked runs of its top 100), made here.
 
-The paths of the input files (a temporary folder) and the package version are left out of summary.json's hashes.
+The paths of the input files (a temporary folder, and the data folder, which is elsewhere on another machine) and
+the package version are left out of summary.json's hashes: each path is replaced by a placeholder first.
 ``TWOSTAGE_WRITE_SCALE_REFERENCE=1`` rewrites the reference file instead of comparing (only ever with the code
 that is the reference).
 """
@@ -38,8 +39,9 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def fingerprint(diag, tmp: Path) -> dict:
-    """{file: {column or summary key: hash}} of the three files ``twostage diagnose`` writes with figures."""
+def fingerprint(diag, tmp: Path, data: Path | None = None) -> dict:
+    """{file: {column or summary key: hash}} of the three files ``twostage diagnose`` writes with figures; the
+    folders ``tmp`` and ``data`` are replaced by placeholders in summary.json (they differ between machines)."""
     from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines
 
     out: dict = {}
@@ -49,7 +51,12 @@ def fingerprint(diag, tmp: Path) -> dict:
         assert rows and all(len(r) == len(rows[0]) for r in rows), name
         columns = {col: _sha("\n".join(r[i] for r in rows[1:])) for i, col in enumerate(rows[0])}
         out[name] = {"rows": str(len(rows) - 1), "file": _sha(text), **columns}
-    summary = json.loads(json.dumps(diag.summary(), default=str).replace(str(tmp), "<tmp>"))
+    text = json.dumps(diag.summary(), default=str)
+    for folder, placeholder in ((tmp, "<tmp>"), (data, "<data>")):
+        if folder is not None:
+            for form in {str(folder), str(folder.resolve())}:
+                text = text.replace(json.dumps(form)[1:-1], placeholder)
+    summary = json.loads(text)
     summary.pop("twostage")
     out["summary.json"] = {k: _sha(json.dumps(v, sort_keys=True)) for k, v in summary.items()}
     return out
@@ -133,7 +140,7 @@ def _check(case: str, got: dict) -> None:
 
 @pytest.mark.data
 def test_dl19_figures_identical(msmarco, tmp_path):
-    _check("dl19", fingerprint(dl19_diagnosis(msmarco, tmp_path), tmp_path))
+    _check("dl19", fingerprint(dl19_diagnosis(msmarco, tmp_path), tmp_path, msmarco))
 
 
 def test_synthetic_1000_figures_identical(tmp_path):
