@@ -407,15 +407,16 @@ def read_run(path: str | os.PathLike, dedupe: DedupePolicy = "error") -> Run:
 
 
 def _read_stdin_run(dedupe: DedupePolicy) -> Run:
-    """A run piped on standard input: spooled to a temporary file, errors still name '-' and the line."""
+    """A run piped on standard input: spooled to a temporary file in 1 MiB pieces (never held whole in memory, as a
+    run file is not), then read as a file is; errors still name '-' and the line."""
     import dataclasses
+    import shutil
     import sys
 
-    data = sys.stdin.buffer.read()
     fd, tmp = tempfile.mkstemp(prefix="twostage-stdin-", suffix=".run")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
         try:
             run = read_run(tmp, dedupe)
         except InputFormatError as exc:
