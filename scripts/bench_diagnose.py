@@ -9,9 +9,9 @@ commands' defaults (parsing and writing included):
   twostage compare --qrels Q first=F rr1=R1 rr2=R2 rr3=R3
 
 and prints a Markdown table: queries, diagnose wall and peak RSS (the process's max RSS, ``os.wait4``), compare
-wall and peak RSS, the CPU seconds (user + system) beside each wall, and the ratio of the two walls (and CPU
-times), with the 1-minute load average before each size. Not a test: figures,
-not assertions.
+wall and peak RSS, the CPU seconds (user + system) beside each wall, the ratio of the two walls (and CPU
+times), the diagnosis's CPU seconds and peak MiB per 1,000 queries (constant when it grows linearly), and the
+1-minute load average before each size. Not a test: figures, not assertions.
 
     PYTHONPATH=. .venv/bin/python scripts/bench_diagnose.py [--queries 1000,6980,20000] [--work DIR]
 """
@@ -50,9 +50,10 @@ def main(argv=None) -> None:
     cli = a.twostage.split() if a.twostage else [sys.executable, "-m", "toolkit.cli"]
     work = Path(a.work)
     print(
-        "| queries | run lines | diagnose wall | diagnose peak RSS | compare wall | compare peak RSS | ratio | load |"
+        "| queries | run lines | diagnose wall (CPU) | diagnose peak RSS | compare wall (CPU) | compare peak RSS "
+        "| ratio wall (CPU) | diagnose per 1,000 queries: CPU, peak | load |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in a.queries.split(",") if x]:
         folder = work / f"q{n}"
         if not (folder / "rr3.txt").exists():
@@ -76,7 +77,8 @@ def main(argv=None) -> None:
         lines = n * 1300
         print(
             f"| {n:,} | {lines / 1e6:.1f} M | {dwall:.1f} s ({dcpu:.1f} s) | {drss:,.0f} MiB | {cwall:.1f} s "
-            f"({ccpu:.1f} s) | {crss:,.0f} MiB | {dwall / cwall:.2f}x ({dcpu / ccpu:.2f}x) | {load:.1f} |",
+            f"({ccpu:.1f} s) | {crss:,.0f} MiB | {dwall / cwall:.2f}x ({dcpu / ccpu:.2f}x) | {dcpu / n * 1000:.2f} s, "
+            f"{drss / n * 1000:.0f} MiB | {load:.1f} |",
             flush=True,
         )
 
