@@ -145,6 +145,8 @@ def test_explorer_in_chromium(big, tmp_path):
         print(f"scrolled to the end in {scrolled:.2f} s")
         assert len(_drawn(driver)) <= 300
         driver.find_element("css selector", f"#explore-table tbody tr[data-qid='{last}'] a").click()
+        # the detail is drawn on the address' change, after the click returns: wait for it (a loaded machine)
+        _until(driver, "return !!document.getElementById('detail-title')", "the query's detail")
         assert driver.find_element("id", "detail-title").text.startswith(last + ": ")
         assert not console_errors(driver)
     finally:

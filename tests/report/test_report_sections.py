@@ -65,3 +65,12 @@ def test_parts_and_a_new_section():
     assert md == (
         "## About x & y\n\n| a | b |\n|---|---|\n| x | 0.5000 |\n\nonly in the file\n\n![first plot](plots/p1.png)\n\n"
     )
+
+
+def test_an_html_only_section_is_not_computed_for_markdown():
+    """The explorer is costly (its data for every query): the Markdown file neither shows nor builds it."""
+    calls = []
+    page = Section(lambda r: None, (), lambda r: calls.append(1) or [Part.html_only("<p>page</p>")], html_only=True)
+    plain = Section(lambda r: "Both", (), lambda r: [Part.markdown_only("text\n")])
+    assert render_markdown([page, plain], {}, Plots()) == "## Both\n\ntext\n\n" and calls == []
+    assert render_html([page, plain], {}, Plots()) == "<p>page</p><h2>Both</h2>" and calls == [1]

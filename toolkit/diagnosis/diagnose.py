@@ -493,12 +493,16 @@ class Diagnosis:
 def json_ready(obj):
     """``obj`` with numpy scalars as Python numbers and NaN as None (JSON has no NaN)."""
     if isinstance(obj, dict):
-        return {k: json_ready(v) for k, v in obj.items()}
+        return {k: v if type(v) in _AS_IS else json_ready(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [json_ready(v) for v in obj]
+        return [v if type(v) in _AS_IS else json_ready(v) for v in obj]
     if isinstance(obj, np.generic):
         obj = obj.item()
     return None if isinstance(obj, float) and obj != obj else obj
+
+
+#: What ``json_ready`` gives back as it is (no call for it: the per-query parts hold millions).
+_AS_IS = frozenset({str, int, bool, type(None)})
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:

@@ -966,7 +966,9 @@ SECTIONS: tuple[Section, ...] = (
         shown=lambda d: bool(d.disagreements),
     ),
     Section(lambda d: "Diagnosis labels", ("pipelines", "thresholds"), _labels),
-    Section(lambda d: None, ("per_query", "views", "missed"), lambda d: [Part.html_only(explore_html(d))]),
+    Section(
+        lambda d: None, ("per_query", "views", "missed"), lambda d: [Part.html_only(explore_html(d))], html_only=True
+    ),
     Section(
         lambda d: "Most changed queries (lowest RBO with the first stage)",
         ("most_changed",),

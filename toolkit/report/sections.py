@@ -73,13 +73,15 @@ class Part:
 @dataclass(frozen=True)
 class Section:
     """One section of a report: its title (an h2 in both formats; None for none), the result fields it reads
-    (``reads``: attribute names of the result, checked by the tests), how it renders (``body``), and when it
-    is shown at all."""
+    (``reads``: attribute names of the result, checked by the tests), how it renders (``body``), when it
+    is shown at all, and whether only the HTML page shows it (``html_only``: the Markdown file neither shows nor
+    computes it, for a costly body such as the explorer)."""
 
     title: Callable[[object], str | None]
     reads: tuple[str, ...]
     body: Callable[[object], Sequence[Part]]
     shown: Callable[[object], bool] = field(default=lambda result: True)
+    html_only: bool = False
 
     def parts(self, result) -> list[Part]:
         if not self.shown(result):
@@ -95,5 +97,5 @@ def render_html(sections: Iterable[Section], result, plots: Plots) -> str:
 
 def render_markdown(sections: Iterable[Section], result, plots: Plots) -> str:
     """The Markdown file: every section's lines, in order, joined by newlines."""
-    lines = [line for s in sections for p in s.parts(result) for line in p.render_markdown(plots)]
+    lines = [line for s in sections if not s.html_only for p in s.parts(result) for line in p.render_markdown(plots)]
     return "\n".join(lines) + "\n"
