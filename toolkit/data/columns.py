@@ -11,8 +11,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.data.sharing import weakly_shared
-
 
 def arrow_of(series: pd.Series) -> pa.ChunkedArray | pa.Array:
     """The arrow data behind a string column (zero-copy for arrow-backed columns)."""
@@ -143,40 +141,23 @@ def text_digests(column: pa.ChunkedArray) -> tuple[bytes, bytes]:
 
 def joint_codes(*columns: pd.Series) -> list[np.ndarray]:
     """Integer codes of the values of several string columns, one vocabulary for all: equal strings get equal
-    codes, unequal ones unequal codes (arrow's dictionary encoding; no Python strings are made).
-
-    The codes number the values in the order they first appear, the columns read one after another. Each
-    column is dictionary-encoded on its own (inside ``sharing.shared_sorts`` once per arrow column while it
-    lives, ``sharing.weakly_shared``: a run's id columns are encoded once however many joins read them) and
-    the columns' dictionaries are then encoded together, which numbers the values in the same order."""
-    encoded = [_encoded(c) for c in columns]
-    if len(encoded) == 1:
-        return [encoded[0][1].astype(np.int64)]
-    dictionaries = [d for d, _ in encoded if len(d)]
-    if not dictionaries:
-        return [np.zeros(len(c), np.int64) for c in columns]
-    joint = pc.dictionary_encode(pa.chunked_array(dictionaries, type=pa.large_string()))
-    remaps = iter([ch.indices.to_numpy(zero_copy_only=False).astype(np.int64) for ch in joint.chunks])
-    return [next(remaps)[idx] if len(d) else np.zeros(len(idx), np.int64) for d, idx in encoded]
-
-
-def _encoded(column: pd.Series) -> tuple[pa.Array, np.ndarray]:
-    """(dictionary in order of first appearance, index of each row's value in it) of one string column."""
-    data = getattr(column.array, "_pa_array", None)  # the arrow column of an arrow-backed Series: the cache key
-    if not isinstance(data, pa.ChunkedArray):
-        return _encode(arrow_of(column))
-    return weakly_shared("dictionary_encode", data, lambda: _encode(data))
-
-
-def _encode(array: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray]:
-    chunks = [ch.cast(pa.large_string()) for ch in (array.chunks if isinstance(array, pa.ChunkedArray) else [array])]
-    chunks = [ch for ch in chunks if len(ch)]
+    codes, unequal ones unequal codes (arrow's dictionary encoding; no Python strings are made)."""
+    arrays = [arrow_of(c) for c in columns]
+    chunks = [
+        ch.cast(pa.large_string())
+        for a in arrays
+        for ch in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])
+        if len(ch)
+    ]
     if not chunks:
-        return pa.array([], type=pa.large_string()), np.zeros(0, np.int32)
+        return [np.zeros(0, np.int64) for _ in columns]
     encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
-    indices = np.concatenate([ch.indices.to_numpy(zero_copy_only=False) for ch in encoded.chunks])
-    indices.flags.writeable = False
-    return encoded.chunk(0).dictionary, indices
+    codes = np.concatenate([ch.indices.to_numpy(zero_copy_only=False).astype(np.int64) for ch in encoded.chunks])
+    out, at = [], 0
+    for c in columns:
+        out.append(codes[at : at + len(c)])
+        at += len(c)
+    return out
 
 
 def coded_merge(left: pd.DataFrame, right: pd.DataFrame, on: list[str], how: str = "left") -> pd.DataFrame:

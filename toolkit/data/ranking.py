@@ -12,8 +12,11 @@ document id; under ``float64`` they keep their order.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Literal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -22,7 +25,6 @@ import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_of, take
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
-from toolkit.data.sharing import shared, shared_sorts, weakly_shared  # noqa: F401 (importable from here)
 
 ScorePrecision = Literal["float32", "float64"]
 SCORE_PRECISIONS: tuple[str, ...] = ("float32", "float64")
@@ -106,6 +108,42 @@ def trec_order(
     sort_keys.append(("d", "descending" if ties == "docid_desc" else "ascending"))
     order[pos] = rows[pc.sort_indices(pa.table(table), sort_keys=sort_keys).to_numpy()]
     return order
+
+
+_T = TypeVar("_T")
+_SCOPES = threading.local()
+
+
+@contextlib.contextmanager
+def shared_sorts() -> Iterator[None]:
+    """Inside, each run frame is put in trec_eval order once (``ranked_positions``, ``order_run``) and other
+    work on the same frames is done once (``shared``), however many steps ask: what a diagnosis, which reads
+    every run at several depths and in several pairs, shares. The results are those of computing each time."""
+    stack = _SCOPES.__dict__.setdefault("stack", [])
+    stack.append(stack[-1] if stack else {})  # a nested scope shares its caller's
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def shared(name: str, frames: tuple[Any, ...], args: tuple, compute: Callable[[], _T]) -> _T:
+    """``compute()``, once per (``name``, the objects ``frames``, ``args``) inside ``shared_sorts`` (every time
+    outside it). A DataFrame result is handed out as a shallow copy (copy-on-write), so a caller that adds a
+    column changes only its own; numpy results are read-only."""
+    stack = getattr(_SCOPES, "stack", None)
+    if not stack:
+        return compute()
+    cache = stack[-1]
+    key = (name, tuple(id(f) for f in frames), args)
+    if key not in cache:
+        value = compute()
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+        cache[key] = (frames, value)  # the frames are held: their ids stay theirs while the scope lasts
+    value = cache[key][1]
+    return value.copy(deep=False) if isinstance(value, pd.DataFrame) else value  # type: ignore[return-value]
 
 
 def ranked_positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
