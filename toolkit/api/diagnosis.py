@@ -186,11 +186,14 @@ def _reranked_inputs(
     listwise: Any,
     pairs: Mapping,
     dedupe: str,
+    score_precision: str = "float32",
 ) -> tuple[list[diag_inputs.Reranked], dict[str, dict]]:
     """Each reranked run paired and sized (``diagnosis.reranked_input``: the depth given, else the sidecar's;
     ``diagnose`` detects the rest; the pair given, else the sidecar's first stage), and the settings each
-    brought. A list of runs under one name is one system's repeats; the first one's sidecar speaks for them."""
+    brought. A list of runs under one name is one system's repeats; the first one's sidecar speaks for them.
+    Each run is held in trec_eval order at ``score_precision`` (``ranking.in_trec_order``)."""
     from toolkit.api.inputs import as_run
+    from toolkit.data.ranking import in_trec_order
 
     every = listwise is True
     names = set() if every else set(listwise or ())
@@ -200,7 +203,7 @@ def _reranked_inputs(
     for n, r in named.items():
         given = list(r) if _is_repeats(r) else [r]
         metas[n] = _meta_of(given[0])
-        runs = [as_run(x, dedupe=dedupe) for x in given]
+        runs = [in_trec_order(as_run(x, dedupe=dedupe), score_precision) for x in given]  # type: ignore[arg-type]
         item = diag_inputs.reranked_input(
             n,
             runs[0],
@@ -422,8 +425,17 @@ def diagnose(
     measure, recall_level = _headline_measure(measure, recall_level, s.trec_eval)
     q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
     level = recall_level if recall_level is not None else (2 if q.frame["relevance"].max() >= 2 else 1)
-    firsts = {n: as_run(r, dedupe=dedupe) for n, r in _named(first_stage, "first stage").items()}
-    inputs, metas = _reranked_inputs(reranked, firsts, depth, depth_as, listwise, dict(pairs or {}), dedupe)
+    from toolkit.data.ranking import in_trec_order
+
+    # every run is held once, in trec_eval order at the settings' precision: the sorts find it in order and
+    # no sorted copy is held beside the file's order (the figures do not depend on the lines' order)
+    firsts = {
+        n: in_trec_order(as_run(r, dedupe=dedupe), s.score_precision)
+        for n, r in _named(first_stage, "first stage").items()
+    }
+    inputs, metas = _reranked_inputs(
+        reranked, firsts, depth, depth_as, listwise, dict(pairs or {}), dedupe, s.score_precision
+    )
     if name is None:
         name = default_title([r.name for r in inputs], list(firsts))
     queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, data_dir)

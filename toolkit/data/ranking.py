@@ -13,6 +13,7 @@ document id; under ``float64`` they keep their order.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_of, take
-from toolkit.data.records import DOC_ID, QUERY_ID, SCORE
+from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
 ScorePrecision = Literal["float32", "float64"]
 SCORE_PRECISIONS: tuple[str, ...] = ("float32", "float64")
@@ -147,25 +148,58 @@ def shared(name: str, frames: tuple[Any, ...], args: tuple, compute: Callable[[]
 
 def ranked_positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
     """(row positions of ``frame`` in trec_eval order, 1-based rank of each within its query)."""
+    return shared("ranked_positions", (frame,), (score_precision,), lambda: _positions(frame, score_precision))
 
-    def compute() -> tuple[np.ndarray, np.ndarray]:
-        codes = _query_codes(arrow_of(frame[QUERY_ID]))
-        order = trec_order(codes, frame[SCORE].to_numpy(), arrow_of(frame[DOC_ID]), score_precision)
-        return order, within_group_rank(codes[order])
 
-    return shared("ranked_positions", (frame,), (score_precision,), compute)
+def _positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
+    codes = _query_codes(arrow_of(frame[QUERY_ID]))
+    order = trec_order(codes, frame[SCORE].to_numpy(), arrow_of(frame[DOC_ID]), score_precision)
+    return order, within_group_rank(codes[order])
+
+
+def _is_identity(order: np.ndarray) -> bool:
+    """``order`` is 0, 1, ..., n - 1 (checked chunk by chunk: no full-length temporaries)."""
+    for lo in range(0, len(order), _CHUNK):
+        part = order[lo : lo + _CHUNK]
+        if part[0] != lo or not bool((np.diff(part) == 1).all()):
+            return False
+    return True
 
 
 def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
-    """A copy of ``frame`` in trec_eval order with a 1-based ``rank`` column per query."""
+    """A copy of ``frame`` in trec_eval order with a 1-based ``rank`` column per query.
+
+    A frame already in that order (``in_trec_order``) is not copied: the result shares its columns. The row
+    positions are not kept beside the result (``ranked_positions`` keeps them for the callers that ask)."""
 
     def compute() -> pd.DataFrame:
-        order, rank = ranked_positions(frame, score_precision)
-        ordered = frame.take(order).reset_index(drop=True)
+        order, rank = _positions(frame, score_precision)
+        if _is_identity(order):
+            del order
+            ordered = frame.copy(deep=False)
+            if not isinstance(ordered.index, pd.RangeIndex) or ordered.index.start != 0 or ordered.index.step != 1:
+                ordered = ordered.reset_index(drop=True)
+        else:
+            ordered = frame.take(order).reset_index(drop=True)
+            del order
         ordered["rank"] = rank
         return ordered
 
     return shared("order_run", (frame,), (score_precision,), compute)
+
+
+def in_trec_order(run: Run, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> Run:
+    """``run`` with its lines in trec_eval order at ``score_precision`` (``run`` itself when they already are).
+
+    Every figure of trec_eval's ordering is the same for either (it orders the lines itself and ignores the
+    file's order); a caller that holds the run for many sorts (a diagnosis) keeps this one copy instead of
+    the file's order beside a sorted copy, and the sorts of it find it in order."""
+    order, _ = _positions(run.frame, score_precision)
+    if _is_identity(order):
+        return run
+    frame = run.frame.take(order).reset_index(drop=True)
+    del order
+    return dataclasses.replace(run, frame=frame)
 
 
 def group_starts(sorted_keys: np.ndarray) -> np.ndarray:
@@ -190,7 +224,10 @@ def within_group_rank(sorted_keys: np.ndarray) -> np.ndarray:
 def top_k(frame: pd.DataFrame, k: int, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
     """The first ``k`` documents of every query in trec_eval order."""
     ordered = order_run(frame, score_precision)
-    return ordered[ordered["rank"] <= k].reset_index(drop=True)
+    keep = ordered["rank"].to_numpy() <= k
+    if keep.all():  # every list is at most k long: the ordered frame itself, not a filtered copy of it
+        return ordered
+    return ordered[keep].reset_index(drop=True)
 
 
 #: Fusion ranks its inputs and cuts its output in the order the evaluator and the diagnosis use
