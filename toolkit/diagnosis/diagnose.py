@@ -312,6 +312,15 @@ def _pair_table(a: str, b: str, family: str, ev: _Evaluated) -> pd.DataFrame:
 FAMILIES = ("against the first stage", "between reranked runs", "between first stages")
 
 
+def _sorted_deltas(pairs: pd.DataFrame, measure: str) -> list[np.ndarray]:
+    """Every pair's b - a in query id order (``compare_table``'s order: it pivots on the query id)."""
+    out = []
+    for _, g in pairs.groupby(["family", "system_a", "system_b"], sort=False):
+        g = g.sort_values(QUERY_ID, kind="stable")
+        out.append(g[f"{measure}_b"].to_numpy(dtype=np.float64) - g[f"{measure}_a"].to_numpy(dtype=np.float64))
+    return out
+
+
 def _significance(pairs: pd.DataFrame, measure: str, permutations: int, seed: int, correction: str) -> list[dict]:
     """Paired tests of every pair in ``pairs``, corrected per family.
 
@@ -330,6 +339,9 @@ def _significance(pairs: pd.DataFrame, measure: str, permutations: int, seed: in
         ]
         return pd.concat(parts, ignore_index=True).assign(measure=measure)[["run", QUERY_ID, "measure", "value"]]
 
+    from toolkit.evaluation.intervals import DEFAULT_RESAMPLES, prime_bootstrap
+
+    prime_bootstrap(_sorted_deltas(pairs, measure), DEFAULT_RESAMPLES, seed)  # compare_table's intervals, one draw
     out: list[dict] = []
     against = pairs[pairs["family"] == FAMILIES[0]]
     for first, group in against.groupby("system_a", sort=False):
