@@ -68,13 +68,12 @@ from toolkit.diagnosis.labels import (
 from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, TypeRule, assign_types
 from toolkit.diagnosis.query_views import (
     add_snippets,
-    best_missed,
     by_delta,
     disagreements,
     grades,
     most_changed,
     query_terms,
-    side_by_side,
+    views_of_runs,
     worst_queries,
 )
 from toolkit.errors import ConfigError, for_api
@@ -858,21 +857,13 @@ def _query_views(
         n=worst_n,
         missed_shown=missed_shown,
     )
-    views = side_by_side(ev.qids, ev.lists, list(ev.runs), qrels_grades, explore_depth)
-    missed = {
-        q: best_missed(
-            q,
-            qrels_grades,
-            {d for top in views[q]["top"].values() for d, _ in top},
-            ev.lists[primary.first_stage][q],
-            primary.depth,
-            missed_shown,
-        )
-        for q in ev.qids
-    }
+    views, missed = views_of_runs(
+        ev.qids, ev.runs, ev.qrels, explore_depth, ev.precision, primary.first_stage, primary.depth, missed_shown
+    )  # side_by_side and best_missed of every query, columnwise
     add_snippets(views, worst, missed, queries, texts, snippet_chars)
+    terms = {t: query_terms(t) for t in {queries.get(q) for q in ev.qids}}
     for q in ev.qids:
-        views[q]["terms"] = query_terms(queries.get(q))
+        views[q]["terms"] = list(terms[queries.get(q)])
     return worst, views, missed
 
 
