@@ -48,7 +48,7 @@ def system_bounds(
         lows, highs = [], []
         for run in given:
             try:
-                table = hole_bounds(qrels, run, [m], settings)[m.name].per_query
+                table = hole_bounds(qrels, run, [m], settings, condensed=False)[m.name].per_query
             except ConfigError:  # -J (no holes) or a discount the bounds do not cover
                 return {}
             t = table.reindex(list(queries)).fillna({"min": 0.0, "max": 0.0})
