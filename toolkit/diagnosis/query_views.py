@@ -301,43 +301,40 @@ def views_of_runs(
 
     from toolkit.data.columns import arrow_of, joint_codes, take
     from toolkit.data.ranking import order_run
+    from toolkit.evaluation.holes import query_index
 
     qids = list(query_ids)
-    qset = pd.Series(qids, dtype=object)
     systems = list(runs)
 
-    def query_slots(column) -> np.ndarray:
-        qc, wanted = joint_codes(column, qset)
-        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
-        slot[wanted] = np.arange(len(qids))
-        return slot[qc]
-
-    full = {}  # system -> (query index, rank, documents) of the rows of the query set, in trec_eval order
+    full = {}  # system -> (query index, rank, row) of the rows of the query set, and the documents of every row
     for s in systems:
         o = order_run(runs[s].frame, score_precision)  # type: ignore[arg-type]
-        where = query_slots(o[QUERY_ID])
+        where = query_index(o, qids)
         keep = np.flatnonzero(where >= 0)
         keep = keep[np.argsort(where[keep], kind="stable")]  # in the order of ``query_ids``, each list in order
-        full[s] = (where[keep], o["rank"].to_numpy()[keep].astype(np.int64), take(arrow_of(o[DOC_ID]), keep))
+        full[s] = (where[keep], o["rank"].to_numpy()[keep].astype(np.int64), keep, arrow_of(o[DOC_ID]))
     tops = {}
-    for s, (q, r, d) in full.items():
+    for s, (q, r, at, d) in full.items():
         rows = np.flatnonzero(r <= k)
-        tops[s] = (q[rows], r[rows], take(d, rows))
+        tops[s] = (q[rows], r[rows], take(d, at[rows]))
     shown_docs = pc.unique(pa.chunked_array([t[2].cast(pa.large_string()) for t in tops.values()], pa.large_string()))
     near = {}  # each system's rows whose document is shown for some query
-    for s, (q, r, d) in full.items():
-        rows = np.flatnonzero(pc.is_in(d, value_set=shown_docs).to_numpy(zero_copy_only=False))
-        near[s] = (q[rows], r[rows], take(d, rows))
+    for s, (q, r, at, d) in full.items():
+        rows = np.flatnonzero(pc.is_in(d, value_set=shown_docs).to_numpy(zero_copy_only=False)[at])
+        near[s] = (q[rows], r[rows], take(d, at[rows]))
     qf = qrels.frame
-    qq = query_slots(qf[QUERY_ID])
+    qc, wanted = joint_codes(qf[QUERY_ID], pd.Series(qids, dtype=object))
+    slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+    slot[wanted] = np.arange(len(qids))
+    qq = slot[qc]
     judged = np.flatnonzero(qq >= 0)
     labels = qf[RELEVANCE].to_numpy()[judged].astype(np.int64)
     qrel_q, qrel_d = qq[judged], take(arrow_of(qf[DOC_ID]), judged)
     relevant = np.flatnonzero(labels > 0)
-    fq, fr, fd = full[first]
+    fq, fr, fat, fd = full[first]
     rel_docs = pc.unique(take(qrel_d, relevant).cast(pa.large_string()))
-    rows = np.flatnonzero(pc.is_in(fd, value_set=rel_docs).to_numpy(zero_copy_only=False))
-    first_rel = (fq[rows], fr[rows], take(fd, rows))
+    rows = np.flatnonzero(pc.is_in(fd, value_set=rel_docs).to_numpy(zero_copy_only=False)[fat])
+    first_rel = (fq[rows], fr[rows], take(fd, fat[rows]))
 
     columns = [t[2] for t in tops.values()] + [t[2] for t in near.values()] + [qrel_d, first_rel[2]]
     encoded = pc.dictionary_encode(pa.chunked_array([c.cast(pa.large_string()) for c in columns], pa.large_string()))

@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -275,6 +276,21 @@ def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_values: np.ndarray, 
     return np.where(sk[at] == keys, sv[at], missing).astype(np.int64)
 
 
+def query_index(ordered: pd.DataFrame, query_ids: Sequence[str]) -> np.ndarray:
+    """Per row of a run in trec_eval order (``ranking.order_run``: each query's rows together, ranks from 1):
+    the index of its query in ``query_ids``, -1 for a query not among them; one string per query compared."""
+    from toolkit.data.columns import arrow_of, joint_codes, take
+
+    qids = list(query_ids)
+    rank = ordered["rank"].to_numpy()
+    starts = np.flatnonzero(rank == 1)
+    names = pd.Series(take(arrow_of(ordered[QUERY_ID]), starts).to_pylist(), dtype=object)
+    nc, wanted = joint_codes(names, pd.Series(qids, dtype=object))
+    slot = np.full(int(max(nc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+    slot[wanted] = np.arange(len(qids))
+    return np.repeat(slot[nc], np.diff(np.append(starts, len(rank))))
+
+
 def _rows(qrels: Qrels, run: Run, qids: list[str], limit: int, score_precision: str) -> dict[str, np.ndarray]:
     """The run's first ``limit`` documents of each query of ``qids`` in trec_eval order, query after query as in
     ``qids``: ``q`` (index in qids), ``rank``, ``label`` (its label >= 0 in the qrels, -1 for a hole); and the
@@ -294,7 +310,7 @@ def _rows(qrels: Qrels, run: Run, qids: list[str], limit: int, score_precision: 
         return slot[qc]
 
     o = order_run(run.frame, score_precision)  # type: ignore[arg-type]
-    where = slots(o[QUERY_ID])
+    where = query_index(o, qids)
     keep = np.flatnonzero((where >= 0) & (o["rank"].to_numpy() <= limit))
     keep = keep[np.argsort(where[keep], kind="stable")]
     q, rank, docs = where[keep], o["rank"].to_numpy()[keep].astype(np.int64), take(arrow_of(o[DOC_ID]), keep)
@@ -472,5 +488,6 @@ __all__ = [
     "holes_json",
     "ndcg_bounds",
     "overlap",
+    "query_index",
     "with_hole_lines",
 ]
