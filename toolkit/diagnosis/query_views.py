@@ -251,6 +251,13 @@ def add_snippets(
 ) -> None:
     """Fill query-biased snippets in place: ``views[q]['snippets'][doc]``, and ``snippet`` in the worst
     queries' and missed documents' entries. One lookup for every document shown."""
+    if texts is None:  # no texts: every snippet is None (no lookup, nothing to place)
+        for v in views.values():
+            v["snippets"] = {}
+        for w in worst:
+            for item in w["top_10"] + w["best_missed"]:
+                item["snippet"] = None
+        return
     wanted = {d for v in views.values() for top in v["top"].values() for d, _ in top}
     wanted |= {i["doc_id"] for w in worst for i in w["top_10"] + w["best_missed"]}
     wanted |= {m["doc_id"] for ms in missed.values() for m in ms}
@@ -320,6 +327,8 @@ def views_of_runs(
     shown_docs = pc.unique(pa.chunked_array([t[2].cast(pa.large_string()) for t in tops.values()], pa.large_string()))
     near = {}  # each system's rows whose document is shown for some query
     for s, (q, r, at, d) in full.items():
+        if s == first:
+            continue  # below, with the relevant documents
         rows = np.flatnonzero(pc.is_in(d, value_set=shown_docs).to_numpy(zero_copy_only=False)[at])
         near[s] = (q[rows], r[rows], take(d, at[rows]))
     qf = qrels.frame
@@ -333,8 +342,16 @@ def views_of_runs(
     relevant = np.flatnonzero(labels > 0)
     fq, fr, fat, fd = full[first]
     rel_docs = pc.unique(take(qrel_d, relevant).cast(pa.large_string()))
-    rows = np.flatnonzero(pc.is_in(fd, value_set=rel_docs).to_numpy(zero_copy_only=False)[fat])
-    first_rel = (fq[rows], fr[rows], take(fd, fat[rows]))
+    # the first stage's rows whose document is shown or relevant somewhere: one pass over its (longest) lists
+    either = np.flatnonzero(
+        pc.is_in(fd, value_set=pc.unique(pa.concat_arrays([shown_docs, rel_docs]))).to_numpy(zero_copy_only=False)[fat]
+    )
+    fq, fr, fdocs = fq[either], fr[either], take(fd, fat[either])
+    rows = np.flatnonzero(pc.is_in(fdocs, value_set=shown_docs).to_numpy(zero_copy_only=False))
+    near[first] = (fq[rows], fr[rows], take(fdocs, rows))
+    near = {s: near[s] for s in systems}
+    rows = np.flatnonzero(pc.is_in(fdocs, value_set=rel_docs).to_numpy(zero_copy_only=False))
+    first_rel = (fq[rows], fr[rows], take(fdocs, rows))
 
     columns = [t[2] for t in tops.values()] + [t[2] for t in near.values()] + [qrel_d, first_rel[2]]
     encoded = pc.dictionary_encode(pa.chunked_array([c.cast(pa.large_string()) for c in columns], pa.large_string()))
@@ -398,7 +415,7 @@ def views_of_runs(
         for s in systems:
             at, docs, g = top_lists[s]
             lo, hi = at[i], at[i + 1]
-            tops_q[s] = [[d, x] for d, x in zip(docs[lo:hi], g[lo:hi])]
+            tops_q[s] = list(map(list, zip(docs[lo:hi], g[lo:hi])))
         ranks_q = {s: {d: r for d, r in zip(shown_d[a:b], ranks[s][a:b]) if r >= 0} for s in systems}
         views[q] = {"top": tops_q, "ranks": ranks_q}
         lo, hi = miss_at[i], miss_at[i + 1]
