@@ -374,9 +374,13 @@ def _ndcg_columns(rows, gain, scale, k, k_eff, n_docs, holes, deep):
     hole_ranks = rank[hole_rows]
     h_at = np.searchsorted(q[hole_rows], np.arange(n + 1))
 
-    def judged_top(i: int) -> tuple[float, ...]:
-        jg = jgain[j_at[i] : j_at[i + 1]]
-        return tuple(np.sort(jg[jg > 0])[::-1][:k].tolist())
+    # each query's judged positive gains, descending, cut at k (what _ideals reads), one row per query, -1 after
+    positive = np.flatnonzero(jgain > 0)
+    by_gain = positive[np.lexsort((-jgain[positive], jq[positive]))]
+    place = np.arange(len(by_gain)) - np.searchsorted(jq[by_gain], jq[by_gain])
+    inside = place < k
+    judged_tops = np.full((n, k), -1.0)
+    judged_tops[jq[by_gain][inside], place[inside]] = jgain[by_gain][inside]
 
     loose = []
     for h in np.unique(holes[holes > 0]):
@@ -390,9 +394,8 @@ def _ndcg_columns(rows, gain, scale, k, k_eff, n_docs, holes, deep):
         stacked = np.broadcast_to(sets, (len(qs), *sets.shape))
         best = base[qs, None] + np.matmul(stacked, w[:, :, None])[:, :, 0]  # highest gains on the highest holes
         worst = base[qs, None] + np.matmul(np.broadcast_to(sets[:, ::-1], stacked.shape), w[:, :, None])[:, :, 0]
-        keys = [judged_top(int(i)) for i in qs]
-        ideals_of = {t: _ideals_of(t, gdesc, h, k) for t in dict.fromkeys(keys)}
-        ideals = np.stack([ideals_of[t] for t in keys])
+        tops, which = np.unique(judged_tops[qs], axis=0, return_inverse=True)
+        ideals = np.stack([_ideals_of(tuple(t[t > 0].tolist()), gdesc, h, k) for t in tops])[which.reshape(-1)]
         with np.errstate(divide="ignore", invalid="ignore"):
             hi[qs] = np.where(ideals > 0, best / ideals, 0.0).max(axis=1)
             lo[qs] = np.where(ideals > 0, worst / ideals, 0.0).min(axis=1)
