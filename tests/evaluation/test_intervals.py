@@ -175,3 +175,21 @@ def test_compare_json_carries_interval_effect_size_and_raw_p(cli, tmp_path):
         "+0.5000 [0.1250, 0.8750], d_z 0.94, p_adj 0.125: no significant difference (the uncorrected interval excludes 0)"
         in text
     )
+
+
+def test_bootstrap_means_of_equals_one_call_per_vector():
+    """One draw of indices shared by vectors of one length gives each vector's means to the last bit."""
+    import numpy as np
+
+    from toolkit.data.ranking import shared_sorts
+    from toolkit.evaluation.intervals import bootstrap_ci, bootstrap_means, bootstrap_means_of, prime_bootstrap
+
+    gen = np.random.default_rng(3)
+    xs = [gen.normal(size=300), gen.normal(size=300), gen.normal(size=17)]
+    together = bootstrap_means_of(xs, 2_000, 11)
+    for x, means in zip(xs, together):
+        assert np.array_equal(means, bootstrap_means(x, 2_000, np.random.default_rng(11)))
+    alone = [bootstrap_ci(x, resamples=2_000, seed=11) for x in xs]
+    with shared_sorts():
+        prime_bootstrap(xs, 2_000, 11)
+        assert [bootstrap_ci(x, resamples=2_000, seed=11) for x in xs] == alone

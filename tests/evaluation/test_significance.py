@@ -191,3 +191,24 @@ def test_compare_table_per_measure_family():
     assert compare_table(table, "base", permutations=5000, seed=3) == out  # deterministic
     with pytest.raises(ConfigError, match="baseline"):
         compare_table(table, "nope")
+
+
+def test_permutation_test_equals_one_matrix_product_per_batch():
+    """The sign vectors multiplied a few rows at a time give the p-value of one product per batch of 2,000."""
+    import numpy as np
+
+    from toolkit.evaluation.significance import permutation_test
+
+    gen = np.random.default_rng(5)
+    for n, perms in ((300, 5_000), (1_001, 2_345)):
+        a, b = gen.random(n), gen.random(n) + 0.01
+        d = b - a
+        threshold = abs(float(d.mean()))
+        threshold -= 1e-9 * max(threshold, float(np.abs(d).mean()), 1e-300)
+        rng, hits, done = np.random.default_rng(9), 0, 0
+        while done < perms:
+            size = min(2_000, perms - done)
+            signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1
+            hits += int((np.abs(signs @ d) / n >= threshold).sum())
+            done += size
+        assert permutation_test(a, b, permutations=perms, seed=9) == ((1 + hits) / (1 + perms), False)

@@ -146,6 +146,17 @@ def shared(name: str, frames: tuple[Any, ...], args: tuple, compute: Callable[[]
     return value.copy(deep=False) if isinstance(value, pd.DataFrame) else value  # type: ignore[return-value]
 
 
+def sharing() -> bool:
+    """Whether ``shared`` keeps what it computes (inside ``shared_sorts``)."""
+    return bool(getattr(_SCOPES, "stack", None))
+
+
+def is_shared(name: str, frames: tuple[Any, ...], args: tuple) -> bool:
+    """Whether ``shared(name, frames, args, ...)`` was computed already in this ``shared_sorts`` scope."""
+    stack = getattr(_SCOPES, "stack", None)
+    return bool(stack) and (name, tuple(id(f) for f in frames), args) in stack[-1]
+
+
 def ranked_positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
     """(row positions of ``frame`` in trec_eval order, 1-based rank of each within its query)."""
     return shared("ranked_positions", (frame,), (score_precision,), lambda: _positions(frame, score_precision))

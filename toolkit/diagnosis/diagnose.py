@@ -68,13 +68,12 @@ from toolkit.diagnosis.labels import (
 from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, TypeRule, assign_types
 from toolkit.diagnosis.query_views import (
     add_snippets,
-    best_missed,
     by_delta,
     disagreements,
     grades,
     most_changed,
     query_terms,
-    side_by_side,
+    views_of_runs,
     worst_queries,
 )
 from toolkit.errors import ConfigError, for_api
@@ -312,6 +311,15 @@ def _pair_table(a: str, b: str, family: str, ev: _Evaluated) -> pd.DataFrame:
 FAMILIES = ("against the first stage", "between reranked runs", "between first stages")
 
 
+def _sorted_deltas(pairs: pd.DataFrame, measure: str) -> list[np.ndarray]:
+    """Every pair's b - a in query id order (``compare_table``'s order: it pivots on the query id)."""
+    out = []
+    for _, g in pairs.groupby(["family", "system_a", "system_b"], sort=False):
+        g = g.sort_values(QUERY_ID, kind="stable")
+        out.append(g[f"{measure}_b"].to_numpy(dtype=np.float64) - g[f"{measure}_a"].to_numpy(dtype=np.float64))
+    return out
+
+
 def _significance(pairs: pd.DataFrame, measure: str, permutations: int, seed: int, correction: str) -> list[dict]:
     """Paired tests of every pair in ``pairs``, corrected per family.
 
@@ -330,6 +338,9 @@ def _significance(pairs: pd.DataFrame, measure: str, permutations: int, seed: in
         ]
         return pd.concat(parts, ignore_index=True).assign(measure=measure)[["run", QUERY_ID, "measure", "value"]]
 
+    from toolkit.evaluation.intervals import DEFAULT_RESAMPLES, prime_bootstrap
+
+    prime_bootstrap(_sorted_deltas(pairs, measure), DEFAULT_RESAMPLES, seed)  # compare_table's intervals, one draw
     out: list[dict] = []
     against = pairs[pairs["family"] == FAMILIES[0]]
     for first, group in against.groupby("system_a", sort=False):
@@ -850,21 +861,13 @@ def _query_views(
         n=worst_n,
         missed_shown=missed_shown,
     )
-    views = side_by_side(ev.qids, ev.lists, list(ev.runs), qrels_grades, explore_depth)
-    missed = {
-        q: best_missed(
-            q,
-            qrels_grades,
-            {d for top in views[q]["top"].values() for d, _ in top},
-            ev.lists[primary.first_stage][q],
-            primary.depth,
-            missed_shown,
-        )
-        for q in ev.qids
-    }
+    views, missed = views_of_runs(
+        ev.qids, ev.runs, ev.qrels, explore_depth, ev.precision, primary.first_stage, primary.depth, missed_shown
+    )  # side_by_side and best_missed of every query, columnwise
     add_snippets(views, worst, missed, queries, texts, snippet_chars)
+    terms = {t: query_terms(t) for t in {queries.get(q) for q in ev.qids}}
     for q in ev.qids:
-        views[q]["terms"] = query_terms(queries.get(q))
+        views[q]["terms"] = list(terms[queries.get(q)])
     return worst, views, missed
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
-from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels
+from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 
 #: Words that carry no topic: not highlighted, not used to place a snippet.
 STOPWORDS = frozenset(
@@ -250,6 +251,13 @@ def add_snippets(
 ) -> None:
     """Fill query-biased snippets in place: ``views[q]['snippets'][doc]``, and ``snippet`` in the worst
     queries' and missed documents' entries. One lookup for every document shown."""
+    if texts is None:  # no texts: every snippet is None (no lookup, nothing to place)
+        for v in views.values():
+            v["snippets"] = {}
+        for w in worst:
+            for item in w["top_10"] + w["best_missed"]:
+                item["snippet"] = None
+        return
     wanted = {d for v in views.values() for top in v["top"].values() for d, _ in top}
     wanted |= {i["doc_id"] for w in worst for i in w["top_10"] + w["best_missed"]}
     wanted |= {m["doc_id"] for ms in missed.values() for m in ms}
@@ -262,3 +270,157 @@ def add_snippets(
         terms = query_terms(w["query"])
         for item in w["top_10"] + w["best_missed"]:
             item["snippet"] = snippet(found.get(item["doc_id"]), chars, terms)
+
+
+def _keyed(q: np.ndarray, codes: np.ndarray, width: int) -> np.ndarray:
+    return q.astype(np.int64) * width + codes
+
+
+def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_values: np.ndarray, missing: int) -> np.ndarray:
+    """``table_values`` at each of ``keys`` in ``table_keys`` (the last row of a repeated key), else ``missing``."""
+    if not len(table_keys):
+        return np.full(len(keys), missing, np.int64)
+    order = np.argsort(table_keys, kind="stable")
+    sk = table_keys[order]
+    last = np.ones(len(sk), bool)
+    last[:-1] = sk[1:] != sk[:-1]  # a repeated key: its last row, as a dict built in order keeps
+    sk, sv = sk[last], table_values[order][last]
+    at = np.minimum(np.searchsorted(sk, keys), len(sk) - 1)
+    return np.where(sk[at] == keys, sv[at], missing).astype(np.int64)
+
+
+def views_of_runs(
+    query_ids: Sequence[str],
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    k: int,
+    score_precision: str,
+    first: str,
+    depth: int,
+    n_missed: int,
+) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """``side_by_side(query_ids, lists, list(runs), grades(qrels, query_ids), k)`` and, per query, ``best_missed``
+    of it (``first``'s list, ``depth``, ``n_missed``) for the ranked lists of ``runs`` (trec_eval order under
+    ``score_precision``): the same values, computed over every query at once from the runs' columns (each list
+    read only where it holds a document shown)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.columns import arrow_of, joint_codes, take
+    from toolkit.data.ranking import order_run
+    from toolkit.evaluation.holes import query_index
+
+    qids = list(query_ids)
+    systems = list(runs)
+
+    full = {}  # system -> (query index, rank, row) of the rows of the query set, and the documents of every row
+    for s in systems:
+        o = order_run(runs[s].frame, score_precision)  # type: ignore[arg-type]
+        where = query_index(o, qids)
+        keep = np.flatnonzero(where >= 0)
+        keep = keep[np.argsort(where[keep], kind="stable")]  # in the order of ``query_ids``, each list in order
+        full[s] = (where[keep], o["rank"].to_numpy()[keep].astype(np.int64), keep, arrow_of(o[DOC_ID]))
+    tops = {}
+    for s, (q, r, at, d) in full.items():
+        rows = np.flatnonzero(r <= k)
+        tops[s] = (q[rows], r[rows], take(d, at[rows]))
+    shown_docs = pc.unique(pa.chunked_array([t[2].cast(pa.large_string()) for t in tops.values()], pa.large_string()))
+    near = {}  # each system's rows whose document is shown for some query
+    for s, (q, r, at, d) in full.items():
+        if s == first:
+            continue  # below, with the relevant documents
+        rows = np.flatnonzero(pc.is_in(d, value_set=shown_docs).to_numpy(zero_copy_only=False)[at])
+        near[s] = (q[rows], r[rows], take(d, at[rows]))
+    qf = qrels.frame
+    qc, wanted = joint_codes(qf[QUERY_ID], pd.Series(qids, dtype=object))
+    slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+    slot[wanted] = np.arange(len(qids))
+    qq = slot[qc]
+    judged = np.flatnonzero(qq >= 0)
+    labels = qf[RELEVANCE].to_numpy()[judged].astype(np.int64)
+    qrel_q, qrel_d = qq[judged], take(arrow_of(qf[DOC_ID]), judged)
+    relevant = np.flatnonzero(labels > 0)
+    fq, fr, fat, fd = full[first]
+    rel_docs = pc.unique(take(qrel_d, relevant).cast(pa.large_string()))
+    # the first stage's rows whose document is shown or relevant somewhere: one pass over its (longest) lists
+    either = np.flatnonzero(
+        pc.is_in(fd, value_set=pc.unique(pa.concat_arrays([shown_docs, rel_docs]))).to_numpy(zero_copy_only=False)[fat]
+    )
+    fq, fr, fdocs = fq[either], fr[either], take(fd, fat[either])
+    rows = np.flatnonzero(pc.is_in(fdocs, value_set=shown_docs).to_numpy(zero_copy_only=False))
+    near[first] = (fq[rows], fr[rows], take(fdocs, rows))
+    near = {s: near[s] for s in systems}
+    rows = np.flatnonzero(pc.is_in(fdocs, value_set=rel_docs).to_numpy(zero_copy_only=False))
+    first_rel = (fq[rows], fr[rows], take(fdocs, rows))
+
+    columns = [t[2] for t in tops.values()] + [t[2] for t in near.values()] + [qrel_d, first_rel[2]]
+    encoded = pc.dictionary_encode(pa.chunked_array([c.cast(pa.large_string()) for c in columns], pa.large_string()))
+    flat = np.concatenate(
+        [np.zeros(0, np.int64)] + [c.indices.to_numpy(zero_copy_only=False).astype(np.int64) for c in encoded.chunks]
+    )
+    codes = np.split(flat, np.cumsum([len(c) for c in columns])[:-1])
+    width = int(flat.max(initial=-1)) + 1
+    m = len(systems)
+    top_keys = {s: _keyed(tops[s][0], codes[i], width) for i, s in enumerate(systems)}
+    near_keys = {s: _keyed(near[s][0], codes[m + i], width) for i, s in enumerate(systems)}
+    qrel_keys = _keyed(qrel_q, codes[2 * m], width)
+    _, last = np.unique(qrel_keys[::-1], return_index=True)
+    if len(last) < len(qrel_keys):  # a pair judged twice: its last label, as ``grades`` keeps
+        once = np.sort(len(qrel_keys) - 1 - last)
+        qrel_q, qrel_keys, labels, qrel_d = qrel_q[once], qrel_keys[once], labels[once], take(qrel_d, once)
+        relevant = np.flatnonzero(labels > 0)
+    first_keys = _keyed(first_rel[0], codes[2 * m + 1], width)
+
+    # the documents shown per query, each once, in query order then the documents' order (``sorted``)
+    all_top = pd.DataFrame(
+        {
+            "q": np.concatenate([tops[s][0] for s in systems]),
+            "key": np.concatenate([top_keys[s] for s in systems]),
+            "d": np.concatenate([np.asarray(tops[s][2].to_pylist(), dtype=object) for s in systems]),
+        }
+    ).drop_duplicates("key")
+    shown = all_top.sort_values(["q", "d"], kind="stable")
+    shown_q, shown_keys, shown_d = shown["q"].to_numpy(), shown["key"].to_numpy(), shown["d"].tolist()
+    shown_at = np.searchsorted(shown_q, np.arange(len(qids) + 1))
+    ranks = {s: _lookup(shown_keys, near_keys[s], near[s][1], -1).tolist() for s in systems}
+    top_lists = {}
+    for s in systems:
+        grade = _lookup(top_keys[s], qrel_keys, labels, -1)
+        g = [int(x) if x >= 0 else None for x in grade.tolist()]
+        docs = tops[s][2].to_pylist()
+        top_lists[s] = (np.searchsorted(tops[s][0], np.arange(len(qids) + 1)), docs, g)
+
+    # the best relevant documents no system shows: grade desc, first-stage rank, document
+    rel_keys = qrel_keys[relevant]
+    unseen = ~np.isin(rel_keys, shown_keys)
+    rel = relevant[unseen]
+    missed_frame = pd.DataFrame(
+        {
+            "q": qrel_q[rel],
+            "g": -labels[rel],
+            "r": _lookup(rel_keys[unseen], first_keys, first_rel[1], 10**9),
+            "d": np.asarray(take(qrel_d, rel).to_pylist(), dtype=object),
+        }
+    )
+    missed_frame = missed_frame.sort_values(["q", "g", "r", "d"], kind="stable").groupby("q", sort=False).head(n_missed)
+    miss_q = missed_frame["q"].to_numpy()
+    miss_at = np.searchsorted(miss_q, np.arange(len(qids) + 1))
+    miss_g, miss_r, miss_d = (-missed_frame["g"]).tolist(), missed_frame["r"].tolist(), missed_frame["d"].tolist()
+
+    views: dict[str, dict] = {}
+    missed: dict[str, list[dict]] = {}
+    for i, q in enumerate(qids):
+        a, b = shown_at[i], shown_at[i + 1]
+        tops_q = {}
+        for s in systems:
+            at, docs, g = top_lists[s]
+            lo, hi = at[i], at[i + 1]
+            tops_q[s] = list(map(list, zip(docs[lo:hi], g[lo:hi])))
+        ranks_q = {s: {d: r for d, r in zip(shown_d[a:b], ranks[s][a:b]) if r >= 0} for s in systems}
+        views[q] = {"top": tops_q, "ranks": ranks_q}
+        lo, hi = miss_at[i], miss_at[i + 1]
+        missed[q] = [
+            {"doc_id": d, "grade": g, "first_stage_rank": r if r <= depth else None}
+            for d, g, r in zip(miss_d[lo:hi], miss_g[lo:hi], miss_r[lo:hi])
+        ]
+    return views, missed

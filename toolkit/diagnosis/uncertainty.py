@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from toolkit.data.records import QUERY_ID
-from toolkit.evaluation.intervals import DEFAULT_RESAMPLES, bootstrap_ci
+from toolkit.evaluation.intervals import DEFAULT_RESAMPLES, bootstrap_ci, prime_bootstrap
 from toolkit.evaluation.trust import trust_fields
 
 
@@ -48,7 +48,7 @@ def system_bounds(
         lows, highs = [], []
         for run in given:
             try:
-                table = hole_bounds(qrels, run, [m], settings)[m.name].per_query
+                table = hole_bounds(qrels, run, [m], settings, condensed=False)[m.name].per_query
             except ConfigError:  # -J (no holes) or a discount the bounds do not cover
                 return {}
             t = table.reindex(list(queries)).fillna({"min": 0.0, "max": 0.0})
@@ -81,10 +81,13 @@ def annotate(
     pairs = diag.pairs
     queries = list(dict.fromkeys(pairs[QUERY_ID].tolist()))
     bounds = system_bounds(qrels, runs, diag.measure, settings, queries)
-    comparisons = []
+    deltas = []
     for c in diag.comparisons:
         rows = pairs[(pairs["family"] == c["family"]) & (pairs["system_a"] == c["baseline"])]
-        d = rows[rows["system_b"] == c["run"]]["delta"].to_numpy(dtype=np.float64)
+        deltas.append(rows[rows["system_b"] == c["run"]]["delta"].to_numpy(dtype=np.float64))
+    prime_bootstrap(deltas, resamples, seed)  # every comparison's draws in one pass (the same intervals)
+    comparisons = []
+    for c, d in zip(diag.comparisons, deltas):
         c = dict(c)
         if len(d):
             iv = bootstrap_ci(d, level, resamples, method, seed)

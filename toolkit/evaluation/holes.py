@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,26 +172,6 @@ def ndcg_bounds(
     return float(lo.min()), float(hi.max()), True
 
 
-def _query_tables(qrels: Qrels, run: Run, k: int, score_precision: str, query_ids=None):
-    """Per query: the top k (doc ids in trec_eval order) and the judged labels {doc: label >= 0}. With
-    ``query_ids``, the top k of those queries, each made when read (``agreement.RankedLists``)."""
-    from toolkit.data.ranking import shared, top_k
-
-    if query_ids is not None:
-        from toolkit.evaluation.agreement import RankedLists
-
-        tops = RankedLists(run, list(query_ids), score_precision, depth=k)
-    else:
-        top = top_k(run.frame, k, score_precision)  # type: ignore[arg-type]
-        tops = {q: g[DOC_ID].tolist() for q, g in top.groupby(QUERY_ID, sort=False)}
-    return tops, shared("hole_labels", (qrels.frame,), (), lambda: _labels(qrels))
-
-
-def _labels(qrels: Qrels) -> dict[str, dict[str, int]]:
-    judged = qrels.frame[qrels.frame[RELEVANCE] >= 0]
-    return {q: dict(zip(g[DOC_ID], g[RELEVANCE].astype(int))) for q, g in judged.groupby(QUERY_ID, sort=False)}
-
-
 def check_over(over: str) -> str:
     """``over`` when it is one of ``HOLES_OVER``, else a ConfigError naming the choices."""
     if over not in HOLES_OVER:
@@ -198,10 +179,16 @@ def check_over(over: str) -> str:
     return over
 
 
-def hole_bounds(qrels: Qrels, run: Run, measures, settings=None, over: str = "top-k") -> dict[str, HoleBounds]:
+def hole_bounds(
+    qrels: Qrels, run: Run, measures, settings=None, over: str = "top-k", condensed: bool = True
+) -> dict[str, HoleBounds]:
     """Bounds of every ``ndcg_cut``, ``P`` and ``recall`` measure in ``measures`` (parsed ``Measure``s) for
     ``run``, on the queries trec_eval evaluates under ``settings``, over the labellings of the holes ``over``
-    names (``top-k`` or ``retrieved``; see the module docstring)."""
+    names (``top-k`` or ``retrieved``; see the module docstring). ``condensed=False``: the judged-only column is
+    NaN (not evaluated), for a caller that reads only the bounds.
+
+    Every query at once (numpy over the run's rows); the values are those of ``ndcg_bounds`` and the closed forms
+    query by query, to the last bit (the same operations on the same numbers)."""
     check_over(over)
     from toolkit.evaluation.evaluate import evaluate
     from toolkit.measures.names import Discount, EvalSettings
@@ -218,62 +205,211 @@ def hole_bounds(qrels: Qrels, run: Run, measures, settings=None, over: str = "to
         raise ConfigError("with -J there are no holes to bound (the condensed value is reported beside the bounds)")
     from dataclasses import replace
 
-    full = evaluate(qrels, run, chosen, settings, warn=False)
-    condensed = evaluate(qrels, run, chosen, replace(settings, judged_only=True), warn=False)
-    wide, cwide = full.wide(), condensed.wide()
+    wide = evaluate(qrels, run, chosen, settings, warn=False).wide()
+    if condensed:
+        cwide = evaluate(qrels, run, chosen, replace(settings, judged_only=True), warn=False).wide()
+    qids = list(wide.index)
     scale = _scale(qrels)
     level = settings.relevance_level
+    cuts = [min(int(m.cutoff), settings.max_docs) if settings.max_docs is not None else int(m.cutoff) for m in chosen]
+    limit = (settings.max_docs or _everything(run)) if over == "retrieved" else max(cuts)
+    rows = _rows(qrels, run, qids, limit, settings.score_precision)
+    jq, jlabels = rows["judged_q"], rows["judged_labels"]
+    n = len(qids)
+    big_r = np.bincount(jq[jlabels >= level], minlength=n)
     out: dict[str, HoleBounds] = {}
-    all_tops: dict = {}
-    if over == "retrieved":  # every document of the run (its top -M), in trec_eval order
-        all_tops, _ = _query_tables(qrels, run, settings.max_docs or _everything(run), settings.score_precision)
-    for m in chosen:
+    for m, k_eff in zip(chosen, cuts):
         k = int(m.cutoff)
-        k_eff = min(k, settings.max_docs) if settings.max_docs is not None else k
-        tops, labels = _query_tables(qrels, run, k_eff, settings.score_precision, wide.index)
-        values, cvalues = wide[m.name].to_dict(), cwide[m.name].to_dict()
-        rows = []
-        for qid in wide.index:
-            lab = labels.get(qid, {})
-            docs = tops.get(qid, [])
-            holes = [i + 1 for i, d in enumerate(docs) if d not in lab]
-            # holes ranked below k (``retrieved`` only): they join the ideal ranking / the relevant count
-            d_deep = sum(1 for d in all_tops.get(qid, [])[len(docs) :] if d not in lab) if over == "retrieved" else 0
-            value = float(values[qid])
-            if m.family == "P":
-                rel = sum(1 for d in docs if lab.get(d, -1) >= level)
-                hi_rel = rel + (len(holes) if scale[-1] >= level else 0)
-                lo, hi, exact = rel / k, hi_rel / k, True
-            elif m.family == "recall":
-                big_r = sum(1 for v in lab.values() if v >= level)
-                rel = sum(1 for d in docs if lab.get(d, -1) >= level)
-                x = len(holes) if scale[-1] >= level else 0
-                y = d_deep if scale[-1] >= level else 0
-                lo = rel / (big_r + y) if big_r + y else 0.0
-                hi = (rel + x) / (big_r + x) if big_r + x else 0.0
-                exact = True
-            else:
-                gain = settings.gain.value
-                judged_gains = np.array([gain(v) for v in lab.values()], dtype=np.float64)
-                top_gains = np.array([gain(lab[d]) if d in lab else 0.0 for d in docs], dtype=np.float64)
-                gains = [gain(v) for v in scale]
-                lo, hi, exact = ndcg_bounds(judged_gains, top_gains, np.array(holes), gains, k)
-                if d_deep:  # the lowest: every deep hole at the top label, the largest ideal
-                    pool = np.concatenate([judged_gains, np.full(d_deep, max(gains))])
-                    lo, _, exact_lo = ndcg_bounds(pool, top_gains, np.array(holes), gains, k)
-                    exact = exact and exact_lo
-            # the all-non-relevant labelling is trec_eval's own: keep its exact bits inside the bounds, and a
-            # bound no hole can move is that value itself (a gap of exactly 0, not a rounding residue)
-            if not holes:
-                hi = value
-            if not holes and not d_deep:
-                lo = value
-            lo, hi = min(lo, value), max(hi, value)
-            cval = float(cvalues[qid]) if qid in cvalues else 0.0
-            rows.append((qid, value, lo, hi, cval, hi - lo, len(holes) + d_deep, exact))
-        table = pd.DataFrame(rows, columns=[QUERY_ID, *COLUMNS]).set_index(QUERY_ID)
+        q, rank, lab = rows["q"], rows["rank"], rows["label"]
+        top = rank <= k_eff
+        n_docs = np.bincount(q[top], minlength=n)
+        holes = np.bincount(q[top & (lab < 0)], minlength=n)
+        rel = np.bincount(q[top & (lab >= level)], minlength=n)
+        deep = np.bincount(q[~top & (lab < 0)], minlength=n) if over == "retrieved" else np.zeros(n, np.int64)
+        value = wide[m.name].to_numpy(dtype=np.float64)
+        exact = np.ones(n, bool)
+        can_relevant = scale[-1] >= level
+        if m.family == "P":
+            lo = rel / k
+            hi = (rel + (holes if can_relevant else 0)) / k
+        elif m.family == "recall":
+            x = holes if can_relevant else np.zeros(n, np.int64)
+            y = deep if can_relevant else np.zeros(n, np.int64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lo = np.where(big_r + y > 0, rel / (big_r + y), 0.0)
+                hi = np.where(big_r + x > 0, (rel + x) / (big_r + x), 0.0)
+        else:
+            lo, hi, exact = _ndcg_columns(rows, settings.gain.value, scale, k, k_eff, n_docs, holes, deep)
+        # the all-non-relevant labelling is trec_eval's own: keep its exact bits inside the bounds, and a
+        # bound no hole can move is that value itself (a gap of exactly 0, not a rounding residue)
+        hi = np.where(holes == 0, value, hi)
+        lo = np.where((holes == 0) & (deep == 0), value, lo)
+        lo, hi = np.minimum(lo, value), np.maximum(hi, value)
+        cval = np.full(n, np.nan)
+        if condensed:  # a query the judged-only evaluation lacks: 0
+            c = cwide[m.name]
+            cval = c.reindex(qids).to_numpy(dtype=np.float64, copy=True)
+            cval[~pd.Index(qids).isin(c.index)] = 0.0
+        table = pd.DataFrame(
+            {
+                QUERY_ID: qids,
+                "value": value,
+                "min": lo,
+                "max": hi,
+                "condensed": cval,
+                "gap": hi - lo,
+                "unjudged": (holes + deep).astype(np.int64),
+                "exact": exact,
+            }
+        ).set_index(QUERY_ID)
         out[m.name] = HoleBounds(m.name, table, over)
     return out
+
+
+def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_values: np.ndarray, missing: int) -> np.ndarray:
+    """``table_values`` at each of ``keys`` in ``table_keys`` (unique), else ``missing``."""
+    if not len(table_keys) or not len(keys):
+        return np.full(len(keys), missing, np.int64)
+    order = np.argsort(table_keys, kind="stable")
+    sk, sv = table_keys[order], table_values[order]
+    at = np.minimum(np.searchsorted(sk, keys), len(sk) - 1)
+    return np.where(sk[at] == keys, sv[at], missing).astype(np.int64)
+
+
+def query_index(ordered: pd.DataFrame, query_ids: Sequence[str]) -> np.ndarray:
+    """Per row of a run in trec_eval order (``ranking.order_run``: each query's rows together, ranks from 1):
+    the index of its query in ``query_ids``, -1 for a query not among them; one string per query compared."""
+    from toolkit.data.columns import arrow_of, joint_codes, take
+
+    qids = list(query_ids)
+    rank = ordered["rank"].to_numpy()
+    starts = np.flatnonzero(rank == 1)
+    names = pd.Series(take(arrow_of(ordered[QUERY_ID]), starts).to_pylist(), dtype=object)
+    nc, wanted = joint_codes(names, pd.Series(qids, dtype=object))
+    slot = np.full(int(max(nc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+    slot[wanted] = np.arange(len(qids))
+    return np.repeat(slot[nc], np.diff(np.append(starts, len(rank))))
+
+
+def _rows(qrels: Qrels, run: Run, qids: list[str], limit: int, score_precision: str) -> dict[str, np.ndarray]:
+    """The run's first ``limit`` documents of each query of ``qids`` in trec_eval order, query after query as in
+    ``qids``: ``q`` (index in qids), ``rank``, ``label`` (its label >= 0 in the qrels, -1 for a hole); and the
+    judged documents of those queries (``judged_q``, ``judged_labels``: a pair judged twice, its last label)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.columns import arrow_of, joint_codes, take
+    from toolkit.data.ranking import order_run
+
+    qset = pd.Series(qids, dtype=object)
+
+    def slots(column) -> np.ndarray:
+        qc, wanted = joint_codes(column, qset)
+        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+        slot[wanted] = np.arange(len(qids))
+        return slot[qc]
+
+    o = order_run(run.frame, score_precision)  # type: ignore[arg-type]
+    where = query_index(o, qids)
+    keep = np.flatnonzero((where >= 0) & (o["rank"].to_numpy() <= limit))
+    keep = keep[np.argsort(where[keep], kind="stable")]
+    q, rank, docs = where[keep], o["rank"].to_numpy()[keep].astype(np.int64), take(arrow_of(o[DOC_ID]), keep)
+    qf = qrels.frame
+    jw = slots(qf[QUERY_ID])
+    judged = np.flatnonzero((jw >= 0) & (qf[RELEVANCE].to_numpy() >= 0))
+    jq, jlab = jw[judged], qf[RELEVANCE].to_numpy()[judged].astype(np.int64)
+    jdocs = take(arrow_of(qf[DOC_ID]), judged).cast(pa.large_string())
+    near = np.flatnonzero(pc.is_in(docs, value_set=pc.unique(jdocs)).to_numpy(zero_copy_only=False))
+    columns = [jdocs, take(docs, near).cast(pa.large_string())]
+    encoded = pc.dictionary_encode(pa.chunked_array(columns, pa.large_string()))
+    flat = np.concatenate(
+        [np.zeros(0, np.int64)] + [c.indices.to_numpy(zero_copy_only=False).astype(np.int64) for c in encoded.chunks]
+    )
+    width = int(flat.max(initial=-1)) + 1
+    jkeys = jq * width + flat[: len(jq)]
+    _, last = np.unique(jkeys[::-1], return_index=True)  # a pair judged twice: its last label (as a dict keeps)
+    once = np.sort(len(jkeys) - 1 - last)
+    jq, jlab, jkeys = jq[once], jlab[once], jkeys[once]
+    label = np.full(len(q), -1, np.int64)
+    label[near] = _lookup(q[near] * width + flat[len(columns[0]) :], jkeys, jlab, -1)
+    jorder = np.argsort(jq, kind="stable")
+    return {"q": q, "rank": rank, "label": label, "judged_q": jq[jorder], "judged_labels": jlab[jorder]}
+
+
+def _ndcg_columns(rows, gain, scale, k, k_eff, n_docs, holes, deep):
+    """(lowest, highest, exact) nDCG@k of every query: ``ndcg_bounds``'s values, query by query, to the last bit
+    (the same sums, the same matrix products per query, grouped by the number of holes)."""
+    n = len(n_docs)
+    disc = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
+    gains = [gain(v) for v in scale]
+    g = sorted({float(x) for x in gains})
+    gdesc = tuple(g[::-1])
+    gain_of = {int(v): float(gain(int(v))) for v in np.unique(np.concatenate([rows["label"], rows["judged_labels"]]))}
+    table = np.array([gain_of.get(v, 0.0) for v in range(-1, max(gain_of, default=0) + 1)] if gain_of else [0.0])
+
+    def gains_of(labels: np.ndarray) -> np.ndarray:
+        out = table[np.maximum(labels, -1) + 1]
+        return np.where(labels < 0, 0.0, out)
+
+    q, rank, lab = rows["q"], rows["rank"], rows["label"]
+    top = rank <= k_eff
+    tq, trank, tgain = q[top], rank[top], gains_of(lab[top])
+    t_at = np.searchsorted(tq, np.arange(n + 1))
+    jq, jgain = rows["judged_q"], gains_of(rows["judged_labels"])
+    j_at = np.searchsorted(jq, np.arange(n + 1))
+    lo, hi, exact = np.zeros(n), np.zeros(n), np.ones(n, bool)
+    # base DCG: each query's products summed as one array (numpy sums each row of a matrix the same way)
+    base = np.zeros(n)
+    pos = trank - 1
+    for length in np.unique(n_docs[holes > 0]):
+        qs = np.flatnonzero((n_docs == length) & (holes > 0))
+        if not length:
+            continue
+        mat = np.zeros((len(qs), int(length)))
+        pick = np.concatenate([np.arange(t_at[i], t_at[i + 1]) for i in qs])
+        mat[np.repeat(np.arange(len(qs)), length), pos[pick]] = tgain[pick] * disc[pos[pick]]
+        base[qs] = mat.sum(axis=1)
+    hole_rows = top.copy()
+    hole_rows[top] = lab[top] < 0
+    hole_ranks = rank[hole_rows]
+    h_at = np.searchsorted(q[hole_rows], np.arange(n + 1))
+
+    # each query's judged positive gains, descending, cut at k (what _ideals reads), one row per query, -1 after
+    positive = np.flatnonzero(jgain > 0)
+    by_gain = positive[np.lexsort((-jgain[positive], jq[positive]))]
+    place = np.arange(len(by_gain)) - np.searchsorted(jq[by_gain], jq[by_gain])
+    inside = place < k
+    judged_tops = np.full((n, k), -1.0)
+    judged_tops[jq[by_gain][inside], place[inside]] = jgain[by_gain][inside]
+
+    loose = []
+    for h in np.unique(holes[holes > 0]):
+        h = int(h)
+        qs = np.flatnonzero(holes == h)
+        if math.comb(h + len(g) - 1, len(g) - 1) > MAX_MULTISETS:
+            loose += qs.tolist()
+            continue
+        sets = _multisets(gdesc, h)  # rows descending
+        w = disc[np.stack([hole_ranks[h_at[i] : h_at[i + 1]] for i in qs]) - 1]
+        stacked = np.broadcast_to(sets, (len(qs), *sets.shape))
+        best = base[qs, None] + np.matmul(stacked, w[:, :, None])[:, :, 0]  # highest gains on the highest holes
+        worst = base[qs, None] + np.matmul(np.broadcast_to(sets[:, ::-1], stacked.shape), w[:, :, None])[:, :, 0]
+        tops, which = np.unique(judged_tops[qs], axis=0, return_inverse=True)
+        ideals = np.stack([_ideals_of(tuple(t[t > 0].tolist()), gdesc, h, k) for t in tops])[which.reshape(-1)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hi[qs] = np.where(ideals > 0, best / ideals, 0.0).max(axis=1)
+            lo[qs] = np.where(ideals > 0, worst / ideals, 0.0).min(axis=1)
+    for i in sorted(set(loose) | set(np.flatnonzero(deep > 0).tolist())):  # query by query: ndcg_bounds itself
+        judged_gains = jgain[j_at[i] : j_at[i + 1]]
+        top_gains = np.zeros(int(n_docs[i]))
+        top_gains[pos[t_at[i] : t_at[i + 1]]] = tgain[t_at[i] : t_at[i + 1]]
+        hr = hole_ranks[h_at[i] : h_at[i + 1]]
+        lo[i], hi[i], exact[i] = ndcg_bounds(judged_gains, top_gains, hr, gains, k)
+        if deep[i]:  # the lowest: every deep hole at the top label, the largest ideal
+            pool = np.concatenate([judged_gains, np.full(int(deep[i]), max(gains))])
+            lo[i], _, exact_lo = ndcg_bounds(pool, top_gains, hr, gains, k)
+            exact[i] = exact[i] and exact_lo
+    return lo, hi, exact
 
 
 def _everything(run: Run) -> int:
@@ -355,5 +491,6 @@ __all__ = [
     "holes_json",
     "ndcg_bounds",
     "overlap",
+    "query_index",
     "with_hole_lines",
 ]

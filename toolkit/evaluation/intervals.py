@@ -99,6 +99,45 @@ def bootstrap_means(x, resamples: int, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
+def bootstrap_means_of(xs, resamples: int, seed: int | None) -> list[np.ndarray]:
+    """``bootstrap_means(x, resamples, default_rng(seed))`` of every ``x`` in ``xs`` (each with its own fresh
+    generator, as if called one by one), drawing the indices once for all the ``x`` of one length: a fresh
+    generator draws the same indices for the same length, so the means are those of the calls one by one, to the
+    last bit (the same gathers and means of the same numbers)."""
+    ds = [np.asarray(x, dtype=np.float64) for x in xs]
+    out: list[np.ndarray] = [np.empty(resamples) for _ in ds]
+    for n in dict.fromkeys(len(d) for d in ds):
+        same = [i for i, d in enumerate(ds) if len(d) == n]
+        rng = np.random.default_rng(seed)
+        rows = max(1, _CHUNK_CELLS // max(n, 1))
+        done = 0
+        while done < resamples:
+            size = min(rows, resamples - done)
+            idx = rng.integers(0, n, (size, n))
+            for i in same:
+                out[i][done : done + size] = ds[i][idx].mean(axis=-1)
+            done += size
+    return out
+
+
+def prime_bootstrap(xs, resamples: int, seed: int | None) -> None:
+    """Inside ``ranking.shared_sorts``: compute the bootstrap means that ``bootstrap_ci(x, resamples=resamples,
+    seed=seed)`` will ask for, for every ``x`` in ``xs``, in one pass (``bootstrap_means_of``); outside it, nothing
+    (each call computes its own). The intervals are the same either way."""
+    from toolkit.data.ranking import is_shared, shared, sharing
+
+    if not sharing() or int(resamples) < 1:
+        return
+    ds = [np.asarray(x, dtype=np.float64) for x in xs]
+    ds = [d for d in ds if d.ndim == 1 and len(d) and np.isfinite(d).all()]
+    keys = [
+        k for k in dict.fromkeys((d.tobytes(), int(resamples), seed) for d in ds) if not is_shared("bootstrap", (), k)
+    ]
+    todo = [np.frombuffer(key[0], dtype=np.float64) for key in keys]
+    for key, means in zip(keys, bootstrap_means_of(todo, int(resamples), seed)):
+        shared("bootstrap", (), key, lambda means=means: means)
+
+
 def bootstrap_ci(
     x,
     level: float = DEFAULT_LEVEL,
@@ -175,8 +214,10 @@ __all__ = [
     "Interval",
     "bootstrap_ci",
     "bootstrap_means",
+    "bootstrap_means_of",
     "check_ci_options",
     "check_level",
     "effect_size",
     "paired_interval",
+    "prime_bootstrap",
 ]
