@@ -166,6 +166,70 @@ def reordered_run(cands: pd.DataFrame, k: int, order: str) -> Run:
     return Run(frame=frame, path=f"<top {k} reordered: {order}>")
 
 
+class _CodedCandidates:
+    """The candidate table coded once for the depth curve (``code_rows``: query index, relevance code), its rows
+    in (query, first-stage rank) order: every reordering of ``reordered_run`` is then a permutation of these
+    rows, evaluated (``coded_values``) without building a run of strings or sorting it again."""
+
+    def __init__(self, prepared: PreparedJudgments, cands: pd.DataFrame) -> None:
+        from toolkit.measures.ranked import code_rows
+
+        assert prepared.index is not None
+        rows, qidx, code = code_rows(prepared.index, cands[QUERY_ID], cands[DOC_ID])
+        first = cands["first_rank"].to_numpy(dtype=np.int64)[rows]
+        base = np.lexsort((first, qidx))
+        self.prepared = prepared
+        self.qidx, self.code, self.first = qidx[base], code[base], first[base]
+        rows = rows[base]
+        self.reranked_rank = cands["reranked_rank"].to_numpy(dtype=np.float64)[rows]
+        self.gain = cands["gain"].to_numpy(dtype=np.float64)[rows]
+        self.reranked_query = cands["reranked_query"].to_numpy(dtype=bool)[rows]
+
+    def values(self, k: int, order: str, measure: Measure, settings: EvalSettings) -> np.ndarray | None:
+        """``measure`` per query (indexed like the prepared qids) of ``reordered_run(cands, k, order)``; None
+        where ``evaluate`` would refuse that run (no judged query)."""
+        from toolkit.evaluation.evaluate import coded_values
+
+        qidx, code, first = self.qidx, self.code, self.first
+        if order == "reranked":
+            keep = self.reranked_query
+            qidx, code, first = qidx[keep], code[keep], first[keep]
+            rr = self.reranked_rank[keep]
+            within = np.where(np.isnan(rr), np.float64(2**40) + first, rr)
+        elif order == "best":
+            within = -self.gain
+        else:
+            raise ValueError(f"order must be 'reranked' or 'best', not {order!r}")
+        # rows are in (query, first rank) order, so each query's top k is the start of its rows and ranks k+1..
+        # already follow in first-stage order: only the top k are sorted, by (query, within), ties by first rank
+        top = np.flatnonzero(first <= k)
+        order_rows = np.arange(len(qidx))
+        order_rows[top] = top[np.lexsort((within[top], qidx[top]))]
+        return coded_values(self.prepared, qidx, code, order_rows, measure, settings)
+
+
+def _curve_values(
+    coded: _CodedCandidates | None,
+    cands: pd.DataFrame,
+    k: int,
+    order: str,
+    prepared: PreparedJudgments,
+    measure: str,
+    settings: EvalSettings,
+    qids: list[str],
+) -> pd.Series:
+    """``measure_values`` of ``reordered_run(cands, k, order)`` over ``qids``, from the coded candidates where
+    they serve (the same figures), else by building and evaluating the run."""
+    ms = parse_measures([measure], settings.trec_eval)
+    if coded is not None and len(ms) == 1 and ms[0].name == measure:
+        values = coded.values(k, order, ms[0], settings)
+        if values is not None:
+            pos = pd.Index(coded.prepared.qids.tolist()).get_indexer(qids)
+            return pd.Series(np.where(pos >= 0, values[pos], 0.0), index=pd.Index(qids, dtype=object), dtype=float)
+    # the diagnosis's own reorderings of the user's runs, whose warnings were given on their evaluation
+    return measure_values(prepared, reordered_run(cands, k, order), measure, settings, qids, warn=False)
+
+
 def ideal_run(qrels: Qrels, settings: EvalSettings, measure: str = "ndcg_cut_10") -> Run:
     """Every judged document of every qrels query, scored by its ``order_keys`` for ``measure``: the best
     possible ranking."""
@@ -289,11 +353,11 @@ def decompose(
             .reindex(index=qids, fill_value=0.0)
         ),
     )
+    coded = _CodedCandidates(prepared, cands) if prepared.index is not None else None
     curve = []
     for k in ks:
-        # the diagnosis's own reorderings of the user's runs, whose warnings were given on their evaluation
-        at_k = measure_values(prepared, reordered_run(cands, k, "reranked"), measure, settings, qids, warn=False)
-        best = measure_values(prepared, reordered_run(cands, k, "best"), measure, settings, qids, warn=False)
+        at_k = _curve_values(coded, cands, k, "reranked", prepared, measure, settings, qids)
+        best = _curve_values(coded, cands, k, "best", prepared, measure, settings, qids)
         curve.append(
             {
                 "depth": k,

@@ -205,8 +205,7 @@ def build_ranked(
     ``index``: the qrels already factorised (``index_qrels``), so evaluating one qrels many times
     factorises it once."""
     index = index if index is not None else index_qrels(qrels, qids, q_qidx)
-    qids, q_qidx = index.qids, index.q_qidx
-    nq = len(qids)
+    qids = index.qids
     frame = run.frame
     queries = arrow_of(frame[QUERY_ID])
     qidx_all = pc.index_in(queries, value_set=pa.array(qids, type=pa.string()))
@@ -225,6 +224,28 @@ def build_ranked(
     # qids are sorted, so ordering by their index orders queries as trec_eval does
     order = trec_order(qidx, score, doc, score_precision)
     del doc, score
+    return ranked_codes(
+        index, qidx, code, order, level=level, max_docs=max_docs, judged_only=judged_only, extra_queries=extra
+    )
+
+
+def ranked_codes(
+    index: QrelsIndex,
+    qidx: np.ndarray,
+    code: np.ndarray,
+    order: np.ndarray,
+    *,
+    level: int,
+    max_docs: int | None,
+    judged_only: bool,
+    extra_queries: int = 0,
+) -> Ranked:
+    """``build_ranked`` of a run already coded: each row's query index into ``index.qids`` (``qidx``), its
+    relevance code (``code``, as ``_codes`` gives it) and the rows in trec_eval order (``order``: grouped by
+    ``qidx`` ascending, each query's rows in rank order). A run the toolkit builds as a permutation of rows
+    it has coded once (the diagnosis's reorderings) is ranked without touching its strings again."""
+    qids = index.qids
+    nq = len(qids)
     counts = np.bincount(qidx, minlength=nq)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     pos = np.flatnonzero(code[order] != NONPOOL)
@@ -252,8 +273,22 @@ def build_ranked(
         levels=index.levels,
         in_run=counts > 0,
         level=level,
-        extra_queries=extra,
+        extra_queries=extra_queries,
     )
+
+
+def code_rows(index: QrelsIndex, query_ids, doc_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of a run (``query_ids``, ``doc_ids``: columns or arrow arrays) that ``ranked_codes`` reads:
+    (the positions of the rows whose query is judged, their query index into ``index.qids``, their relevance
+    code), as ``build_ranked`` computes them."""
+    qidx_all = pc.index_in(arrow_of(query_ids), value_set=pa.array(index.qids, type=pa.string()))
+    keep = pc.is_valid(qidx_all).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(keep)
+    doc = arrow_of(doc_ids)
+    if len(rows) < len(keep):
+        doc, qidx_all = doc.filter(pa.array(keep)), qidx_all.filter(pa.array(keep))
+    qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
+    return rows, qidx, _codes(index, qidx, doc)
 
 
 def _rel_levels(q_qidx: np.ndarray, labels: np.ndarray, nq: int) -> tuple[np.ndarray, np.ndarray]:
