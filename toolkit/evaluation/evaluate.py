@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from toolkit.data.ranking import group_starts, trec_order, within_group_rank
+from toolkit.data.ranking import group_starts, shared, trec_order, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
 from toolkit.errors import UnknownMeasureError, phrase
 from toolkit.evaluation.checks import check_id_types, input_provenance, input_warnings, require_common_queries
@@ -107,10 +107,15 @@ def prepare_judgments(judgments) -> PreparedJudgments:
     if isinstance(judgments, PreparedJudgments):
         return judgments
     if judgment_format(judgments) == "qrels":
-        index = index_qrels(judgments)
-        return PreparedJudgments(judgments, index.qids, index.q_qidx, index)
+        # inside ranking.shared_sorts one Qrels is factorised once, however many steps evaluate it
+        return shared("prepared judgments", (judgments, judgments.frame), (), lambda: _prepare_qrels(judgments))
     q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
     return PreparedJudgments(judgments, np.array(uniques.tolist(), dtype=object), q_qidx)
+
+
+def _prepare_qrels(qrels: Qrels) -> PreparedJudgments:
+    index = index_qrels(qrels)
+    return PreparedJudgments(qrels, index.qids, index.q_qidx, index)
 
 
 def judgment_format(judgments) -> str:
