@@ -173,7 +173,7 @@ def evaluate(
     qids = prepared.qids
     nq = len(qids)
     version = settings.trec_eval
-    run_queries = set(pd.unique(run.frame[QUERY_ID]).tolist())
+    run_queries = shared("query ids", (run.frame,), (), lambda: frozenset(pd.unique(run.frame[QUERY_ID]).tolist()))
     in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
     extra = len(run_queries - set(qids.tolist()))
     require_common_queries(judgments, run, int(in_run.sum()), nq, len(run_queries), settings)
