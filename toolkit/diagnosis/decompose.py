@@ -41,7 +41,7 @@ from toolkit.data.columns import coded_map, coded_merge
 from toolkit.data.ranking import order_run, shared, top_k, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 from toolkit.errors import ConfigError
-from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
+from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments, run_query_ids
 from toolkit.measures.gains import GainTable
 from toolkit.measures.names import EvalSettings, Measure, parse_measures
 
@@ -326,8 +326,7 @@ def decompose(
         first_values = measure_values(prepared, first, measure, settings, qids)
     if reranked_values is None:
         reranked_values = measure_values(prepared, reranked, measure, settings, qids)
-    held = set(reranked.frame[QUERY_ID].unique().tolist())
-    in_first = set(first.frame[QUERY_ID].unique().tolist())
+    held, in_first = run_query_ids(reranked), run_query_ids(first)
     missing = tuple(q for q in qids if q not in held and q in in_first)
     split = ~pd.Index(qids).isin(set(missing))  # the queries of the split: every mean is over these
 

@@ -118,6 +118,11 @@ def _prepare_qrels(qrels: Qrels) -> PreparedJudgments:
     return PreparedJudgments(qrels, index.qids, index.q_qidx, index)
 
 
+def run_query_ids(run: Run) -> frozenset[str]:
+    """The query ids ``run`` holds (once per run inside ``ranking.shared_sorts``)."""
+    return shared("query ids", (run.frame,), (), lambda: frozenset(pd.unique(run.frame[QUERY_ID]).tolist()))
+
+
 def judgment_format(judgments) -> str:
     if isinstance(judgments, Prefs):
         return judgments.kind
@@ -173,7 +178,7 @@ def evaluate(
     qids = prepared.qids
     nq = len(qids)
     version = settings.trec_eval
-    run_queries = shared("query ids", (run.frame,), (), lambda: frozenset(pd.unique(run.frame[QUERY_ID]).tolist()))
+    run_queries = run_query_ids(run)
     in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
     extra = len(run_queries - set(qids.tolist()))
     require_common_queries(judgments, run, int(in_run.sum()), nq, len(run_queries), settings)
@@ -607,5 +612,6 @@ __all__ = [
     "judgment_format",
     "prepare_judgments",
     "provenance_differences",
+    "run_query_ids",
     "settings_provenance",
 ]
