@@ -80,3 +80,15 @@ def test_a_run_without_a_judged_query_is_left_to_evaluate():
     allowed = dataclasses.replace(EvalSettings(), allow_no_common=True)
     values = coded_values(prepared, none, none, np.zeros(0, dtype=np.int64), m, allowed)
     assert values is not None and not values.any()
+
+
+@pytest.mark.parametrize("measure", ["ndcg_cut_10", "P_5"])
+def test_candidate_labels_from_the_prepared_index(measure):
+    import pandas as pd
+
+    qrels, first, rr = _inputs(3)
+    settings = EvalSettings(trec_eval=10)
+    joined = candidate_table(qrels, first, rr, 20, settings, measure)
+    coded = candidate_table(qrels, first, rr, 20, settings, measure, prepare_judgments(qrels))
+    pd.testing.assert_frame_equal(coded, joined)
+    assert joined["gain"].nunique() >= 3  # candidates of several grades met

@@ -108,7 +108,13 @@ def order_keys(labels: np.ndarray, measure: str, settings: EvalSettings) -> np.n
 
 
 def candidate_table(
-    qrels: Qrels, first: Run, reranked: Run, depth: int, settings: EvalSettings, measure: str = "ndcg_cut_10"
+    qrels: Qrels,
+    first: Run,
+    reranked: Run,
+    depth: int,
+    settings: EvalSettings,
+    measure: str = "ndcg_cut_10",
+    prepared: PreparedJudgments | None = None,
 ) -> pd.DataFrame:
     """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain
     (the best order's key for ``measure``, ``order_keys``), and ``reranked_query`` (R has the query at all).
@@ -116,7 +122,8 @@ def candidate_table(
     Where R holds more than ``depth`` documents of a query (a reranker that writes the first stage's ranks
     below the depth after its reranked top, as rank_llm does), F's ranks below ``depth`` follow, up to as many
     as R holds: the tail every reordering keeps in F's order, so a run that reorders the top ``depth`` and
-    repeats F's tail is bounded by the ceiling on deep measures too (recall, MAP)."""
+    repeats F's tail is bounded by the ceiling on deep measures too (recall, MAP). ``prepared``: ``qrels``
+    prepared (``prepare_judgments``), whose index gives the labels without joining the qrels' strings again."""
     sizes = reranked.frame.groupby(QUERY_ID).size()
     deepest = max(depth, int(sizes.max()) if len(sizes) else 0)
     cands = top_k(first.frame, deepest, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
@@ -128,8 +135,20 @@ def candidate_table(
     rr = order_run(reranked.frame, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     table = coded_merge(cands, rr.rename(columns={"rank": "reranked_rank"}), [QUERY_ID, DOC_ID])
     table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
-    labels = coded_merge(table, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE]
-    table["gain"] = order_keys(labels.to_numpy(dtype=np.float64), measure, settings)
+    index = prepared.index if prepared is not None and prepared.judgments is qrels else None
+    if index is not None and not (index.qkeys[1:] == index.qkeys[:-1]).any():
+        # each (query, document) judged once: its label is the evaluator's code (a negative label, unjudged,
+        # and an absent one both NaN: order_keys reads them alike)
+        from toolkit.measures.ranked import code_rows
+
+        rows, _, code = code_rows(index, table[QUERY_ID], table[DOC_ID])
+        labels = np.full(len(table), np.nan)
+        labels[rows] = np.where(code >= 0, code, np.nan)
+    else:  # a qrels that judges a pair twice: the join of its strings, as without ``prepared``
+        labels = coded_merge(table, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE].to_numpy(
+            dtype=np.float64
+        )
+    table["gain"] = order_keys(labels, measure, settings)
     return table
 
 
@@ -321,7 +340,7 @@ def decompose(
     prepared = prepare_judgments(qrels)
     raw = cast(Qrels, prepared.judgments)  # graded qrels: diagnose reads no preferences
     qids = list(query_ids)
-    cands = candidate_table(raw, first, reranked, depth, settings, measure)
+    cands = candidate_table(raw, first, reranked, depth, settings, measure, prepared)
     if first_values is None:
         first_values = measure_values(prepared, first, measure, settings, qids)
     if reranked_values is None:
