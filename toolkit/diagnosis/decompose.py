@@ -193,7 +193,8 @@ class _CodedCandidates:
     def __init__(self, prepared: PreparedJudgments, cands: pd.DataFrame) -> None:
         from toolkit.measures.ranked import code_rows
 
-        assert prepared.index is not None
+        if prepared.index is None:
+            raise ValueError("the candidates are coded against qrels (prepare_judgments of a Qrels)")
         rows, qidx, code = code_rows(prepared.index, cands[QUERY_ID], cands[DOC_ID])
         first = cands["first_rank"].to_numpy(dtype=np.int64)[rows]
         base = np.lexsort((first, qidx))
