@@ -41,7 +41,7 @@ from toolkit.data.columns import coded_map, coded_merge
 from toolkit.data.ranking import order_run, shared, top_k, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 from toolkit.errors import ConfigError
-from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
+from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments, run_query_ids
 from toolkit.measures.gains import GainTable
 from toolkit.measures.names import EvalSettings, Measure, parse_measures
 
@@ -108,7 +108,13 @@ def order_keys(labels: np.ndarray, measure: str, settings: EvalSettings) -> np.n
 
 
 def candidate_table(
-    qrels: Qrels, first: Run, reranked: Run, depth: int, settings: EvalSettings, measure: str = "ndcg_cut_10"
+    qrels: Qrels,
+    first: Run,
+    reranked: Run,
+    depth: int,
+    settings: EvalSettings,
+    measure: str = "ndcg_cut_10",
+    prepared: PreparedJudgments | None = None,
 ) -> pd.DataFrame:
     """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain
     (the best order's key for ``measure``, ``order_keys``), and ``reranked_query`` (R has the query at all).
@@ -116,7 +122,8 @@ def candidate_table(
     Where R holds more than ``depth`` documents of a query (a reranker that writes the first stage's ranks
     below the depth after its reranked top, as rank_llm does), F's ranks below ``depth`` follow, up to as many
     as R holds: the tail every reordering keeps in F's order, so a run that reorders the top ``depth`` and
-    repeats F's tail is bounded by the ceiling on deep measures too (recall, MAP)."""
+    repeats F's tail is bounded by the ceiling on deep measures too (recall, MAP). ``prepared``: ``qrels``
+    prepared (``prepare_judgments``), whose index gives the labels without joining the qrels' strings again."""
     sizes = reranked.frame.groupby(QUERY_ID).size()
     deepest = max(depth, int(sizes.max()) if len(sizes) else 0)
     cands = top_k(first.frame, deepest, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
@@ -128,8 +135,20 @@ def candidate_table(
     rr = order_run(reranked.frame, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
     table = coded_merge(cands, rr.rename(columns={"rank": "reranked_rank"}), [QUERY_ID, DOC_ID])
     table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
-    labels = coded_merge(table, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE]
-    table["gain"] = order_keys(labels.to_numpy(dtype=np.float64), measure, settings)
+    index = prepared.index if prepared is not None and prepared.judgments is qrels else None
+    if index is not None and not (index.qkeys[1:] == index.qkeys[:-1]).any():
+        # each (query, document) judged once: its label is the evaluator's code (a negative label, unjudged,
+        # and an absent one both NaN: order_keys reads them alike)
+        from toolkit.measures.ranked import code_rows
+
+        rows, _, code = code_rows(index, table[QUERY_ID], table[DOC_ID])
+        labels = np.full(len(table), np.nan)
+        labels[rows] = np.where(code >= 0, code, np.nan)
+    else:  # a qrels that judges a pair twice: the join of its strings, as without ``prepared``
+        labels = coded_merge(table, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE].to_numpy(
+            dtype=np.float64
+        )
+    table["gain"] = order_keys(labels, measure, settings)
     return table
 
 
@@ -164,6 +183,71 @@ def reordered_run(cands: pd.DataFrame, k: int, order: str) -> Run:
         }
     )
     return Run(frame=frame, path=f"<top {k} reordered: {order}>")
+
+
+class _CodedCandidates:
+    """The candidate table coded once for the depth curve (``code_rows``: query index, relevance code), its rows
+    in (query, first-stage rank) order: every reordering of ``reordered_run`` is then a permutation of these
+    rows, evaluated (``coded_values``) without building a run of strings or sorting it again."""
+
+    def __init__(self, prepared: PreparedJudgments, cands: pd.DataFrame) -> None:
+        from toolkit.measures.ranked import code_rows
+
+        if prepared.index is None:
+            raise ValueError("the candidates are coded against qrels (prepare_judgments of a Qrels)")
+        rows, qidx, code = code_rows(prepared.index, cands[QUERY_ID], cands[DOC_ID])
+        first = cands["first_rank"].to_numpy(dtype=np.int64)[rows]
+        base = np.lexsort((first, qidx))
+        self.prepared = prepared
+        self.qidx, self.code, self.first = qidx[base], code[base], first[base]
+        rows = rows[base]
+        self.reranked_rank = cands["reranked_rank"].to_numpy(dtype=np.float64)[rows]
+        self.gain = cands["gain"].to_numpy(dtype=np.float64)[rows]
+        self.reranked_query = cands["reranked_query"].to_numpy(dtype=bool)[rows]
+
+    def values(self, k: int, order: str, measure: Measure, settings: EvalSettings) -> np.ndarray | None:
+        """``measure`` per query (indexed like the prepared qids) of ``reordered_run(cands, k, order)``; None
+        where ``evaluate`` would refuse that run (no judged query)."""
+        from toolkit.evaluation.evaluate import coded_values
+
+        qidx, code, first = self.qidx, self.code, self.first
+        if order == "reranked":
+            keep = self.reranked_query
+            qidx, code, first = qidx[keep], code[keep], first[keep]
+            rr = self.reranked_rank[keep]
+            within = np.where(np.isnan(rr), np.float64(2**40) + first, rr)
+        elif order == "best":
+            within = -self.gain
+        else:
+            raise ValueError(f"order must be 'reranked' or 'best', not {order!r}")
+        # rows are in (query, first rank) order, so each query's top k is the start of its rows and ranks k+1..
+        # already follow in first-stage order: only the top k are sorted, by (query, within), ties by first rank
+        top = np.flatnonzero(first <= k)
+        order_rows = np.arange(len(qidx))
+        order_rows[top] = top[np.lexsort((within[top], qidx[top]))]
+        return coded_values(self.prepared, qidx, code, order_rows, measure, settings)
+
+
+def _curve_values(
+    coded: _CodedCandidates | None,
+    cands: pd.DataFrame,
+    k: int,
+    order: str,
+    prepared: PreparedJudgments,
+    measure: str,
+    settings: EvalSettings,
+    qids: list[str],
+) -> pd.Series:
+    """``measure_values`` of ``reordered_run(cands, k, order)`` over ``qids``, from the coded candidates where
+    they serve (the same figures), else by building and evaluating the run."""
+    ms = parse_measures([measure], settings.trec_eval)
+    if coded is not None and len(ms) == 1 and ms[0].name == measure:
+        values = coded.values(k, order, ms[0], settings)
+        if values is not None:
+            pos = pd.Index(coded.prepared.qids.tolist()).get_indexer(qids)
+            return pd.Series(np.where(pos >= 0, values[pos], 0.0), index=pd.Index(qids, dtype=object), dtype=float)
+    # the diagnosis's own reorderings of the user's runs, whose warnings were given on their evaluation
+    return measure_values(prepared, reordered_run(cands, k, order), measure, settings, qids, warn=False)
 
 
 def ideal_run(qrels: Qrels, settings: EvalSettings, measure: str = "ndcg_cut_10") -> Run:
@@ -257,13 +341,12 @@ def decompose(
     prepared = prepare_judgments(qrels)
     raw = cast(Qrels, prepared.judgments)  # graded qrels: diagnose reads no preferences
     qids = list(query_ids)
-    cands = candidate_table(raw, first, reranked, depth, settings, measure)
+    cands = candidate_table(raw, first, reranked, depth, settings, measure, prepared)
     if first_values is None:
         first_values = measure_values(prepared, first, measure, settings, qids)
     if reranked_values is None:
         reranked_values = measure_values(prepared, reranked, measure, settings, qids)
-    held = set(reranked.frame[QUERY_ID].unique().tolist())
-    in_first = set(first.frame[QUERY_ID].unique().tolist())
+    held, in_first = run_query_ids(reranked), run_query_ids(first)
     missing = tuple(q for q in qids if q not in held and q in in_first)
     split = ~pd.Index(qids).isin(set(missing))  # the queries of the split: every mean is over these
 
@@ -289,11 +372,11 @@ def decompose(
             .reindex(index=qids, fill_value=0.0)
         ),
     )
+    coded = _CodedCandidates(prepared, cands) if prepared.index is not None else None
     curve = []
     for k in ks:
-        # the diagnosis's own reorderings of the user's runs, whose warnings were given on their evaluation
-        at_k = measure_values(prepared, reordered_run(cands, k, "reranked"), measure, settings, qids, warn=False)
-        best = measure_values(prepared, reordered_run(cands, k, "best"), measure, settings, qids, warn=False)
+        at_k = _curve_values(coded, cands, k, "reranked", prepared, measure, settings, qids)
+        best = _curve_values(coded, cands, k, "best", prepared, measure, settings, qids)
         curve.append(
             {
                 "depth": k,

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit import notices
+from toolkit.data.ranking import shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 from toolkit.errors import InputFormatError, NoCommonQueriesError, phrase
 from toolkit.measures.names import EvalSettings, Measure
@@ -88,7 +89,12 @@ def _examples(ids: pd.Series) -> str:
 def input_warnings(judgments, run: Run, measures, settings: EvalSettings) -> list[str]:
     """Warnings about a run whose numbers may not mean what the user thinks; each is issued as a
     ``TwostageWarning`` (once per ``notices.once`` block)."""
-    stats = _query_stats(run, judgments, settings.score_precision)
+    stats = shared(  # once per run inside ranking.shared_sorts, however many settings it is evaluated under
+        "query stats",
+        (run.frame, judgments.frame),
+        (settings.score_precision,),
+        lambda: _query_stats(run, judgments, settings.score_precision),
+    )
     warnings = _tie_warnings(stats, run) + _depth_warnings(stats, measures, settings)
     for w in warnings:
         notices.warn(w)

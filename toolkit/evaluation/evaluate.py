@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from toolkit.data.ranking import group_starts, trec_order, within_group_rank
+from toolkit.data.ranking import group_starts, shared, trec_order, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
 from toolkit.errors import UnknownMeasureError, phrase
 from toolkit.evaluation.checks import check_id_types, input_provenance, input_warnings, require_common_queries
@@ -107,10 +107,20 @@ def prepare_judgments(judgments) -> PreparedJudgments:
     if isinstance(judgments, PreparedJudgments):
         return judgments
     if judgment_format(judgments) == "qrels":
-        index = index_qrels(judgments)
-        return PreparedJudgments(judgments, index.qids, index.q_qidx, index)
+        # inside ranking.shared_sorts one Qrels is factorised once, however many steps evaluate it
+        return shared("prepared judgments", (judgments, judgments.frame), (), lambda: _prepare_qrels(judgments))
     q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
     return PreparedJudgments(judgments, np.array(uniques.tolist(), dtype=object), q_qidx)
+
+
+def _prepare_qrels(qrels: Qrels) -> PreparedJudgments:
+    index = index_qrels(qrels)
+    return PreparedJudgments(qrels, index.qids, index.q_qidx, index)
+
+
+def run_query_ids(run: Run) -> frozenset[str]:
+    """The query ids ``run`` holds (once per run inside ``ranking.shared_sorts``)."""
+    return shared("query ids", (run.frame,), (), lambda: frozenset(pd.unique(run.frame[QUERY_ID]).tolist()))
 
 
 def judgment_format(judgments) -> str:
@@ -168,7 +178,7 @@ def evaluate(
     qids = prepared.qids
     nq = len(qids)
     version = settings.trec_eval
-    run_queries = set(pd.unique(run.frame[QUERY_ID]).tolist())
+    run_queries = run_query_ids(run)
     in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
     extra = len(run_queries - set(qids.tolist()))
     require_common_queries(judgments, run, int(in_run.sum()), nq, len(run_queries), settings)
@@ -242,6 +252,67 @@ def evaluate(
         columns={m: values[m][evaluated] for m in numeric},
         evaluated=tuple(ev_q.tolist()),
     )
+
+
+def coded_values(
+    prepared: PreparedJudgments,
+    qidx: np.ndarray,
+    code: np.ndarray,
+    order: np.ndarray,
+    measure: Measure,
+    settings: EvalSettings,
+) -> np.ndarray | None:
+    """Per-query values of ``measure`` (indexed like ``prepared.qids``; 0 for a query ``evaluate`` leaves out)
+    of a run given coded: its rows' query indices, relevance codes and trec_eval order, as ``ranked_codes``
+    reads them (``code_rows`` codes a run's rows once). ``evaluate(...).columns`` of the same run, with the same
+    queries evaluated, placeholders (``-c``, trec_eval 10) and zeros (``-c``, trec_eval 9), for the runs the
+    toolkit builds as permutations of rows it has coded (no input checks or warnings: nothing the user gave).
+    None where the run holds no judged query (``evaluate`` refuses it: the caller evaluates it to say why)."""
+    import pyarrow as pa
+
+    from toolkit.measures.ranked import _codes, ranked_codes
+
+    if prepared.index is None:
+        raise ValueError("coded_values reads qrels (prepare_judgments of a Qrels)")
+    settings = settings or EvalSettings()
+    check_measures((measure,), settings, "qrels")
+    nq = len(prepared.qids)
+    in_run = np.bincount(qidx, minlength=nq) > 0
+    if not in_run.any() and not settings.allow_no_common:
+        return None
+    version = settings.trec_eval
+    placeholder = settings.complete and version == 10 and not in_run.all()
+    if placeholder:  # the placeholder document as the one row of each query the run lacks (_with_placeholders)
+        missing = np.flatnonzero(~in_run).astype(qidx.dtype)
+        extra = _codes(prepared.index, missing, pa.array([PLACEHOLDER_DOC] * len(missing), type=pa.string()))
+        qidx = np.concatenate([qidx[order], missing])
+        code = np.concatenate([code[order], extra.astype(code.dtype)])
+        order = np.argsort(qidx, kind="stable")
+    ranked = ranked_codes(
+        prepared.index,
+        qidx,
+        code,
+        order,
+        level=settings.relevance_level,
+        max_docs=settings.max_docs,
+        judged_only=settings.judged_only,
+    )
+    ctx = Context(
+        version=version,
+        gain=settings.gain,
+        discount=settings.discount,
+        num_docs=settings.num_docs,
+        judged_compat=settings.judged_compat,
+        qrels=prepared.judgments,
+    )
+    values = {k: v for k, v in measure.spec.compute(ranked, [measure], ctx).items() if not isinstance(k, tuple)}
+    if placeholder:
+        _clean_placeholders(values, ~in_run)
+    value = np.asarray(values[measure], dtype=np.float64)
+    if settings.complete and version == 9:
+        value = np.where(in_run, value, 0.0)
+    evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
+    return np.where(evaluated, value, 0.0)
 
 
 def _with_placeholders(run: Run, missing: np.ndarray) -> Run:
@@ -536,9 +607,11 @@ __all__ = [
     "PreparedJudgments",
     "build_provenance",
     "check_measures",
+    "coded_values",
     "evaluate",
     "judgment_format",
     "prepare_judgments",
     "provenance_differences",
+    "run_query_ids",
     "settings_provenance",
 ]

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_of
-from toolkit.data.ranking import group_starts, trec_order, within_group_rank
+from toolkit.data.ranking import group_starts, shared, trec_order, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 #: Relevance code of a retrieved document absent from the qrels (trec_eval's RELVALUE_NONPOOL).
@@ -205,11 +205,20 @@ def build_ranked(
     ``index``: the qrels already factorised (``index_qrels``), so evaluating one qrels many times
     factorises it once."""
     index = index if index is not None else index_qrels(qrels, qids, q_qidx)
-    qids, q_qidx = index.qids, index.q_qidx
-    nq = len(qids)
-    frame = run.frame
+    # the judged rows in trec_eval order depend on the run, the qrels and the score precision alone (not on the
+    # level, -M or -J): inside ranking.shared_sorts, a run evaluated under several settings is ranked once
+    rows = shared(
+        "judged rows in trec_eval order",
+        (run.frame, index),
+        (score_precision,),
+        lambda: _judged_rows(index, run.frame, score_precision),
+    )
+    return _cut(index, rows, level=level, max_docs=max_docs, judged_only=judged_only)
+
+
+def _judged_rows(index: QrelsIndex, frame: pd.DataFrame, score_precision: str) -> tuple:
     queries = arrow_of(frame[QUERY_ID])
-    qidx_all = pc.index_in(queries, value_set=pa.array(qids, type=pa.string()))
+    qidx_all = pc.index_in(queries, value_set=pa.array(index.qids, type=pa.string()))
     doc = arrow_of(frame[DOC_ID])
     score = frame[SCORE].to_numpy()
     extra = 0
@@ -225,13 +234,45 @@ def build_ranked(
     # qids are sorted, so ordering by their index orders queries as trec_eval does
     order = trec_order(qidx, score, doc, score_precision)
     del doc, score
-    counts = np.bincount(qidx, minlength=nq)
+    return (*_rows_in_order(index, qidx, code, order), extra)
+
+
+def ranked_codes(
+    index: QrelsIndex,
+    qidx: np.ndarray,
+    code: np.ndarray,
+    order: np.ndarray,
+    *,
+    level: int,
+    max_docs: int | None,
+    judged_only: bool,
+    extra_queries: int = 0,
+) -> Ranked:
+    """``build_ranked`` of a run already coded: each row's query index into ``index.qids`` (``qidx``), its
+    relevance code (``code``, as ``_codes`` gives it) and the rows in trec_eval order (``order``: grouped by
+    ``qidx`` ascending, each query's rows in rank order). A run the toolkit builds as a permutation of rows
+    it has coded once (the diagnosis's reorderings) is ranked without touching its strings again."""
+    rows = (*_rows_in_order(index, qidx, code, order), extra_queries)
+    return _cut(index, rows, level=level, max_docs=max_docs, judged_only=judged_only)
+
+
+def _rows_in_order(
+    index: QrelsIndex, qidx: np.ndarray, code: np.ndarray, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(query, rank, code) of the rows in the qrels, in trec_eval order, and the rows per query."""
+    counts = np.bincount(qidx, minlength=len(index.qids))
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     pos = np.flatnonzero(code[order] != NONPOOL)
     rows = order[pos]
-    del order
-    q, code = qidx[rows].astype(np.int64), code[rows].astype(np.int64)
+    q, kept = qidx[rows].astype(np.int64), code[rows].astype(np.int64)
     rank = (pos - starts[q] + 1).astype(np.int64)
+    return q, rank, kept, counts
+
+
+def _cut(index: QrelsIndex, rows: tuple, *, level: int, max_docs: int | None, judged_only: bool) -> Ranked:
+    """The ranked rows cut at ``-M`` and, under ``-J``, to the judged documents."""
+    q, rank, code, counts, extra = rows
+    nq = len(index.qids)
     num_ret = counts.astype(np.int64)
     if max_docs is not None:
         cut = rank <= max_docs
@@ -243,7 +284,7 @@ def build_ranked(
         rank = within_group_rank(q).astype(np.int64)
         num_ret = np.bincount(q, minlength=nq).astype(np.int64)
     return Ranked(
-        qids=qids,
+        qids=index.qids,
         q=q,
         rank=rank,
         code=code,
@@ -254,6 +295,20 @@ def build_ranked(
         level=level,
         extra_queries=extra,
     )
+
+
+def code_rows(index: QrelsIndex, query_ids, doc_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of a run (its ``query_ids`` and ``doc_ids`` columns) that ``ranked_codes`` reads:
+    (the positions of the rows whose query is judged, their query index into ``index.qids``, their relevance
+    code), as ``build_ranked`` computes them."""
+    qidx_all = pc.index_in(arrow_of(query_ids), value_set=pa.array(index.qids, type=pa.string()))
+    keep = pc.is_valid(qidx_all).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(keep)
+    doc = arrow_of(doc_ids)
+    if len(rows) < len(keep):
+        doc, qidx_all = doc.filter(pa.array(keep)), qidx_all.filter(pa.array(keep))
+    qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
+    return rows, qidx, _codes(index, qidx, doc)
 
 
 def _rel_levels(q_qidx: np.ndarray, labels: np.ndarray, nq: int) -> tuple[np.ndarray, np.ndarray]:
