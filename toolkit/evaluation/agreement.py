@@ -105,22 +105,17 @@ class RankedLists(Mapping[str, list[str]]):
         score_precision: str = DEFAULT_SCORE_PRECISION,
         depth: int | None = None,
     ) -> None:
-        from toolkit.data.columns import arrow_of, joint_codes
+        from toolkit.data.columns import arrow_of
 
         self._qids = list(query_ids)
         ordered = order_run(run.frame, score_precision)  # type: ignore[arg-type]
         self._docs = arrow_of(ordered[DOC_ID])
-        qc, wanted = joint_codes(ordered[QUERY_ID], pd.Series(self._qids, dtype=object))
-        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
-        slot[wanted] = np.arange(len(self._qids))
-        where = slot[qc]
-        rows = np.flatnonzero(where >= 0)  # a query's rows are contiguous in trec_eval order
-        g = where[rows]
-        first = np.ones(len(g), bool)
-        first[1:] = g[1:] != g[:-1]
+        starts, lengths, slot = query_blocks(ordered, self._qids)
+        held = slot >= 0  # each query's rows are one block in trec_eval order
         self._start = np.zeros(len(self._qids), np.int64)
-        self._start[g[first]] = rows[first]  # the first row of each query
-        self._length = np.bincount(where[rows], minlength=len(self._qids)).astype(np.int64)
+        self._start[slot[held]] = starts[held]
+        self._length = np.zeros(len(self._qids), np.int64)
+        self._length[slot[held]] = lengths[held]
         if depth is not None:  # the top ``depth`` of each list
             self._length = np.minimum(self._length, depth)
         self._index = {q: i for i, q in enumerate(self._qids)}
@@ -207,26 +202,72 @@ def code_lists(lists: Mapping[str, Mapping[str, Sequence[str]]], query_ids: Sequ
     return out
 
 
+def query_blocks(ordered: pd.DataFrame, query_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A frame in trec_eval order (``order_run``) as one block of rows per query: each block's first row, its
+    length, and the position of its query in ``query_ids`` (-1 when not there). A block begins where the rank
+    is 1, so only one query id per block is read."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.columns import arrow_of, take
+
+    starts = np.flatnonzero(ordered["rank"].to_numpy() == 1).astype(np.int64)
+    lengths = np.diff(np.append(starts, len(ordered))).astype(np.int64)
+    block_qids = take(arrow_of(ordered[QUERY_ID]), starts).cast(pa.large_string())
+    wanted = pa.array([str(q) for q in query_ids], type=pa.large_string())
+    slot = pc.fill_null(pc.index_in(block_qids, value_set=wanted), -1).to_numpy(zero_copy_only=False)
+    return starts, lengths, slot.astype(np.int64)
+
+
+def doc_codes(frame: pd.DataFrame, score_precision: str = DEFAULT_SCORE_PRECISION) -> tuple[np.ndarray, object]:
+    """The document ids of ``frame`` in trec_eval order (``order_run``) as integer codes, and the ids they stand
+    for (an arrow array): each run is encoded once however many steps compare it (``ranking.shared``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.columns import arrow_of
+    from toolkit.data.ranking import shared
+
+    def compute() -> tuple[np.ndarray, pa.Array]:
+        docs = arrow_of(order_run(frame, score_precision)[DOC_ID])  # type: ignore[arg-type]
+        chunks = [c.cast(pa.large_string()) for c in (docs.chunks if isinstance(docs, pa.ChunkedArray) else [docs])]
+        if not chunks:
+            return np.zeros(0, np.int64), pa.array([], type=pa.large_string())
+        encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
+        codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in encoded.chunks]).astype(np.int64)
+        return codes, encoded.chunks[-1].dictionary  # one dictionary for every chunk
+
+    return shared("doc_codes", (frame,), (score_precision,), compute)
+
+
 def code_runs(
     runs: Mapping[str, Run], query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION
 ) -> dict[str, CodedLists]:
     """``code_lists`` of every run's ``ranked_lists`` over ``query_ids``, made from the runs in trec_eval order
-    without a Python string per document."""
-    from toolkit.data.columns import joint_codes
+    without a Python string per document: each run's own codes (``doc_codes``), their vocabularies joined."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     qids = list(query_ids)
-    ordered = {n: order_run(r.frame, score_precision) for n, r in runs.items()}  # type: ignore[arg-type]
-    qset = pd.Series(qids, dtype=object)
-    docs = joint_codes(*(o[DOC_ID] for o in ordered.values()))
+    coded = {n: doc_codes(r.frame, score_precision) for n, r in runs.items()}
+    vocabularies = [v for _, v in coded.values()]
+    joint = pc.dictionary_encode(pa.chunked_array(vocabularies, type=pa.large_string()))
+    joint_codes = np.concatenate(
+        [np.zeros(0, np.int64)] + [c.indices.to_numpy(zero_copy_only=False) for c in joint.chunks]
+    )
+    bounds = np.cumsum([0] + [len(v) for v in vocabularies])
     out = {}
-    for (name, o), codes in zip(ordered.items(), docs):
-        qc, wanted = joint_codes(o[QUERY_ID], qset)
-        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
-        slot[wanted] = np.arange(len(qids))
-        where = slot[qc]
-        keep = np.flatnonzero(where >= 0)
-        rows = keep[np.argsort(where[keep], kind="stable")]
-        out[name] = CodedLists(codes[rows], np.bincount(where[keep], minlength=len(qids)).astype(np.int64))
+    for i, (name, r) in enumerate(runs.items()):
+        ordered = order_run(r.frame, score_precision)  # type: ignore[arg-type]
+        starts, lengths, slot = query_blocks(ordered, qids)
+        held = np.flatnonzero(slot >= 0)
+        held = held[np.argsort(slot[held], kind="stable")]  # the blocks in the order of ``query_ids``
+        n = lengths[held]
+        rows = np.repeat(starts[held] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()), dtype=np.int64)
+        to_joint = joint_codes[bounds[i] : bounds[i + 1]].astype(np.int64)
+        per_query = np.zeros(len(qids), np.int64)
+        per_query[slot[held]] = n
+        out[name] = CodedLists(to_joint[coded[name][0][rows]], per_query)
     return out
 
 
