@@ -159,6 +159,13 @@ def _alignment(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     return shared("alignment", (first, reranked), (score_precision,), lambda: _align(first, reranked, score_precision))
 
 
+def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]``, 0 where a row is -1 (none)."""
+    if not len(values):
+        return np.zeros(len(rows), values.dtype)
+    return np.where(rows >= 0, values[np.maximum(rows, 0)], 0)
+
+
 def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Position in ``keys`` (unique) of each of ``wanted`` (-1 where absent)."""
     if not len(keys):
@@ -200,9 +207,9 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
         pos = _lookup(block * width + f_codes[deep], r_key[rest])
         row[rest[pos >= 0]] = deep[pos[pos >= 0]]
     # the first stage's row at the same rank: the document there in the same tie group is a match
-    at_ok = (r_fblock >= 0) & (r_rank <= fb.lengths[np.maximum(r_fblock, 0)])
-    at = np.where(at_ok, fb.starts[np.maximum(r_fblock, 0)] + r_rank - 1, 0)
-    match = (row >= 0) & at_ok & (f_group[np.maximum(row, 0)] == f_group[at])
+    at_ok = (r_fblock >= 0) & (r_rank <= _at(fb.lengths, r_fblock))
+    at = np.where(at_ok, _at(fb.starts, r_fblock) + r_rank - 1, -1)
+    match = (row >= 0) & at_ok & (_at(f_group, row) == _at(f_group, at))
     return _Alignment(r, rb, fb, f_rank, f_group, in_first, row, match)
 
 
@@ -218,7 +225,7 @@ def _aligned(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     out = al.ordered.copy(deep=False)
     row = al.row_in_first
     found = row >= 0
-    first_rank, group = al.first_rank[np.maximum(row, 0)], al.first_group[np.maximum(row, 0)]
+    first_rank, group = _at(al.first_rank, row), _at(al.first_group, row)
     if not found.all():  # as a left join gives them: float with NaN where the first stage lacks the document
         first_rank = np.where(found, first_rank, np.nan)
         group = np.where(found, group, np.nan)

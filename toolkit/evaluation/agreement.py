@@ -230,7 +230,8 @@ def doc_codes(frame: pd.DataFrame, score_precision: str = DEFAULT_SCORE_PRECISIO
 
     def compute() -> tuple[np.ndarray, pa.Array]:
         docs = arrow_of(order_run(frame, score_precision)[DOC_ID])  # type: ignore[arg-type]
-        chunks = [c.cast(pa.large_string()) for c in (docs.chunks if isinstance(docs, pa.ChunkedArray) else [docs])]
+        every = docs.chunks if isinstance(docs, pa.ChunkedArray) else [docs]
+        chunks = [c.cast(pa.large_string()) for c in every if len(c)]
         if not chunks:
             return np.zeros(0, np.int64), pa.array([], type=pa.large_string())
         encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
@@ -272,11 +273,31 @@ def code_runs(
 
 
 def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The documents a query's two lists share: (query, position in a, position in b)."""
+    """The documents a query's two lists share: (query, position in a, position in b), in no particular order.
+
+    The longer run's rows are matched first down to the other run's longest list (where a reranked run's
+    documents are in its first stage), then, for the documents still unmatched, below it, rows holding those
+    documents only: no sort of the longer run's every row."""
     width = int(max(a.codes.max(initial=-1), b.codes.max(initial=-1))) + 1
-    ka = a.query_of_row * width + a.codes
-    kb = b.query_of_row * width + b.codes
-    _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
+    swap = len(a.codes) < len(b.codes)
+    long_, short = (b, a) if swap else (a, b)
+    lq, lp, sq = long_.query_of_row, long_.position, short.query_of_row
+    ks = sq * width + short.codes
+    top = np.flatnonzero(lp < int(short.lengths.max(initial=0)))
+    _, il, is_ = np.intersect1d(lq[top] * width + long_.codes[top], ks, assume_unique=True, return_indices=True)
+    il = top[il]
+    rest = np.ones(len(ks), bool)
+    rest[is_] = False
+    rest = np.flatnonzero(rest)
+    if len(rest):
+        wanted = np.zeros(width, bool)
+        wanted[short.codes[rest]] = True
+        deep = np.flatnonzero((lp >= int(short.lengths.max(initial=0))) & wanted[long_.codes])
+        _, dl, ds = np.intersect1d(
+            lq[deep] * width + long_.codes[deep], ks[rest], assume_unique=True, return_indices=True
+        )
+        il, is_ = np.concatenate([il, deep[dl]]), np.concatenate([is_, rest[ds]])
+    ia, ib = (is_, il) if swap else (il, is_)
     return a.query_of_row[ia], a.position[ia], b.position[ib]
 
 
@@ -306,8 +327,8 @@ def _rbo_all(a: CodedLists, b: CodedLists, p: float) -> np.ndarray:
             block = rows[r0 : r0 + _ROWS]
             slot[block] = np.arange(len(block))
             mine = slot[q] >= 0
-            counts = np.zeros((len(block), l + 1), dtype=np.int64)
-            np.add.at(counts, (slot[q[mine]], first[mine]), 1)
+            cells = slot[q[mine]] * (l + 1) + first[mine]
+            counts = np.bincount(cells, minlength=len(block) * (l + 1)).reshape(len(block), l + 1)
             slot[block] = -1
             x = np.cumsum(counts, axis=1)[:, 1:]  # X_d, d = 1..l
             x_s = x[:, s - 1].astype(np.float64)
