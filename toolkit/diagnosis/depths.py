@@ -27,6 +27,7 @@ stops with an error naming the run and the option that gives its depth (never a 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,6 @@ import pyarrow.compute as pc
 from toolkit.data.columns import arrow_of, take
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
-from toolkit.evaluation.agreement import doc_codes
 
 #: The share of queries the rule must hold for at the detected depth ("nearly every query": 2 of DL19's 43
 #: queries may differ, e.g. a failed model call that dropped a document).
@@ -102,6 +102,22 @@ def _top_rows(blocks: _Blocks, which: np.ndarray, k: np.ndarray | int) -> tuple[
     return blocks.starts[which][owner] + offsets, owner
 
 
+def _codes_of(*arrays: pa.Array | pa.ChunkedArray) -> list[np.ndarray]:
+    """Integer codes of several string arrays, one vocabulary for all (equal strings, equal codes)."""
+    chunks = [
+        c.cast(pa.large_string())
+        for a in arrays
+        for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])
+        if len(c)
+    ]
+    if not chunks:
+        return [np.zeros(0, np.int64) for _ in arrays]
+    encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
+    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in encoded.chunks]).astype(np.int64)
+    bounds = np.cumsum([0] + [len(a) for a in arrays])
+    return [codes[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+
+
 def _index_in(values: pa.Array | pa.ChunkedArray, value_set: pa.Array) -> np.ndarray:
     """Position of each value in ``value_set`` (-1 where absent)."""
     found = pc.index_in(values, value_set=value_set)
@@ -123,19 +139,17 @@ def in_first_top(first: Run, frame: pd.DataFrame, k: int, score_precision: str =
     (trec_eval order at ``score_precision``); strings are looked up once per distinct query and in the first
     stage's vocabulary of ids, the top ``k`` compared as integers."""
     fb = _run_blocks(first.frame, score_precision)
-    f_codes, vocabulary = doc_codes(first.frame, score_precision)
-    width = len(vocabulary) + 1
-
-    def top_keys() -> np.ndarray:
-        rows, owner = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), k)
-        return np.sort(owner * width + f_codes[rows])
-
-    keys = shared("top_keys", (first.frame,), (k, score_precision), top_keys)
+    rows, owner = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), k)
+    f_docs = arrow_of(order_run(first.frame, score_precision)[DOC_ID])  # type: ignore[arg-type]
+    top_codes, codes = _codes_of(take(f_docs, rows), arrow_of(frame[DOC_ID]))
+    width = int(max(top_codes.max(initial=-1), codes.max(initial=-1))) + 1
+    keys = np.sort(owner * width + top_codes)
     block = _index_in(arrow_of(frame[QUERY_ID]).cast(pa.large_string()), fb.qids)
-    code = _index_in(arrow_of(frame[DOC_ID]).cast(pa.large_string()), vocabulary)
-    wanted = np.where((block >= 0) & (code >= 0), block * width + code, -1)
-    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-    return (wanted >= 0) & (keys[at] == wanted) if len(keys) else np.zeros(len(frame), bool)
+    wanted = np.where(block >= 0, block * width + codes, -1)
+    if not len(keys):
+        return np.zeros(len(frame), bool)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return (wanted >= 0) & (keys[at] == wanted)
 
 
 @dataclass(frozen=True)
@@ -181,30 +195,30 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
     fb, rb = _run_blocks(first.frame, score_precision), _run_blocks(reranked.frame, score_precision)
     f_rank, f_group = f["rank"].to_numpy(), f["group"].to_numpy()
+    f_docs, r_docs = arrow_of(f[DOC_ID]), arrow_of(r[DOC_ID])
     in_first = _index_in(rb.qids, fb.qids)
-    f_codes, vocabulary = doc_codes(first.frame, score_precision)
-    local, r_vocabulary = doc_codes(reranked.frame, score_precision)
-    r_codes = _index_in(r_vocabulary, vocabulary)[local]  # only the reranked run's distinct ids are looked up
     r_rank = r["rank"].to_numpy()
     r_fblock = in_first[rb.block_of_row()]
-    width = len(vocabulary) + 1
-    r_key = np.where((r_fblock >= 0) & (r_codes >= 0), r_fblock * width + r_codes, -1)
     row = np.full(len(r), -1, np.int64)
     # first the first stage's rows down to the reranked run's longest list (where nearly every match is) ...
     deepest = int(r_rank.max()) if len(r) else 0
     held = np.flatnonzero(in_first >= 0)
     top, owner = _top_rows(fb, in_first[held], deepest)
-    wanted = np.flatnonzero(r_key >= 0)
-    pos = _lookup(in_first[held][owner] * width + f_codes[top], r_key[wanted])
+    top_codes, r_codes = _codes_of(take(f_docs, top), r_docs)
+    width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
+    wanted = np.flatnonzero(r_fblock >= 0)
+    pos = _lookup(in_first[held][owner] * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
     row[wanted[pos >= 0]] = top[pos[pos >= 0]]
-    # ... then, for the documents still unmatched, the first stage's deeper rows holding them
+    # ... then, for the documents still unmatched, the first stage's deeper rows holding one of them
     rest = wanted[pos < 0]
     if len(rest):
-        need = np.zeros(width, bool)
-        need[r_codes[rest]] = True
-        deep = np.flatnonzero(need[f_codes] & (f_rank > deepest))
+        rest_docs = take(r_docs, rest)
+        holds = pc.is_in(f_docs, value_set=pc.unique(rest_docs).cast(f_docs.type)).to_numpy(zero_copy_only=False)
+        deep = np.flatnonzero(holds & (f_rank > deepest))
+        deep_codes, rest_codes = _codes_of(take(f_docs, deep), rest_docs)
+        width = int(max(deep_codes.max(initial=-1), rest_codes.max(initial=-1))) + 1
         block = np.searchsorted(fb.starts, deep, side="right") - 1
-        pos = _lookup(block * width + f_codes[deep], r_key[rest])
+        pos = _lookup(block * width + deep_codes, r_fblock[rest] * width + rest_codes)
         row[rest[pos >= 0]] = deep[pos[pos >= 0]]
     # the first stage's row at the same rank: the document there in the same tie group is a match
     at_ok = (r_fblock >= 0) & (r_rank <= _at(fb.lengths, r_fblock))

@@ -219,57 +219,70 @@ def query_blocks(ordered: pd.DataFrame, query_ids: Sequence[str]) -> tuple[np.nd
     return starts, lengths, slot.astype(np.int64)
 
 
-def doc_codes(frame: pd.DataFrame, score_precision: str = DEFAULT_SCORE_PRECISION) -> tuple[np.ndarray, object]:
-    """The document ids of ``frame`` in trec_eval order (``order_run``) as integer codes, and the ids they stand
-    for (an arrow array): each run is encoded once however many steps compare it (``ranking.shared``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from toolkit.data.columns import arrow_of
-    from toolkit.data.ranking import shared
-
-    def compute() -> tuple[np.ndarray, pa.Array]:
-        docs = arrow_of(order_run(frame, score_precision)[DOC_ID])  # type: ignore[arg-type]
-        every = docs.chunks if isinstance(docs, pa.ChunkedArray) else [docs]
-        chunks = [c.cast(pa.large_string()) for c in every if len(c)]
-        if not chunks:
-            return np.zeros(0, np.int64), pa.array([], type=pa.large_string())
-        encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
-        codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in encoded.chunks]).astype(np.int64)
-        return codes, encoded.chunks[-1].dictionary  # one dictionary for every chunk
-
-    return shared("doc_codes", (frame,), (score_precision,), compute)
-
-
 def code_runs(
     runs: Mapping[str, Run], query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION
 ) -> dict[str, CodedLists]:
     """``code_lists`` of every run's ``ranked_lists`` over ``query_ids``, made from the runs in trec_eval order
-    without a Python string per document: each run's own codes (``doc_codes``), their vocabularies joined."""
+    without a Python string per document.
+
+    Codes only tell documents apart within a query: the longest run (a deep first stage) is not encoded whole.
+    The other runs' documents are; the longest run's rows down to their longest list are looked up among them,
+    and its deeper rows only where one holds a document the others have and its top does not (in that query);
+    a document no other run has gets a code of its own."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from toolkit.data.columns import arrow_of, take
+
     qids = list(query_ids)
-    coded = {n: doc_codes(r.frame, score_precision) for n, r in runs.items()}
-    vocabularies = [v for _, v in coded.values()]
-    joint = pc.dictionary_encode(pa.chunked_array(vocabularies, type=pa.large_string()))
-    joint_codes = np.concatenate(
-        [np.zeros(0, np.int64)] + [c.indices.to_numpy(zero_copy_only=False) for c in joint.chunks]
-    )
-    bounds = np.cumsum([0] + [len(v) for v in vocabularies])
-    out = {}
-    for i, (name, r) in enumerate(runs.items()):
+    picked = {}
+    for name, r in runs.items():
         ordered = order_run(r.frame, score_precision)  # type: ignore[arg-type]
         starts, lengths, slot = query_blocks(ordered, qids)
         held = np.flatnonzero(slot >= 0)
         held = held[np.argsort(slot[held], kind="stable")]  # the blocks in the order of ``query_ids``
         n = lengths[held]
         rows = np.repeat(starts[held] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()), dtype=np.int64)
-        to_joint = joint_codes[bounds[i] : bounds[i + 1]].astype(np.int64)
         per_query = np.zeros(len(qids), np.int64)
         per_query[slot[held]] = n
-        out[name] = CodedLists(to_joint[coded[name][0][rows]], per_query)
-    return out
+        picked[name] = (take(arrow_of(ordered[DOC_ID]), rows).cast(pa.large_string()), per_query)
+    if not picked:
+        return {}
+    big = max(picked, key=lambda n: len(picked[n][0]))
+    others = [n for n in picked if n != big]
+    vocabulary = pc.unique(pa.chunked_array([picked[n][0] for n in others], type=pa.large_string()))
+    vocabulary = vocabulary.combine_chunks() if isinstance(vocabulary, pa.ChunkedArray) else vocabulary
+
+    def index_in(values) -> np.ndarray:
+        return (
+            pc.fill_null(pc.index_in(values, value_set=vocabulary), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        )
+
+    out = {n: CodedLists(index_in(picked[n][0]), picked[n][1]) for n in others}
+    docs, per_query = picked[big]
+    coded = CodedLists(np.full(len(docs), -1, np.int64), per_query)
+    position, query = coded.position, coded.query_of_row
+    reach = max((int(out[n].lengths.max(initial=0)) for n in others), default=0)
+    top = np.flatnonzero(position < reach)
+    coded.codes[top] = index_in(take(docs, top))
+    width = len(vocabulary) + 1
+    top_keys = np.unique(query[top] * width + coded.codes[top])
+    missing = np.concatenate(
+        [np.zeros(0, np.int64)]
+        + [
+            out[n].codes[~np.isin(out[n].query_of_row * width + out[n].codes, top_keys, assume_unique=False)]
+            for n in others
+        ]
+    )
+    if len(missing):  # documents of the other runs below the longest run's top, if it holds them at all
+        deep = np.flatnonzero(position >= reach)
+        holds = pc.is_in(take(docs, deep), value_set=vocabulary.take(pa.array(np.unique(missing))))
+        deep = deep[holds.to_numpy(zero_copy_only=False)]
+        coded.codes[deep] = index_in(take(docs, deep))
+    alone = np.flatnonzero(coded.codes < 0)
+    coded.codes[alone] = width + np.arange(len(alone))  # in no other run: a code of its own
+    out[big] = coded
+    return {n: out[n] for n in runs}
 
 
 def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
