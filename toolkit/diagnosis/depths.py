@@ -263,11 +263,12 @@ def reorder_counts(
     in_reranked[inner] = True
     limit = depth if depth else np.iinfo(np.int64).max
     rows = al.row_in_first[al.row_in_first >= 0]
-    kept = np.unique(rows[al.first_rank[rows] <= limit])
+    kept = np.zeros(len(al.first_rank), bool)  # each first-stage row once, however often the reranked run holds it
+    kept[rows[al.first_rank[rows] <= limit]] = True
     return {
         "queries_only_in_reranked": sorted(al.blocks.qids.filter(pa.array(al.block_in_first < 0)).to_pylist()),
         "queries_only_in_first_stage": sorted(fb.qids.filter(pa.array(~in_reranked)).to_pylist()),
-        "candidates_kept": len(kept),
+        "candidates_kept": int(np.count_nonzero(kept)),
         "candidates_total": int(np.minimum(fb.lengths[inner], limit).sum()),
     }
 

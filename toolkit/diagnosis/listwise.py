@@ -129,15 +129,26 @@ def windows_in_order(
     score_precision: str = DEFAULT_SCORE_PRECISION,
 ) -> tuple[int, int]:
     """(windows whose ranks in the final list hold their documents in the first stage's order, windows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     a = aligned(first, run, score_precision)
-    a = a.loc[a[QUERY_ID].astype(str).isin({str(q) for q in query_ids})]
+    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
+    asked = pc.is_in(arrow_of(a[QUERY_ID]).cast(pa.large_string()), value_set=qset).to_numpy(zero_copy_only=False)
+    groups = a["group"].to_numpy(dtype=np.float64)[asked]
+    starts = np.flatnonzero(a["rank"].to_numpy()[asked] == 1)  # each query's rows, beginning at rank 1
+    lengths = np.minimum(np.diff(np.append(starts, len(groups))), depth)
+    # per prefix: rows whose group is NaN, and steps down (a group below the one before it)
+    nans = np.concatenate([[0], np.cumsum(np.isnan(groups))])
+    down = np.concatenate([[0, 0], np.cumsum(groups[1:] < groups[:-1])])
     same = total = 0
-    for _, g in a.groupby(QUERY_ID, sort=False):
-        groups = g["group"].to_numpy(dtype=np.float64)[: min(depth, len(g))]
-        for start, end in window_spans(len(groups), window, stride):
-            part = groups[start:end]
-            total += 1
-            same += bool(not np.isnan(part).any() and np.all(np.diff(part) >= 0))
+    for length in np.unique(lengths):
+        first_rows = starts[lengths == length]
+        for start, end in window_spans(int(length), window, stride):
+            lo, hi = first_rows + start, first_rows + end
+            ordered = (nans[hi] == nans[lo]) & (down[hi] == down[lo + 1])
+            total += len(first_rows)
+            same += int(ordered.sum())
     return same, total
 
 

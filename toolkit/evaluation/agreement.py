@@ -245,12 +245,22 @@ def code_runs(
         rows = np.repeat(starts[held] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()), dtype=np.int64)
         per_query = np.zeros(len(qids), np.int64)
         per_query[slot[held]] = n
-        picked[name] = (take(arrow_of(ordered[DOC_ID]), rows).cast(pa.large_string()), per_query)
+        picked[name] = (arrow_of(ordered[DOC_ID]), rows, per_query)
     if not picked:
         return {}
-    big = max(picked, key=lambda n: len(picked[n][0]))
+
+    def docs_at(name: str, at: np.ndarray | None = None):
+        docs, rows, _ = picked[name]
+        rows = rows if at is None else rows[at]
+        if at is None and len(rows) == len(docs) and np.array_equal(rows, np.arange(len(docs))):
+            return docs.cast(pa.large_string())  # every row, in order already: no copy
+        return take(docs, rows).cast(pa.large_string())
+
+    big = max(picked, key=lambda n: len(picked[n][1]))
     others = [n for n in picked if n != big]
-    vocabulary = pc.unique(pa.chunked_array([picked[n][0] for n in others], type=pa.large_string()))
+    parts = [docs_at(n) for n in others]
+    chunks = [c for p in parts for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])]
+    vocabulary = pc.unique(pa.chunked_array(chunks, type=pa.large_string()))
     vocabulary = vocabulary.combine_chunks() if isinstance(vocabulary, pa.ChunkedArray) else vocabulary
 
     def index_in(values) -> np.ndarray:
@@ -258,31 +268,35 @@ def code_runs(
             pc.fill_null(pc.index_in(values, value_set=vocabulary), -1).to_numpy(zero_copy_only=False).astype(np.int64)
         )
 
-    out = {n: CodedLists(index_in(picked[n][0]), picked[n][1]) for n in others}
-    docs, per_query = picked[big]
-    coded = CodedLists(np.full(len(docs), -1, np.int64), per_query)
+    out = {n: CodedLists(index_in(docs_at(n)), picked[n][2]) for n in others}
+    coded = CodedLists(np.full(len(picked[big][1]), -1, np.int64), picked[big][2])
     position, query = coded.position, coded.query_of_row
     reach = max((int(out[n].lengths.max(initial=0)) for n in others), default=0)
     top = np.flatnonzero(position < reach)
-    coded.codes[top] = index_in(take(docs, top))
+    coded.codes[top] = index_in(docs_at(big, top))
     width = len(vocabulary) + 1
-    top_keys = np.unique(query[top] * width + coded.codes[top])
+    top_keys = np.sort(query[top] * width + coded.codes[top])
     missing = np.concatenate(
         [np.zeros(0, np.int64)]
-        + [
-            out[n].codes[~np.isin(out[n].query_of_row * width + out[n].codes, top_keys, assume_unique=False)]
-            for n in others
-        ]
+        + [out[n].codes[~_among(out[n].query_of_row * width + out[n].codes, top_keys)] for n in others]
     )
     if len(missing):  # documents of the other runs below the longest run's top, if it holds them at all
         deep = np.flatnonzero(position >= reach)
-        holds = pc.is_in(take(docs, deep), value_set=vocabulary.take(pa.array(np.unique(missing))))
+        holds = pc.is_in(docs_at(big, deep), value_set=vocabulary.take(pa.array(np.unique(missing))))
         deep = deep[holds.to_numpy(zero_copy_only=False)]
-        coded.codes[deep] = index_in(take(docs, deep))
+        coded.codes[deep] = index_in(docs_at(big, deep))
     alone = np.flatnonzero(coded.codes < 0)
     coded.codes[alone] = width + np.arange(len(alone))  # in no other run: a code of its own
     out[big] = coded
     return {n: out[n] for n in runs}
+
+
+def _among(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Per key: is it in ``sorted_keys`` (ascending)."""
+    if not len(sorted_keys):
+        return np.zeros(len(keys), bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys
 
 
 def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
