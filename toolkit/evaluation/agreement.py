@@ -270,18 +270,19 @@ def code_runs(
 
     out = {n: CodedLists(index_in(docs_at(n)), picked[n][2]) for n in others}
     coded = CodedLists(np.full(len(picked[big][1]), -1, np.int64), picked[big][2])
-    position, query = coded.position, coded.query_of_row
     reach = max((int(out[n].lengths.max(initial=0)) for n in others), default=0)
-    top = np.flatnonzero(position < reach)
+    top, top_query, _ = _head(coded, reach)
     coded.codes[top] = index_in(docs_at(big, top))
     width = len(vocabulary) + 1
-    top_keys = np.sort(query[top] * width + coded.codes[top])
+    top_keys = np.sort(top_query * width + coded.codes[top])
     missing = np.concatenate(
         [np.zeros(0, np.int64)]
         + [out[n].codes[~_among(out[n].query_of_row * width + out[n].codes, top_keys)] for n in others]
     )
     if len(missing):  # documents of the other runs below the longest run's top, if it holds them at all
-        deep = np.flatnonzero(position >= reach)
+        deep = np.ones(len(coded.codes), bool)
+        deep[top] = False
+        deep = np.flatnonzero(deep)
         holds = pc.is_in(docs_at(big, deep), value_set=vocabulary.take(pa.array(np.unique(missing))))
         deep = deep[holds.to_numpy(zero_copy_only=False)]
         coded.codes[deep] = index_in(docs_at(big, deep))
@@ -289,6 +290,14 @@ def code_runs(
     coded.codes[alone] = width + np.arange(len(alone))  # in no other run: a code of its own
     out[big] = coded
     return {n: out[n] for n in runs}
+
+
+def _head(lists: CodedLists, reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, query, position) of the rows of ``lists`` at positions below ``reach`` (no array over every row)."""
+    n = np.minimum(lists.lengths, reach)
+    query = np.repeat(np.arange(lists.queries, dtype=np.int64), n)
+    position = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    return lists.starts[query] + position, query, position
 
 
 def _among(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
@@ -308,10 +317,10 @@ def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.nd
     width = int(max(a.codes.max(initial=-1), b.codes.max(initial=-1))) + 1
     swap = len(a.codes) < len(b.codes)
     long_, short = (b, a) if swap else (a, b)
-    lq, lp, sq = long_.query_of_row, long_.position, short.query_of_row
-    ks = sq * width + short.codes
-    top = np.flatnonzero(lp < int(short.lengths.max(initial=0)))
-    _, il, is_ = np.intersect1d(lq[top] * width + long_.codes[top], ks, assume_unique=True, return_indices=True)
+    ks = short.query_of_row * width + short.codes
+    reach = int(short.lengths.max(initial=0))
+    top, tq, _ = _head(long_, reach)
+    _, il, is_ = np.intersect1d(tq * width + long_.codes[top], ks, assume_unique=True, return_indices=True)
     il = top[il]
     rest = np.ones(len(ks), bool)
     rest[is_] = False
@@ -319,13 +328,16 @@ def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.nd
     if len(rest):
         wanted = np.zeros(width, bool)
         wanted[short.codes[rest]] = True
-        deep = np.flatnonzero((lp >= int(short.lengths.max(initial=0))) & wanted[long_.codes])
-        _, dl, ds = np.intersect1d(
-            lq[deep] * width + long_.codes[deep], ks[rest], assume_unique=True, return_indices=True
-        )
+        below = wanted[long_.codes]
+        below[top] = False
+        deep = np.flatnonzero(below)
+        dq = np.searchsorted(long_.starts, deep, side="right") - 1
+        _, dl, ds = np.intersect1d(dq * width + long_.codes[deep], ks[rest], assume_unique=True, return_indices=True)
         il, is_ = np.concatenate([il, deep[dl]]), np.concatenate([is_, rest[ds]])
     ia, ib = (is_, il) if swap else (il, is_)
-    return a.query_of_row[ia], a.position[ia], b.position[ib]
+    qa = np.searchsorted(a.starts, ia, side="right") - 1
+    qb = np.searchsorted(b.starts, ib, side="right") - 1
+    return qa, ia - a.starts[qa], ib - b.starts[qb]
 
 
 _ROWS = 2048  # queries per block of the RBO sums (memory only)
