@@ -27,13 +27,15 @@ stops with an error naming the run and the option that gives its depth (never a 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.data.columns import arrow_of, coded_map, coded_merge
+from toolkit.data.columns import arrow_of, take
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
@@ -61,12 +63,168 @@ def _ranked_with_groups(frame: pd.DataFrame, score_precision: str) -> pd.DataFra
     scores = ordered[SCORE].to_numpy(dtype=np.float64)
     if score_precision == "float32":
         scores = scores.astype(np.float32).astype(np.float64)
-    qids = ordered[QUERY_ID].to_numpy()
-    new = np.ones(len(ordered), dtype=bool)
-    if len(ordered) > 1:
-        new[1:] = (qids[1:] != qids[:-1]) | (scores[1:] != scores[:-1])
+    new = ordered["rank"].to_numpy() == 1  # a query's list begins at rank 1 (its rows are contiguous)
+    if len(ordered):
+        new[0] = True
+        new[1:] |= scores[1:] != scores[:-1]
     ordered["group"] = np.cumsum(new)
     return ordered
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """A run in trec_eval order as one block of rows per query: each block's first row, its length and its
+    query id (in the order of the rows)."""
+
+    starts: np.ndarray
+    lengths: np.ndarray
+    qids: pa.Array
+
+    def block_of_row(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.starts), dtype=np.int64), self.lengths)
+
+
+def _blocks(ordered: pd.DataFrame) -> _Blocks:
+    """The query blocks of a frame in trec_eval order with its ``rank``: a block begins where the rank is 1 (no
+    string is compared)."""
+    starts = np.flatnonzero(ordered["rank"].to_numpy() == 1).astype(np.int64)
+    lengths = np.diff(np.append(starts, len(ordered))).astype(np.int64)
+    qids = take(arrow_of(ordered[QUERY_ID]), starts).cast(pa.large_string())
+    return _Blocks(starts, lengths, qids)
+
+
+def _top_rows(blocks: _Blocks, which: np.ndarray, k: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions of the first ``k`` rows (at most the block's length) of the blocks ``which``, block after
+    block, and the index into ``which`` of each."""
+    n = np.minimum(blocks.lengths[which], k)
+    owner = np.repeat(np.arange(len(which), dtype=np.int64), n)
+    offsets = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    return blocks.starts[which][owner] + offsets, owner
+
+
+def _codes_of(*arrays: pa.Array | pa.ChunkedArray) -> list[np.ndarray]:
+    """Integer codes of several string arrays, one vocabulary for all (equal strings, equal codes)."""
+    chunks = [
+        c.cast(pa.large_string())
+        for a in arrays
+        for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])
+        if len(c)
+    ]
+    if not chunks:
+        return [np.zeros(0, np.int64) for _ in arrays]
+    encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
+    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in encoded.chunks]).astype(np.int64)
+    bounds = np.cumsum([0] + [len(a) for a in arrays])
+    return [codes[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+
+
+def _index_in(values: pa.Array | pa.ChunkedArray, value_set: pa.Array) -> np.ndarray:
+    """Position of each value in ``value_set`` (-1 where absent)."""
+    found = pc.index_in(values, value_set=value_set)
+    return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _run_blocks(frame: pd.DataFrame, score_precision: str) -> _Blocks:
+    """``_blocks`` of a run frame in trec_eval order (once per frame)."""
+    return shared(
+        "query_blocks",
+        (frame,),
+        (score_precision,),
+        lambda: _blocks(order_run(frame, score_precision)),  # type: ignore[arg-type]
+    )
+
+
+def in_first_top(first: Run, frame: pd.DataFrame, k: int, score_precision: str = DEFAULT_SCORE_PRECISION) -> np.ndarray:
+    """Per row of ``frame`` (query_id, doc_id): is the document among the first stage's top ``k`` of its query
+    (trec_eval order at ``score_precision``); strings are looked up once per distinct query and in the first
+    stage's vocabulary of ids, the top ``k`` compared as integers."""
+    fb = _run_blocks(first.frame, score_precision)
+    rows, owner = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), k)
+    f_docs = arrow_of(order_run(first.frame, score_precision)[DOC_ID])  # type: ignore[arg-type]
+    top_codes, codes = _codes_of(take(f_docs, rows), arrow_of(frame[DOC_ID]))
+    width = int(max(top_codes.max(initial=-1), codes.max(initial=-1))) + 1
+    keys = np.sort(owner * width + top_codes)
+    block = _index_in(arrow_of(frame[QUERY_ID]).cast(pa.large_string()), fb.qids)
+    wanted = np.where(block >= 0, block * width + codes, -1)
+    if not len(keys):
+        return np.zeros(len(frame), bool)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return (wanted >= 0) & (keys[at] == wanted)
+
+
+@dataclass(frozen=True)
+class _Alignment:
+    """A reranked run (``ordered``, in trec_eval order; ``blocks``) against its first stage (``first``: its
+    blocks; ``first_rank``, ``first_group``: each first-stage row's rank and tie group): per reranked block the
+    first stage's block of the same query (``block_in_first``, -1 when the first stage lacks the query), per
+    reranked row the first-stage row of the same document (``row_in_first``, -1 when none) and ``match``."""
+
+    ordered: pd.DataFrame
+    blocks: _Blocks
+    first: _Blocks
+    first_rank: np.ndarray
+    first_group: np.ndarray
+    block_in_first: np.ndarray
+    row_in_first: np.ndarray
+    match: np.ndarray
+
+
+def _alignment(first: Run, reranked: Run, score_precision: str) -> _Alignment:
+    return shared("alignment", (first, reranked), (score_precision,), lambda: _align(first, reranked, score_precision))
+
+
+def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]``, 0 where a row is -1 (none)."""
+    if not len(values):
+        return np.zeros(len(rows), values.dtype)
+    return np.where(rows >= 0, values[np.maximum(rows, 0)], 0)
+
+
+def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Position in ``keys`` (unique) of each of ``wanted`` (-1 where absent)."""
+    if not len(keys):
+        return np.full(len(wanted), -1, np.int64)
+    order = np.argsort(keys, kind="stable")
+    at = np.minimum(np.searchsorted(keys, wanted, sorter=order), len(keys) - 1)
+    hit = keys[order[at]] == wanted
+    return np.where(hit, order[at], -1)
+
+
+def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
+    f = ranked_with_groups(first.frame, score_precision)
+    r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
+    fb, rb = _run_blocks(first.frame, score_precision), _run_blocks(reranked.frame, score_precision)
+    f_rank, f_group = f["rank"].to_numpy(), f["group"].to_numpy()
+    f_docs, r_docs = arrow_of(f[DOC_ID]), arrow_of(r[DOC_ID])
+    in_first = _index_in(rb.qids, fb.qids)
+    r_rank = r["rank"].to_numpy()
+    r_fblock = in_first[rb.block_of_row()]
+    row = np.full(len(r), -1, np.int64)
+    # first the first stage's rows down to the reranked run's longest list (where nearly every match is) ...
+    deepest = int(r_rank.max()) if len(r) else 0
+    held = np.flatnonzero(in_first >= 0)
+    top, owner = _top_rows(fb, in_first[held], deepest)
+    top_codes, r_codes = _codes_of(take(f_docs, top), r_docs)
+    width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
+    wanted = np.flatnonzero(r_fblock >= 0)
+    pos = _lookup(in_first[held][owner] * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
+    row[wanted[pos >= 0]] = top[pos[pos >= 0]]
+    # ... then, for the documents still unmatched, the first stage's deeper rows holding one of them
+    rest = wanted[pos < 0]
+    if len(rest):
+        rest_docs = take(r_docs, rest)
+        holds = pc.is_in(f_docs, value_set=pc.unique(rest_docs).cast(f_docs.type)).to_numpy(zero_copy_only=False)
+        deep = np.flatnonzero(holds & (f_rank > deepest))
+        deep_codes, rest_codes = _codes_of(take(f_docs, deep), rest_docs)
+        width = int(max(deep_codes.max(initial=-1), rest_codes.max(initial=-1))) + 1
+        block = np.searchsorted(fb.starts, deep, side="right") - 1
+        pos = _lookup(block * width + deep_codes, r_fblock[rest] * width + rest_codes)
+        row[rest[pos >= 0]] = deep[pos[pos >= 0]]
+    # the first stage's row at the same rank: the document there in the same tie group is a match
+    at_ok = (r_fblock >= 0) & (r_rank <= _at(fb.lengths, r_fblock))
+    at = np.where(at_ok, _at(fb.starts, r_fblock) + r_rank - 1, -1)
+    match = (row >= 0) & at_ok & (_at(f_group, row) == _at(f_group, at))
+    return _Alignment(r, rb, fb, f_rank, f_group, in_first, row, match)
 
 
 def aligned(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
@@ -77,18 +235,42 @@ def aligned(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PREC
 
 
 def _aligned(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
-    f = ranked_with_groups(first.frame, score_precision)[[QUERY_ID, DOC_ID, "rank", "group"]]
-    r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
-    # only first-stage rows that can match: a document the reranked run holds, a rank it has (the same join)
-    first_docs = arrow_of(f[DOC_ID])
-    held = pc.is_in(first_docs, value_set=pc.unique(arrow_of(r[DOC_ID])).cast(first_docs.type))
-    fd = f.loc[held.to_numpy(zero_copy_only=False)]
-    r = coded_merge(r, fd.rename(columns={"rank": "first_rank"}), [QUERY_ID, DOC_ID])
-    f = f.loc[f["rank"].to_numpy() <= (int(r["rank"].max()) if len(r) else 0)]
-    at = f[[QUERY_ID, "rank", "group"]].rename(columns={"group": "group_at_rank"})
-    r = coded_merge(r, at, [QUERY_ID, "rank"])
-    r["match"] = (r["group"] == r["group_at_rank"]).to_numpy()  # NaN never matches
-    return r.drop(columns="group_at_rank")
+    al = _alignment(first, reranked, score_precision)
+    out = al.ordered.copy(deep=False)
+    row = al.row_in_first
+    found = row >= 0
+    first_rank, group = _at(al.first_rank, row), _at(al.first_group, row)
+    if not found.all():  # as a left join gives them: float with NaN where the first stage lacks the document
+        first_rank = np.where(found, first_rank, np.nan)
+        group = np.where(found, group, np.nan)
+    out["first_rank"] = first_rank
+    out["group"] = group
+    out["match"] = al.match
+    return out
+
+
+def reorder_counts(
+    first: Run, reranked: Run, depth: int | None, score_precision: str = DEFAULT_SCORE_PRECISION
+) -> dict:
+    """What ``check_reordering`` counts beside the documents' kinds: the queries only one of the runs holds
+    (sorted), and of the first stage's top ``depth`` (its whole lists when ``depth`` is None or 0) in the queries
+    the reranked run holds, how many the reranked run holds (``candidates_kept``) and how many there are
+    (``candidates_total``)."""
+    al = _alignment(first, reranked, score_precision)
+    fb = al.first
+    inner = al.block_in_first[al.block_in_first >= 0]
+    in_reranked = np.zeros(len(fb.starts), bool)
+    in_reranked[inner] = True
+    limit = depth if depth else np.iinfo(np.int64).max
+    rows = al.row_in_first[al.row_in_first >= 0]
+    kept = np.zeros(len(al.first_rank), bool)  # each first-stage row once, however often the reranked run holds it
+    kept[rows[al.first_rank[rows] <= limit]] = True
+    return {
+        "queries_only_in_reranked": sorted(al.blocks.qids.filter(pa.array(al.block_in_first < 0)).to_pylist()),
+        "queries_only_in_first_stage": sorted(fb.qids.filter(pa.array(~in_reranked)).to_pylist()),
+        "candidates_kept": int(np.count_nonzero(kept)),
+        "candidates_total": int(np.minimum(fb.lengths[inner], limit).sum()),
+    }
 
 
 def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
@@ -100,36 +282,43 @@ def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCOR
 
 
 def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
-    in_first = reranked.frame[QUERY_ID].isin(set(first.frame[QUERY_ID].unique().tolist()))
-    if not bool(in_first.all()):  # a query only the reranked run holds has no first-stage order to compare with
-        reranked = Run(frame=reranked.frame.loc[in_first.to_numpy()], path=reranked.path)
-    a = aligned(first, reranked, score_precision)
-    first_len = shared("sizes", (first.frame,), (), lambda: first.frame.groupby(QUERY_ID).size())
-    changed = a.loc[~a["match"].to_numpy()]
-    by_q = a.groupby(QUERY_ID, sort=True)
-    out = pd.DataFrame({"length": by_q.size()})
-    out["first_length"] = first_len.reindex(out.index).fillna(0).astype(int)
-    g = changed.groupby(QUERY_ID)["rank"]
-    out["first_change"] = g.min().reindex(out.index).fillna(0).astype(int)
-    out["last_change"] = g.max().reindex(out.index).fillna(0).astype(int)
+    al = _alignment(first, reranked, score_precision)
+    rb, fb = al.blocks, al.first
+    # a query only the reranked run holds has no first-stage order to compare with
+    held = np.flatnonzero(al.block_in_first >= 0)
+    fblock = al.block_in_first[held]
+    rank = al.ordered["rank"].to_numpy().astype(np.int64)
+    starts = rb.starts[held]
+    changed = ~al.match
+    if len(held):
+        first_change = np.minimum.reduceat(np.where(changed, rank, np.iinfo(np.int64).max), rb.starts)[held]
+        first_change[first_change == np.iinfo(np.int64).max] = 0
+        last_change = np.maximum.reduceat(np.where(changed, rank, 0), rb.starts)[held]
+    else:
+        first_change = last_change = np.zeros(0, np.int64)
     # above last_change: the same multiset of first-stage tie groups as the first stage's own ranks there
-    lc = coded_map(a[QUERY_ID], out["last_change"]).to_numpy()
-    top_r = a.loc[a["rank"].to_numpy() <= lc, [QUERY_ID, "group"]]
-    f = ranked_with_groups(first.frame, score_precision)
-    f = f.loc[f["rank"].to_numpy() <= (int(out["last_change"].max()) if len(out) else 0)]  # the rows read below
-    f = f.loc[f[QUERY_ID].isin(out.index)]
-    top_f = f.loc[f["rank"].to_numpy() <= coded_map(f[QUERY_ID], out["last_change"]).to_numpy(), [QUERY_ID, "group"]]
-    ok = pd.Series(True, index=out.index)
-    ok &= (top_r.groupby(QUERY_ID).size().reindex(out.index, fill_value=0)) == (
-        top_f.groupby(QUERY_ID).size().reindex(out.index, fill_value=0)
-    )
-    ok &= ~top_r["group"].isna().groupby(top_r[QUERY_ID]).any().reindex(out.index, fill_value=False)
-    same = ok[ok].index
-    rs = top_r.loc[top_r[QUERY_ID].isin(same)].sort_values([QUERY_ID, "group"])
-    fs = top_f.loc[top_f[QUERY_ID].isin(same)].sort_values([QUERY_ID, "group"])
-    equal = pd.Series(rs["group"].to_numpy(dtype=np.float64) == fs["group"].to_numpy(dtype=np.float64))
-    ok.loc[same] = equal.groupby(rs[QUERY_ID].to_numpy()).all().reindex(same, fill_value=True).to_numpy()
-    out["reorders"] = ok.to_numpy()
+    ok = np.minimum(last_change, fb.lengths[fblock]) == last_change
+    top_r, owner_r = _top_rows(rb, held, last_change)
+    lacks = np.bincount(owner_r[al.row_in_first[top_r] < 0], minlength=len(held)) > 0
+    ok &= ~lacks
+    same = np.flatnonzero(ok)
+    sel = ok[owner_r]
+    top_r, owner_r = top_r[sel], owner_r[sel]
+    groups_r = al.first_group[al.row_in_first[top_r]]
+    groups_r = groups_r[np.lexsort((groups_r, owner_r))]  # each query's groups sorted (owner_r is ascending)
+    top_f, _ = _top_rows(fb, fblock[same], last_change[same])
+    differs = groups_r != al.first_group[top_f]
+    ok[same] = np.bincount(owner_r[differs], minlength=len(held))[same] == 0
+    out = pd.DataFrame(
+        {
+            "length": rb.lengths[held],
+            "first_length": fb.lengths[fblock],
+            "first_change": first_change,
+            "last_change": last_change,
+            "reorders": ok,
+        },
+        index=pd.Index(al.ordered[QUERY_ID].iloc[starts].to_numpy(), name=QUERY_ID),
+    ).sort_index()
     out.index = out.index.astype(str)
     return out
 
@@ -185,7 +374,7 @@ def detect_depth(
     """The smallest k >= 1 at which the depth rule (module docstring) holds for at least ``share`` of the
     queries both runs hold (the reranked run's other queries are counted as ``foreign``)."""
     shapes = rerank_shapes(first, reranked, score_precision)
-    foreign = len(set(reranked.frame[QUERY_ID].unique().tolist()) - set(first.frame[QUERY_ID].unique().tolist()))
+    foreign = int((_alignment(first, reranked, score_precision).block_in_first < 0).sum())
     return detection_of(shapes, share, foreign)
 
 

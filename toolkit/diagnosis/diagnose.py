@@ -162,18 +162,13 @@ def check_reordering(
     below the depth moved out of its first-stage place. The check fails only for introduced documents; the tail
     is reported apart (``tail_documents``).
     """
-    from toolkit.diagnosis.depths import classify_documents
+    from toolkit.diagnosis.depths import classify_documents, reorder_counts
 
     docs = classify_documents(first, reranked, depth, score_precision)
     intro = docs.loc[docs["kind"].to_numpy() == "introduced", [QUERY_ID, DOC_ID]]
     tail = docs.loc[docs["kind"].to_numpy() == "tail"]
     per_query = intro.groupby(QUERY_ID).size()
-    cands = top_k(first.frame, depth, score_precision) if depth else first.frame
-    rr = reranked.frame[[QUERY_ID, DOC_ID]]
-    first_q = set(first.frame[QUERY_ID].unique().tolist())
-    rer_q = set(reranked.frame[QUERY_ID].unique().tolist())
-    kept = coded_isin(cands, rr, [QUERY_ID, DOC_ID])
-    cand_in_rer = cands[QUERY_ID].isin(rer_q)
+    counts = reorder_counts(first, reranked, depth, score_precision)  # from the alignment ``docs`` was read from
     return {
         "only_reorders": bool(len(intro) == 0),
         "candidate_depth": depth,
@@ -184,10 +179,7 @@ def check_reordering(
         "examples": [{"query_id": str(q), "doc_id": str(d)} for q, d in intro.head(examples).itertuples(index=False)],
         "tail_documents": len(tail),
         "queries_with_tail": int(tail[QUERY_ID].nunique()),
-        "queries_only_in_reranked": sorted(rer_q - first_q),
-        "queries_only_in_first_stage": sorted(first_q - rer_q),
-        "candidates_kept": int(kept[cand_in_rer.to_numpy()].sum()),
-        "candidates_total": int(cand_in_rer.sum()),
+        **counts,
     }
 
 
@@ -202,6 +194,8 @@ def relevant_counts(
 ) -> pd.DataFrame:
     """Per query: relevant documents (label >= ``level``), how many are among the candidates and in the
     reranked top 10, and how many of the reranked top 10 are unjudged."""
+    from toolkit.diagnosis.depths import in_first_top
+
     qf = qrels.frame
     rel = qf.loc[qf[RELEVANCE] >= level, [QUERY_ID, DOC_ID]]
 
@@ -215,7 +209,7 @@ def relevant_counts(
         pd.DataFrame(
             {
                 "num_rel": rel.groupby(QUERY_ID).size(),
-                "rel_in_candidates": count(top_k(first.frame, depth, score_precision)),
+                "rel_in_candidates": rel.loc[in_first_top(first, rel, depth, score_precision)].groupby(QUERY_ID).size(),
                 "rel_in_top_10": count(top),
                 "unjudged_in_top_10": unjudged,
             }

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from toolkit.data.columns import coded_merge
+from toolkit.data.columns import arrow_of, coded_isin, coded_merge
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.depths import aligned, rerank_shapes
@@ -49,21 +49,30 @@ def promotion_profile(
     """Per first-stage rank bucket: ``relevant`` candidates (label >= ``level``) over ``query_ids``, how many
     the reranked run puts in its top 10 (``reranked_top_10``: the mean over ``runs``, the repeats) and the best
     order does (``ceiling_top_10``), and both as shares of ``relevant``."""
-    qset = {str(q) for q in query_ids}
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     cands = top_k(first.frame, depth, score_precision)[[QUERY_ID, DOC_ID, "rank"]]
-    cands = cands.loc[cands[QUERY_ID].astype(str).isin(qset)]
+    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
+    asked = pc.is_in(arrow_of(cands[QUERY_ID]).cast(pa.large_string()), value_set=qset)
+    cands = cands.loc[asked.to_numpy(zero_copy_only=False)].reset_index(drop=True)
     labels = coded_merge(cands, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE]
-    cands = cands.assign(label=labels.fillna(-1).to_numpy())
-    # the best order: label descending, equal labels in first-stage order; its top 10
-    best = cands.sort_values([QUERY_ID, "label", "rank"], ascending=[True, False, True], kind="stable")
-    best_top = set(map(tuple, best.groupby(QUERY_ID, sort=False).head(TOP)[[QUERY_ID, DOC_ID]].to_numpy()))
-    rel = cands.loc[cands["label"].to_numpy() >= level]
-    rel_keys = list(map(tuple, rel[[QUERY_ID, DOC_ID]].to_numpy()))
-    in_best = np.array([k in best_top for k in rel_keys], dtype=bool)
-    in_runs = []
-    for run in runs:
-        top = set(map(tuple, top_k(run.frame, TOP, score_precision)[[QUERY_ID, DOC_ID]].to_numpy()))
-        in_runs.append(np.array([k in top for k in rel_keys], dtype=bool))
+    label = labels.fillna(-1).to_numpy(dtype=np.float64)
+    # the best order: label descending, equal labels in first-stage order; its top 10 (cands: each query's
+    # rows together, in first-stage order, beginning at rank 1)
+    rank = cands["rank"].to_numpy()
+    query = np.cumsum(rank == 1)
+    best = np.lexsort((rank, -label, query))
+    starts = np.flatnonzero(np.r_[True, query[best][1:] != query[best][:-1]]) if len(best) else best
+    place = np.arange(len(best)) - np.repeat(starts, np.diff(np.append(starts, len(best))))
+    in_best_top = np.zeros(len(cands), bool)
+    in_best_top[best[place < TOP]] = True
+    is_rel = label >= level
+    rel = cands.loc[is_rel]
+    in_best = in_best_top[is_rel]
+    in_runs = [
+        coded_isin(rel, top_k(run.frame, TOP, score_precision)[[QUERY_ID, DOC_ID]], [QUERY_ID, DOC_ID]) for run in runs
+    ]
     ranks = rel["rank"].to_numpy()
     out = []
     for lo, hi in buckets(depth):
@@ -120,15 +129,26 @@ def windows_in_order(
     score_precision: str = DEFAULT_SCORE_PRECISION,
 ) -> tuple[int, int]:
     """(windows whose ranks in the final list hold their documents in the first stage's order, windows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     a = aligned(first, run, score_precision)
-    a = a.loc[a[QUERY_ID].astype(str).isin({str(q) for q in query_ids})]
+    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
+    asked = pc.is_in(arrow_of(a[QUERY_ID]).cast(pa.large_string()), value_set=qset).to_numpy(zero_copy_only=False)
+    groups = a["group"].to_numpy(dtype=np.float64)[asked]
+    starts = np.flatnonzero(a["rank"].to_numpy()[asked] == 1)  # each query's rows, beginning at rank 1
+    lengths = np.minimum(np.diff(np.append(starts, len(groups))), depth)
+    # per prefix: rows whose group is NaN, and steps down (a group below the one before it)
+    nans = np.concatenate([[0], np.cumsum(np.isnan(groups))])
+    down = np.concatenate([[0, 0], np.cumsum(groups[1:] < groups[:-1])])
     same = total = 0
-    for _, g in a.groupby(QUERY_ID, sort=False):
-        groups = g["group"].to_numpy(dtype=np.float64)[: min(depth, len(g))]
-        for start, end in window_spans(len(groups), window, stride):
-            part = groups[start:end]
-            total += 1
-            same += bool(not np.isnan(part).any() and np.all(np.diff(part) >= 0))
+    for length in np.unique(lengths):
+        first_rows = starts[lengths == length]
+        for start, end in window_spans(int(length), window, stride):
+            lo, hi = first_rows + start, first_rows + end
+            ordered = (nans[hi] == nans[lo]) & (down[hi] == down[lo + 1])
+            total += len(first_rows)
+            same += int(ordered.sum())
     return same, total
 
 

@@ -105,22 +105,17 @@ class RankedLists(Mapping[str, list[str]]):
         score_precision: str = DEFAULT_SCORE_PRECISION,
         depth: int | None = None,
     ) -> None:
-        from toolkit.data.columns import arrow_of, joint_codes
+        from toolkit.data.columns import arrow_of
 
         self._qids = list(query_ids)
         ordered = order_run(run.frame, score_precision)  # type: ignore[arg-type]
         self._docs = arrow_of(ordered[DOC_ID])
-        qc, wanted = joint_codes(ordered[QUERY_ID], pd.Series(self._qids, dtype=object))
-        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
-        slot[wanted] = np.arange(len(self._qids))
-        where = slot[qc]
-        rows = np.flatnonzero(where >= 0)  # a query's rows are contiguous in trec_eval order
-        g = where[rows]
-        first = np.ones(len(g), bool)
-        first[1:] = g[1:] != g[:-1]
+        starts, lengths, slot = query_blocks(ordered, self._qids)
+        held = slot >= 0  # each query's rows are one block in trec_eval order
         self._start = np.zeros(len(self._qids), np.int64)
-        self._start[g[first]] = rows[first]  # the first row of each query
-        self._length = np.bincount(where[rows], minlength=len(self._qids)).astype(np.int64)
+        self._start[slot[held]] = starts[held]
+        self._length = np.zeros(len(self._qids), np.int64)
+        self._length[slot[held]] = lengths[held]
         if depth is not None:  # the top ``depth`` of each list
             self._length = np.minimum(self._length, depth)
         self._index = {q: i for i, q in enumerate(self._qids)}
@@ -207,36 +202,142 @@ def code_lists(lists: Mapping[str, Mapping[str, Sequence[str]]], query_ids: Sequ
     return out
 
 
+def query_blocks(ordered: pd.DataFrame, query_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A frame in trec_eval order (``order_run``) as one block of rows per query: each block's first row, its
+    length, and the position of its query in ``query_ids`` (-1 when not there). A block begins where the rank
+    is 1, so only one query id per block is read."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.columns import arrow_of, take
+
+    starts = np.flatnonzero(ordered["rank"].to_numpy() == 1).astype(np.int64)
+    lengths = np.diff(np.append(starts, len(ordered))).astype(np.int64)
+    block_qids = take(arrow_of(ordered[QUERY_ID]), starts).cast(pa.large_string())
+    wanted = pa.array([str(q) for q in query_ids], type=pa.large_string())
+    slot = pc.fill_null(pc.index_in(block_qids, value_set=wanted), -1).to_numpy(zero_copy_only=False)
+    return starts, lengths, slot.astype(np.int64)
+
+
 def code_runs(
     runs: Mapping[str, Run], query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION
 ) -> dict[str, CodedLists]:
     """``code_lists`` of every run's ``ranked_lists`` over ``query_ids``, made from the runs in trec_eval order
-    without a Python string per document."""
-    from toolkit.data.columns import joint_codes
+    without a Python string per document.
+
+    Codes only tell documents apart within a query: the longest run (a deep first stage) is not encoded whole.
+    The other runs' documents are; the longest run's rows down to their longest list are looked up among them,
+    and its deeper rows only where one holds a document the others have and its top does not (in that query);
+    a document no other run has gets a code of its own."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.columns import arrow_of, take
 
     qids = list(query_ids)
-    ordered = {n: order_run(r.frame, score_precision) for n, r in runs.items()}  # type: ignore[arg-type]
-    qset = pd.Series(qids, dtype=object)
-    docs = joint_codes(*(o[DOC_ID] for o in ordered.values()))
-    out = {}
-    for (name, o), codes in zip(ordered.items(), docs):
-        qc, wanted = joint_codes(o[QUERY_ID], qset)
-        slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
-        slot[wanted] = np.arange(len(qids))
-        where = slot[qc]
-        keep = np.flatnonzero(where >= 0)
-        rows = keep[np.argsort(where[keep], kind="stable")]
-        out[name] = CodedLists(codes[rows], np.bincount(where[keep], minlength=len(qids)).astype(np.int64))
-    return out
+    picked = {}
+    for name, r in runs.items():
+        ordered = order_run(r.frame, score_precision)  # type: ignore[arg-type]
+        starts, lengths, slot = query_blocks(ordered, qids)
+        held = np.flatnonzero(slot >= 0)
+        held = held[np.argsort(slot[held], kind="stable")]  # the blocks in the order of ``query_ids``
+        n = lengths[held]
+        rows = np.repeat(starts[held] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()), dtype=np.int64)
+        per_query = np.zeros(len(qids), np.int64)
+        per_query[slot[held]] = n
+        picked[name] = (arrow_of(ordered[DOC_ID]), rows, per_query)
+    if not picked:
+        return {}
+
+    def docs_at(name: str, at: np.ndarray | None = None):
+        docs, rows, _ = picked[name]
+        rows = rows if at is None else rows[at]
+        if at is None and len(rows) == len(docs) and np.array_equal(rows, np.arange(len(docs))):
+            return docs.cast(pa.large_string())  # every row, in order already: no copy
+        return take(docs, rows).cast(pa.large_string())
+
+    big = max(picked, key=lambda n: len(picked[n][1]))
+    others = [n for n in picked if n != big]
+    parts = [docs_at(n) for n in others]
+    chunks = [c for p in parts for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])]
+    vocabulary = pc.unique(pa.chunked_array(chunks, type=pa.large_string()))
+    vocabulary = vocabulary.combine_chunks() if isinstance(vocabulary, pa.ChunkedArray) else vocabulary
+
+    def index_in(values) -> np.ndarray:
+        return (
+            pc.fill_null(pc.index_in(values, value_set=vocabulary), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        )
+
+    out = {n: CodedLists(index_in(docs_at(n)), picked[n][2]) for n in others}
+    coded = CodedLists(np.full(len(picked[big][1]), -1, np.int64), picked[big][2])
+    reach = max((int(out[n].lengths.max(initial=0)) for n in others), default=0)
+    top, top_query, _ = _head(coded, reach)
+    coded.codes[top] = index_in(docs_at(big, top))
+    width = len(vocabulary) + 1
+    top_keys = np.sort(top_query * width + coded.codes[top])
+    missing = np.concatenate(
+        [np.zeros(0, np.int64)]
+        + [out[n].codes[~_among(out[n].query_of_row * width + out[n].codes, top_keys)] for n in others]
+    )
+    if len(missing):  # documents of the other runs below the longest run's top, if it holds them at all
+        deep = np.ones(len(coded.codes), bool)
+        deep[top] = False
+        deep = np.flatnonzero(deep)
+        holds = pc.is_in(docs_at(big, deep), value_set=vocabulary.take(pa.array(np.unique(missing))))
+        deep = deep[holds.to_numpy(zero_copy_only=False)]
+        coded.codes[deep] = index_in(docs_at(big, deep))
+    alone = np.flatnonzero(coded.codes < 0)
+    coded.codes[alone] = width + np.arange(len(alone))  # in no other run: a code of its own
+    out[big] = coded
+    return {n: out[n] for n in runs}
+
+
+def _head(lists: CodedLists, reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, query, position) of the rows of ``lists`` at positions below ``reach`` (no array over every row)."""
+    n = np.minimum(lists.lengths, reach)
+    query = np.repeat(np.arange(lists.queries, dtype=np.int64), n)
+    position = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    return lists.starts[query] + position, query, position
+
+
+def _among(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Per key: is it in ``sorted_keys`` (ascending)."""
+    if not len(sorted_keys):
+        return np.zeros(len(keys), bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys
 
 
 def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The documents a query's two lists share: (query, position in a, position in b)."""
+    """The documents a query's two lists share: (query, position in a, position in b), in no particular order.
+
+    The longer run's rows are matched first down to the other run's longest list (where a reranked run's
+    documents are in its first stage), then, for the documents still unmatched, below it, rows holding those
+    documents only: no sort of the longer run's every row."""
     width = int(max(a.codes.max(initial=-1), b.codes.max(initial=-1))) + 1
-    ka = a.query_of_row * width + a.codes
-    kb = b.query_of_row * width + b.codes
-    _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
-    return a.query_of_row[ia], a.position[ia], b.position[ib]
+    swap = len(a.codes) < len(b.codes)
+    long_, short = (b, a) if swap else (a, b)
+    ks = short.query_of_row * width + short.codes
+    reach = int(short.lengths.max(initial=0))
+    top, tq, _ = _head(long_, reach)
+    _, il, is_ = np.intersect1d(tq * width + long_.codes[top], ks, assume_unique=True, return_indices=True)
+    il = top[il]
+    rest = np.ones(len(ks), bool)
+    rest[is_] = False
+    rest = np.flatnonzero(rest)
+    if len(rest):
+        wanted = np.zeros(width, bool)
+        wanted[short.codes[rest]] = True
+        below = wanted[long_.codes]
+        below[top] = False
+        deep = np.flatnonzero(below)
+        dq = np.searchsorted(long_.starts, deep, side="right") - 1
+        _, dl, ds = np.intersect1d(dq * width + long_.codes[deep], ks[rest], assume_unique=True, return_indices=True)
+        il, is_ = np.concatenate([il, deep[dl]]), np.concatenate([is_, rest[ds]])
+    ia, ib = (is_, il) if swap else (il, is_)
+    qa = np.searchsorted(a.starts, ia, side="right") - 1
+    qb = np.searchsorted(b.starts, ib, side="right") - 1
+    return qa, ia - a.starts[qa], ib - b.starts[qb]
 
 
 _ROWS = 2048  # queries per block of the RBO sums (memory only)
@@ -265,8 +366,8 @@ def _rbo_all(a: CodedLists, b: CodedLists, p: float) -> np.ndarray:
             block = rows[r0 : r0 + _ROWS]
             slot[block] = np.arange(len(block))
             mine = slot[q] >= 0
-            counts = np.zeros((len(block), l + 1), dtype=np.int64)
-            np.add.at(counts, (slot[q[mine]], first[mine]), 1)
+            cells = slot[q[mine]] * (l + 1) + first[mine]
+            counts = np.bincount(cells, minlength=len(block) * (l + 1)).reshape(len(block), l + 1)
             slot[block] = -1
             x = np.cumsum(counts, axis=1)[:, 1:]  # X_d, d = 1..l
             x_s = x[:, s - 1].astype(np.float64)
