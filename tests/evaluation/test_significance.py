@@ -46,6 +46,16 @@ def test_ttest_property_equals_scipy(pairs):
     assert t == pytest.approx(ref.statistic, rel=1e-8)
 
 
+@given(st.floats(0, 60, allow_nan=False), st.integers(1, 10_000))
+@settings(max_examples=300, deadline=None)
+def test_ttest_tail_is_scipy_t_sf_to_the_bit(t, df):
+    """paired_ttest takes its tail from scipy.special.stdtr (no scipy.stats import): the very value of
+    2 * scipy.stats.t.sf(|t|, df), which earlier versions computed, for every t and df."""
+    from scipy.special import stdtr
+
+    assert 2.0 * stdtr(df, -t) == 2.0 * stats.t.sf(t, df=df)
+
+
 def test_ttest_edge_cases():
     assert paired_ttest(A, A) == (0.0, 1.0)  # no difference at all
     t, p = paired_ttest(A, A + 0.1)  # every query up by the same amount

@@ -313,24 +313,32 @@ def views_of_runs(
     qids = list(query_ids)
     systems = list(runs)
 
-    full = {}  # system -> (query index, rank, row) of the rows of the query set, and the documents of every row
+    # per system: each row's query index (-1: not in the query set, int32), its rank and the documents; rows are
+    # chosen by masks first and only the chosen ones put in the order of ``query_ids`` (each list in order, as a
+    # stable sort of the chosen rows by query index keeps them), so no array of a first stage's every row is held
+    # beyond the query index and its ranks
+    full = {}
     for s in systems:
         o = order_run(runs[s].frame, score_precision)  # type: ignore[arg-type]
-        where = query_index(o, qids)
-        keep = np.flatnonzero(where >= 0)
-        keep = keep[np.argsort(where[keep], kind="stable")]  # in the order of ``query_ids``, each list in order
-        full[s] = (where[keep], o["rank"].to_numpy()[keep].astype(np.int64), keep, arrow_of(o[DOC_ID]))
+        full[s] = (query_index(o, qids).astype(np.int32), o["rank"].to_numpy(), arrow_of(o[DOC_ID]))
+
+    def chosen(s: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        where, rank, _ = full[s]
+        rows = np.flatnonzero(mask & (where >= 0))
+        rows = rows[np.argsort(where[rows], kind="stable")]
+        return where[rows].astype(np.int64), rank[rows].astype(np.int64), rows
+
     tops = {}
-    for s, (q, r, at, d) in full.items():
-        rows = np.flatnonzero(r <= k)
-        tops[s] = (q[rows], r[rows], take(d, at[rows]))
+    for s in systems:
+        q, r, rows = chosen(s, full[s][1] <= k)
+        tops[s] = (q, r, take(full[s][2], rows))
     shown_docs = pc.unique(pa.chunked_array([t[2].cast(pa.large_string()) for t in tops.values()], pa.large_string()))
     near = {}  # each system's rows whose document is shown for some query
-    for s, (q, r, at, d) in full.items():
+    for s in systems:
         if s == first:
             continue  # below, with the relevant documents
-        rows = np.flatnonzero(pc.is_in(d, value_set=shown_docs).to_numpy(zero_copy_only=False)[at])
-        near[s] = (q[rows], r[rows], take(d, at[rows]))
+        q, r, rows = chosen(s, pc.is_in(full[s][2], value_set=shown_docs).to_numpy(zero_copy_only=False))
+        near[s] = (q, r, take(full[s][2], rows))
     qf = qrels.frame
     qc, wanted = joint_codes(qf[QUERY_ID], pd.Series(qids, dtype=object))
     slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
@@ -340,13 +348,14 @@ def views_of_runs(
     labels = qf[RELEVANCE].to_numpy()[judged].astype(np.int64)
     qrel_q, qrel_d = qq[judged], take(arrow_of(qf[DOC_ID]), judged)
     relevant = np.flatnonzero(labels > 0)
-    fq, fr, fat, fd = full[first]
     rel_docs = pc.unique(take(qrel_d, relevant).cast(pa.large_string()))
     # the first stage's rows whose document is shown or relevant somewhere: one pass over its (longest) lists
-    either = np.flatnonzero(
-        pc.is_in(fd, value_set=pc.unique(pa.concat_arrays([shown_docs, rel_docs]))).to_numpy(zero_copy_only=False)[fat]
+    fd = full[first][2]
+    fq, fr, either = chosen(
+        first,
+        pc.is_in(fd, value_set=pc.unique(pa.concat_arrays([shown_docs, rel_docs]))).to_numpy(zero_copy_only=False),
     )
-    fq, fr, fdocs = fq[either], fr[either], take(fd, fat[either])
+    fdocs = take(fd, either)
     rows = np.flatnonzero(pc.is_in(fdocs, value_set=shown_docs).to_numpy(zero_copy_only=False))
     near[first] = (fq[rows], fr[rows], take(fdocs, rows))
     near = {s: near[s] for s in systems}
