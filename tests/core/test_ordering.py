@@ -187,3 +187,43 @@ def test_write_run_scores_read_back_as_the_same_doubles(tmp_path_factory, data):
     write_run(run_from_rows(rows), out)
     back = read_run(out).frame
     assert sorted(zip(back["query_id"], back["doc_id"], back["score"])) == sorted(rows)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, st.sampled_from(["float32", "float64"]), st.lists(st.sampled_from(QIDS), max_size=5))
+def test_a_run_known_in_order_ranks_and_evaluates_as_when_sorted_again(data, precision, judged_queries):
+    """``in_trec_order`` marks its frame: ``order_run`` and the evaluator then take its order without a sort
+    (ranks from where the query id changes); every rank and ranked row equals those of sorting it again."""
+    import dataclasses
+
+    import pandas as pd
+
+    from toolkit.data import ranking
+    from toolkit.data.records import Qrels, Run
+    from toolkit.measures.ranked import build_ranked
+
+    frame = pd.DataFrame(
+        {
+            "query_id": pd.array([q for q, _, _ in data], dtype="string[pyarrow]"),
+            "doc_id": pd.array([d for _, _, d in data], dtype="string[pyarrow]"),
+            "score": np.array([s for _, s, _ in data], dtype=np.float64),
+        }
+    ).drop_duplicates(["query_id", "doc_id"], ignore_index=True)
+    run = ranking.in_trec_order(Run(frame=frame), precision)
+    assert ranking.known_in_trec_order(run.frame, precision)
+    other = "float64" if precision == "float32" else "float32"
+    assert not ranking.known_in_trec_order(run.frame, other) or run.frame is frame
+    unmarked = Run(frame=run.frame.copy(deep=True))  # the same rows, a frame never marked
+    assert not ranking.known_in_trec_order(unmarked.frame, precision)
+    fast, slow = ranking.order_run(run.frame, precision), ranking.order_run(unmarked.frame, precision)
+    pd.testing.assert_frame_equal(fast, slow)
+    assert ranking.known_in_trec_order(fast, precision)
+    # a qrels whose queries are a subset (and in another order): the judged rows' indices ascend the same way
+    qrels_rows = [(q, d, (len(q) + len(d)) % 3) for q in dict.fromkeys(judged_queries or ["q1"]) for d in DOCS[:6]]
+    qrels = Qrels(frame=pd.DataFrame(qrels_rows, columns=["query_id", "doc_id", "relevance"]))
+    for level, max_docs, judged_only in [(1, None, False), (2, 3, True)]:
+        args = {"level": level, "score_precision": precision, "max_docs": max_docs, "judged_only": judged_only}
+        a, b = build_ranked(qrels, run, **args), build_ranked(qrels, unmarked, **args)
+        for field in dataclasses.fields(a):
+            x, y = getattr(a, field.name), getattr(b, field.name)
+            assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, field.name

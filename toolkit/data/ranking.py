@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
@@ -157,12 +158,58 @@ def is_shared(name: str, frames: tuple[Any, ...], args: tuple) -> bool:
     return bool(stack) and (name, tuple(id(f) for f in frames), args) in stack[-1]
 
 
+#: Frames known to be in trec_eval order, by ``id``: (a weak reference to the frame, the score precisions).
+#: ``in_trec_order`` and ``order_run`` mark what they make; a frame is never changed in place (runs are
+#: records), so a marked frame is put in order again, and ranked, without a sort.
+_IN_ORDER: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
+
+
+def _mark_in_order(frame: pd.DataFrame, score_precision: str) -> None:
+    """Note that ``frame``'s rows are in trec_eval order at ``score_precision`` (for as long as it lives)."""
+    key = id(frame)
+    held = _IN_ORDER.get(key)
+    if held is not None and held[0]() is frame:
+        _IN_ORDER[key] = (held[0], held[1] | {score_precision})
+        return
+
+    def forget(ref: weakref.ref, key: int = key) -> None:
+        if _IN_ORDER.get(key, (None,))[0] is ref:
+            del _IN_ORDER[key]
+
+    _IN_ORDER[key] = (weakref.ref(frame, forget), frozenset((score_precision,)))
+
+
+def known_in_trec_order(frame: pd.DataFrame, score_precision: str) -> bool:
+    """Whether ``frame`` was put in trec_eval order at ``score_precision`` by this module (``in_trec_order``,
+    ``order_run``): then its order is the identity and its ranks follow from where the query id changes."""
+    held = _IN_ORDER.get(id(frame))
+    return held is not None and held[0]() is frame and score_precision in held[1]
+
+
+def _ranks_in_order(frame: pd.DataFrame) -> np.ndarray:
+    """1-based rank of each row within its query, of a frame in trec_eval order (each query's rows together)."""
+    queries = arrow_of(frame[QUERY_ID])
+    n = len(queries)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)  # as within_group_rank gives it
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        changed = pc.not_equal(queries.slice(1), queries.slice(0, n - 1))
+        parts = changed.chunks if isinstance(changed, pa.ChunkedArray) else [changed]
+        np.concatenate([c.to_numpy(zero_copy_only=False) for c in parts], out=starts[1:])
+    first = np.flatnonzero(starts)
+    dtype = np.int32 if n < 2**31 else np.int64
+    return np.arange(n, dtype=dtype) - np.repeat(first.astype(dtype), np.diff(np.append(first, n))) + 1
+
+
 def ranked_positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
     """(row positions of ``frame`` in trec_eval order, 1-based rank of each within its query)."""
     return shared("ranked_positions", (frame,), (score_precision,), lambda: _positions(frame, score_precision))
 
 
 def _positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
+    if known_in_trec_order(frame, score_precision):
+        return np.arange(len(frame), dtype=np.int64), _ranks_in_order(frame)
     codes = _query_codes(arrow_of(frame[QUERY_ID]))
     order = trec_order(codes, frame[SCORE].to_numpy(), arrow_of(frame[DOC_ID]), score_precision)
     return order, within_group_rank(codes[order])
@@ -184,8 +231,11 @@ def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCO
     positions are not kept beside the result (``ranked_positions`` keeps them for the callers that ask)."""
 
     def compute() -> pd.DataFrame:
-        order, rank = _positions(frame, score_precision)
-        if _is_identity(order):
+        if known_in_trec_order(frame, score_precision):  # no sort: the ranks follow from the query ids
+            order, rank = None, _ranks_in_order(frame)
+        else:
+            order, rank = _positions(frame, score_precision)
+        if order is None or _is_identity(order):
             del order
             ordered = frame.copy(deep=False)
             if not isinstance(ordered.index, pd.RangeIndex) or ordered.index.start != 0 or ordered.index.step != 1:
@@ -196,7 +246,9 @@ def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCO
         ordered["rank"] = rank
         return ordered
 
-    return shared("order_run", (frame,), (score_precision,), compute)
+    ordered = shared("order_run", (frame,), (score_precision,), compute)
+    _mark_in_order(ordered, score_precision)
+    return ordered
 
 
 def in_trec_order(run: Run, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> Run:
@@ -204,12 +256,17 @@ def in_trec_order(run: Run, score_precision: ScorePrecision = DEFAULT_SCORE_PREC
 
     Every figure of trec_eval's ordering is the same for either (it orders the lines itself and ignores the
     file's order); a caller that holds the run for many sorts (a diagnosis) keeps this one copy instead of
-    the file's order beside a sorted copy, and the sorts of it find it in order."""
+    the file's order beside a sorted copy, and the sorts of it find it in order: the frame is marked as
+    ordered (``known_in_trec_order``), so ``order_run`` and the evaluator rank it without sorting it again."""
+    if known_in_trec_order(run.frame, score_precision):
+        return run
     order, _ = _positions(run.frame, score_precision)
     if _is_identity(order):
+        _mark_in_order(run.frame, score_precision)
         return run
     frame = run.frame.take(order).reset_index(drop=True)
     del order
+    _mark_in_order(frame, score_precision)
     return dataclasses.replace(run, frame=frame)
 
 

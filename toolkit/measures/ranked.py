@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_of
-from toolkit.data.ranking import group_starts, shared, trec_order, within_group_rank
+from toolkit.data.ranking import group_starts, known_in_trec_order, shared, trec_order, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 #: Relevance code of a retrieved document absent from the qrels (trec_eval's RELVALUE_NONPOOL).
@@ -231,8 +231,12 @@ def _judged_rows(index: QrelsIndex, frame: pd.DataFrame, score_precision: str) -
     del qidx_all
     code = _codes(index, qidx, doc)  # in file order; permuted below
     pa.default_memory_pool().release_unused()
-    # qids are sorted, so ordering by their index orders queries as trec_eval does
-    order = trec_order(qidx, score, doc, score_precision)
+    # qids are sorted, so ordering by their index orders queries as trec_eval does; a frame already in that
+    # order (``ranking.in_trec_order``, ``order_run``) keeps its rows' order: its judged queries' indices ascend
+    if known_in_trec_order(frame, score_precision) and not bool((qidx[1:] < qidx[:-1]).any()):
+        order = np.arange(len(qidx), dtype=np.int64)
+    else:
+        order = trec_order(qidx, score, doc, score_precision)
     del doc, score
     return (*_rows_in_order(index, qidx, code, order), extra)
 
