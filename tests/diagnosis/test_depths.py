@@ -208,3 +208,33 @@ def test_repr_states_each_runs_depth_and_source():
     text = repr(Diagnosis(d))
     assert "rv10 (top 10 (detected: below rank 10 it repeats first stage's order in 4 of 4 queries))" in text
     assert "all (top 30 (detected" in text
+
+
+@pytest.mark.parametrize("hashes", ["colliding", "equal per block"])
+def test_alignment_falls_back_to_the_strings_when_hashes_collide(monkeypatch, hashes):
+    """The reranked run's documents are found among the first stage's top rows by hashed (query block,
+    document) pairs; when two pairs share a hash, or a hit is another document, the strings decide, and the
+    alignment is the same."""
+    import numpy as np
+
+    from toolkit.diagnosis import depths
+
+    _, first = collection(n_queries=6, length=30, short={"q3": 8})
+    lists = first_stage_lists(first.frame.itertuples(index=False))
+    rr = rank_llm_run(lists, 10, unchanged={"q5"})
+    expected = depths._align(first, rr, "float32")
+    if hashes == "colliding":  # every document hashes alike: the first stage's pairs of a block share hashes
+        monkeypatch.setattr(depths, "string_hashes", lambda c: np.zeros(len(c), np.uint64))
+    else:  # a block's pairs hash alike in the reranked run alone: its hits are other documents
+        real = depths._pair_hashes
+        calls = []
+
+        def pair_hashes(blocks, docs):
+            calls.append(1)
+            return real(blocks, docs) if len(calls) % 2 else real(blocks, docs[:1].take([0] * len(docs)))
+
+        monkeypatch.setattr(depths, "_pair_hashes", pair_hashes)
+    got = depths._align(first, rr, "float32")
+    for name in ("first_rank", "first_group", "block_in_first", "row_in_first", "match"):
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+    assert got.ordered.equals(expected.ordered)

@@ -35,7 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.data.columns import arrow_of, take
+from toolkit.data.columns import arrow_of, string_hashes, take
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
@@ -190,6 +190,44 @@ def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return np.where(hit, order[at], -1)
 
 
+def _pair_hashes(blocks: np.ndarray, docs: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit hash of each (block, document id) pair."""
+    parts = docs.chunks if isinstance(docs, pa.ChunkedArray) else [docs]
+    h = np.concatenate([string_hashes(c) for c in parts if len(c)] or [np.zeros(0, np.uint64)])
+    h ^= blocks.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    h ^= h >> np.uint64(31)  # splitmix64's finaliser: the block's bits reach every bit of the hash
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(29)
+    return h
+
+
+def _hashed_lookup(
+    f_block: np.ndarray, f_docs: pa.Array | pa.ChunkedArray, r_block: np.ndarray, r_docs, r_rows: np.ndarray
+) -> np.ndarray | None:
+    """Position in the first stage's (block, document) pairs ``f_block``/``f_docs`` of each reranked pair
+    (``r_block`` with the documents ``r_docs`` at ``r_rows``), -1 where absent: the pairs are hashed (no
+    dictionary of strings) and every hit is checked string for string. None when two first-stage pairs share a
+    hash or a hit is not the same pair (then the caller encodes the strings)."""
+    if not len(f_block) or not len(r_rows):
+        return np.full(len(r_rows), -1, np.int64)
+    some = r_docs if len(r_rows) == len(r_docs) else take(r_docs, r_rows)
+    fh, rh = _pair_hashes(f_block, f_docs), _pair_hashes(r_block, some)
+    order = np.argsort(fh)
+    keys = fh[order]
+    if bool((keys[1:] == keys[:-1]).any()):
+        return None
+    probes = np.argsort(rh)  # sorted probes: the binary searches walk the keys in order (random ones miss cache)
+    at = np.empty(len(rh), np.int64)
+    at[probes] = np.minimum(np.searchsorted(keys, rh[probes]), len(keys) - 1)
+    hit = keys[at] == rh
+    pos = np.where(hit, order[at], -1)
+    rows = np.flatnonzero(hit)
+    same = pc.equal(take(f_docs, pos[rows]), take(some, rows)).to_numpy(zero_copy_only=False)
+    if not (bool(same.all()) and np.array_equal(f_block[pos[rows]], r_block[rows])):
+        return None
+    return pos
+
+
 def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     f = ranked_with_groups(first.frame, score_precision)
     r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
@@ -204,10 +242,13 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     deepest = int(r_rank.max()) if len(r) else 0
     held = np.flatnonzero(in_first >= 0)
     top, owner = _top_rows(fb, in_first[held], deepest)
-    top_codes, r_codes = _codes_of(take(f_docs, top), r_docs)
-    width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
     wanted = np.flatnonzero(r_fblock >= 0)
-    pos = _lookup(in_first[held][owner] * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
+    top_docs = take(f_docs, top)
+    pos = _hashed_lookup(in_first[held][owner], top_docs, r_fblock[wanted], r_docs, wanted)
+    if pos is None:  # a hash shared by two of the first stage's pairs, or a hit that is not the same pair
+        top_codes, r_codes = _codes_of(top_docs, r_docs)
+        width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
+        pos = _lookup(in_first[held][owner] * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
     row[wanted[pos >= 0]] = top[pos[pos >= 0]]
     # ... then, for the documents still unmatched, the first stage's deeper rows holding one of them
     rest = wanted[pos < 0]
