@@ -170,10 +170,12 @@ def _aligned_candidates(first: Run, reranked: Run, depth: int, precision: str) -
     fb, rb = al.first, al.blocks
     found = np.flatnonzero(al.row_in_first >= 0)
     matched = al.row_in_first[found]
-    if len(np.unique(matched)) != len(matched):
-        return None
     ordered = order_run(first.frame, precision)  # type: ignore[arg-type]
     rank = ordered["rank"].to_numpy()
+    by_row = np.full(len(rank), -1, np.int64)
+    by_row[matched] = al.ordered["rank"].to_numpy()[found]
+    if np.count_nonzero(by_row >= 0) != len(matched):  # a first-stage row twice: the document twice
+        return None
     # per first-stage block: the length of the reranked run's list of its query (0: the run lacks the query)
     held = np.zeros(len(fb.starts), np.int64)
     inner = al.block_in_first >= 0
@@ -185,14 +187,14 @@ def _aligned_candidates(first: Run, reranked: Run, depth: int, precision: str) -
     n = np.minimum(fb.lengths, limit)
     block = np.repeat(np.arange(len(fb.starts), dtype=np.int64), n)
     rows = fb.starts[block] + np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
-    by_row = np.full(len(rank), -1, np.int64)
-    by_row[matched] = al.ordered["rank"].to_numpy()[found]
     rr_rank = by_row[rows]
     missing = rr_rank < 0
+    chosen = np.zeros(len(rank), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
+    chosen[rows] = True
     table = pd.DataFrame(
         {
-            QUERY_ID: ordered[QUERY_ID].array.take(rows),
-            DOC_ID: ordered[DOC_ID].array.take(rows),
+            QUERY_ID: ordered[QUERY_ID].array[chosen],
+            DOC_ID: ordered[DOC_ID].array[chosen],
             "first_rank": rank[rows],
             "reranked_rank": np.where(missing, np.nan, rr_rank) if missing.any() else rr_rank.astype(rank.dtype),
         }

@@ -147,7 +147,9 @@ def _aligned_profile(
     asked = np.flatnonzero(pc.is_in(fb.qids, value_set=qset).to_numpy(zero_copy_only=False))
     rows, _ = _top_rows(fb, asked, depth)
     ordered = order_run(first.frame, score_precision)  # type: ignore[arg-type]
-    found, _, code = code_rows(index, ordered[QUERY_ID].iloc[rows], ordered[DOC_ID].iloc[rows])
+    chosen = np.zeros(len(ordered), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
+    chosen[rows] = True
+    found, _, code = code_rows(index, ordered[QUERY_ID][chosen], ordered[DOC_ID][chosen])
     label = np.full(len(rows), -1.0)
     label[found] = np.where(code >= 0, code, -1)  # unjudged, a negative label: below every level >= 0
 
