@@ -92,3 +92,39 @@ def test_candidate_labels_from_the_prepared_index(measure):
     coded = candidate_table(qrels, first, rr, 20, settings, measure, prepare_judgments(qrels))
     pd.testing.assert_frame_equal(coded, joined)
     assert joined["gain"].nunique() >= 3  # candidates of several grades met
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("depth", [5, 20, 30])
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_candidates_from_the_alignment_are_the_join(seed, depth, precision):
+    """In a diagnosis (``shared_sorts``) the candidates' reranked ranks are read from the runs' alignment: the
+    same table, dtypes included, as the join of the ids' strings (a query the reranker lacks, dropped candidates,
+    a document that is no candidate, a query only the reranker has, lists longer than the depth)."""
+    import pandas as pd
+
+    from toolkit.data.ranking import shared_sorts
+    from toolkit.data.records import Run
+    from toolkit.diagnosis.decompose import _aligned_candidates, _joined_candidates
+
+    _, first, rr = _inputs(seed)
+    foreign = pd.DataFrame({"query_id": ["q77"] * 3, "doc_id": ["d1", "d2", "d3"], "score": [3.0, 2.0, 1.0]})
+    for run in (rr, Run(frame=pd.concat([rr.frame, foreign], ignore_index=True), path="rr+")):
+        with shared_sorts():
+            aligned = _aligned_candidates(first, run, depth, precision)
+            assert aligned is not None
+            pd.testing.assert_frame_equal(aligned, _joined_candidates(first, run, depth, precision))
+
+
+def test_candidates_of_a_run_holding_a_document_twice_are_joined():
+    """A reranked run that holds a document twice in a query: no table from the alignment (the join's rows)."""
+    import pandas as pd
+
+    from toolkit.data.ranking import shared_sorts
+    from toolkit.data.records import Run
+    from toolkit.diagnosis.decompose import _aligned_candidates
+
+    _, first, rr = _inputs(0)
+    twice = Run(frame=pd.concat([rr.frame, rr.frame.iloc[:1]], ignore_index=True), path="rr2")
+    with shared_sorts():
+        assert _aligned_candidates(first, twice, 20, "float32") is None

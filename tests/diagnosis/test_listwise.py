@@ -94,3 +94,37 @@ def test_windows_in_input_order():
     w = d.primary.behaviour["windows"]
     assert (w["window"], w["stride"], w["windows"], w["in_input_order"]) == (10, 5, 9, 6)
     assert w["share"] == pytest.approx(6 / 9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_profile_from_the_alignment_is_the_joined_one(seed, level):
+    """In a diagnosis (``shared_sorts``, the judgments prepared) the profile is read from the runs' alignment and
+    the judgments' index: the figures of joining the ids' strings (negative labels, unjudged candidates, a query
+    the reranker lacks, a document that is no candidate, queries left out, repeats)."""
+    import numpy as np
+
+    from toolkit.data.ranking import shared_sorts
+    from toolkit.evaluation.evaluate import prepare_judgments
+
+    rng = np.random.default_rng(seed)
+    qrels_rows, first_rows, runs = [], [], [[], []]
+    for q in range(8):
+        for d in rng.choice(50, size=20, replace=False):
+            qrels_rows.append((f"q{q}", f"d{d}", int(rng.choice([-2, -1, 0, 1, 2, 3]))))
+        docs = rng.choice(50, size=40, replace=False)
+        scores = rng.integers(0, 6, size=40).astype(float)  # ties
+        first_rows += [(f"q{q}", f"d{d}", s) for d, s in zip(docs, scores)]
+        for run in runs:
+            if q == 3:
+                continue
+            held = [f"d{d}" for d in rng.permutation(docs[:25])] + (["x1"] if q == 5 else [])
+            run += [(f"q{q}", d, float(len(held) - i)) for i, d in enumerate(held)]
+    qrels = qrels_from_rows(qrels_rows, path="qrels")
+    first = run_from_rows(first_rows, path="first")
+    reranked = [run_from_rows(rows, path=f"rr{i}") for i, rows in enumerate(runs)]
+    qids = [f"q{q}" for q in range(8) if q != 6]
+    joined = promotion_profile(qrels, first, reranked, 25, qids, level)
+    with shared_sorts():
+        read = promotion_profile(qrels, first, reranked, 25, qids, level, prepared=prepare_judgments(qrels))
+    assert read == joined

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.data.columns import coded_map, coded_merge
-from toolkit.data.ranking import order_run, shared, top_k, within_group_rank
+from toolkit.data.ranking import order_run, shared, sharing, top_k, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 from toolkit.errors import ConfigError
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments, run_query_ids
@@ -124,17 +124,9 @@ def candidate_table(
     as R holds: the tail every reordering keeps in F's order, so a run that reorders the top ``depth`` and
     repeats F's tail is bounded by the ceiling on deep measures too (recall, MAP). ``prepared``: ``qrels``
     prepared (``prepare_judgments``), whose index gives the labels without joining the qrels' strings again."""
-    sizes = reranked.frame.groupby(QUERY_ID).size()
-    deepest = max(depth, int(sizes.max()) if len(sizes) else 0)
-    cands = top_k(first.frame, deepest, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
-    if deepest > depth:
-        ranks = cands["rank"].to_numpy()
-        held = coded_map(cands[QUERY_ID], sizes).fillna(0).to_numpy()
-        cands = cands.loc[(ranks <= depth) | (ranks <= held)].reset_index(drop=True)
-    cands = cands.rename(columns={"rank": "first_rank"})
-    rr = order_run(reranked.frame, settings.score_precision)[[QUERY_ID, DOC_ID, "rank"]]
-    table = coded_merge(cands, rr.rename(columns={"rank": "reranked_rank"}), [QUERY_ID, DOC_ID])
-    table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
+    table = _aligned_candidates(first, reranked, depth, settings.score_precision) if sharing() else None
+    if table is None:
+        table = _joined_candidates(first, reranked, depth, settings.score_precision)
     index = prepared.index if prepared is not None and prepared.judgments is qrels else None
     if index is not None and not (index.qkeys[1:] == index.qkeys[:-1]).any():
         # each (query, document) judged once: its label is the evaluator's code (a negative label, unjudged,
@@ -149,6 +141,65 @@ def candidate_table(
             dtype=np.float64
         )
     table["gain"] = order_keys(labels, measure, settings)
+    return table
+
+
+def _joined_candidates(first: Run, reranked: Run, depth: int, precision: str) -> pd.DataFrame:
+    """``candidate_table``'s candidates with the reranked run's ranks, joined on the ids' strings."""
+    sizes = reranked.frame.groupby(QUERY_ID).size()
+    deepest = max(depth, int(sizes.max()) if len(sizes) else 0)
+    cands = top_k(first.frame, deepest, precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
+    if deepest > depth:
+        ranks = cands["rank"].to_numpy()
+        held = coded_map(cands[QUERY_ID], sizes).fillna(0).to_numpy()
+        cands = cands.loc[(ranks <= depth) | (ranks <= held)].reset_index(drop=True)
+    cands = cands.rename(columns={"rank": "first_rank"})
+    rr = order_run(reranked.frame, precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
+    table = coded_merge(cands, rr.rename(columns={"rank": "reranked_rank"}), [QUERY_ID, DOC_ID])
+    table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
+    return table
+
+
+def _aligned_candidates(first: Run, reranked: Run, depth: int, precision: str) -> pd.DataFrame | None:
+    """``_joined_candidates`` read from the alignment of the two runs (``depths._alignment``: per reranked row
+    its first-stage row, from the query blocks; computed once per diagnosis), no string compared: the same
+    rows, columns and values. None where the join could differ: a reranked run that holds a document twice."""
+    from toolkit.diagnosis.depths import _alignment
+
+    al = _alignment(first, reranked, precision)
+    fb, rb = al.first, al.blocks
+    found = np.flatnonzero(al.row_in_first >= 0)
+    matched = al.row_in_first[found]
+    ordered = order_run(first.frame, precision)  # type: ignore[arg-type]
+    rank = ordered["rank"].to_numpy()
+    by_row = np.full(len(rank), -1, np.int64)
+    by_row[matched] = al.ordered["rank"].to_numpy()[found]
+    if np.count_nonzero(by_row >= 0) != len(matched):  # a first-stage row twice: the document twice
+        return None
+    # per first-stage block: the length of the reranked run's list of its query (0: the run lacks the query)
+    held = np.zeros(len(fb.starts), np.int64)
+    inner = al.block_in_first >= 0
+    held[al.block_in_first[inner]] = rb.lengths[inner]
+    deepest = max(depth, int(rb.lengths.max()) if len(rb.lengths) else 0)
+    limit = np.full(len(fb.starts), deepest, np.int64)
+    if deepest > depth:
+        limit = np.maximum(np.minimum(held, deepest), depth)
+    n = np.minimum(fb.lengths, limit)
+    block = np.repeat(np.arange(len(fb.starts), dtype=np.int64), n)
+    rows = fb.starts[block] + np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    rr_rank = by_row[rows]
+    missing = rr_rank < 0
+    chosen = np.zeros(len(rank), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
+    chosen[rows] = True
+    table = pd.DataFrame(
+        {
+            QUERY_ID: ordered[QUERY_ID].array[chosen],
+            DOC_ID: ordered[DOC_ID].array[chosen],
+            "first_rank": rank[rows],
+            "reranked_rank": np.where(missing, np.nan, rr_rank) if missing.any() else rr_rank.astype(rank.dtype),
+        }
+    )
+    table["reranked_query"] = held[block] > 0
     return table
 
 

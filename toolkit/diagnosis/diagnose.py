@@ -813,6 +813,7 @@ def _diagnose_reranked(
             window=window or r.window,  # the option, else the run's sidecar
             stride=stride if window else r.stride,
             probe=r.probe,
+            prepared=ev.prepared,
         ),
     )
     return pipeline, table

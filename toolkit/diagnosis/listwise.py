@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ from toolkit.data.columns import arrow_of, coded_isin, coded_merge
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.depths import aligned, rerank_shapes
+from toolkit.evaluation.evaluate import PreparedJudgments
 
 BUCKET = 10
 TOP = 10
@@ -45,35 +46,28 @@ def promotion_profile(
     query_ids: Sequence[str],
     level: int = 1,
     score_precision: str = DEFAULT_SCORE_PRECISION,
+    prepared: PreparedJudgments | None = None,
 ) -> list[dict]:
     """Per first-stage rank bucket: ``relevant`` candidates (label >= ``level``) over ``query_ids``, how many
     the reranked run puts in its top 10 (``reranked_top_10``: the mean over ``runs``, the repeats) and the best
-    order does (``ceiling_top_10``), and both as shares of ``relevant``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    cands = top_k(first.frame, depth, score_precision)[[QUERY_ID, DOC_ID, "rank"]]
-    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
-    asked = pc.is_in(arrow_of(cands[QUERY_ID]).cast(pa.large_string()), value_set=qset)
-    cands = cands.loc[asked.to_numpy(zero_copy_only=False)].reset_index(drop=True)
-    labels = coded_merge(cands, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE]
-    label = labels.fillna(-1).to_numpy(dtype=np.float64)
-    # the best order: label descending, equal labels in first-stage order; its top 10 (cands: each query's
-    # rows together, in first-stage order, beginning at rank 1)
-    rank = cands["rank"].to_numpy()
+    order does (``ceiling_top_10``), and both as shares of ``relevant``. ``prepared``: ``qrels`` prepared
+    (``prepare_judgments``), whose index gives the labels without joining the qrels' strings again."""
+    read = _aligned_profile(qrels, first, runs, depth, query_ids, level, score_precision, prepared)
+    rank, label, in_top = (
+        read if read is not None else _joined_profile(qrels, first, runs, depth, query_ids, score_precision)
+    )
+    # the best order: label descending, equal labels in first-stage order; its top 10 (the candidates: each
+    # query's rows together, in first-stage order, beginning at rank 1)
     query = np.cumsum(rank == 1)
     best = np.lexsort((rank, -label, query))
     starts = np.flatnonzero(np.r_[True, query[best][1:] != query[best][:-1]]) if len(best) else best
     place = np.arange(len(best)) - np.repeat(starts, np.diff(np.append(starts, len(best))))
-    in_best_top = np.zeros(len(cands), bool)
+    in_best_top = np.zeros(len(rank), bool)
     in_best_top[best[place < TOP]] = True
     is_rel = label >= level
-    rel = cands.loc[is_rel]
     in_best = in_best_top[is_rel]
-    in_runs = [
-        coded_isin(rel, top_k(run.frame, TOP, score_precision)[[QUERY_ID, DOC_ID]], [QUERY_ID, DOC_ID]) for run in runs
-    ]
-    ranks = rel["rank"].to_numpy()
+    in_runs = [x(is_rel) for x in in_top]
+    ranks = rank[is_rel]
     out = []
     for lo, hi in buckets(depth):
         sel = (ranks >= lo) & (ranks <= hi)
@@ -93,6 +87,78 @@ def promotion_profile(
             }
         )
     return out
+
+
+_InTop = Callable[[np.ndarray], np.ndarray]
+
+
+def _joined_profile(
+    qrels: Qrels, first: Run, runs: Sequence[Run], depth: int, query_ids: Sequence[str], score_precision: str
+) -> tuple[np.ndarray, np.ndarray, list[_InTop]]:
+    """The first stage's top ``depth`` of ``query_ids``: each candidate's rank and label (-1: none), and per run
+    which of the chosen candidates it puts in its top 10; ids joined as strings."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cands = top_k(first.frame, depth, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
+    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
+    asked = pc.is_in(arrow_of(cands[QUERY_ID]).cast(pa.large_string()), value_set=qset)
+    cands = cands.loc[asked.to_numpy(zero_copy_only=False)].reset_index(drop=True)
+    labels = coded_merge(cands, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE]
+    label = labels.fillna(-1).to_numpy(dtype=np.float64)
+
+    def in_top(run: Run) -> _InTop:
+        top = top_k(run.frame, TOP, score_precision)[[QUERY_ID, DOC_ID]]  # type: ignore[arg-type]
+        return lambda chosen: coded_isin(cands.loc[chosen], top, [QUERY_ID, DOC_ID])
+
+    return cands["rank"].to_numpy(), label, [in_top(run) for run in runs]
+
+
+def _aligned_profile(
+    qrels: Qrels,
+    first: Run,
+    runs: Sequence[Run],
+    depth: int,
+    query_ids: Sequence[str],
+    level: int,
+    score_precision: str,
+    prepared: PreparedJudgments | None,
+) -> tuple[np.ndarray, np.ndarray, list[_InTop]] | None:
+    """``_joined_profile`` read from each run's alignment with the first stage (``depths._alignment``, computed
+    once per diagnosis) and the labels from the prepared judgments' index: no string joined. None where the
+    join could differ or the index does not serve (outside ``shared_sorts``; a pair judged twice; a level
+    below 0, where a negative label and a missing one would differ)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.ranking import order_run, sharing
+    from toolkit.diagnosis.depths import _alignment, _top_rows
+
+    index = prepared.index if prepared is not None and prepared.judgments is qrels else None
+    if not sharing() or index is None or level < 0 or (index.qkeys[1:] == index.qkeys[:-1]).any():
+        return None
+    from toolkit.measures.ranked import code_rows
+
+    aligns = [_alignment(first, run, score_precision) for run in runs]
+    fb = _alignment(first, runs[0], score_precision).first if runs else None
+    if fb is None:
+        return None
+    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
+    asked = np.flatnonzero(pc.is_in(fb.qids, value_set=qset).to_numpy(zero_copy_only=False))
+    rows, _ = _top_rows(fb, asked, depth)
+    ordered = order_run(first.frame, score_precision)  # type: ignore[arg-type]
+    chosen = np.zeros(len(ordered), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
+    chosen[rows] = True
+    found, _, code = code_rows(index, ordered[QUERY_ID][chosen], ordered[DOC_ID][chosen])
+    label = np.full(len(rows), -1.0)
+    label[found] = np.where(code >= 0, code, -1)  # unjudged, a negative label: below every level >= 0
+
+    def in_top(al) -> _InTop:
+        top = np.zeros(len(al.first_rank), bool)
+        top[al.row_in_first[(al.ordered["rank"].to_numpy() <= TOP) & (al.row_in_first >= 0)]] = True
+        return lambda chosen: top[rows[chosen]]
+
+    return ordered["rank"].to_numpy()[rows], label, [in_top(al) for al in aligns]
 
 
 def unchanged_share(
@@ -163,6 +229,7 @@ def listwise_behaviour(
     window: int | None = None,
     stride: int | None = None,
     probe: dict | None = None,
+    prepared: PreparedJudgments | None = None,
 ) -> dict:
     """The promotion profile, the unchanged queries and (with ``window`` and ``stride``) the windows in input
     order of a reranked system (its repeats pooled: counts summed over them); ``probe``, the order probe its
@@ -172,7 +239,7 @@ def listwise_behaviour(
     same, held = sum(u for u, _ in unchanged), sum(n for _, n in unchanged)
     out: dict = {
         "relevance_level": level,
-        "promotion_profile": promotion_profile(qrels, first, runs, depth, query_ids, level, score_precision),
+        "promotion_profile": promotion_profile(qrels, first, runs, depth, query_ids, level, score_precision, prepared),
         "unchanged_queries": same / held if held else 0.0,
         "unchanged_query_count": same,
         "queries_compared": held,

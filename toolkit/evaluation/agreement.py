@@ -371,9 +371,12 @@ def _rbo_all(a: CodedLists, b: CodedLists, p: float) -> np.ndarray:
             slot[block] = -1
             x = np.cumsum(counts, axis=1)[:, 1:]  # X_d, d = 1..l
             x_s = x[:, s - 1].astype(np.float64)
-            total = np.sum(x / depths * weights, axis=1)
+            terms = np.divide(x, depths)
+            total = np.sum(np.multiply(terms, weights, out=terms), axis=1)
             if l > s:
-                total += np.sum(x_s[:, None] * (tail - s) / (s * tail) * weights[s:], axis=1)
+                # X_s is one of s + 1 counts: each one's sum over the tail once (the same operations per row)
+                values, which = np.unique(x_s, return_inverse=True)
+                total += np.sum(values[:, None] * (tail - s) / (s * tail) * weights[s:], axis=1)[which.reshape(-1)]
             out[block] = (1 - p) / p * total + ((x[:, l - 1].astype(np.float64) - x_s) / l + x_s / s) * p**l
     return out
 
