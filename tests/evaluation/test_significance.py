@@ -222,3 +222,44 @@ def test_permutation_test_equals_one_matrix_product_per_batch():
             hits += int((np.abs(signs @ d) / n >= threshold).sum())
             done += size
         assert permutation_test(a, b, permutations=perms, seed=9) == ((1 + hits) / (1 + perms), False)
+
+
+def test_coin_flips_are_integers_int8_draws_and_leave_the_same_state():
+    """permutation_test's signs: the values of rng.integers(0, 2, (size, n), dtype=int8), the generator left where
+    that call leaves it (a kept 32-bit half included), for shapes that start and end on every byte and word."""
+    from toolkit.evaluation.significance import _coin_flips, _raw_coins_hold
+
+    assert _raw_coins_hold()
+    shapes = np.random.default_rng(3)
+    for seed in range(60):
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        for _ in range(8):
+            size, n = int(shapes.integers(0, 25)), int(shapes.integers(0, 30))
+            ref = a.integers(0, 2, size=(size, n), dtype=np.int8)
+            got = _coin_flips(b, size, n)
+            assert got.dtype == np.int8 and got.shape == ref.shape and np.array_equal(got, ref)
+            assert a.bit_generator.state == b.bit_generator.state
+            if shapes.random() < 0.3:  # another draw between: it reads the same kept half
+                assert a.integers(0, 1000, dtype=np.int32) == b.integers(0, 1000, dtype=np.int32)
+    big_a, big_b = np.random.default_rng(11), np.random.default_rng(11)
+    assert np.array_equal(_coin_flips(big_b, 2000, 6981), big_a.integers(0, 2, size=(2000, 6981), dtype=np.int8))
+    other = np.random.Generator(np.random.MT19937(5))  # another bit generator: drawn through integers
+    assert np.array_equal(
+        _coin_flips(other, 3, 7), np.random.Generator(np.random.MT19937(5)).integers(0, 2, (3, 7), dtype=np.int8)
+    )
+
+
+def test_permutation_test_p_values_as_drawn_through_integers(monkeypatch):
+    """The p-values with the raw draws equal those drawn through rng.integers, to the bit."""
+    from toolkit.evaluation import significance
+
+    rng = np.random.default_rng(8)
+    cases = [(rng.random(n), rng.random(n)) for n in (25, 333, 2001, 6980)]
+    fast = [
+        permutation_test(a, b, permutations=p, seed=s) for (a, b), p, s in zip(cases, (999, 4001, 2500, 3000), range(4))
+    ]
+    monkeypatch.setattr(significance, "_RAW_COINS", [False])
+    slow = [
+        permutation_test(a, b, permutations=p, seed=s) for (a, b), p, s in zip(cases, (999, 4001, 2500, 3000), range(4))
+    ]
+    assert fast == slow
