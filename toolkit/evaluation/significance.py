@@ -72,13 +72,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
 from toolkit.errors import ConfigError
+from toolkit.evaluation.draws import coin_flips
 from toolkit.evaluation.intervals import check_ci_options, paired_interval
 
 CORRECTIONS = ("holm", "bonferroni", "bh", "none", "holm-sidak", "sidak", "fdr_bh", "fdr_by")
@@ -217,7 +217,7 @@ def permutation_test(
     rows = np.empty((min(_ROWS, _CHUNK), n))
     while done < permutations:
         size = min(_CHUNK, permutations - done)
-        signs = _coin_flips(gen, size, n)  # gen.integers(0, 2, (size, n), dtype=np.int8), the same values
+        signs = coin_flips(gen, size, n)  # gen.integers(0, 2, (size, n), dtype=np.int8): the same values
         signs *= 2
         signs -= 1
         sums = np.empty(size)
@@ -229,61 +229,6 @@ def permutation_test(
         hits += int((stats >= threshold).sum())
         done += size
     return (1 + hits) / (1 + permutations), False
-
-
-def _coin_flips(gen: np.random.Generator, size: int, n: int) -> np.ndarray:
-    """``gen.integers(0, 2, (size, n), dtype=np.int8)``: the same values, leaving ``gen`` in the same state.
-
-    numpy draws each such int8 as the top bit of one byte of a buffered 32-bit draw (Lemire's method on 8 bits,
-    which never rejects for two values), low byte first, and PCG64 gives its 32-bit draws as the low then the
-    high half of a 64-bit one, keeping a high half for the next call. So the values are the top bits of the bytes
-    of ``random_raw``'s numbers in memory order (little-endian), taken here at a byte a value instead of a
-    bounded draw a value (~7x cheaper). Any other generator, or a numpy where ``_RAW_COINS`` found otherwise,
-    draws through ``integers``.
-    """
-    bits = gen.bit_generator
-    cells = size * n
-    if cells == 0 or type(bits) is not np.random.PCG64 or not _raw_coins_hold():
-        return gen.integers(0, 2, size=(size, n), dtype=np.int8)
-    words = -(-cells // 4)  # the 32-bit draws numpy takes: four values each
-    state = bits.state
-    head = None
-    if state["has_uint32"]:  # a high half kept by an earlier 32-bit draw comes first
-        head = np.array([state["uinteger"]], dtype="<u4")
-        words -= 1
-        bits.state = {**state, "has_uint32": 0}
-    raw = bits.random_raw((words + 1) // 2) if words > 0 else np.empty(0, dtype=np.uint64)
-    if len(raw):  # numpy keeps the last 64-bit draw's high half: for the next 32-bit draw when it took only the low
-        bits.state = {**bits.state, "has_uint32": words % 2, "uinteger": int(raw[-1]) >> 32}
-    u8 = raw.view(np.uint8)
-    if head is not None:
-        u8 = np.concatenate([head.view(np.uint8), u8])
-    flips = u8[:cells]
-    flips >>= 7
-    return flips.view(np.int8).reshape(size, n)
-
-
-_RAW_COINS: list[bool] = []
-
-
-def _raw_coins_hold() -> bool:
-    """Whether ``_coin_flips``'s reading of numpy holds here: checked once, against ``integers`` itself, on calls
-    that start and end with a kept high half and without."""
-    if not _RAW_COINS:
-        ok = sys.byteorder == "little"
-        if ok:
-            _RAW_COINS.append(True)  # the check below calls _coin_flips
-            a, b = np.random.default_rng(7), np.random.default_rng(7)
-            try:
-                for size, n in ((3, 5), (1, 4), (2, 9), (5, 8), (1, 1), (4, 7), (3, 3)):
-                    ref = a.integers(0, 2, size=(size, n), dtype=np.int8)
-                    ok = ok and np.array_equal(_coin_flips(b, size, n), ref)
-                    ok = ok and a.bit_generator.state == b.bit_generator.state
-            except Exception:  # any surprise: draw through integers
-                ok = False
-            _RAW_COINS.clear()
-        _RAW_COINS.append(ok)
-    return _RAW_COINS[0]
 
 
 def _all_signs(n: int):
