@@ -391,13 +391,18 @@ def views_of_runs(
     shown = all_top.sort_values(["q", "d"], kind="stable")
     shown_q, shown_keys, shown_d = shown["q"].to_numpy(), shown["key"].to_numpy(), shown["d"].tolist()
     shown_at = np.searchsorted(shown_q, np.arange(len(qids) + 1))
-    ranks = {s: _lookup(shown_keys, near_keys[s], near[s][1], -1).tolist() for s in systems}
+    # per system, the shown documents it ranks (near it) and their ranks, with each query's stretch of them
+    ranked = {}
+    for s in systems:
+        rank = _lookup(shown_keys, near_keys[s], near[s][1], -1)
+        held = np.flatnonzero(rank >= 0)
+        ranked[s] = (np.searchsorted(held, shown_at).tolist(), [shown_d[j] for j in held.tolist()], rank[held].tolist())
     top_lists = {}
     for s in systems:
         grade = _lookup(top_keys[s], qrel_keys, labels, -1)
         g = [int(x) if x >= 0 else None for x in grade.tolist()]
         docs = tops[s][2].to_pylist()
-        top_lists[s] = (np.searchsorted(tops[s][0], np.arange(len(qids) + 1)), docs, g)
+        top_lists[s] = (np.searchsorted(tops[s][0], np.arange(len(qids) + 1)).tolist(), list(map(list, zip(docs, g))))
 
     # the best relevant documents no system shows: grade desc, first-stage rank, document
     rel_keys = qrel_keys[relevant]
@@ -415,21 +420,18 @@ def views_of_runs(
     miss_q = missed_frame["q"].to_numpy()
     miss_at = np.searchsorted(miss_q, np.arange(len(qids) + 1))
     miss_g, miss_r, miss_d = (-missed_frame["g"]).tolist(), missed_frame["r"].tolist(), missed_frame["d"].tolist()
+    miss_rows = [
+        {"doc_id": d, "grade": g, "first_stage_rank": r if r <= depth else None}
+        for d, g, r in zip(miss_d, miss_g, miss_r)
+    ]
+    miss_at = miss_at.tolist()
 
+    # each query's stretch of the lists above (no per-query work beyond slicing them)
     views: dict[str, dict] = {}
     missed: dict[str, list[dict]] = {}
     for i, q in enumerate(qids):
-        a, b = shown_at[i], shown_at[i + 1]
-        tops_q = {}
-        for s in systems:
-            at, docs, g = top_lists[s]
-            lo, hi = at[i], at[i + 1]
-            tops_q[s] = list(map(list, zip(docs[lo:hi], g[lo:hi])))
-        ranks_q = {s: {d: r for d, r in zip(shown_d[a:b], ranks[s][a:b]) if r >= 0} for s in systems}
+        tops_q = {s: pairs[at[i] : at[i + 1]] for s, (at, pairs) in top_lists.items()}
+        ranks_q = {s: dict(zip(docs[at[i] : at[i + 1]], rs[at[i] : at[i + 1]])) for s, (at, docs, rs) in ranked.items()}
         views[q] = {"top": tops_q, "ranks": ranks_q}
-        lo, hi = miss_at[i], miss_at[i + 1]
-        missed[q] = [
-            {"doc_id": d, "grade": g, "first_stage_rank": r if r <= depth else None}
-            for d, g, r in zip(miss_d[lo:hi], miss_g[lo:hi], miss_r[lo:hi])
-        ]
+        missed[q] = miss_rows[miss_at[i] : miss_at[i + 1]]
     return views, missed
