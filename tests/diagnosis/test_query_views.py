@@ -14,7 +14,8 @@ from toolkit.evaluation.agreement import RankedLists
 def _inputs(seed: int):
     gen = np.random.default_rng(seed)
     qids = [f"q{i}" for i in range(40)]
-    docs = [f"d{j:03d}" for j in range(60)]
+    # documents whose text order (code points) differs from their order of first appearance, some not ASCII
+    docs = [f"d{j:03d}" for j in range(50)] + ["D1", "é1", "z", "Zz", "ä", "\U0001f600x", "a b", "d00", "-x", "d0100"]
     runs = {}
     for name, depth in (("first", 40), ("a", 12), ("b", 8)):
         rows = []

@@ -380,16 +380,18 @@ def views_of_runs(
         relevant = np.flatnonzero(labels > 0)
     first_keys = _keyed(first_rel[0], codes[2 * m + 1], width)
 
-    # the documents shown per query, each once, in query order then the documents' order (``sorted``)
-    all_top = pd.DataFrame(
-        {
-            "q": np.concatenate([tops[s][0] for s in systems]),
-            "key": np.concatenate([top_keys[s] for s in systems]),
-            "d": np.concatenate([np.asarray(tops[s][2].to_pylist(), dtype=object) for s in systems]),
-        }
-    ).drop_duplicates("key")
-    shown = all_top.sort_values(["q", "d"], kind="stable")
-    shown_q, shown_keys, shown_d = shown["q"].to_numpy(), shown["key"].to_numpy(), shown["d"].tolist()
+    # the documents shown per query, each once, in query order then the documents' order (``sorted``: code points,
+    # the order of the UTF-8 bytes that arrow sorts by), each (query, document) once, so no tie to keep in order
+    dictionary = encoded.chunks[-1].dictionary if encoded.num_chunks else pa.array([], pa.large_string())
+    text_rank = np.empty(len(dictionary), np.int64)
+    text_rank[pc.array_sort_indices(dictionary).to_numpy()] = np.arange(len(dictionary))
+    top_q = np.concatenate([tops[s][0] for s in systems])
+    top_k = np.concatenate([top_keys[s] for s in systems])
+    top_c = np.concatenate(codes[:m])
+    once = np.unique(top_k, return_index=True)[1]
+    shown_rows = once[np.lexsort((text_rank[top_c[once]], top_q[once]))]
+    shown_q, shown_keys = top_q[shown_rows], top_k[shown_rows]
+    shown_d = dictionary.take(pa.array(top_c[shown_rows])).to_pylist()
     shown_at = np.searchsorted(shown_q, np.arange(len(qids) + 1))
     # per system, the shown documents it ranks (near it) and their ranks, with each query's stretch of them
     ranked = {}
