@@ -44,3 +44,18 @@ def test_views_of_runs_equal_side_by_side_and_best_missed():
             views, missed = views_of_runs(qids, runs, qrels, k, "float32", "first", depth, n)
             assert repr(views) == repr(want)
             assert repr(missed) == repr(want_missed)
+
+
+def test_views_of_runs_resumes_the_collector_only_if_it_ran():
+    import gc
+
+    qids, runs, qrels = _inputs(4)
+    assert gc.isenabled()
+    views_of_runs(qids, runs, qrels, 5, "float32", "first", 10, 2)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        views_of_runs(qids, runs, qrels, 5, "float32", "first", 10, 2)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
