@@ -14,7 +14,8 @@ from toolkit.evaluation.agreement import RankedLists
 def _inputs(seed: int):
     gen = np.random.default_rng(seed)
     qids = [f"q{i}" for i in range(40)]
-    docs = [f"d{j:03d}" for j in range(60)]
+    # documents whose text order (code points) differs from their order of first appearance, some not ASCII
+    docs = [f"d{j:03d}" for j in range(50)] + ["D1", "é1", "z", "Zz", "ä", "\U0001f600x", "a b", "d00", "-x", "d0100"]
     runs = {}
     for name, depth in (("first", 40), ("a", 12), ("b", 8)):
         rows = []
@@ -43,3 +44,18 @@ def test_views_of_runs_equal_side_by_side_and_best_missed():
             views, missed = views_of_runs(qids, runs, qrels, k, "float32", "first", depth, n)
             assert repr(views) == repr(want)
             assert repr(missed) == repr(want_missed)
+
+
+def test_views_of_runs_resumes_the_collector_only_if_it_ran():
+    import gc
+
+    qids, runs, qrels = _inputs(4)
+    assert gc.isenabled()
+    views_of_runs(qids, runs, qrels, 5, "float32", "first", 10, 2)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        views_of_runs(qids, runs, qrels, 5, "float32", "first", 10, 2)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

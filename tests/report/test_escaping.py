@@ -398,3 +398,18 @@ def test_compressed_explorer_in_chromium(files, tmp_path, monkeypatch):
         assert "per_query.csv beside this page" in text
     finally:
         driver.quit()
+
+
+def test_csv_newlines_without_quotes_is_the_quote_aware_rewrite():
+    """The quote-free shortcut (a plain replace) gives what the quote-aware rewrite gives, and a quoted cell's line
+    break stays."""
+    import random
+
+    from toolkit.guard.escape import _CSV_ROW_END, csv_newlines
+
+    rnd = random.Random(5)
+    for _ in range(300):
+        text = "".join(rnd.choice(["a", ",", "\r\n", "\r", "\n", "1.5", '"', '""']) for _ in range(rnd.randrange(30)))
+        assert csv_newlines(text) == _CSV_ROW_END.sub(lambda m: m.group(1) or "\n", text)
+    assert csv_newlines('a,"x\r\ny"\r\nb,c\r\n') == 'a,"x\r\ny"\nb,c\n'
+    assert csv_newlines("a,b\r\n1,2\r\n") == "a,b\n1,2\n"

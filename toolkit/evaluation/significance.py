@@ -78,6 +78,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ConfigError
+from toolkit.evaluation.draws import coin_flips
 from toolkit.evaluation.intervals import check_ci_options, paired_interval
 
 CORRECTIONS = ("holm", "bonferroni", "bh", "none", "holm-sidak", "sidak", "fdr_bh", "fdr_by")
@@ -216,7 +217,7 @@ def permutation_test(
     rows = np.empty((min(_ROWS, _CHUNK), n))
     while done < permutations:
         size = min(_CHUNK, permutations - done)
-        signs = gen.integers(0, 2, size=(size, n), dtype=np.int8)
+        signs = coin_flips(gen, size, n)  # gen.integers(0, 2, (size, n), dtype=np.int8): the same values
         signs *= 2
         signs -= 1
         sums = np.empty(size)
