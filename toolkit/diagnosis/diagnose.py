@@ -77,7 +77,15 @@ from toolkit.diagnosis.query_views import (
     worst_queries,
 )
 from toolkit.errors import ConfigError, for_api
-from toolkit.evaluation.agreement import RBO_P, TAU_DEPTH, CodedLists, RankedLists, agreement, code_runs
+from toolkit.evaluation.agreement import (
+    RBO_P,
+    TAU_DEPTH,
+    CodedLists,
+    RankedLists,
+    agreement,
+    code_aligned,
+    code_runs,
+)
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.evaluation.significance import adjust, compare_table, scaled_se
 from toolkit.measures.names import EvalSettings, parse_measures
@@ -684,6 +692,16 @@ class _Evaluated:
     def agreement(self, a: str, b: str) -> pd.DataFrame:
         """Per query RBO and Kendall's tau of runs ``a`` and ``b`` (computed once per pair)."""
         if (a, b) not in self._agreements:
+            if not self.coded and len(self.firsts) == 1:  # every other run reranks it: codes from the alignments
+                from toolkit.diagnosis.depths import _alignment
+
+                ((name, first),) = self.firsts.items()
+                aligned = {
+                    n: (run, _alignment(first, run, self.precision).row_in_first)
+                    for n, run in self.runs.items()
+                    if n != name
+                }
+                self.coded.update(code_aligned(name, first, aligned, self.qids, self.precision))
             if not self.coded:
                 self.coded.update(code_runs(self.runs, self.qids, self.precision))
             self._agreements[(a, b)] = agreement(self.coded[a], self.coded[b], self.qids)

@@ -232,20 +232,10 @@ def code_runs(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from toolkit.data.columns import arrow_of, take
+    from toolkit.data.columns import take
 
     qids = list(query_ids)
-    picked = {}
-    for name, r in runs.items():
-        ordered = order_run(r.frame, score_precision)  # type: ignore[arg-type]
-        starts, lengths, slot = query_blocks(ordered, qids)
-        held = np.flatnonzero(slot >= 0)
-        held = held[np.argsort(slot[held], kind="stable")]  # the blocks in the order of ``query_ids``
-        n = lengths[held]
-        rows = np.repeat(starts[held] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()), dtype=np.int64)
-        per_query = np.zeros(len(qids), np.int64)
-        per_query[slot[held]] = n
-        picked[name] = (arrow_of(ordered[DOC_ID]), rows, per_query)
+    picked = {name: _picked(r, qids, score_precision) for name, r in runs.items()}
     if not picked:
         return {}
 
@@ -292,6 +282,63 @@ def code_runs(
     return {n: out[n] for n in runs}
 
 
+def _picked(run: Run, qids: list[str], score_precision: str):
+    """A run in trec_eval order as (its documents, the rows of its lists query after query in the order of
+    ``qids``, each query's list length)."""
+    from toolkit.data.columns import arrow_of
+
+    ordered = order_run(run.frame, score_precision)  # type: ignore[arg-type]
+    starts, lengths, slot = query_blocks(ordered, qids)
+    held = np.flatnonzero(slot >= 0)
+    held = held[np.argsort(slot[held], kind="stable")]  # the blocks in the order of ``query_ids``
+    n = lengths[held]
+    rows = np.repeat(starts[held] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()), dtype=np.int64)
+    per_query = np.zeros(len(qids), np.int64)
+    per_query[slot[held]] = n
+    return arrow_of(ordered[DOC_ID]), rows, per_query
+
+
+def code_aligned(
+    first_name: str,
+    first: Run,
+    reranked: Mapping[str, tuple[Run, np.ndarray]],
+    query_ids: Sequence[str],
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+) -> dict[str, CodedLists]:
+    """``code_runs`` of a first stage and runs reranked from it, from their alignment: ``reranked`` maps each
+    name to (its run, per row of the run in trec_eval order the first stage's row, in trec_eval order, of the
+    same query and document, -1 when none: ``depths._alignment``'s ``row_in_first``).
+
+    A first-stage document's code is its row in the first stage (runs list a document once per query); a
+    document of a reranked run the first stage's query lacks is coded by its id, after every first-stage row
+    (the same code in every reranked run). The codes tell documents apart within a query as ``code_runs``'s do,
+    so the agreement computed from them is the same."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.columns import take
+
+    qids = list(query_ids)
+    f_docs, f_rows, f_lengths = _picked(first, qids, score_precision)
+    out = {first_name: CodedLists(f_rows.astype(np.int64, copy=True), f_lengths)}
+    lacking = {}
+    for name, (run, row_in_first) in reranked.items():
+        docs, rows, lengths = _picked(run, qids, score_precision)
+        codes = np.asarray(row_in_first, dtype=np.int64)[rows]
+        out[name] = CodedLists(codes, lengths)
+        alone = np.flatnonzero(codes < 0)
+        if len(alone):
+            lacking[name] = (alone, take(docs, rows[alone]).cast(pa.large_string()))
+    if lacking:  # documents the first stage's query lacks: coded by their ids, one vocabulary for every run
+        chunks = [c for _, d in lacking.values() for c in (d.chunks if isinstance(d, pa.ChunkedArray) else [d])]
+        vocabulary = pc.unique(pa.chunked_array(chunks, type=pa.large_string()))
+        vocabulary = vocabulary.combine_chunks() if isinstance(vocabulary, pa.ChunkedArray) else vocabulary
+        for name, (alone, d) in lacking.items():
+            found = pc.index_in(d, value_set=vocabulary).to_numpy(zero_copy_only=False).astype(np.int64)
+            out[name].codes[alone] = len(f_docs) + found
+    return out
+
+
 def _head(lists: CodedLists, reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, query, position) of the rows of ``lists`` at positions below ``reach`` (no array over every row)."""
     n = np.minimum(lists.lengths, reach)
@@ -308,6 +355,22 @@ def _among(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     return sorted_keys[at] == keys
 
 
+def _intersect(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.intersect1d(x, y, assume_unique=True, return_indices=True)``'s two index arrays (x and y each without
+    repeats, non-negative): one sort of both, each key doubled plus its origin so that equal keys sort x's
+    first and every sorted key is distinct (no stable sort needed)."""
+    if not len(x) or not len(y):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if max(int(x.max()), int(y.max())) >= 2**62:
+        _, ix, iy = np.intersect1d(x, y, assume_unique=True, return_indices=True)
+        return ix, iy
+    keys = np.concatenate([x * 2, y * 2 + 1])
+    order = np.argsort(keys)
+    keys = keys[order] >> 1
+    pair = np.flatnonzero(keys[1:] == keys[:-1])
+    return order[pair], order[pair + 1] - len(x)
+
+
 def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The documents a query's two lists share: (query, position in a, position in b), in no particular order.
 
@@ -320,7 +383,7 @@ def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.nd
     ks = short.query_of_row * width + short.codes
     reach = int(short.lengths.max(initial=0))
     top, tq, _ = _head(long_, reach)
-    _, il, is_ = np.intersect1d(tq * width + long_.codes[top], ks, assume_unique=True, return_indices=True)
+    il, is_ = _intersect(tq * width + long_.codes[top], ks)
     il = top[il]
     rest = np.ones(len(ks), bool)
     rest[is_] = False
@@ -332,7 +395,7 @@ def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.nd
         below[top] = False
         deep = np.flatnonzero(below)
         dq = np.searchsorted(long_.starts, deep, side="right") - 1
-        _, dl, ds = np.intersect1d(dq * width + long_.codes[deep], ks[rest], assume_unique=True, return_indices=True)
+        dl, ds = _intersect(dq * width + long_.codes[deep], ks[rest])
         il, is_ = np.concatenate([il, deep[dl]]), np.concatenate([is_, rest[ds]])
     ia, ib = (is_, il) if swap else (il, is_)
     qa = np.searchsorted(a.starts, ia, side="right") - 1
