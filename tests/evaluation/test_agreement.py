@@ -180,3 +180,39 @@ def test_ranked_lists_on_demand_equal_ranked_lists():
     lazy = RankedLists(run, qids)
     assert dict(lazy) == ranked_lists(run, qids) == {"3": [], "2": ["y", "x"], "1": ["c", "b", "a"]}
     assert lazy.get("9", []) == [] and list(lazy) == qids
+
+
+def test_code_aligned_gives_the_agreement_of_code_runs():
+    """Codes from the alignment of reranked runs with their first stage (first-stage rows; ids for documents the
+    first stage's query lacks, shared by the reranked runs) give every pair the agreement ``code_runs`` gives:
+    a document only the reranked runs hold, one the first stage holds in another query only, a query only the
+    reranked runs hold, a query only the first stage holds."""
+    import pandas as pd
+
+    from toolkit.data.records import Run
+    from toolkit.diagnosis.depths import _alignment
+    from toolkit.evaluation.agreement import agreement, code_aligned, code_runs
+
+    def run(rows, path):
+        q, d, s = zip(*rows)
+        return Run(frame=pd.DataFrame({"query_id": q, "doc_id": d, "score": s}), path=path)
+
+    first = run([("1", "a", 5.0), ("1", "b", 4.0), ("1", "c", 3.0), ("1", "d", 2.0), ("2", "x", 3.0),
+                 ("2", "a", 2.0), ("2", "e", 1.0), ("4", "a", 1.0)], "f")  # fmt: skip
+    r1 = run([("1", "c", 9.0), ("1", "new", 8.0), ("1", "a", 7.0), ("1", "x", 6.0), ("2", "e", 5.0),
+              ("2", "x", 4.0), ("3", "new", 1.0), ("3", "a", 0.5)], "r1")  # fmt: skip
+    r2 = run([("1", "x", 9.0), ("1", "a", 8.0), ("1", "new", 7.0), ("2", "a", 5.0), ("3", "a", 2.0),
+              ("3", "new", 1.0)], "r2")  # fmt: skip
+    qids = ["1", "2", "3", "4", "5"]
+    runs = {"f": first, "r1": r1, "r2": r2}
+    want = code_runs(runs, qids)
+    got = code_aligned("f", first, {n: (r, _alignment(first, r, "float64").row_in_first) for n, r in
+                                    runs.items() if n != "f"}, qids, "float64")  # fmt: skip
+    assert list(got) == list(want)
+    for a in runs:
+        assert got[a].lengths.tolist() == want[a].lengths.tolist()
+        for b in runs:
+            pd.testing.assert_frame_equal(agreement(got[a], got[b], qids), agreement(want[a], want[b], qids))
+    # r1's "new" and r2's "new" in query 1 share a code; r1's "x" in query 1 (first stage: only in query 2) has one
+    q1 = {n: got[n].codes[: got[n].lengths[0]].tolist() for n in ("r1", "r2")}
+    assert q1["r1"][1] == q1["r2"][2] and q1["r1"][3] == q1["r2"][0] and q1["r1"][3] >= len(first.frame)

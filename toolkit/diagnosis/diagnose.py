@@ -202,22 +202,31 @@ def relevant_counts(
 ) -> pd.DataFrame:
     """Per query: relevant documents (label >= ``level``), how many are among the candidates and in the
     reranked top 10, and how many of the reranked top 10 are unjudged."""
+    from toolkit.data.ranking import shared
     from toolkit.diagnosis.depths import in_first_top
 
-    qf = qrels.frame
-    rel = qf.loc[qf[RELEVANCE] >= level, [QUERY_ID, DOC_ID]]
+    def of_first_stage() -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, pd.Series]:
+        qf = qrels.frame
+        rel = qf.loc[qf[RELEVANCE] >= level, [QUERY_ID, DOC_ID]]
+        judged = qf.loc[qf[RELEVANCE] >= 0, [QUERY_ID, DOC_ID]]
+        in_candidates = rel.loc[in_first_top(first, rel, depth, score_precision)].groupby(QUERY_ID).size()
+        return rel, judged, rel.groupby(QUERY_ID).size(), in_candidates
+
+    # the same for every run reranked from ``first`` at ``depth``: once
+    rel, judged, num_rel, in_candidates = shared(
+        "relevant counts", (qrels, first), (depth, level, score_precision), of_first_stage
+    )
 
     def count(frame: pd.DataFrame) -> pd.Series:
         return rel.loc[coded_isin(rel, frame, [QUERY_ID, DOC_ID])].groupby(QUERY_ID).size()
 
     top = top_k(reranked.frame, TOP, score_precision)
-    judged = qf.loc[qf[RELEVANCE] >= 0, [QUERY_ID, DOC_ID]]
     unjudged = top.loc[~coded_isin(top, judged, [QUERY_ID, DOC_ID])].groupby(QUERY_ID).size()
     out = (
         pd.DataFrame(
             {
-                "num_rel": rel.groupby(QUERY_ID).size(),
-                "rel_in_candidates": rel.loc[in_first_top(first, rel, depth, score_precision)].groupby(QUERY_ID).size(),
+                "num_rel": num_rel,
+                "rel_in_candidates": in_candidates,
                 "rel_in_top_10": count(top),
                 "unjudged_in_top_10": unjudged,
             }
