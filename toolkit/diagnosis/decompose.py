@@ -314,8 +314,25 @@ class _CodedCandidates:
             within = -self.gain
         else:
             raise ValueError(f"order must be 'reranked' or 'best', not {order!r}")
-        self._sorted[order] = (qidx, code, first, np.lexsort((within, qidx)))
+        self._sorted[order] = (qidx, code, first, _stable_sort(qidx, within))
         return self._sorted[order]
+
+
+def _stable_sort(qidx: np.ndarray, within: np.ndarray) -> np.ndarray:
+    """``np.lexsort((within, qidx))``: the rows by (query, within), ties in row order. Where ``within`` holds
+    whole numbers (ranks, or gains such as 2^l - 1, negated) spanning less than 2^42, one stable sort of the int64
+    key query * 2^42 + (within - its least): the same order (exact integers, so the key orders as the pair does
+    and ties exactly where both tie), about twice as fast."""
+    if len(within) and int(qidx.max()) < 2**21 and np.isfinite(within).all():
+        least, most = float(within.min()), float(within.max())
+        if (
+            least > -(2.0**52)
+            and most < 2.0**52
+            and most - least < 2.0**42
+            and np.array_equal(within, np.trunc(within))
+        ):
+            return np.argsort((qidx.astype(np.int64) << 42) | (within - least).astype(np.int64), kind="stable")
+    return np.lexsort((within, qidx))
 
 
 def _curve_values(
