@@ -128,3 +128,23 @@ def test_candidates_of_a_run_holding_a_document_twice_are_joined():
     twice = Run(frame=pd.concat([rr.frame, rr.frame.iloc[:1]], ignore_index=True), path="rr2")
     with shared_sorts():
         assert _aligned_candidates(first, twice, 20, "float32") is None
+
+
+def test_stable_sort_is_lexsort_of_query_and_within():
+    """The int64-key sort of the depth curve orders the rows as ``np.lexsort`` does, ties in row order, for whole
+    numbers (ranks, negated gains, a large missing-rank offset) and falls back on fractions and NaN."""
+    import numpy as np
+
+    from toolkit.diagnosis.decompose import _stable_sort
+
+    rng = np.random.default_rng(7)
+    qidx = np.sort(rng.integers(0, 50, 2000)).astype(np.int32)
+    cases = [
+        rng.integers(1, 20, 2000).astype(np.float64),
+        -rng.choice([0.0, 1.0, 3.0, 7.0], 2000),
+        np.where(rng.random(2000) < 0.3, 2.0**40 + rng.integers(1, 100, 2000), rng.integers(1, 100, 2000)),
+        rng.choice([0.0, 0.5, -1.25], 2000),
+        np.where(rng.random(2000) < 0.1, np.nan, rng.integers(1, 5, 2000).astype(np.float64)),
+    ]
+    for within in cases:
+        assert np.array_equal(_stable_sort(qidx, within), np.lexsort((within, qidx)))

@@ -255,12 +255,55 @@ class _CodedCandidates:
         self.reranked_rank = cands["reranked_rank"].to_numpy(dtype=np.float64)[rows]
         self.gain = cands["gain"].to_numpy(dtype=np.float64)[rows]
         self.reranked_query = cands["reranked_query"].to_numpy(dtype=bool)[rows]
+        self._sorted: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._heads: dict[tuple[str, int], np.ndarray] = {}
+        self._positions: tuple[list[str], np.ndarray] | None = None
 
     def values(self, k: int, order: str, measure: Measure, settings: EvalSettings) -> np.ndarray | None:
         """``measure`` per query (indexed like the prepared qids) of ``reordered_run(cands, k, order)``; None
         where ``evaluate`` would refuse that run (no judged query)."""
         from toolkit.evaluation.evaluate import coded_values
 
+        qidx, code, first, sorted_rows = self._ordered(order)
+        # rows are in (query, first rank) order, so each query's top k is the start of its rows and ranks k+1..
+        # already follow in first-stage order: only the top k are sorted, by (query, within), ties by first rank.
+        # The stable sort of every row by (query, within) keeps that order among any subset of the rows, so its
+        # top-k rows are the sort of the top k (the same permutation), for every k from one sort.
+        top = first <= k
+        order_rows = np.arange(len(qidx))
+        order_rows[top] = sorted_rows[top[sorted_rows]]
+        head = self._head(order, qidx, measure, settings)
+        if head is not None:  # only each query's first ``cutoff`` rows count: the others are not evaluated
+            return coded_values(
+                self.prepared, qidx[head], code[order_rows[head]], np.arange(len(head)), measure, settings
+            )
+        return coded_values(self.prepared, qidx, code, order_rows, measure, settings)
+
+    def positions(self, qids: list[str]) -> np.ndarray:
+        """Where each of ``qids`` is among the prepared qids (-1: not there); the same list for every point of
+        the curve, so looked up once."""
+        if self._positions is None or self._positions[0] is not qids:
+            self._positions = (qids, pd.Index(self.prepared.qids.tolist()).get_indexer(qids))
+        return self._positions[1]
+
+    def _head(self, order: str, qidx: np.ndarray, measure: Measure, settings: EvalSettings) -> np.ndarray | None:
+        """The positions (in each query's reordered list) up to ``measure``'s cutoff, where its value reads those
+        rows alone: nDCG@k and P@k sum over the rows ranked <= k (a row's rank is its position in the list, the
+        same in the cut list) with the qrels' ideal; the rows below are read only for counts neither uses (-J
+        ranks the judged rows alone: there the whole list is evaluated). None where the whole list counts."""
+        if measure.family not in ("ndcg_cut", "P") or not measure.cutoff or settings.judged_only:
+            return None
+        key = (order, int(measure.cutoff))
+        if key not in self._heads:
+            pos = within_group_rank(qidx)  # rows grouped by query: 1, 2, ... within each query
+            self._heads[key] = np.flatnonzero(pos <= int(measure.cutoff))
+        return self._heads[key]
+
+    def _ordered(self, order: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows ``order`` reorders (query index, code, first rank) and their stable sort by (query, within),
+        computed once per order for every depth of the curve."""
+        if order in self._sorted:
+            return self._sorted[order]
         qidx, code, first = self.qidx, self.code, self.first
         if order == "reranked":
             keep = self.reranked_query
@@ -271,12 +314,25 @@ class _CodedCandidates:
             within = -self.gain
         else:
             raise ValueError(f"order must be 'reranked' or 'best', not {order!r}")
-        # rows are in (query, first rank) order, so each query's top k is the start of its rows and ranks k+1..
-        # already follow in first-stage order: only the top k are sorted, by (query, within), ties by first rank
-        top = np.flatnonzero(first <= k)
-        order_rows = np.arange(len(qidx))
-        order_rows[top] = top[np.lexsort((within[top], qidx[top]))]
-        return coded_values(self.prepared, qidx, code, order_rows, measure, settings)
+        self._sorted[order] = (qidx, code, first, _stable_sort(qidx, within))
+        return self._sorted[order]
+
+
+def _stable_sort(qidx: np.ndarray, within: np.ndarray) -> np.ndarray:
+    """``np.lexsort((within, qidx))``: the rows by (query, within), ties in row order. Where ``within`` holds
+    whole numbers (ranks, or gains such as 2^l - 1, negated) spanning less than 2^42, one stable sort of the int64
+    key query * 2^42 + (within - its least): the same order (exact integers, so the key orders as the pair does
+    and ties exactly where both tie), about twice as fast."""
+    if len(within) and int(qidx.max()) < 2**21 and np.isfinite(within).all():
+        least, most = float(within.min()), float(within.max())
+        if (
+            least > -(2.0**52)
+            and most < 2.0**52
+            and most - least < 2.0**42
+            and np.array_equal(within, np.trunc(within))
+        ):
+            return np.argsort((qidx.astype(np.int64) << 42) | (within - least).astype(np.int64), kind="stable")
+    return np.lexsort((within, qidx))
 
 
 def _curve_values(
@@ -295,7 +351,7 @@ def _curve_values(
     if coded is not None and len(ms) == 1 and ms[0].name == measure:
         values = coded.values(k, order, ms[0], settings)
         if values is not None:
-            pos = pd.Index(coded.prepared.qids.tolist()).get_indexer(qids)
+            pos = coded.positions(qids)
             return pd.Series(np.where(pos >= 0, values[pos], 0.0), index=pd.Index(qids, dtype=object), dtype=float)
     # the diagnosis's own reorderings of the user's runs, whose warnings were given on their evaluation
     return measure_values(prepared, reordered_run(cands, k, order), measure, settings, qids, warn=False)

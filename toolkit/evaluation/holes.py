@@ -366,7 +366,7 @@ def _ndcg_columns(rows, gain, scale, k, k_eff, n_docs, holes, deep):
         if not length:
             continue
         mat = np.zeros((len(qs), int(length)))
-        pick = np.concatenate([np.arange(t_at[i], t_at[i + 1]) for i in qs])
+        pick = (t_at[qs][:, None] + np.arange(int(length))).reshape(-1)  # each query's ``length`` top rows
         mat[np.repeat(np.arange(len(qs)), length), pos[pick]] = tgain[pick] * disc[pos[pick]]
         base[qs] = mat.sum(axis=1)
     hole_rows = top.copy()
@@ -390,7 +390,7 @@ def _ndcg_columns(rows, gain, scale, k, k_eff, n_docs, holes, deep):
             loose += qs.tolist()
             continue
         sets = _multisets(gdesc, h)  # rows descending
-        w = disc[np.stack([hole_ranks[h_at[i] : h_at[i + 1]] for i in qs]) - 1]
+        w = disc[hole_ranks[h_at[qs][:, None] + np.arange(h)] - 1]  # each query's ``h`` hole ranks, one row each
         stacked = np.broadcast_to(sets, (len(qs), *sets.shape))
         best = base[qs, None] + np.matmul(stacked, w[:, :, None])[:, :, 0]  # highest gains on the highest holes
         worst = base[qs, None] + np.matmul(np.broadcast_to(sets[:, ::-1], stacked.shape), w[:, :, None])[:, :, 0]
