@@ -53,8 +53,8 @@ def main(verbose: bool) -> None:
 def _arrow_memory_returned() -> None:
     """Arrow allocates through the C library's allocator in a command's process (unless
     ``ARROW_DEFAULT_MEMORY_POOL`` says otherwise): its default, mimalloc, keeps the pages of freed columns, so a
-    diagnosis's short-lived arrays added up to its peak (2.1 GB instead of 1.6 GB at 6,980 queries, the same time;
-    docs/benchmarks.md). Arrays allocated from here on use it."""
+    diagnosis's short-lived arrays add up to a higher peak (docs/benchmarks.md). Arrays allocated from here on
+    use it."""
     import os
 
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
