@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
+
+_R = TypeVar("_R")
 
 #: Words that carry no topic: not highlighted, not used to place a snippet.
 STOPWORDS = frozenset(
@@ -289,6 +292,25 @@ def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_values: np.ndarray, 
     return np.where(sk[at] == keys, sv[at], missing).astype(np.int64)
 
 
+def _without_gc(fn: Callable[..., _R]) -> Callable[..., _R]:
+    """``fn`` with the cyclic garbage collector paused while it runs (and resumed if it ran)."""
+    import functools
+    import gc
+
+    @functools.wraps(fn)
+    def paused(*args: Any, **kwargs: Any) -> _R:
+        running = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if running:
+                gc.enable()
+
+    return paused
+
+
+@_without_gc
 def views_of_runs(
     query_ids: Sequence[str],
     runs: Mapping[str, Run],
@@ -307,27 +329,6 @@ def views_of_runs(
     The cyclic garbage collector is paused meanwhile (and resumed if it ran): the views are some hundred thousand
     lists and dicts without cycles, and each collection their making set off walked every object the process
     held (~0.4 s of a diagnosis at 6,980 queries)."""
-    import gc
-
-    running = gc.isenabled()
-    gc.disable()
-    try:
-        return _views_of_runs(query_ids, runs, qrels, k, score_precision, first, depth, n_missed)
-    finally:
-        if running:
-            gc.enable()
-
-
-def _views_of_runs(
-    query_ids: Sequence[str],
-    runs: Mapping[str, Run],
-    qrels: Qrels,
-    k: int,
-    score_precision: str,
-    first: str,
-    depth: int,
-    n_missed: int,
-) -> tuple[dict[str, dict], dict[str, list[dict]]]:
     import pyarrow as pa
     import pyarrow.compute as pc
 

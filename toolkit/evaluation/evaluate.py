@@ -24,6 +24,7 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -186,15 +187,7 @@ def evaluate(
     placeholder = settings.complete and version == 10 and not in_run.all()
     scored = _with_placeholders(run, qids[~in_run]) if placeholder else run
     evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
-    ctx = Context(
-        version=version,
-        gain=settings.gain,
-        discount=settings.discount,
-        num_docs=settings.num_docs,
-        judged_compat=settings.judged_compat,
-        qrels=judgments,
-        run=run,
-    )
+    ctx = _context(settings, version, judgments, run=run)
     values = _compute(prepared, rel_format, scored, measures, settings, ctx)
     pooled = {k[1]: v for k, v in list(values.items()) if isinstance(k, tuple)}
     values = {k: v for k, v in values.items() if not isinstance(k, tuple)}
@@ -254,6 +247,19 @@ def evaluate(
     )
 
 
+def _context(settings: EvalSettings, version: int, judgments: Any, **more: Any) -> Context:
+    """The measures' context for ``settings`` (gain, discount, -N, judged compatibility) and ``version``."""
+    return Context(
+        version=version,
+        gain=settings.gain,
+        discount=settings.discount,
+        num_docs=settings.num_docs,
+        judged_compat=settings.judged_compat,
+        qrels=judgments,
+        **more,
+    )
+
+
 def coded_values(
     prepared: PreparedJudgments,
     qidx: np.ndarray,
@@ -297,14 +303,7 @@ def coded_values(
         max_docs=settings.max_docs,
         judged_only=settings.judged_only,
     )
-    ctx = Context(
-        version=version,
-        gain=settings.gain,
-        discount=settings.discount,
-        num_docs=settings.num_docs,
-        judged_compat=settings.judged_compat,
-        qrels=prepared.judgments,
-    )
+    ctx = _context(settings, version, prepared.judgments)
     values = {k: v for k, v in measure.spec.compute(ranked, [measure], ctx).items() if not isinstance(k, tuple)}
     if placeholder:
         _clean_placeholders(values, ~in_run)

@@ -279,10 +279,8 @@ def _rows_of(table: dict) -> list[dict]:
     return rows
 
 
-def _compact_views(views: dict) -> dict | None:
-    """The views with each query's documents listed once; None when a view is not of the expected shape."""
-    if not views:
-        return None
+def _compact_start(views: dict) -> dict | None:
+    """The compact form's empty lists for the systems of ``views``' first view; None when it is not a view."""
     first = next(iter(views.values()))
     if not isinstance(first, dict) or set(first) != _VIEW_KEYS:
         return None
@@ -290,6 +288,17 @@ def _compact_views(views: dict) -> dict | None:
     out: dict = {"systems": systems, "queries": [], "docs": [], "grades": [], "terms": [], "snippets": []}
     out["top"] = {s: [] for s in systems}
     out["ranks"] = {s: [] for s in systems}
+    return out
+
+
+def _compact_views(views: dict) -> dict | None:
+    """The views with each query's documents listed once; None when a view is not of the expected shape."""
+    if not views:
+        return None
+    out = _compact_start(views)
+    if out is None:
+        return None
+    systems = out["systems"]
     for q, v in views.items():
         if set(v) != _VIEW_KEYS or list(v["top"]) != systems or list(v["ranks"]) != systems:
             return None
@@ -447,13 +456,10 @@ def _compact_views_of(views: dict) -> dict | None:
 
 def _compact_plain_views(views: dict) -> dict | None:
     """``_compact_views_of``'s one pass; None where it does not apply."""
-    first = next(iter(views.values()))
-    if not isinstance(first, dict) or set(first) != _VIEW_KEYS:
+    out = _compact_start(views)
+    if out is None:
         return None
-    systems = list(first["top"])
-    out: dict = {"systems": systems, "queries": [], "docs": [], "grades": [], "terms": [], "snippets": []}
-    out["top"] = {s: [] for s in systems}
-    out["ranks"] = {s: [] for s in systems}
+    systems = out["systems"]
     tops, ranks_of = [out["top"][s] for s in systems], [out["ranks"][s] for s in systems]
     plain = _PLAIN_TYPES
     for q, v in views.items():
