@@ -142,7 +142,11 @@ def text_digests(column: pa.ChunkedArray) -> tuple[bytes, bytes]:
 def joint_codes(*columns: pd.Series) -> list[np.ndarray]:
     """Integer codes of the values of several string columns, one vocabulary for all: equal strings get equal
     codes, unequal ones unequal codes (arrow's dictionary encoding; no Python strings are made)."""
-    arrays = [arrow_of(c) for c in columns]
+    return arrow_codes(*(arrow_of(c) for c in columns))
+
+
+def arrow_codes(*arrays: pa.Array | pa.ChunkedArray) -> list[np.ndarray]:
+    """``joint_codes`` of arrow string arrays: one vocabulary for all (equal strings, equal codes)."""
     chunks = [
         ch.cast(pa.large_string())
         for a in arrays
@@ -150,13 +154,13 @@ def joint_codes(*columns: pd.Series) -> list[np.ndarray]:
         if len(ch)
     ]
     if not chunks:
-        return [np.zeros(0, np.int64) for _ in columns]
+        return [np.zeros(0, np.int64) for _ in arrays]
     encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
     codes = np.concatenate([ch.indices.to_numpy(zero_copy_only=False).astype(np.int64) for ch in encoded.chunks])
     out, at = [], 0
-    for c in columns:
-        out.append(codes[at : at + len(c)])
-        at += len(c)
+    for a in arrays:
+        out.append(codes[at : at + len(a)])
+        at += len(a)
     return out
 
 

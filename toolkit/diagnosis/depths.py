@@ -27,7 +27,6 @@ stops with an error naming the run and the option that gives its depth (never a 
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.data.columns import arrow_of, string_hashes, take
+from toolkit.data.columns import arrow_codes, arrow_of, string_hashes, take
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
@@ -102,22 +101,6 @@ def _top_rows(blocks: _Blocks, which: np.ndarray, k: np.ndarray | int) -> tuple[
     return blocks.starts[which][owner] + offsets, owner
 
 
-def _codes_of(*arrays: pa.Array | pa.ChunkedArray) -> list[np.ndarray]:
-    """Integer codes of several string arrays, one vocabulary for all (equal strings, equal codes)."""
-    chunks = [
-        c.cast(pa.large_string())
-        for a in arrays
-        for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])
-        if len(c)
-    ]
-    if not chunks:
-        return [np.zeros(0, np.int64) for _ in arrays]
-    encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
-    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in encoded.chunks]).astype(np.int64)
-    bounds = np.cumsum([0] + [len(a) for a in arrays])
-    return [codes[lo:hi] for lo, hi in itertools.pairwise(bounds)]
-
-
 def _index_in(values: pa.Array | pa.ChunkedArray, value_set: pa.Array) -> np.ndarray:
     """Position of each value in ``value_set`` (-1 where absent)."""
     found = pc.index_in(values, value_set=value_set)
@@ -141,7 +124,7 @@ def in_first_top(first: Run, frame: pd.DataFrame, k: int, score_precision: str =
     fb = _run_blocks(first.frame, score_precision)
     rows, owner = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), k)
     f_docs = arrow_of(order_run(first.frame, score_precision)[DOC_ID])  # type: ignore[arg-type]
-    top_codes, codes = _codes_of(take(f_docs, rows), arrow_of(frame[DOC_ID]))
+    top_codes, codes = arrow_codes(take(f_docs, rows), arrow_of(frame[DOC_ID]))
     width = int(max(top_codes.max(initial=-1), codes.max(initial=-1))) + 1
     keys = np.sort(owner * width + top_codes)
     block = _index_in(arrow_of(frame[QUERY_ID]).cast(pa.large_string()), fb.qids)
@@ -246,7 +229,7 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     top_docs = take(f_docs, top)
     pos = _hashed_lookup(in_first[held][owner], top_docs, r_fblock[wanted], r_docs, wanted)
     if pos is None:  # a hash shared by two of the first stage's pairs, or a hit that is not the same pair
-        top_codes, r_codes = _codes_of(top_docs, r_docs)
+        top_codes, r_codes = arrow_codes(top_docs, r_docs)
         width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
         pos = _lookup(in_first[held][owner] * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
     row[wanted[pos >= 0]] = top[pos[pos >= 0]]
@@ -256,7 +239,7 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
         rest_docs = take(r_docs, rest)
         holds = pc.is_in(f_docs, value_set=pc.unique(rest_docs).cast(f_docs.type)).to_numpy(zero_copy_only=False)
         deep = np.flatnonzero(holds & (f_rank > deepest))
-        deep_codes, rest_codes = _codes_of(take(f_docs, deep), rest_docs)
+        deep_codes, rest_codes = arrow_codes(take(f_docs, deep), rest_docs)
         width = int(max(deep_codes.max(initial=-1), rest_codes.max(initial=-1))) + 1
         block = np.searchsorted(fb.starts, deep, side="right") - 1
         pos = _lookup(block * width + deep_codes, r_fblock[rest] * width + rest_codes)
