@@ -1,11 +1,10 @@
-"""report.diagnosis.csv_text_of: the text pandas' to_csv gives (through csv_frame and csv_newlines), to the byte."""
+"""guard.escape.csv_table: the text pandas' to_csv gives (through csv_frame and csv_newlines), to the byte."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines
-from toolkit.report.diagnosis import csv_text_of
+from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines, csv_table
 
 
 def _pandas(frame: pd.DataFrame) -> str:
@@ -42,9 +41,9 @@ def test_csv_text_equals_pandas(text_dtype):
             "missing": pd.Series(np.resize(np.array(["a", None], dtype=object), n), dtype=text_dtype),
         }
     )
-    assert csv_text_of(frame) == _pandas(frame)
+    assert csv_table(frame) == _pandas(frame)
     mixed = pd.DataFrame({"m": pd.Series([None, 1.25, "x", 3, float("nan")], dtype=object), "f": [1.0] * 5})
-    assert csv_text_of(mixed) == _pandas(mixed)
+    assert csv_table(mixed) == _pandas(mixed)
 
 
 def test_csv_text_edges_and_other_columns_equal_pandas():
@@ -52,4 +51,4 @@ def test_csv_text_edges_and_other_columns_equal_pandas():
     empty = pd.DataFrame({"a": pd.Series([], dtype=np.float64), "b": pd.Series([], dtype=object)})
     other = pd.DataFrame({"b": [True, False], "i32": np.array([1, 2], np.int32), "f": [0.1, 0.2]})
     for frame in (one, empty, other, pd.DataFrame()):
-        assert csv_text_of(frame) == _pandas(frame)
+        assert csv_table(frame) == _pandas(frame)

@@ -306,14 +306,14 @@ OUTPUT_NAMES = ("results.csv", "experiment.json", "index.html", "runs", "diagnos
 def _write_outputs(ctx: Context, exp: Experiment, path, configs, table, measures, baseline, grid, out: Path) -> None:
     from toolkit.data.trec_io import atomic_write, write_json
     from toolkit.experiments.report import write_index_html
-    from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines
+    from toolkit.guard.escape import csv_table
 
     _write_runs(ctx, configs, out)
     by_name = {c.name: c for c in configs}
     links = {c.name: _diagnose(ctx, c, by_name, out) for c in configs if c.stage.type == "rerank"}
     with atomic_write(out / "results.csv") as fh:
         # floats: the shortest text that reads back as the same double; a name holding a line break is quoted
-        fh.write(csv_newlines(csv_frame(table).to_csv(index=False, lineterminator=CSV_LINE_END)))
+        fh.write(csv_table(table))
     write_json(
         out / "experiment.json",
         {

@@ -19,7 +19,7 @@ import pandas as pd
 
 from toolkit.diagnosis.diagnose import FAMILIES, Diagnosis
 from toolkit.diagnosis.labels import DECISION_ORDER, LABEL_MEANING, LABELS, MIN_TYPE_QUERIES
-from toolkit.guard.escape import CSV_LINE_END, csv_frame, csv_newlines, markdown_code
+from toolkit.guard.escape import csv_table, markdown_code
 from toolkit.guard.escape import markdown_text as md
 from toolkit.guard.escape import plot_text as pt
 from toolkit.report.diagnosis_explore import explore_html, explore_script, repeat_shown, values_of
@@ -1018,42 +1018,5 @@ def _write_report_files(diag: Diagnosis, out: Path) -> None:
         fh.write(diagnosis_markdown(diag, plot_files))
     for name, frame in (("per_query.csv", diag.per_query), ("pairs.csv", diag.pairs)):
         with atomic_write(paths[name]) as fh:
-            fh.write(csv_text_of(frame))
+            fh.write(csv_table(frame))
     write_json(paths["summary.json"], diag.summary())
-
-
-def csv_text_of(frame: pd.DataFrame) -> str:
-    """``csv_newlines(csv_frame(frame).to_csv(index=False, lineterminator=CSV_LINE_END))``: the same text.
-
-    pandas turns each float column into text with numpy's ``astype(str)`` (the shortest text that reads back
-    as the same number, as Python's ``repr`` writes it, ~5x slower) and hands the cells to ``csv.writer``; here
-    float and integer columns are turned into text by ``repr``/``str`` and written by the same ``csv.writer``
-    (missing cells empty, as pandas's ``na_rep``). Columns of any other kind than float64, int64, text or
-    object, or labels that are not plain, are left to pandas."""
-    import csv
-    import io
-
-    out = csv_frame(frame)
-    plain = len(out.columns) > 0 and not isinstance(out.columns, pd.MultiIndex)
-    if not plain or not all(str(dt) in ("float64", "int64", "object", "string", "str") for dt in out.dtypes):
-        return csv_newlines(out.to_csv(index=False, lineterminator=CSV_LINE_END))
-    cells = []
-    for i in range(len(out.columns)):
-        col = out.iloc[:, i]
-        if col.dtype == np.float64:
-            v = col.to_numpy()
-            text = list(map(repr, v.tolist()))
-            for j in np.flatnonzero(np.isnan(v)).tolist():
-                text[j] = ""
-        elif col.dtype == np.int64:
-            text = list(map(str, col.to_numpy().tolist()))
-        else:  # the cells as they are (csv.writer writes each with str), missing ones empty
-            text = col.tolist()
-            for j in np.flatnonzero(col.isna().to_numpy()).tolist():
-                text[j] = ""
-        cells.append(text)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator=CSV_LINE_END)
-    writer.writerow([str(c) for c in out.columns])
-    writer.writerows(zip(*cells))
-    return csv_newlines(buf.getvalue())
