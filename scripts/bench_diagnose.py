@@ -9,11 +9,12 @@ commands' defaults (parsing and writing included):
   twostage compare --qrels Q first=F rr1=R1 rr2=R2 rr3=R3
 
 and prints a Markdown table: queries, diagnose wall and peak RSS (the process's max RSS, ``os.wait4``), compare
-wall and peak RSS, the CPU seconds (user + system) beside each wall, the ratio of the two walls (and CPU
+wall and peak RSS (with ``--repeat N``, each command runs N times, diagnose and compare taking turns, and the
+table holds each one's median wall and CPU and its largest peak; the ratio is of the two medians), the CPU seconds (user + system) beside each wall, the ratio of the two walls (and CPU
 times), the diagnosis's CPU seconds and peak MiB per 1,000 queries (constant when it grows linearly), and the
 1-minute load average before each size. Not a test: figures, not assertions.
 
-    PYTHONPATH=. .venv/bin/python scripts/bench_diagnose.py [--queries 1000,6980,20000] [--work DIR]
+    PYTHONPATH=. .venv/bin/python scripts/bench_diagnose.py [--queries 1000,6980,20000] [--repeat N] [--work DIR]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -41,9 +43,19 @@ def run_measured(cmd: list[str]) -> tuple[float, float, float]:
     return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
+def _summary(runs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """Median wall, largest peak RSS, median CPU of repeated runs of one command."""
+    return (
+        statistics.median(r[0] for r in runs),
+        max(r[1] for r in runs),
+        statistics.median(r[2] for r in runs),
+    )
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--queries", default="1000,6980,20000", help="comma-separated sizes")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each command per size (medians reported)")
     ap.add_argument("--work", default="/tmp/twostage-bench-diagnose", help="inputs and report folders")
     ap.add_argument("--twostage", default=None, help="the twostage command [default: python -m toolkit.cli]")
     a = ap.parse_args(argv)
@@ -64,16 +76,21 @@ def main(argv=None) -> None:
         p = {k: str(folder / f"{k}.txt") for k in ("qrels", "first", "rr1", "rr2", "rr3")}
         load = os.getloadavg()[0]
         out = folder / "report"
-        shutil.rmtree(out, ignore_errors=True)
-        dwall, drss, dcpu = run_measured(
+        diagnose_cmd = (
             [*cli, "diagnose", "--qrels", p["qrels"], "--first-stage", f"first={p['first']}"]
             + [x for r in ("rr1", "rr2", "rr3") for x in ("--reranked", f"{r}={p[r]}")]
             + ["--out", str(out)]
         )
-        cwall, crss, ccpu = run_measured(
-            [*cli, "compare", "--qrels", p["qrels"], f"first={p['first']}"]
-            + [f"{r}={p[r]}" for r in ("rr1", "rr2", "rr3")]
-        )
+        compare_cmd = [*cli, "compare", "--qrels", p["qrels"], f"first={p['first']}"] + [
+            f"{r}={p[r]}" for r in ("rr1", "rr2", "rr3")
+        ]
+        d_runs, c_runs = [], []
+        for _ in range(max(1, a.repeat)):
+            shutil.rmtree(out, ignore_errors=True)
+            d_runs.append(run_measured(diagnose_cmd))
+            c_runs.append(run_measured(compare_cmd))
+        dwall, drss, dcpu = _summary(d_runs)
+        cwall, crss, ccpu = _summary(c_runs)
         lines = n * 1300
         print(
             f"| {n:,} | {lines / 1e6:.1f} M | {dwall:.1f} s ({dcpu:.1f} s) | {drss:,.0f} MiB | {cwall:.1f} s "
