@@ -103,10 +103,17 @@ Grades = Mapping[str, Mapping[str, int]]  # query -> document -> label
 
 def grades(qrels: Qrels, query_ids: Iterable[str]) -> dict[str, dict[str, int]]:
     """query -> document -> label for the given queries (labels < 0 included: 'in the pool, unjudged')."""
-    qf = qrels.frame.loc[qrels.frame[QUERY_ID].isin(set(query_ids))]
+    from toolkit.data.columns import arrow_of, joint_codes, take
+
+    qf = qrels.frame
+    qc, wanted = joint_codes(qf[QUERY_ID], pd.Series(list(set(query_ids)), dtype=object))
+    rows = np.flatnonzero(np.isin(qc, wanted))
     out: dict[str, dict[str, int]] = {}
-    for q, d, r in zip(qf[QUERY_ID], qf[DOC_ID], qf[RELEVANCE]):
-        out.setdefault(q, {})[d] = int(r)
+    labels = qf[RELEVANCE].to_numpy()[rows].astype(np.int64).tolist()
+    for q, d, r in zip(
+        take(arrow_of(qf[QUERY_ID]), rows).to_pylist(), take(arrow_of(qf[DOC_ID]), rows).to_pylist(), labels
+    ):
+        out.setdefault(q, {})[d] = r
     return out
 
 
@@ -148,7 +155,7 @@ def worst_queries(
     """
     if n == 0 or rows.empty:
         return []
-    worst = rows[rows["diagnosis"] != "no-relevant"].sort_values(["reranked", QUERY_ID], kind="stable").head(n)
+    worst = worst_rows(rows, n)
     entries = []
     for row in worst.to_dict(orient="records"):
         q = row[QUERY_ID]
@@ -185,6 +192,11 @@ def worst_queries(
             }
         )
     return entries
+
+
+def worst_rows(rows: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The rows of ``worst_queries``: the ``n`` lowest reranked (ties by query id), no-relevant ones left out."""
+    return rows[rows["diagnosis"] != "no-relevant"].sort_values(["reranked", QUERY_ID], kind="stable").head(n)
 
 
 def most_changed(rows: pd.DataFrame, n: int) -> list[dict]:
