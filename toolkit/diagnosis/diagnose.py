@@ -75,6 +75,7 @@ from toolkit.diagnosis.query_views import (
     query_terms,
     views_of_runs,
     worst_queries,
+    worst_rows,
 )
 from toolkit.errors import ConfigError, for_api
 from toolkit.evaluation.agreement import (
@@ -871,8 +872,8 @@ def _query_views(
 ):
     """Step 4: the worst queries of the primary run, every system's top k per query, the best documents none
     of them shows, query-biased snippets and query terms."""
-    qrels_grades = grades(ev.qrels, ev.qids)
     rows = _rows_of(per_query, ev, primary)
+    qrels_grades = grades(ev.qrels, worst_rows(rows, worst_n)[QUERY_ID])  # the only queries worst_queries reads
     worst = worst_queries(
         rows,
         ev.lists,

@@ -103,10 +103,17 @@ Grades = Mapping[str, Mapping[str, int]]  # query -> document -> label
 
 def grades(qrels: Qrels, query_ids: Iterable[str]) -> dict[str, dict[str, int]]:
     """query -> document -> label for the given queries (labels < 0 included: 'in the pool, unjudged')."""
-    qf = qrels.frame.loc[qrels.frame[QUERY_ID].isin(set(query_ids))]
+    from toolkit.data.columns import arrow_of, joint_codes, take
+
+    qf = qrels.frame
+    qc, wanted = joint_codes(qf[QUERY_ID], pd.Series(list(set(query_ids)), dtype=object))
+    rows = np.flatnonzero(np.isin(qc, wanted))
     out: dict[str, dict[str, int]] = {}
-    for q, d, r in zip(qf[QUERY_ID], qf[DOC_ID], qf[RELEVANCE]):
-        out.setdefault(q, {})[d] = int(r)
+    labels = qf[RELEVANCE].to_numpy()[rows].astype(np.int64).tolist()
+    for q, d, r in zip(
+        take(arrow_of(qf[QUERY_ID]), rows).to_pylist(), take(arrow_of(qf[DOC_ID]), rows).to_pylist(), labels
+    ):
+        out.setdefault(q, {})[d] = r
     return out
 
 
@@ -148,7 +155,7 @@ def worst_queries(
     """
     if n == 0 or rows.empty:
         return []
-    worst = rows[rows["diagnosis"] != "no-relevant"].sort_values(["reranked", QUERY_ID], kind="stable").head(n)
+    worst = worst_rows(rows, n)
     entries = []
     for row in worst.to_dict(orient="records"):
         q = row[QUERY_ID]
@@ -185,6 +192,11 @@ def worst_queries(
             }
         )
     return entries
+
+
+def worst_rows(rows: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The rows of ``worst_queries``: the ``n`` lowest reranked (ties by query id), no-relevant ones left out."""
+    return rows[rows["diagnosis"] != "no-relevant"].sort_values(["reranked", QUERY_ID], kind="stable").head(n)
 
 
 def most_changed(rows: pd.DataFrame, n: int) -> list[dict]:
@@ -329,9 +341,6 @@ def views_of_runs(
     The cyclic garbage collector is paused meanwhile (and resumed if it ran): the views are some hundred thousand
     lists and dicts without cycles, and each collection their making set off walked every object the process
     held (~0.4 s of a diagnosis at 6,980 queries)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     from toolkit.data.columns import arrow_of, joint_codes, take
     from toolkit.data.ranking import order_run
     from toolkit.evaluation.holes import query_index
@@ -339,20 +348,87 @@ def views_of_runs(
     qids = list(query_ids)
     systems = list(runs)
 
-    # per system: each row's query index (-1: not in the query set, int32), its rank and the documents; rows are
-    # chosen by masks first and only the chosen ones put in the order of ``query_ids`` (each list in order, as a
-    # stable sort of the chosen rows by query index keeps them), so no array of a first stage's every row is held
-    # beyond the query index and its ranks
+    # per system: the rows of the queries of ``query_ids`` in their order (each list in order, as a stable sort of
+    # them by query index keeps it; no sort where the run lists them in that order already), their query index, rank
+    # and documents; and where each query's rows start (so no array of a first stage's every row is held beyond
+    # these)
     full = {}
     for s in systems:
         o = order_run(runs[s].frame, score_precision)  # type: ignore[arg-type]
-        full[s] = (query_index(o, qids).astype(np.int32), o["rank"].to_numpy(), arrow_of(o[DOC_ID]))
+        where, rank, docs = (
+            query_index(o, qids).astype(np.int64),
+            o["rank"].to_numpy().astype(np.int64),
+            arrow_of(o[DOC_ID]),
+        )
+        if (where < 0).any() or (where[1:] < where[:-1]).any():  # else every row is wanted, in order already
+            rows = np.flatnonzero(where >= 0)
+            rows = rows[np.argsort(where[rows], kind="stable")]
+            where, rank, docs = where[rows], rank[rows], take(docs, rows)
+        full[s] = (where, rank, docs, np.searchsorted(where, np.arange(len(qids) + 1)))
+    qf = qrels.frame
+    qc, wanted = joint_codes(qf[QUERY_ID], pd.Series(qids, dtype=object))
+    slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
+    slot[wanted] = np.arange(len(qids))
+    qq = slot[qc]
+    judged = np.flatnonzero(qq >= 0)
+    judged = judged[np.argsort(qq[judged], kind="stable")]  # by query, each query's rows in the qrels' order
+    judged_q = qq[judged]
+    qrel = (
+        judged_q,
+        qf[RELEVANCE].to_numpy()[judged].astype(np.int64),
+        take(arrow_of(qf[DOC_ID]), judged),
+        np.searchsorted(judged_q, np.arange(len(qids) + 1)),
+    )
+
+    # the queries a batch at a time: every value is one query's, and a batch's sets of documents stay small enough
+    # for the lookups in them to cost the same per row however many queries there are
+    views: dict[str, dict] = {}
+    missed: dict[str, list[dict]] = {}
+    for lo in range(0, len(qids), _BATCH):
+        hi = min(lo + _BATCH, len(qids))
+        part = {s: _rows_of_queries(full[s], lo, hi) for s in systems}
+        v, m = _views_of_batch(qids[lo:hi], part, _rows_of_queries(qrel, lo, hi), k, first, depth, n_missed)
+        views.update(v)
+        missed.update(m)
+    return views, missed
+
+
+#: Queries per batch of ``views_of_runs``.
+_BATCH = 2048
+
+
+def _rows_of_queries(
+    columns: tuple[np.ndarray, np.ndarray, Any, np.ndarray], lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """The rows of queries ``lo`` to ``hi`` (exclusive) of (query index, values, documents, each query's first
+    row), the query index counted from ``lo``."""
+    q, values, docs, at = columns
+    a, b = int(at[lo]), int(at[hi])
+    return q[a:b] - lo, values[a:b], docs.slice(a, b - a)
+
+
+def _views_of_batch(
+    qids: Sequence[str],
+    full: Mapping[str, tuple[np.ndarray, np.ndarray, Any]],
+    qrel: tuple[np.ndarray, np.ndarray, Any],
+    k: int,
+    first: str,
+    depth: int,
+    n_missed: int,
+) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """``views_of_runs`` of the queries ``qids``: ``full`` holds each system's rows of them (query index, rank,
+    documents, in query order), ``qrel`` their judgments (query index, label, document, in query order)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from toolkit.data.columns import take
+
+    systems = list(full)
 
     def chosen(s: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         where, rank, _ = full[s]
-        rows = np.flatnonzero(mask & (where >= 0))
-        rows = rows[np.argsort(where[rows], kind="stable")]
-        return where[rows].astype(np.int64), rank[rows].astype(np.int64), rows
+        rows = np.flatnonzero(mask)
+        return where[rows], rank[rows], rows
 
     tops = {}
     for s in systems:
@@ -365,14 +441,7 @@ def views_of_runs(
             continue  # below, with the relevant documents
         q, r, rows = chosen(s, pc.is_in(full[s][2], value_set=shown_docs).to_numpy(zero_copy_only=False))
         near[s] = (q, r, take(full[s][2], rows))
-    qf = qrels.frame
-    qc, wanted = joint_codes(qf[QUERY_ID], pd.Series(qids, dtype=object))
-    slot = np.full(int(max(qc.max(initial=-1), wanted.max(initial=-1))) + 1, -1, np.int64)
-    slot[wanted] = np.arange(len(qids))
-    qq = slot[qc]
-    judged = np.flatnonzero(qq >= 0)
-    labels = qf[RELEVANCE].to_numpy()[judged].astype(np.int64)
-    qrel_q, qrel_d = qq[judged], take(arrow_of(qf[DOC_ID]), judged)
+    qrel_q, labels, qrel_d = qrel
     relevant = np.flatnonzero(labels > 0)
     rel_docs = pc.unique(take(qrel_d, relevant).cast(pa.large_string()))
     # the first stage's rows whose document is shown or relevant somewhere: one pass over its (longest) lists
