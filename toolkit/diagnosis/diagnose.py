@@ -1117,8 +1117,9 @@ def _notes(
                 notes.append(
                     f"{len(absent)} judged queries are missing from {name} and score 0 (-c), e.g. {absent[:5]}"
                 )
+    longest_of = {name: longest_list(firsts[name]) for name in dict.fromkeys(r.first_stage for r in inputs)}
     for r in inputs:
-        longest = longest_list(firsts[r.first_stage])
+        longest = longest_of[r.first_stage]  # counted once per first stage, however many rerank it
         if longest < int(r.depth or 0):
             notes.append(
                 f"{r.first_stage} retrieved at most {longest} documents per query, fewer than "
