@@ -222,3 +222,29 @@ def test_permutation_test_equals_one_matrix_product_per_batch():
             hits += int((np.abs(signs @ d) / n >= threshold).sum())
             done += size
         assert permutation_test(a, b, permutations=perms, seed=9) == ((1 + hits) / (1 + perms), False)
+
+
+def test_primed_permutation_tests_equal_their_own_and_leave_the_same_state():
+    """Inside shared_sorts, prime_permutations's one draw of signs gives each test's own p-value, and the
+    generator a primed test is handed is left where its own draws leave it (the next test goes on alike)."""
+    from toolkit.data.ranking import shared_sorts
+    from toolkit.evaluation.significance import prime_permutations
+
+    gen = np.random.default_rng(3)
+    n = 1_001
+    pairs = [(gen.random(n), gen.random(n) + s) for s in (0.0, 0.01, 0.02)]
+    pairs.append((gen.random(7), gen.random(7)))  # exact: not primed, still its own
+    pairs.append((gen.random(30), gen.random(30) + 0.1))  # another length: its own draw
+    own = [(permutation_test(a, b, permutations=777, rng=np.random.default_rng(11)), None) for a, b in pairs]
+    rng = np.random.default_rng(11)
+    permutation_test(*pairs[0], 777, rng=rng)
+    own_next = permutation_test(*pairs[1], permutations=777, rng=rng)
+    with shared_sorts():
+        prime_permutations([b - a for a, b in pairs], 777, 11)
+        primed = [(permutation_test(a, b, permutations=777, rng=np.random.default_rng(11)), None) for a, b in pairs]
+        rng = np.random.default_rng(11)
+        first = permutation_test(*pairs[0], 777, rng=rng)  # primed: rng moved on as its own draws move it
+        assert permutation_test(*pairs[1], permutations=777, rng=rng) == own_next
+        assert first == own[0][0]
+    assert primed == own
+    assert not primed[0][0][1] and primed[3][0][1]  # sampled; exact

@@ -323,12 +323,15 @@ def _pair_table(a: str, b: str, family: str, ev: _Evaluated) -> pd.DataFrame:
 FAMILIES = ("against the first stage", "between reranked runs", "between first stages")
 
 
-def _sorted_deltas(pairs: pd.DataFrame, measure: str) -> list[np.ndarray]:
-    """Every pair's b - a in query id order (``compare_table``'s order: it pivots on the query id)."""
-    out = []
-    for _, g in pairs.groupby(["family", "system_a", "system_b"], sort=False):
+def _sorted_deltas(pairs: pd.DataFrame, measure: str) -> dict[tuple[str, str, str], np.ndarray]:
+    """Every pair's b - a in query id order (``compare_table``'s order: it pivots on the query id), by (family,
+    system_a, system_b) in the order of ``pairs``."""
+    out: dict[tuple[str, str, str], np.ndarray] = {}
+    for (family, a, b), g in pairs.groupby(["family", "system_a", "system_b"], sort=False):
         g = g.sort_values(QUERY_ID, kind="stable")
-        out.append(g[f"{measure}_b"].to_numpy(dtype=np.float64) - g[f"{measure}_a"].to_numpy(dtype=np.float64))
+        out[(str(family), str(a), str(b))] = g[f"{measure}_b"].to_numpy(dtype=np.float64) - g[f"{measure}_a"].to_numpy(
+            dtype=np.float64
+        )
     return out
 
 
@@ -351,8 +354,19 @@ def _significance(pairs: pd.DataFrame, measure: str, permutations: int, seed: in
         return pd.concat(parts, ignore_index=True).assign(measure=measure)[["run", QUERY_ID, "measure", "value"]]
 
     from toolkit.evaluation.intervals import DEFAULT_RESAMPLES, prime_bootstrap
+    from toolkit.evaluation.significance import prime_permutations
 
-    prime_bootstrap(_sorted_deltas(pairs, measure), DEFAULT_RESAMPLES, seed)  # compare_table's intervals, one draw
+    deltas = _sorted_deltas(pairs, measure)
+    prime_bootstrap(list(deltas.values()), DEFAULT_RESAMPLES, seed)  # compare_table's intervals, one draw
+    # the randomization tests that start from a fresh default_rng(seed), one draw of signs: each first stage's
+    # first pair against it (its family's generator then goes on) and every pair of the other families
+    fresh, seen = [], set()
+    for (family, base, _), d in deltas.items():
+        if family != FAMILIES[0] or base not in seen:
+            fresh.append(d)
+        if family == FAMILIES[0]:
+            seen.add(base)
+    prime_permutations(fresh, permutations, seed)
     out: list[dict] = []
     against = pairs[pairs["family"] == FAMILIES[0]]
     for first, group in against.groupby("system_a", sort=False):
@@ -1104,8 +1118,9 @@ def _notes(
                 notes.append(
                     f"{len(absent)} judged queries are missing from {name} and score 0 (-c), e.g. {absent[:5]}"
                 )
+    longest_of = {name: longest_list(firsts[name]) for name in dict.fromkeys(r.first_stage for r in inputs)}
     for r in inputs:
-        longest = longest_list(firsts[r.first_stage])
+        longest = longest_of[r.first_stage]  # counted once per first stage, however many rerank it
         if longest < int(r.depth or 0):
             notes.append(
                 f"{r.first_stage} retrieved at most {longest} documents per query, fewer than "

@@ -34,7 +34,8 @@ from toolkit.errors import ConfigError
 CI_METHODS = ("percentile", "bca")
 DEFAULT_LEVEL = 0.95
 DEFAULT_RESAMPLES = 10_000
-_CHUNK_CELLS = 2_000_000  # indices drawn per batch (rows x n): bounds memory, same stream as one draw
+_CHUNK_CELLS = 65_536  # indices drawn per batch (rows x n): the batch and its gathered values stay in cache;
+# any batch gives the same stream as one draw, and each row's mean is its own pairwise sum, so the same bits
 
 
 @dataclass(frozen=True)
@@ -88,15 +89,30 @@ def bootstrap_means(x, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """``resamples`` means of x resampled with replacement (indices drawn as scipy.stats.bootstrap draws them)."""
     d = np.asarray(x, dtype=np.float64)
     n = len(d)
-    out = np.empty(resamples)
-    rows = max(1, _CHUNK_CELLS // max(n, 1))
+    return _means_of([d], n, resamples, rng)[0]
+
+
+def _means_of(ds: list[np.ndarray], n: int, resamples: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """``resamples`` bootstrap means of every array of ``ds`` (all of length ``n``), from one draw of indices.
+
+    Each batch of indices gathers every array into one reused buffer (``np.take``, unbuffered) and sums its rows
+    (``np.add.reduce`` along the rows, numpy's pairwise sum of each row, as ``mean`` sums); the sums are divided
+    by n at the end, as ``mean`` divides them: the same bits as ``d[idx].mean(axis=-1)``."""
+    sums = [np.empty(resamples) for _ in ds]
+    rows = max(1, min(resamples, _CHUNK_CELLS // max(n, 1)))
+    buf = np.empty((rows, n))
     done = 0
     while done < resamples:
         size = min(rows, resamples - done)
         idx = rng.integers(0, n, (size, n))
-        out[done : done + size] = d[idx].mean(axis=-1)
+        gathered = buf[:size]
+        for d, s in zip(ds, sums):
+            np.take(d, idx, out=gathered, mode="clip")  # the indices lie in [0, n): "clip" never moves one
+            np.add.reduce(gathered, axis=-1, out=s[done : done + size])
         done += size
-    return out
+    for s in sums:
+        s /= n
+    return sums
 
 
 def bootstrap_means_of(xs, resamples: int, seed: int | None) -> list[np.ndarray]:
@@ -108,15 +124,8 @@ def bootstrap_means_of(xs, resamples: int, seed: int | None) -> list[np.ndarray]
     out: list[np.ndarray] = [np.empty(resamples) for _ in ds]
     for n in dict.fromkeys(len(d) for d in ds):
         same = [i for i, d in enumerate(ds) if len(d) == n]
-        rng = np.random.default_rng(seed)
-        rows = max(1, _CHUNK_CELLS // max(n, 1))
-        done = 0
-        while done < resamples:
-            size = min(rows, resamples - done)
-            idx = rng.integers(0, n, (size, n))
-            for i in same:
-                out[i][done : done + size] = ds[i][idx].mean(axis=-1)
-            done += size
+        for i, means in zip(same, _means_of([ds[i] for i in same], n, resamples, np.random.default_rng(seed))):
+            out[i] = means
     return out
 
 

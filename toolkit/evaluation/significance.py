@@ -72,7 +72,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -118,7 +120,7 @@ def could_flip(p: float, se: float, alpha: float) -> bool:
     return se > 0.0 and abs(p - alpha) <= MC_FLIP_SE * se
 
 
-_CHUNK = 2_000  # sign vectors per batch: bounds memory at CHUNK x n
+_CHUNK = 512  # sign vectors per batch: bounds memory at CHUNK x n (a multiple of 16 rows, and of 4: the same draws)
 _ROWS = 16  # sign vectors multiplied at once (a multiple of the 4 rows a BLAS gemv kernel takes together)
 
 
@@ -198,10 +200,7 @@ def permutation_test(
     n = len(d)
     if n == 0:
         return 1.0, True
-    observed = abs(float(d.mean()))
-    # the tolerance scales with the differences, not only the statistic: a true mean of 0 is
-    # computed as rounding noise (~1e-17) that the permuted sums need not reproduce exactly
-    threshold = observed - _REL_TOL * max(observed, float(np.abs(d).mean()), 1e-300)
+    threshold = _threshold(d)
     if n <= 20 and permutations >= 2**n:
         # Exact: every sign vector once (2**20 x 20 is the largest matrix built here, in chunks).
         hits = 0
@@ -212,23 +211,90 @@ def permutation_test(
             total += len(chunk)
         return hits / total, True
     gen = rng if rng is not None else np.random.default_rng(seed)
-    hits = 0
+    from toolkit.data.ranking import is_shared, shared
+
+    key = (d.tobytes(), permutations, _state_key(gen))
+    if is_shared("permutation", (), key):  # primed (prime_permutations): its p and the generator's state after
+        held: tuple[float, Mapping[str, Any]] = shared("permutation", (), key, lambda: (math.nan, {}))  # not called
+        gen.bit_generator.state = held[1]
+        return held[0], False
+    (hits,) = _sampled_hits([d], [threshold], permutations, gen)
+    return (1 + hits) / (1 + permutations), False
+
+
+def _threshold(d: np.ndarray) -> float:
+    """|mean(d)| less its tolerance: a permuted statistic at least this large counts as extreme."""
+    observed = abs(float(d.mean()))
+    # the tolerance scales with the differences, not only the statistic: a true mean of 0 is
+    # computed as rounding noise (~1e-17) that the permuted sums need not reproduce exactly
+    return observed - _REL_TOL * max(observed, float(np.abs(d).mean()), 1e-300)
+
+
+def _state_key(gen: np.random.Generator) -> tuple[str, str]:
+    """A generator's bit generator and state, as a key."""
+    return type(gen.bit_generator).__name__, repr(gen.bit_generator.state)
+
+
+def _sampled_hits(
+    ds: list[np.ndarray], thresholds: list[float], permutations: int, gen: np.random.Generator
+) -> list[int]:
+    """For every d of ``ds`` (all of one length n), how many of ``permutations`` random sign vectors drawn from
+    ``gen`` give |mean| >= its threshold: the sign vectors drawn once for all of them, each d's sums those of a
+    test of it alone (the same 16-row float64 blocks times d)."""
+    n = len(ds[0])
+    hits = [0] * len(ds)
     done = 0
     rows = np.empty((min(_ROWS, _CHUNK), n))
+    sums = np.empty((len(ds), min(_CHUNK, permutations)))
     while done < permutations:
         size = min(_CHUNK, permutations - done)
         signs = coin_flips(gen, size, n)  # gen.integers(0, 2, (size, n), dtype=np.int8): the same values
         signs *= 2
         signs -= 1
-        sums = np.empty(size)
         for i in range(0, size, len(rows)):  # a few rows at a time as float64 (in cache), each row's sum the same
             block = rows[: min(len(rows), size - i)]
             block[...] = signs[i : i + len(block)]
-            sums[i : i + len(block)] = block @ d
-        stats = np.abs(sums) / n
-        hits += int((stats >= threshold).sum())
+            for j, d in enumerate(ds):
+                sums[j, i : i + len(block)] = block @ d
+        for j, threshold in enumerate(thresholds):
+            stats = np.abs(sums[j, :size]) / n
+            hits[j] += int((stats >= threshold).sum())
         done += size
-    return (1 + hits) / (1 + permutations), False
+    return hits
+
+
+def prime_permutations(xs, permutations: int, seed: int | None) -> None:
+    """Inside ``ranking.shared_sorts``: the sampled randomization tests that ``permutation_test(x, ...)`` will run
+    with a fresh ``default_rng(seed)`` (``rng=default_rng(seed)`` or ``seed=seed``), for every paired difference x
+    of ``xs``, in one pass per length (the sign vectors drawn once); outside it, nothing. The p-values, and the
+    generator's state each test leaves, are the same either way."""
+    from toolkit.data.ranking import is_shared, shared, sharing
+
+    if not sharing() or int(permutations) < 1:
+        return
+    ds = [np.asarray(x, dtype=np.float64) for x in xs]
+    ds = [d for d in ds if d.ndim == 1 and len(d) and np.isfinite(d).all()]
+    ds = [d for d in ds if not (len(d) <= 20 and permutations >= 2 ** len(d))]  # exact: no draws to share
+    start = _state_key(np.random.default_rng(seed))
+    keys = [
+        k
+        for k in dict.fromkeys((d.tobytes(), int(permutations), start) for d in ds)
+        if not is_shared("permutation", (), k)
+    ]
+    todo = [np.frombuffer(key[0], dtype=np.float64) for key in keys]
+    for n in dict.fromkeys(len(d) for d in todo):
+        same = [i for i, d in enumerate(todo) if len(d) == n]
+        gen = np.random.default_rng(seed)
+        hits = _sampled_hits([todo[i] for i in same], [_threshold(todo[i]) for i in same], int(permutations), gen)
+        after = gen.bit_generator.state
+        for i, h in zip(same, hits):
+
+            def held(
+                value: tuple[float, Mapping[str, Any]] = ((1 + h) / (1 + int(permutations)), after),
+            ) -> tuple[float, Mapping[str, Any]]:
+                return value
+
+            shared("permutation", (), keys[i], held)
 
 
 def _all_signs(n: int):
