@@ -554,21 +554,16 @@ def decompose(
     from toolkit.diagnosis.depths import classify_documents
 
     kinds = classify_documents(first, reranked, depth, settings.score_precision)
-    introduced = int(((kinds["kind"] == "introduced") & kinds[QUERY_ID].isin(set(qids))).sum())
+    wanted = set(qids)  # the query test last, on the few rows the other conditions keep
+    introduced = int(kinds[QUERY_ID][(kinds["kind"] == "introduced").to_numpy()].isin(wanted).sum())
+    lacking = cands["reranked_rank"].isna() & cands["reranked_query"] & (cands["first_rank"] <= depth)
     return Decomposition(
         measure=measure,
         depth=depth,
         per_query=per_query,
         curve=pd.DataFrame(curve),
         listwise=listwise,
-        uncovered=int(
-            (
-                cands["reranked_rank"].isna()
-                & cands["reranked_query"]
-                & cands[QUERY_ID].isin(set(qids))
-                & (cands["first_rank"] <= depth)
-            ).sum()
-        ),
+        uncovered=int(cands[QUERY_ID][lacking.to_numpy()].isin(wanted).sum()),
         introduced=introduced,
         missing=missing,
     )
