@@ -113,7 +113,9 @@ def test_candidates_from_the_alignment_are_the_join(seed, depth, precision):
         with shared_sorts():
             aligned = _aligned_candidates(first, run, depth, precision)
             assert aligned is not None
-            pd.testing.assert_frame_equal(aligned, _joined_candidates(first, run, depth, precision))
+            pd.testing.assert_frame_equal(aligned[0], _joined_candidates(first, run, depth, precision))
+            # the rows are the first stage's top ``depth`` alone (shareable) unless the run holds more in a query
+            assert (aligned[1] is None) == (depth <= 21)  # q5 holds 21
 
 
 def test_candidates_of_a_run_holding_a_document_twice_are_joined():
@@ -148,3 +150,42 @@ def test_stable_sort_is_lexsort_of_query_and_within():
     ]
     for within in cases:
         assert np.array_equal(_stable_sort(qidx, within), np.lexsort((within, qidx)))
+
+
+@pytest.mark.parametrize("measure", ["ndcg_cut_10", "map"])
+def test_runs_reranked_from_one_first_stage_share_its_candidates(measure):
+    """Within one diagnosis (``shared_sorts``), the codes of the first stage's top rows and the best order's curve
+    are computed once for the runs reranked from it: each run's decomposition is still the one it has alone
+    (without sharing), whichever run comes first, a run holding more than the depth in a query (its candidates
+    are not the first stage's alone) among them."""
+    import pandas as pd
+
+    from toolkit.data.ranking import is_shared, shared_sorts
+    from toolkit.data.records import Run
+    from toolkit.diagnosis.decompose import decompose
+
+    qrels, first, rr = _inputs(4)
+    frame = rr.frame.copy()
+    frame["score"] = -frame["score"]  # another order of the same candidates
+    reversed_ = Run(frame=frame, path="reversed")
+    deep = _inputs(5)[2]  # holds 20 per query: deeper than 10
+    qids = [f"q{q}" for q in range(12)]
+    prepared = prepare_judgments(qrels)
+    settings = EvalSettings()
+
+    def run_all(runs):
+        return [
+            decompose(prepared, first, r, measure=measure, depth=d, settings=settings,
+                      recall_settings=settings, query_ids=qids, depths=(1, 5, 10))
+            for r, d in runs
+        ]  # fmt: skip
+
+    runs = [(rr, 25), (deep, 10), (reversed_, 25), (rr, 10)]
+    alone = run_all(runs)
+    with shared_sorts():
+        together = run_all(runs)
+        assert is_shared("candidate codes", (prepared, first), (25, settings.score_precision))
+    for a, b in zip(alone, together):
+        pd.testing.assert_frame_equal(a.per_query, b.per_query, check_exact=True)
+        pd.testing.assert_frame_equal(a.curve, b.curve, check_exact=True)
+    assert not alone[0].curve.equals(alone[2].curve)

@@ -125,6 +125,13 @@ def test_profile_from_the_alignment_is_the_joined_one(seed, level):
     reranked = [run_from_rows(rows, path=f"rr{i}") for i, rows in enumerate(runs)]
     qids = [f"q{q}" for q in range(8) if q != 6]
     joined = promotion_profile(qrels, first, reranked, 25, qids, level)
+    prepared = prepare_judgments(qrels)
     with shared_sorts():
-        read = promotion_profile(qrels, first, reranked, 25, qids, level, prepared=prepare_judgments(qrels))
+        read = promotion_profile(qrels, first, reranked, 25, qids, level, prepared=prepared)
+        # each run on its own, after the other: the first stage's candidates and best order computed once
+        one = [promotion_profile(qrels, first, [r], 25, qids, level, prepared=prepared) for r in reranked]
+        fewer = promotion_profile(qrels, first, reranked[:1], 25, qids[:4], level, prepared=prepared)
     assert read == joined
+    assert one == [promotion_profile(qrels, first, [r], 25, qids, level) for r in reranked]
+    assert one[0] != one[1]  # the runs differ in what they promote
+    assert fewer == promotion_profile(qrels, first, reranked[:1], 25, qids[:4], level)

@@ -187,11 +187,13 @@ def test_code_aligned_gives_the_agreement_of_code_runs():
     first stage's query lacks, shared by the reranked runs) give every pair the agreement ``code_runs`` gives:
     a document only the reranked runs hold, one the first stage holds in another query only, a query only the
     reranked runs hold, a query only the first stage holds."""
+    import dataclasses
+
     import pandas as pd
 
     from toolkit.data.records import Run
     from toolkit.diagnosis.depths import _alignment
-    from toolkit.evaluation.agreement import agreement, code_aligned, code_runs
+    from toolkit.evaluation.agreement import _shared, agreement, code_aligned, code_runs
 
     def run(rows, path):
         q, d, s = zip(*rows)
@@ -216,3 +218,11 @@ def test_code_aligned_gives_the_agreement_of_code_runs():
     # r1's "new" and r2's "new" in query 1 share a code; r1's "x" in query 1 (first stage: only in query 2) has one
     q1 = {n: got[n].codes[: got[n].lengths[0]].tolist() for n in ("r1", "r2")}
     assert q1["r1"][1] == q1["r2"][2] and q1["r1"][3] == q1["r2"][0] and q1["r1"][3] >= len(first.frame)
+    # the first stage's codes are distinct (rows): its shared documents are found by lookup, as by the sort
+    assert got["f"].distinct and not got["r1"].distinct
+    plain = dataclasses.replace(got["f"], distinct=False)
+    for other in ("r1", "r2"):
+        for x, y, z in ((got["f"], got[other], plain), (got[other], got["f"], plain)):
+            fast = sorted(zip(*(v.tolist() for v in _shared(x, y))))
+            slow = sorted(zip(*(v.tolist() for v in _shared(z if x.distinct else x, z if y.distinct else y))))
+            assert fast == slow and fast

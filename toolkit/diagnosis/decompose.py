@@ -124,16 +124,33 @@ def candidate_table(
     as R holds: the tail every reordering keeps in F's order, so a run that reorders the top ``depth`` and
     repeats F's tail is bounded by the ceiling on deep measures too (recall, MAP). ``prepared``: ``qrels``
     prepared (``prepare_judgments``), whose index gives the labels without joining the qrels' strings again."""
-    table = _aligned_candidates(first, reranked, depth, settings.score_precision) if sharing() else None
+    return _candidates(qrels, first, reranked, depth, settings, measure, prepared)[0]
+
+
+def _candidates(
+    qrels: Qrels,
+    first: Run,
+    reranked: Run,
+    depth: int,
+    settings: EvalSettings,
+    measure: str,
+    prepared: PreparedJudgments | None,
+) -> tuple[pd.DataFrame, tuple | None]:
+    """``candidate_table`` and, where its rows are the first stage's top ``depth`` alone (read from the alignment,
+    the reranked run holding no query deeper than ``depth``), the key under which what those rows alone decide
+    (their codes, the best order's values) is shared by every run reranked from that first stage (None
+    elsewhere)."""
+    aligned = _aligned_candidates(first, reranked, depth, settings.score_precision) if sharing() else None
+    table, key = aligned if aligned is not None else (None, None)
     if table is None:
         table = _joined_candidates(first, reranked, depth, settings.score_precision)
     index = prepared.index if prepared is not None and prepared.judgments is qrels else None
+    if index is None:
+        key = None
     if index is not None and not (index.qkeys[1:] == index.qkeys[:-1]).any():
         # each (query, document) judged once: its label is the evaluator's code (a negative label, unjudged,
         # and an absent one both NaN: order_keys reads them alike)
-        from toolkit.measures.ranked import code_rows
-
-        rows, _, code = code_rows(index, table[QUERY_ID], table[DOC_ID])
+        rows, _, code = _candidate_codes(cast(PreparedJudgments, prepared), first, table, key)
         labels = np.full(len(table), np.nan)
         labels[rows] = np.where(code >= 0, code, np.nan)
     else:  # a qrels that judges a pair twice: the join of its strings, as without ``prepared``
@@ -141,7 +158,20 @@ def candidate_table(
             dtype=np.float64
         )
     table["gain"] = order_keys(labels, measure, settings)
-    return table
+    return table, None if key is None else (*key, measure, settings)
+
+
+def _candidate_codes(
+    prepared: PreparedJudgments, first: Run, table: pd.DataFrame, key: tuple | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``code_rows`` of the candidates against the prepared qrels; once per first stage and ``key`` (the
+    candidates are its top rows alone) when there is one."""
+    from toolkit.measures.ranked import code_rows
+
+    def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return code_rows(prepared.index, table[QUERY_ID], table[DOC_ID])
+
+    return compute() if key is None else shared("candidate codes", (prepared, first), key, compute)
 
 
 def _joined_candidates(first: Run, reranked: Run, depth: int, precision: str) -> pd.DataFrame:
@@ -160,10 +190,13 @@ def _joined_candidates(first: Run, reranked: Run, depth: int, precision: str) ->
     return table
 
 
-def _aligned_candidates(first: Run, reranked: Run, depth: int, precision: str) -> pd.DataFrame | None:
+def _aligned_candidates(
+    first: Run, reranked: Run, depth: int, precision: str
+) -> tuple[pd.DataFrame, tuple | None] | None:
     """``_joined_candidates`` read from the alignment of the two runs (``depths._alignment``: per reranked row
     its first-stage row, from the query blocks; computed once per diagnosis), no string compared: the same
-    rows, columns and values. None where the join could differ: a reranked run that holds a document twice."""
+    rows, columns and values. None where the join could differ: a reranked run that holds a document twice.
+    With the table: (depth, precision) where its rows are the first stage's top ``depth`` alone, else None."""
     from toolkit.diagnosis.depths import _alignment
 
     al = _alignment(first, reranked, precision)
@@ -182,6 +215,7 @@ def _aligned_candidates(first: Run, reranked: Run, depth: int, precision: str) -
     held[al.block_in_first[inner]] = rb.lengths[inner]
     deepest = max(depth, int(rb.lengths.max()) if len(rb.lengths) else 0)
     limit = np.full(len(fb.starts), deepest, np.int64)
+    key = (depth, precision) if deepest == depth else None
     if deepest > depth:
         limit = np.maximum(np.minimum(held, deepest), depth)
     n = np.minimum(fb.lengths, limit)
@@ -200,7 +234,7 @@ def _aligned_candidates(first: Run, reranked: Run, depth: int, precision: str) -
         }
     )
     table["reranked_query"] = held[block] > 0
-    return table
+    return table, key
 
 
 def reordered_run(cands: pd.DataFrame, k: int, order: str) -> Run:
@@ -241,12 +275,15 @@ class _CodedCandidates:
     in (query, first-stage rank) order: every reordering of ``reordered_run`` is then a permutation of these
     rows, evaluated (``coded_values``) without building a run of strings or sorting it again."""
 
-    def __init__(self, prepared: PreparedJudgments, cands: pd.DataFrame) -> None:
-        from toolkit.measures.ranked import code_rows
-
+    def __init__(
+        self, prepared: PreparedJudgments, cands: pd.DataFrame, first: Run | None = None, key: tuple | None = None
+    ) -> None:
         if prepared.index is None:
             raise ValueError("the candidates are coded against qrels (prepare_judgments of a Qrels)")
-        rows, qidx, code = code_rows(prepared.index, cands[QUERY_ID], cands[DOC_ID])
+        #: with ``first``: the key under which the candidates are its top rows alone (``_candidates``), so their
+        #: codes and the best order's values are shared by every run reranked from it
+        self.first_run, self.key = first, key if first is not None else None
+        rows, qidx, code = _candidate_codes(prepared, first, cands, self.key)  # type: ignore[arg-type]
         first = cands["first_rank"].to_numpy(dtype=np.int64)[rows]
         base = np.lexsort((first, qidx))
         self.prepared = prepared
@@ -349,7 +386,15 @@ def _curve_values(
     they serve (the same figures), else by building and evaluating the run."""
     ms = parse_measures([measure], settings.trec_eval)
     if coded is not None and len(ms) == 1 and ms[0].name == measure:
-        values = coded.values(k, order, ms[0], settings)
+        if order == "best" and coded.key is not None:  # the first stage's top rows alone: once for every run
+            values = shared(
+                "best order values",
+                (coded.prepared, coded.first_run),
+                (*coded.key, k, ms[0].name, settings),
+                lambda: coded.values(k, order, ms[0], settings),
+            )
+        else:
+            values = coded.values(k, order, ms[0], settings)
         if values is not None:
             pos = coded.positions(qids)
             return pd.Series(np.where(pos >= 0, values[pos], 0.0), index=pd.Index(qids, dtype=object), dtype=float)
@@ -448,7 +493,7 @@ def decompose(
     prepared = prepare_judgments(qrels)
     raw = cast(Qrels, prepared.judgments)  # graded qrels: diagnose reads no preferences
     qids = list(query_ids)
-    cands = candidate_table(raw, first, reranked, depth, settings, measure, prepared)
+    cands, key = _candidates(raw, first, reranked, depth, settings, measure, prepared)
     if first_values is None:
         first_values = measure_values(prepared, first, measure, settings, qids)
     if reranked_values is None:
@@ -479,7 +524,7 @@ def decompose(
             .reindex(index=qids, fill_value=0.0)
         ),
     )
-    coded = _CodedCandidates(prepared, cands) if prepared.index is not None else None
+    coded = _CodedCandidates(prepared, cands, first, key) if prepared.index is not None else None
     curve = []
     for k in ks:
         at_k = _curve_values(coded, cands, k, "reranked", prepared, measure, settings, qids)
@@ -509,21 +554,16 @@ def decompose(
     from toolkit.diagnosis.depths import classify_documents
 
     kinds = classify_documents(first, reranked, depth, settings.score_precision)
-    introduced = int(((kinds["kind"] == "introduced") & kinds[QUERY_ID].isin(set(qids))).sum())
+    wanted = set(qids)  # the query test last, on the few rows the other conditions keep
+    introduced = int(kinds[QUERY_ID][(kinds["kind"] == "introduced").to_numpy()].isin(wanted).sum())
+    lacking = cands["reranked_rank"].isna() & cands["reranked_query"] & (cands["first_rank"] <= depth)
     return Decomposition(
         measure=measure,
         depth=depth,
         per_query=per_query,
         curve=pd.DataFrame(curve),
         listwise=listwise,
-        uncovered=int(
-            (
-                cands["reranked_rank"].isna()
-                & cands["reranked_query"]
-                & cands[QUERY_ID].isin(set(qids))
-                & (cands["first_rank"] <= depth)
-            ).sum()
-        ),
+        uncovered=int(cands[QUERY_ID][lacking.to_numpy()].isin(wanted).sum()),
         introduced=introduced,
         missing=missing,
     )

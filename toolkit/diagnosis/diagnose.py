@@ -174,8 +174,9 @@ def check_reordering(
     from toolkit.diagnosis.depths import classify_documents, reorder_counts
 
     docs = classify_documents(first, reranked, depth, score_precision)
-    intro = docs.loc[docs["kind"].to_numpy() == "introduced", [QUERY_ID, DOC_ID]]
-    tail = docs.loc[docs["kind"].to_numpy() == "tail"]
+    kind = docs["kind"]  # compared as a column (arrow strings), not as Python strings
+    intro = docs.loc[(kind == "introduced").to_numpy(), [QUERY_ID, DOC_ID]]
+    tail = docs.loc[(kind == "tail").to_numpy()]
     per_query = intro.groupby(QUERY_ID).size()
     counts = reorder_counts(first, reranked, depth, score_precision)  # from the alignment ``docs`` was read from
     return {

@@ -52,18 +52,27 @@ def promotion_profile(
     the reranked run puts in its top 10 (``reranked_top_10``: the mean over ``runs``, the repeats) and the best
     order does (``ceiling_top_10``), and both as shares of ``relevant``. ``prepared``: ``qrels`` prepared
     (``prepare_judgments``), whose index gives the labels without joining the qrels' strings again."""
+    from toolkit.data.ranking import shared
+
     read = _aligned_profile(qrels, first, runs, depth, query_ids, level, score_precision, prepared)
-    rank, label, in_top = (
-        read if read is not None else _joined_profile(qrels, first, runs, depth, query_ids, score_precision)
-    )
-    # the best order: label descending, equal labels in first-stage order; its top 10 (the candidates: each
-    # query's rows together, in first-stage order, beginning at rank 1)
-    query = np.cumsum(rank == 1)
-    best = np.lexsort((rank, -label, query))
-    starts = np.flatnonzero(np.r_[True, query[best][1:] != query[best][:-1]]) if len(best) else best
-    place = np.arange(len(best)) - np.repeat(starts, np.diff(np.append(starts, len(best))))
-    in_best_top = np.zeros(len(rank), bool)
-    in_best_top[best[place < TOP]] = True
+    if read is not None:
+        rank, label, in_top, key = read
+    else:
+        (rank, label, in_top), key = _joined_profile(qrels, first, runs, depth, query_ids, score_precision), None
+
+    def best_top() -> np.ndarray:
+        # the best order: label descending, equal labels in first-stage order; its top 10 (the candidates: each
+        # query's rows together, in first-stage order, beginning at rank 1)
+        query = np.cumsum(rank == 1)
+        best = np.lexsort((rank, -label, query))
+        starts = np.flatnonzero(np.r_[True, query[best][1:] != query[best][:-1]]) if len(best) else best
+        place = np.arange(len(best)) - np.repeat(starts, np.diff(np.append(starts, len(best))))
+        top = np.zeros(len(rank), bool)
+        top[best[place < TOP]] = True
+        return top
+
+    # the candidates are the first stage's alone: its best order is the same for every run reranked from it
+    in_best_top = best_top() if key is None else shared("profile best top", (prepared, first), key, best_top)
     is_rel = label >= level
     in_best = in_best_top[is_rel]
     in_runs = [x(is_rel) for x in in_top]
@@ -123,15 +132,16 @@ def _aligned_profile(
     level: int,
     score_precision: str,
     prepared: PreparedJudgments | None,
-) -> tuple[np.ndarray, np.ndarray, list[_InTop]] | None:
+) -> tuple[np.ndarray, np.ndarray, list[_InTop], tuple] | None:
     """``_joined_profile`` read from each run's alignment with the first stage (``depths._alignment``, computed
     once per diagnosis) and the labels from the prepared judgments' index: no string joined. None where the
     join could differ or the index does not serve (outside ``shared_sorts``; a pair judged twice; a level
-    below 0, where a negative label and a missing one would differ)."""
+    below 0, where a negative label and a missing one would differ). With them the key under which the
+    candidates' ranks and labels (the first stage's top rows alone) are shared by the runs reranked from it."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from toolkit.data.ranking import order_run, sharing
+    from toolkit.data.ranking import order_run, shared, sharing
     from toolkit.diagnosis.depths import _alignment, _top_rows
 
     index = prepared.index if prepared is not None and prepared.judgments is qrels else None
@@ -143,22 +153,29 @@ def _aligned_profile(
     fb = _alignment(first, runs[0], score_precision).first if runs else None
     if fb is None:
         return None
-    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
-    asked = np.flatnonzero(pc.is_in(fb.qids, value_set=qset).to_numpy(zero_copy_only=False))
-    rows, _ = _top_rows(fb, asked, depth)
-    ordered = order_run(first.frame, score_precision)  # type: ignore[arg-type]
-    chosen = np.zeros(len(ordered), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
-    chosen[rows] = True
-    found, _, code = code_rows(index, ordered[QUERY_ID][chosen], ordered[DOC_ID][chosen])
-    label = np.full(len(rows), -1.0)
-    label[found] = np.where(code >= 0, code, -1)  # unjudged, a negative label: below every level >= 0
+    key = (depth, score_precision, tuple(str(q) for q in query_ids))
+
+    def candidates() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        qset = pa.array(sorted(set(key[2])), type=pa.large_string())
+        asked = np.flatnonzero(pc.is_in(fb.qids, value_set=qset).to_numpy(zero_copy_only=False))
+        rows, _ = _top_rows(fb, asked, depth)
+        ordered = order_run(first.frame, score_precision)  # type: ignore[arg-type]
+        chosen = np.zeros(len(ordered), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
+        chosen[rows] = True
+        found, _, code = code_rows(index, ordered[QUERY_ID][chosen], ordered[DOC_ID][chosen])
+        label = np.full(len(rows), -1.0)
+        label[found] = np.where(code >= 0, code, -1)  # unjudged, a negative label: below every level >= 0
+        return rows, ordered["rank"].to_numpy()[rows], label
+
+    # the first stage's blocks (``fb``) are the same in every alignment with it
+    rows, rank, label = shared("profile candidates", (prepared, first), key, candidates)
 
     def in_top(al) -> _InTop:
         top = np.zeros(len(al.first_rank), bool)
         top[al.row_in_first[(al.ordered["rank"].to_numpy() <= TOP) & (al.row_in_first >= 0)]] = True
         return lambda chosen: top[rows[chosen]]
 
-    return ordered["rank"].to_numpy()[rows], label, [in_top(al) for al in aligns]
+    return rank, label, [in_top(al) for al in aligns], key
 
 
 def unchanged_share(

@@ -159,10 +159,12 @@ def agreement(
 @dataclass(frozen=True)
 class CodedLists:
     """One run's ranked lists over a query set as integers: ``codes`` (document codes shared by every run of one
-    ``code_lists`` call), query after query, each list in order; ``lengths`` per query."""
+    ``code_lists`` call), query after query, each list in order; ``lengths`` per query. ``distinct``: no code is
+    repeated anywhere in ``codes`` (not only within a query), so a code names one row."""
 
     codes: np.ndarray
     lengths: np.ndarray
+    distinct: bool = False
 
     @property
     def queries(self) -> int:
@@ -320,7 +322,7 @@ def code_aligned(
 
     qids = list(query_ids)
     f_docs, f_rows, f_lengths = _picked(first, qids, score_precision)
-    out = {first_name: CodedLists(f_rows.astype(np.int64, copy=True), f_lengths)}
+    out = {first_name: CodedLists(f_rows.astype(np.int64, copy=True), f_lengths, distinct=True)}
     lacking = {}
     for name, (run, row_in_first) in reranked.items():
         docs, rows, lengths = _picked(run, qids, score_precision)
@@ -376,7 +378,10 @@ def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.nd
 
     The longer run's rows are matched first down to the other run's longest list (where a reranked run's
     documents are in its first stage), then, for the documents still unmatched, below it, rows holding those
-    documents only: no sort of the longer run's every row."""
+    documents only: no sort of the longer run's every row. When one run's codes are ``distinct`` (a first stage's
+    rows, ``code_aligned``), the other's codes are looked up as rows of it, without a sort."""
+    if a.distinct or b.distinct:
+        return _shared_rows(a, b)
     width = int(max(a.codes.max(initial=-1), b.codes.max(initial=-1))) + 1
     swap = len(a.codes) < len(b.codes)
     long_, short = (b, a) if swap else (a, b)
@@ -401,6 +406,34 @@ def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.nd
     qa = np.searchsorted(a.starts, ia, side="right") - 1
     qb = np.searchsorted(b.starts, ib, side="right") - 1
     return qa, ia - a.starts[qa], ib - b.starts[qb]
+
+
+def _shared_rows(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_shared`` where ``a`` or ``b`` has ``distinct`` codes: each code of the other names at most one of its
+    rows (the row of each code made once per lists, ``ranking.shared``), a shared document where that row is of
+    the same query."""
+    from toolkit.data.ranking import shared
+
+    swap = not a.distinct
+    d, o = (b, a) if swap else (a, b)
+
+    def row_of_code() -> np.ndarray:
+        row = np.full(int(d.codes.max(initial=-1)) + 1, -1, np.int64)
+        row[d.codes] = np.arange(len(d.codes), dtype=np.int64)
+        return row
+
+    row_of = shared("coded_rows", (d.codes,), (), row_of_code)
+    known = np.flatnonzero((o.codes >= 0) & (o.codes < len(row_of)))
+    rows = row_of[o.codes[known]]
+    held = rows >= 0
+    io, id_ = known[held], rows[held]
+    d_starts, o_starts = d.starts, o.starts
+    qo = np.searchsorted(o_starts, io, side="right") - 1
+    qd = np.searchsorted(d_starts, id_, side="right") - 1
+    same = qo == qd
+    q, io, id_ = qo[same], io[same], id_[same]
+    po, pd_ = io - o_starts[q], id_ - d_starts[q]
+    return (q, po, pd_) if swap else (q, pd_, po)
 
 
 _ROWS = 2048  # queries per block of the RBO sums (memory only)
@@ -429,18 +462,22 @@ def _rbo_all(a: CodedLists, b: CodedLists, p: float) -> np.ndarray:
             block = rows[r0 : r0 + _ROWS]
             slot[block] = np.arange(len(block))
             mine = slot[q] >= 0
-            cells = slot[q[mine]] * (l + 1) + first[mine]
-            counts = np.bincount(cells, minlength=len(block) * (l + 1)).reshape(len(block), l + 1)
+            f = first[mine]
+            w = int(f.max(initial=0)) + 1  # X_d stays X_w-1 below the deepest first shared depth
+            counts = np.bincount(slot[q[mine]] * w + f, minlength=len(block) * w).reshape(len(block), w)
             slot[block] = -1
-            x = np.cumsum(counts, axis=1)[:, 1:]  # X_d, d = 1..l
-            x_s = x[:, s - 1].astype(np.float64)
-            terms = np.divide(x, depths)
+            reached = np.cumsum(counts, axis=1)
+            x = np.empty((len(block), l))  # X_d, d = 1..l, as floats (exact: whole numbers)
+            x[:, : w - 1] = reached[:, 1:]
+            x[:, w - 1 :] = reached[:, -1:]
+            x_s, x_l = x[:, s - 1].copy(), x[:, l - 1].copy()
+            terms = np.divide(x, depths, out=x)
             total = np.sum(np.multiply(terms, weights, out=terms), axis=1)
             if l > s:
                 # X_s is one of s + 1 counts: each one's sum over the tail once (the same operations per row)
                 values, which = np.unique(x_s, return_inverse=True)
                 total += np.sum(values[:, None] * (tail - s) / (s * tail) * weights[s:], axis=1)[which.reshape(-1)]
-            out[block] = (1 - p) / p * total + ((x[:, l - 1].astype(np.float64) - x_s) / l + x_s / s) * p**l
+            out[block] = (1 - p) / p * total + ((x_l - x_s) / l + x_s / s) * p**l
     return out
 
 
@@ -451,10 +488,9 @@ def _tau_all(a: CodedLists, b: CodedLists, k: int) -> np.ndarray:
     nq = a.queries
     tops = []
     for lists in (a, b):
-        pos = lists.position
-        keep = pos < k
+        rows, query, pos = _head(lists, k)  # the top k rows only, not a deep run's every row
         top = np.full((nq, k), -1, np.int64)
-        top[lists.query_of_row[keep], pos[keep]] = lists.codes[keep]
+        top[query, pos] = lists.codes[rows]
         tops.append((top, np.arange(k)[None, :] < np.minimum(lists.lengths, k)[:, None]))
     out = np.full(nq, np.nan)
     for r0 in range(0, nq, _ROWS):
