@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_codes, arrow_of, string_hashes, take
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, SCORE_PRECISIONS, is_shared, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
 #: The share of queries the rule must hold for at the detected depth ("nearly every query": 2 of DL19's 43
@@ -117,6 +117,14 @@ def _run_blocks(frame: pd.DataFrame, score_precision: str) -> _Blocks:
     )
 
 
+def known_blocks(frame: pd.DataFrame) -> _Blocks | None:
+    """``_run_blocks`` of ``frame`` at any score precision when this ``shared_sorts`` scope has them (else None)."""
+    for precision in SCORE_PRECISIONS:
+        if is_shared("query_blocks", (frame,), (precision,)):
+            return _run_blocks(frame, precision)
+    return None
+
+
 def in_first_top(first: Run, frame: pd.DataFrame, k: int, score_precision: str = DEFAULT_SCORE_PRECISION) -> np.ndarray:
     """Per row of ``frame`` (query_id, doc_id): is the document among the first stage's top ``k`` of its query
     (trec_eval order at ``score_precision``); strings are looked up once per distinct query and in the first
@@ -184,29 +192,59 @@ def _pair_hashes(blocks: np.ndarray, docs: pa.Array | pa.ChunkedArray) -> np.nda
     return h
 
 
-def _hashed_lookup(
-    f_block: np.ndarray, f_docs: pa.Array | pa.ChunkedArray, r_block: np.ndarray, r_docs, r_rows: np.ndarray
-) -> np.ndarray | None:
-    """Position in the first stage's (block, document) pairs ``f_block``/``f_docs`` of each reranked pair
-    (``r_block`` with the documents ``r_docs`` at ``r_rows``), -1 where absent: the pairs are hashed (no
-    dictionary of strings) and every hit is checked string for string. None when two first-stage pairs share a
-    hash or a hit is not the same pair (then the caller encodes the strings)."""
-    if not len(f_block) or not len(r_rows):
-        return np.full(len(r_rows), -1, np.int64)
-    some = r_docs if len(r_rows) == len(r_docs) else take(r_docs, r_rows)
-    fh, rh = _pair_hashes(f_block, f_docs), _pair_hashes(r_block, some)
+@dataclass(frozen=True)
+class _FirstTop:
+    """The first stage's top rows of every query block (``rows``, ``block``: the block of each, ``docs``: their
+    document ids) and the sorted hashes of their (block, document) pairs (``keys``, ``order``: the position of
+    each key's pair; None when two pairs share a hash)."""
+
+    rows: np.ndarray
+    block: np.ndarray
+    docs: pa.Array
+    order: np.ndarray | None
+    keys: np.ndarray | None
+
+
+def _first_top(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstTop:
+    """``_FirstTop`` of the first stage's top ``depth`` rows: once per first stage and depth however many
+    reranked runs are aligned with it."""
+    return shared("first top", (first,), (depth, score_precision), lambda: _top_of(first, depth, score_precision))
+
+
+def _top_of(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstTop:
+    fb = _run_blocks(first, score_precision)
+    rows, block = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), depth)
+    docs = take(arrow_of(order_run(first, score_precision)[DOC_ID]), rows)  # type: ignore[arg-type]
+    fh = _pair_hashes(block, docs)
     order = np.argsort(fh)
     keys = fh[order]
     if bool((keys[1:] == keys[:-1]).any()):
+        return _FirstTop(rows, block, docs, None, None)
+    for a in (rows, block, order, keys):
+        a.flags.writeable = False
+    return _FirstTop(rows, block, docs, order, keys)
+
+
+def _hashed_lookup(top: _FirstTop, r_block: np.ndarray, r_docs, r_rows: np.ndarray) -> np.ndarray | None:
+    """Position in the first stage's top (block, document) pairs ``top`` of each reranked pair (``r_block``
+    with the documents ``r_docs`` at ``r_rows``), -1 where absent: the pairs are hashed (no dictionary of
+    strings) and every hit is checked string for string. None when two first-stage pairs share a hash or a hit
+    is not the same pair (then the caller encodes the strings)."""
+    if not len(top.block) or not len(r_rows):
+        return np.full(len(r_rows), -1, np.int64)
+    if top.keys is None or top.order is None:
         return None
+    keys, order = top.keys, top.order
+    some = r_docs if len(r_rows) == len(r_docs) else take(r_docs, r_rows)
+    rh = _pair_hashes(r_block, some)
     probes = np.argsort(rh)  # sorted probes: the binary searches walk the keys in order (random ones miss cache)
     at = np.empty(len(rh), np.int64)
     at[probes] = np.minimum(np.searchsorted(keys, rh[probes]), len(keys) - 1)
     hit = keys[at] == rh
     pos = np.where(hit, order[at], -1)
     rows = np.flatnonzero(hit)
-    same = pc.equal(take(f_docs, pos[rows]), take(some, rows)).to_numpy(zero_copy_only=False)
-    if not (bool(same.all()) and np.array_equal(f_block[pos[rows]], r_block[rows])):
+    same = pc.equal(take(top.docs, pos[rows]), take(some, rows)).to_numpy(zero_copy_only=False)
+    if not (bool(same.all()) and np.array_equal(top.block[pos[rows]], r_block[rows])):
         return None
     return pos
 
@@ -223,16 +261,14 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     row = np.full(len(r), -1, np.int64)
     # first the first stage's rows down to the reranked run's longest list (where nearly every match is) ...
     deepest = int(r_rank.max()) if len(r) else 0
-    held = np.flatnonzero(in_first >= 0)
-    top, owner = _top_rows(fb, in_first[held], deepest)
+    ft = _first_top(first.frame, deepest, score_precision)  # every query's: shared by the runs reranking it
     wanted = np.flatnonzero(r_fblock >= 0)
-    top_docs = take(f_docs, top)
-    pos = _hashed_lookup(in_first[held][owner], top_docs, r_fblock[wanted], r_docs, wanted)
+    pos = _hashed_lookup(ft, r_fblock[wanted], r_docs, wanted)
     if pos is None:  # a hash shared by two of the first stage's pairs, or a hit that is not the same pair
-        top_codes, r_codes = arrow_codes(top_docs, r_docs)
+        top_codes, r_codes = arrow_codes(ft.docs, r_docs)
         width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
-        pos = _lookup(in_first[held][owner] * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
-    row[wanted[pos >= 0]] = top[pos[pos >= 0]]
+        pos = _lookup(ft.block * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
+    row[wanted[pos >= 0]] = ft.rows[pos[pos >= 0]]
     # ... then, for the documents still unmatched, the first stage's deeper rows holding one of them
     rest = wanted[pos < 0]
     if len(rest):
