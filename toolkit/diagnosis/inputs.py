@@ -207,14 +207,14 @@ def resolve_depth(r: Reranked, first: Run, score_precision: str) -> tuple[Rerank
     from toolkit.diagnosis.repeats import check_repeats
 
     notes: list[str] = []
-    deepest = longest_list(first)
+    detections = [detect_depth(first, run, score_precision) for run in r.runs]
+    deepest = longest_list(first)  # read off the query blocks the detection made
     if r.depth is not None and r.depth_from in ("given", "option") and r.depth > deepest:
         how = "--depth" if r.depth_from == "option" else "depth"
         raise ConfigError(
             f"{how} {r.depth} for {r.name} is larger than the lists of its first stage {r.first_stage} (at most "
             f"{deepest} documents per query): give a depth of at most {deepest}"
         )
-    detections = [detect_depth(first, run, score_precision) for run in r.runs]
     detection = detections[0]
     if r.depth is None:
         if detection.depth is None:
