@@ -243,7 +243,8 @@ def _hashed_lookup(top: _FirstTop, r_block: np.ndarray, r_docs, r_rows: np.ndarr
     hit = keys[at] == rh
     pos = np.where(hit, order[at], -1)
     rows = np.flatnonzero(hit)
-    same = pc.equal(take(top.docs, pos[rows]), take(some, rows)).to_numpy(zero_copy_only=False)
+    hits = some if len(rows) == len(some) else take(some, rows)  # nearly every pair is a hit
+    same = pc.equal(take(top.docs, pos[rows]), hits).to_numpy(zero_copy_only=False)
     if not (bool(same.all()) and np.array_equal(top.block[pos[rows]], r_block[rows])):
         return None
     return pos
@@ -365,7 +366,12 @@ def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     sel = ok[owner_r]
     top_r, owner_r = top_r[sel], owner_r[sel]
     groups_r = al.first_group[al.row_in_first[top_r]]
-    groups_r = groups_r[np.lexsort((groups_r, owner_r))]  # each query's groups sorted (owner_r is ascending)
+    if bool((fblock[1:] > fblock[:-1]).all()):
+        # the first stage's tie groups are numbered block after block, and the blocks of ascending owners
+        # ascend: sorting the values sorts each query's groups (no sort of (owner, group) pairs)
+        groups_r = np.sort(groups_r)
+    else:
+        groups_r = groups_r[np.lexsort((groups_r, owner_r))]  # each query's groups sorted (owner_r is ascending)
     top_f, _ = _top_rows(fb, fblock[same], last_change[same])
     differs = groups_r != al.first_group[top_f]
     ok[same] = np.bincount(owner_r[differs], minlength=len(held))[same] == 0
