@@ -194,15 +194,13 @@ def _pair_hashes(blocks: np.ndarray, docs: pa.Array | pa.ChunkedArray) -> np.nda
 
 @dataclass(frozen=True)
 class _FirstTop:
-    """The first stage's top rows of every query block (``rows``, ``block``: the block of each, ``docs``: their
-    document ids) and the sorted hashes of their (block, document) pairs (``keys``, ``order``: the position of
-    each key's pair; None when two pairs share a hash)."""
+    """The sorted hashes of the (block, document) pairs of the first stage's top rows of every query block
+    (``keys``; None when two pairs share a hash), and the first-stage row (``rows``) and block (``block``) of
+    each key."""
 
+    keys: np.ndarray | None
     rows: np.ndarray
     block: np.ndarray
-    docs: pa.Array
-    order: np.ndarray | None
-    keys: np.ndarray | None
 
 
 def _first_top(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstTop:
@@ -214,40 +212,43 @@ def _first_top(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstT
 def _top_of(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstTop:
     fb = _run_blocks(first, score_precision)
     rows, block = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), depth)
-    docs = take(arrow_of(order_run(first, score_precision)[DOC_ID]), rows)  # type: ignore[arg-type]
-    fh = _pair_hashes(block, docs)
+    fh = _pair_hashes(block, take(arrow_of(order_run(first, score_precision)[DOC_ID]), rows))  # type: ignore[arg-type]
     order = np.argsort(fh)
     keys = fh[order]
     if bool((keys[1:] == keys[:-1]).any()):
-        return _FirstTop(rows, block, docs, None, None)
-    for a in (rows, block, order, keys):
-        a.flags.writeable = False
-    return _FirstTop(rows, block, docs, order, keys)
+        return _FirstTop(None, np.zeros(0, np.int64), np.zeros(0, np.int32))
+    narrow = np.int32 if len(fb.starts) < 2**31 else np.int64  # held for the whole diagnosis: kept small
+    top = _FirstTop(keys, rows[order], block[order].astype(narrow))
+    for v in (top.keys, top.rows, top.block):
+        v.flags.writeable = False
+    return top
 
 
-def _hashed_lookup(top: _FirstTop, r_block: np.ndarray, r_docs, r_rows: np.ndarray) -> np.ndarray | None:
-    """Position in the first stage's top (block, document) pairs ``top`` of each reranked pair (``r_block``
+def _hashed_lookup(
+    top: _FirstTop, f_docs: pa.Array | pa.ChunkedArray, r_block: np.ndarray, r_docs, r_rows: np.ndarray
+) -> np.ndarray | None:
+    """The first-stage row (among the top rows ``top``; documents ``f_docs``) of each reranked pair (``r_block``
     with the documents ``r_docs`` at ``r_rows``), -1 where absent: the pairs are hashed (no dictionary of
     strings) and every hit is checked string for string. None when two first-stage pairs share a hash or a hit
     is not the same pair (then the caller encodes the strings)."""
-    if not len(top.block) or not len(r_rows):
-        return np.full(len(r_rows), -1, np.int64)
-    if top.keys is None or top.order is None:
+    if top.keys is None:
         return None
-    keys, order = top.keys, top.order
+    keys = top.keys
+    if not len(keys) or not len(r_rows):
+        return np.full(len(r_rows), -1, np.int64)
     some = r_docs if len(r_rows) == len(r_docs) else take(r_docs, r_rows)
     rh = _pair_hashes(r_block, some)
     probes = np.argsort(rh)  # sorted probes: the binary searches walk the keys in order (random ones miss cache)
     at = np.empty(len(rh), np.int64)
     at[probes] = np.minimum(np.searchsorted(keys, rh[probes]), len(keys) - 1)
     hit = keys[at] == rh
-    pos = np.where(hit, order[at], -1)
+    found = np.where(hit, top.rows[at], -1)
     rows = np.flatnonzero(hit)
     hits = some if len(rows) == len(some) else take(some, rows)  # nearly every pair is a hit
-    same = pc.equal(take(top.docs, pos[rows]), hits).to_numpy(zero_copy_only=False)
-    if not (bool(same.all()) and np.array_equal(top.block[pos[rows]], r_block[rows])):
+    same = pc.equal(take(f_docs, found[rows]), hits).to_numpy(zero_copy_only=False)
+    if not (bool(same.all()) and np.array_equal(top.block[at[rows]], r_block[rows])):
         return None
-    return pos
+    return found
 
 
 def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
@@ -262,16 +263,18 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     row = np.full(len(r), -1, np.int64)
     # first the first stage's rows down to the reranked run's longest list (where nearly every match is) ...
     deepest = int(r_rank.max()) if len(r) else 0
-    ft = _first_top(first.frame, deepest, score_precision)  # every query's: shared by the runs reranking it
     wanted = np.flatnonzero(r_fblock >= 0)
-    pos = _hashed_lookup(ft, r_fblock[wanted], r_docs, wanted)
-    if pos is None:  # a hash shared by two of the first stage's pairs, or a hit that is not the same pair
-        top_codes, r_codes = arrow_codes(ft.docs, r_docs)
+    # every query's top (block, document) hashes: made once for the runs reranking the same first stage
+    found = _hashed_lookup(_first_top(first.frame, deepest, score_precision), f_docs, r_fblock[wanted], r_docs, wanted)
+    if found is None:  # a hash shared by two of the first stage's pairs, or a hit that is not the same pair
+        top, block = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), deepest)
+        top_codes, r_codes = arrow_codes(take(f_docs, top), r_docs)
         width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
-        pos = _lookup(ft.block * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
-    row[wanted[pos >= 0]] = ft.rows[pos[pos >= 0]]
+        pos = _lookup(block * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
+        found = np.where(pos >= 0, top[np.maximum(pos, 0)] if len(top) else -1, -1)
+    row[wanted] = found
     # ... then, for the documents still unmatched, the first stage's deeper rows holding one of them
-    rest = wanted[pos < 0]
+    rest = wanted[found < 0]
     if len(rest):
         rest_docs = take(r_docs, rest)
         holds = pc.is_in(f_docs, value_set=pc.unique(rest_docs).cast(f_docs.type)).to_numpy(zero_copy_only=False)
