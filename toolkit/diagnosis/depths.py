@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_codes, arrow_of, string_hashes, take
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run, shared
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, SCORE_PRECISIONS, is_shared, order_run, shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
 #: The share of queries the rule must hold for at the detected depth ("nearly every query": 2 of DL19's 43
@@ -117,6 +117,14 @@ def _run_blocks(frame: pd.DataFrame, score_precision: str) -> _Blocks:
     )
 
 
+def known_blocks(frame: pd.DataFrame) -> _Blocks | None:
+    """``_run_blocks`` of ``frame`` at any score precision when this ``shared_sorts`` scope has them (else None)."""
+    for precision in SCORE_PRECISIONS:
+        if is_shared("query_blocks", (frame,), (precision,)):
+            return _run_blocks(frame, precision)
+    return None
+
+
 def in_first_top(first: Run, frame: pd.DataFrame, k: int, score_precision: str = DEFAULT_SCORE_PRECISION) -> np.ndarray:
     """Per row of ``frame`` (query_id, doc_id): is the document among the first stage's top ``k`` of its query
     (trec_eval order at ``score_precision``); strings are looked up once per distinct query and in the first
@@ -184,31 +192,63 @@ def _pair_hashes(blocks: np.ndarray, docs: pa.Array | pa.ChunkedArray) -> np.nda
     return h
 
 
-def _hashed_lookup(
-    f_block: np.ndarray, f_docs: pa.Array | pa.ChunkedArray, r_block: np.ndarray, r_docs, r_rows: np.ndarray
-) -> np.ndarray | None:
-    """Position in the first stage's (block, document) pairs ``f_block``/``f_docs`` of each reranked pair
-    (``r_block`` with the documents ``r_docs`` at ``r_rows``), -1 where absent: the pairs are hashed (no
-    dictionary of strings) and every hit is checked string for string. None when two first-stage pairs share a
-    hash or a hit is not the same pair (then the caller encodes the strings)."""
-    if not len(f_block) or not len(r_rows):
-        return np.full(len(r_rows), -1, np.int64)
-    some = r_docs if len(r_rows) == len(r_docs) else take(r_docs, r_rows)
-    fh, rh = _pair_hashes(f_block, f_docs), _pair_hashes(r_block, some)
+@dataclass(frozen=True)
+class _FirstTop:
+    """The sorted hashes of the (block, document) pairs of the first stage's top rows of every query block
+    (``keys``; None when two pairs share a hash), and the first-stage row (``rows``) and block (``block``) of
+    each key."""
+
+    keys: np.ndarray | None
+    rows: np.ndarray
+    block: np.ndarray
+
+
+def _first_top(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstTop:
+    """``_FirstTop`` of the first stage's top ``depth`` rows: once per first stage and depth however many
+    reranked runs are aligned with it."""
+    return shared("first top", (first,), (depth, score_precision), lambda: _top_of(first, depth, score_precision))
+
+
+def _top_of(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstTop:
+    fb = _run_blocks(first, score_precision)
+    rows, block = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), depth)
+    fh = _pair_hashes(block, take(arrow_of(order_run(first, score_precision)[DOC_ID]), rows))  # type: ignore[arg-type]
     order = np.argsort(fh)
     keys = fh[order]
     if bool((keys[1:] == keys[:-1]).any()):
+        return _FirstTop(None, np.zeros(0, np.int64), np.zeros(0, np.int32))
+    narrow = np.int32 if len(fb.starts) < 2**31 else np.int64  # held for the whole diagnosis: kept small
+    top = _FirstTop(keys, rows[order], block[order].astype(narrow))
+    for v in (top.keys, top.rows, top.block):
+        v.flags.writeable = False
+    return top
+
+
+def _hashed_lookup(
+    top: _FirstTop, f_docs: pa.Array | pa.ChunkedArray, r_block: np.ndarray, r_docs, r_rows: np.ndarray
+) -> np.ndarray | None:
+    """The first-stage row (among the top rows ``top``; documents ``f_docs``) of each reranked pair (``r_block``
+    with the documents ``r_docs`` at ``r_rows``), -1 where absent: the pairs are hashed (no dictionary of
+    strings) and every hit is checked string for string. None when two first-stage pairs share a hash or a hit
+    is not the same pair (then the caller encodes the strings)."""
+    if top.keys is None:
         return None
+    keys = top.keys
+    if not len(keys) or not len(r_rows):
+        return np.full(len(r_rows), -1, np.int64)
+    some = r_docs if len(r_rows) == len(r_docs) else take(r_docs, r_rows)
+    rh = _pair_hashes(r_block, some)
     probes = np.argsort(rh)  # sorted probes: the binary searches walk the keys in order (random ones miss cache)
     at = np.empty(len(rh), np.int64)
     at[probes] = np.minimum(np.searchsorted(keys, rh[probes]), len(keys) - 1)
     hit = keys[at] == rh
-    pos = np.where(hit, order[at], -1)
+    found = np.where(hit, top.rows[at], -1)
     rows = np.flatnonzero(hit)
-    same = pc.equal(take(f_docs, pos[rows]), take(some, rows)).to_numpy(zero_copy_only=False)
-    if not (bool(same.all()) and np.array_equal(f_block[pos[rows]], r_block[rows])):
+    hits = some if len(rows) == len(some) else take(some, rows)  # nearly every pair is a hit
+    same = pc.equal(take(f_docs, found[rows]), hits).to_numpy(zero_copy_only=False)
+    if not (bool(same.all()) and np.array_equal(top.block[at[rows]], r_block[rows])):
         return None
-    return pos
+    return found
 
 
 def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
@@ -223,18 +263,18 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     row = np.full(len(r), -1, np.int64)
     # first the first stage's rows down to the reranked run's longest list (where nearly every match is) ...
     deepest = int(r_rank.max()) if len(r) else 0
-    held = np.flatnonzero(in_first >= 0)
-    top, owner = _top_rows(fb, in_first[held], deepest)
     wanted = np.flatnonzero(r_fblock >= 0)
-    top_docs = take(f_docs, top)
-    pos = _hashed_lookup(in_first[held][owner], top_docs, r_fblock[wanted], r_docs, wanted)
-    if pos is None:  # a hash shared by two of the first stage's pairs, or a hit that is not the same pair
-        top_codes, r_codes = arrow_codes(top_docs, r_docs)
+    # every query's top (block, document) hashes: made once for the runs reranking the same first stage
+    found = _hashed_lookup(_first_top(first.frame, deepest, score_precision), f_docs, r_fblock[wanted], r_docs, wanted)
+    if found is None:  # a hash shared by two of the first stage's pairs, or a hit that is not the same pair
+        top, block = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), deepest)
+        top_codes, r_codes = arrow_codes(take(f_docs, top), r_docs)
         width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
-        pos = _lookup(in_first[held][owner] * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
-    row[wanted[pos >= 0]] = top[pos[pos >= 0]]
+        pos = _lookup(block * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
+        found = np.where(pos >= 0, top[np.maximum(pos, 0)] if len(top) else -1, -1)
+    row[wanted] = found
     # ... then, for the documents still unmatched, the first stage's deeper rows holding one of them
-    rest = wanted[pos < 0]
+    rest = wanted[found < 0]
     if len(rest):
         rest_docs = take(r_docs, rest)
         holds = pc.is_in(f_docs, value_set=pc.unique(rest_docs).cast(f_docs.type)).to_numpy(zero_copy_only=False)
@@ -329,7 +369,12 @@ def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
     sel = ok[owner_r]
     top_r, owner_r = top_r[sel], owner_r[sel]
     groups_r = al.first_group[al.row_in_first[top_r]]
-    groups_r = groups_r[np.lexsort((groups_r, owner_r))]  # each query's groups sorted (owner_r is ascending)
+    if bool((fblock[1:] > fblock[:-1]).all()):
+        # the first stage's tie groups are numbered block after block, and the blocks of ascending owners
+        # ascend: sorting the values sorts each query's groups (no sort of (owner, group) pairs)
+        groups_r = np.sort(groups_r)
+    else:
+        groups_r = groups_r[np.lexsort((groups_r, owner_r))]  # each query's groups sorted (owner_r is ascending)
     top_f, _ = _top_rows(fb, fblock[same], last_change[same])
     differs = groups_r != al.first_group[top_f]
     ok[same] = np.bincount(owner_r[differs], minlength=len(held))[same] == 0

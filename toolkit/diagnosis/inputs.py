@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, shared, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, Run
 from toolkit.errors import ConfigError, DepthNotDetectedError, phrase
 
@@ -44,14 +44,23 @@ class Reranked:
 
 
 def longest_list(run: Run) -> int:
-    """The most documents any query of ``run`` has (counted by arrow: no pandas groupby over string ids)."""
+    """The most documents any query of ``run`` has (counted by arrow: no pandas groupby over string ids); once
+    per frame inside ``ranking.shared_sorts``, read off its query blocks when the diagnosis has them."""
+    return shared("longest_list", (run.frame,), (), lambda: _longest_list(run.frame))
+
+
+def _longest_list(frame: pd.DataFrame) -> int:
     import pyarrow.compute as pc
 
     from toolkit.data.columns import arrow_of
+    from toolkit.diagnosis.depths import known_blocks
 
-    if not len(run.frame):
+    if not len(frame):
         return 0
-    return int(pc.max(pc.value_counts(arrow_of(run.frame[QUERY_ID])).field("counts")).as_py())
+    blocks = known_blocks(frame)  # a run's query blocks have the same lengths at every score precision
+    if blocks is not None:
+        return int(blocks.lengths.max())
+    return int(pc.max(pc.value_counts(arrow_of(frame[QUERY_ID])).field("counts")).as_py())
 
 
 def pair_first_stage(
@@ -198,14 +207,14 @@ def resolve_depth(r: Reranked, first: Run, score_precision: str) -> tuple[Rerank
     from toolkit.diagnosis.repeats import check_repeats
 
     notes: list[str] = []
-    deepest = longest_list(first)
+    detections = [detect_depth(first, run, score_precision) for run in r.runs]
+    deepest = longest_list(first)  # read off the query blocks the detection made
     if r.depth is not None and r.depth_from in ("given", "option") and r.depth > deepest:
         how = "--depth" if r.depth_from == "option" else "depth"
         raise ConfigError(
             f"{how} {r.depth} for {r.name} is larger than the lists of its first stage {r.first_stage} (at most "
             f"{deepest} documents per query): give a depth of at most {deepest}"
         )
-    detections = [detect_depth(first, run, score_precision) for run in r.runs]
     detection = detections[0]
     if r.depth is None:
         if detection.depth is None:

@@ -28,7 +28,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_of
-from toolkit.data.ranking import group_starts, known_in_trec_order, shared, trec_order, within_group_rank
+from toolkit.data.ranking import (
+    group_starts,
+    is_shared,
+    known_in_trec_order,
+    order_run,
+    shared,
+    trec_order,
+    within_group_rank,
+)
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 
 #: Relevance code of a retrieved document absent from the qrels (trec_eval's RELVALUE_NONPOOL).
@@ -211,9 +219,17 @@ def build_ranked(
         "judged rows in trec_eval order",
         (run.frame, index),
         (score_precision,),
-        lambda: _judged_rows(index, run.frame, score_precision),
+        lambda: _judged_rows(index, _ordered_if_made(run.frame, score_precision), score_precision),
     )
     return _cut(index, rows, level=level, max_docs=max_docs, judged_only=judged_only)
+
+
+def _ordered_if_made(frame: pd.DataFrame, score_precision: str) -> pd.DataFrame:
+    """``frame``'s rows in trec_eval order when this ``shared_sorts`` scope has put them so already (its
+    judged rows are then ranked without a sort: the same rows, queries, ranks and codes), else ``frame``."""
+    if is_shared("order_run", (frame,), (score_precision,)):
+        return order_run(frame, score_precision)  # type: ignore[arg-type]
+    return frame
 
 
 def _judged_rows(index: QrelsIndex, frame: pd.DataFrame, score_precision: str) -> tuple:
