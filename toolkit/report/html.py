@@ -112,25 +112,26 @@ FIGURE_DPI = 110
 
 def figure_png(fig) -> bytes:
     """A matplotlib figure as PNG bytes (closed afterwards), cut as ``savefig(bbox_inches="tight")`` cuts it: to
-    the artists' extent padded by ``savefig.pad_inches``. Where that extent lies within the figure, the figure is
-    drawn once and its canvas cropped (savefig draws it twice: once to find the extent, once at the cut size);
-    otherwise savefig makes it."""
+    the artists' extent padded by ``savefig.pad_inches``. savefig draws a figure twice for that (once to find the
+    extent, once at the cut size); here the figure is drawn once and, where every artist lies within it, its
+    canvas cropped; where one reaches outside, savefig draws it once more at the cut found. A figure on another
+    canvas than matplotlib's Agg one, or that lays itself out (constrained layout), goes to savefig whole."""
     import matplotlib.pyplot as plt
 
     try:
-        png = _drawn_once_png(fig)
-        if png is None:
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
-            png = buf.getvalue()
+        cut = _drawn_once_png(fig)
+        if isinstance(cut, bytes):
+            return cut
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight" if cut is None else cut)
+        return buf.getvalue()
     finally:
         plt.close(fig)
-    return png
 
 
-def _drawn_once_png(fig) -> bytes | None:
-    """``figure_png``'s one draw and crop; None where an artist reaches outside the figure, the canvas is not
-    matplotlib's Agg one or the figure lays itself out (constrained layout)."""
+def _drawn_once_png(fig):
+    """``figure_png``'s one draw: the PNG of the cropped canvas; the cut (a ``Bbox`` in inches) where an artist
+    reaches outside the figure; None where the figure is not drawn here."""
     import math
 
     import matplotlib as mpl
@@ -141,14 +142,14 @@ def _drawn_once_png(fig) -> bytes | None:
 
     canvas, engine = fig.canvas, fig.get_layout_engine()
     if type(canvas) is not FigureCanvasAgg or not (engine is None or type(engine) is PlaceHolderLayoutEngine):
-        return None  # a layout engine that savefig pads by its own settings
+        return None
     fig.set_dpi(FIGURE_DPI)
     canvas.draw()
     content = fig.get_tightbbox(canvas.get_renderer())
+    box = content.padded(mpl.rcParams["savefig.pad_inches"])
     width, height = fig.get_size_inches()
     if not (content.x0 >= 0 and content.y0 >= 0 and content.x1 <= width and content.y1 <= height):
-        return None
-    box = content.padded(mpl.rcParams["savefig.pad_inches"])
+        return box
     pixels = np.asarray(canvas.buffer_rgba())
     rows, cols = pixels.shape[:2]
     dpi = fig.dpi
