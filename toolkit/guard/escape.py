@@ -179,11 +179,11 @@ def csv_table(frame: Any) -> str:
 
     pandas turns each float column into text with numpy's ``astype(str)`` (the shortest text that reads back
     as the same number, as Python's ``repr`` writes it, ~5x slower) and hands the cells to ``csv.writer``; here
-    float and integer columns are turned into text by ``repr``/``str`` and written by the same ``csv.writer``
-    (missing cells empty, as pandas's ``na_rep``); ``csv_text`` is applied to every cell of an object column and,
-    in a text column, to the cells that start as a formula (found by the column's vectorised ``startswith``).
-    Columns of any other kind than float64, int64, text or object, or labels that are not plain, are left to
-    pandas."""
+    float and integer columns are turned into text by ``repr``/``str`` (once per distinct value) and written by
+    the same ``csv.writer`` (missing cells empty, as pandas's ``na_rep``); ``csv_text`` is applied to every cell
+    of an object column and, in a text column, to the cells that start as a formula (found by the column's
+    vectorised ``startswith``). Columns of any other kind than float64, int64, text or object, or labels that are
+    not plain, are left to pandas."""
     import csv
     import io
 
@@ -198,11 +198,11 @@ def csv_table(frame: Any) -> str:
         col = frame.iloc[:, i]
         if col.dtype == np.float64:
             v = col.to_numpy()
-            text = list(map(repr, v.tolist()))
+            text = _texts_of_distinct(v, repr)
             for j in np.flatnonzero(np.isnan(v)).tolist():
                 text[j] = ""
         elif col.dtype == np.int64:
-            text = list(map(str, col.to_numpy().tolist()))
+            text = _texts_of_distinct(col.to_numpy(), str)
         else:  # the cells as csv_text gives them (csv.writer writes each with str), missing ones empty
             text = col.tolist()
             if col.dtype == object:
@@ -219,6 +219,16 @@ def csv_table(frame: Any) -> str:
     writer.writerow([str(csv_text(c)) if isinstance(c, str) else str(c) for c in frame.columns])
     writer.writerows(zip(*cells))
     return csv_newlines(buf.getvalue())
+
+
+def _texts_of_distinct(values: Any, text: Any) -> list[str]:
+    """``list(map(text, values.tolist()))`` for a float64 or int64 array, ``text`` called once per distinct bit
+    pattern (so 0.0 and -0.0 stay apart; a column repeats its values often)."""
+    import numpy as np
+
+    distinct, at = np.unique(np.ascontiguousarray(values).view(np.int64), return_inverse=True)
+    texts = list(map(text, distinct.view(values.dtype).tolist()))
+    return list(map(texts.__getitem__, at.ravel().tolist()))
 
 
 __all__ = [
