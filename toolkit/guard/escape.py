@@ -179,39 +179,56 @@ def csv_table(frame: Any) -> str:
 
     pandas turns each float column into text with numpy's ``astype(str)`` (the shortest text that reads back
     as the same number, as Python's ``repr`` writes it, ~5x slower) and hands the cells to ``csv.writer``; here
-    float and integer columns are turned into text by ``repr``/``str`` and written by the same ``csv.writer``
-    (missing cells empty, as pandas's ``na_rep``). Columns of any other kind than float64, int64, text or
-    object, or labels that are not plain, are left to pandas."""
+    float and integer columns are turned into text by ``repr``/``str`` (once per distinct value) and written by
+    the same ``csv.writer`` (missing cells empty, as pandas's ``na_rep``); ``csv_text`` is applied to every cell
+    of an object column and, in a text column, to the cells that start as a formula (found by the column's
+    vectorised ``startswith``). Columns of any other kind than float64, int64, text or object, or labels that are
+    not plain, are left to pandas."""
     import csv
     import io
 
     import numpy as np
     import pandas as pd
 
-    out = csv_frame(frame)
-    plain = len(out.columns) > 0 and not isinstance(out.columns, pd.MultiIndex)
-    if not plain or not all(str(dt) in ("float64", "int64", "object", "string", "str") for dt in out.dtypes):
-        return csv_newlines(out.to_csv(index=False, lineterminator=CSV_LINE_END))
+    plain = len(frame.columns) > 0 and not isinstance(frame.columns, pd.MultiIndex)
+    if not plain or not all(str(dt) in ("float64", "int64", "object", "string", "str") for dt in frame.dtypes):
+        return csv_newlines(csv_frame(frame).to_csv(index=False, lineterminator=CSV_LINE_END))
     cells = []
-    for i in range(len(out.columns)):
-        col = out.iloc[:, i]
+    for i in range(len(frame.columns)):
+        col = frame.iloc[:, i]
         if col.dtype == np.float64:
             v = col.to_numpy()
-            text = list(map(repr, v.tolist()))
+            text = _texts_of_distinct(v, repr)
             for j in np.flatnonzero(np.isnan(v)).tolist():
                 text[j] = ""
         elif col.dtype == np.int64:
-            text = list(map(str, col.to_numpy().tolist()))
-        else:  # the cells as they are (csv.writer writes each with str), missing ones empty
+            text = _texts_of_distinct(col.to_numpy(), str)
+        else:  # the cells as csv_text gives them (csv.writer writes each with str), missing ones empty
             text = col.tolist()
+            if col.dtype == object:
+                text = list(map(csv_text, text))
+            else:
+                formula = col.str.startswith(_FORMULA_START).to_numpy(dtype=bool, na_value=False)
+                for j in np.flatnonzero(formula).tolist():
+                    text[j] = csv_text(text[j])
             for j in np.flatnonzero(col.isna().to_numpy()).tolist():
                 text[j] = ""
         cells.append(text)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator=CSV_LINE_END)
-    writer.writerow([str(c) for c in out.columns])
+    writer.writerow([str(csv_text(c)) if isinstance(c, str) else str(c) for c in frame.columns])
     writer.writerows(zip(*cells))
     return csv_newlines(buf.getvalue())
+
+
+def _texts_of_distinct(values: Any, text: Any) -> list[str]:
+    """``list(map(text, values.tolist()))`` for a float64 or int64 array, ``text`` called once per distinct bit
+    pattern (so 0.0 and -0.0 stay apart; a column repeats its values often)."""
+    import numpy as np
+
+    distinct, at = np.unique(np.ascontiguousarray(values).view(np.int64), return_inverse=True)
+    texts = list(map(text, distinct.view(values.dtype).tolist()))
+    return list(map(texts.__getitem__, at.ravel().tolist()))
 
 
 __all__ = [
