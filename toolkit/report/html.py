@@ -1,8 +1,7 @@
 """Shared building blocks of every report: self-contained HTML (inline CSS, images as data URIs), Markdown tables,
 number formatting and matplotlib figures as PNG bytes.
 
-matplotlib is imported only inside the figure functions (``pyplot``, ``figure_png``), so importing a report module
-stays light.
+matplotlib is imported only inside ``pyplot`` and ``figure_png``, so importing a report module stays light.
 """
 
 from __future__ import annotations
@@ -114,64 +113,12 @@ PNG_OPTIONS = {"compress_level": 3}
 
 
 def figure_png(fig) -> bytes:
-    """A matplotlib figure as PNG bytes (closed afterwards), cut as ``savefig(bbox_inches="tight")`` cuts it: to
-    the artists' extent padded by ``savefig.pad_inches``. savefig draws a figure twice for that (once to find the
-    extent, once at the cut size); here the figure is drawn once and, where every artist lies within it, its
-    canvas cropped; where one reaches outside, savefig draws it once more at the cut found. A figure on another
-    canvas than matplotlib's Agg one, or that lays itself out (constrained layout), goes to savefig whole."""
+    """A matplotlib figure as PNG bytes (closed afterwards), cut to its artists (``bbox_inches="tight"``)."""
     import matplotlib.pyplot as plt
 
-    try:
-        cut = _drawn_once_png(fig)
-        if isinstance(cut, bytes):
-            return cut
-        buf = io.BytesIO()
-        fig.savefig(
-            buf,
-            format="png",
-            dpi=FIGURE_DPI,
-            bbox_inches="tight" if cut is None else cut,
-            pil_kwargs=dict(PNG_OPTIONS),
-        )
-        return buf.getvalue()
-    finally:
-        plt.close(fig)
-
-
-def _drawn_once_png(fig):
-    """``figure_png``'s one draw: the PNG of the cropped canvas; the cut (a ``Bbox`` in inches) where an artist
-    reaches outside the figure; None where the figure is not drawn here."""
-    import math
-
-    import matplotlib as mpl
-    import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.colors import to_rgba_array
-    from matplotlib.layout_engine import PlaceHolderLayoutEngine
-
-    canvas, engine = fig.canvas, fig.get_layout_engine()
-    if type(canvas) is not FigureCanvasAgg or not (engine is None or type(engine) is PlaceHolderLayoutEngine):
-        return None
-    fig.set_dpi(FIGURE_DPI)
-    canvas.draw()
-    content = fig.get_tightbbox(canvas.get_renderer())
-    box = content.padded(mpl.rcParams["savefig.pad_inches"])
-    width, height = fig.get_size_inches()
-    if not (content.x0 >= 0 and content.y0 >= 0 and content.x1 <= width and content.y1 <= height):
-        return box
-    pixels = np.asarray(canvas.buffer_rgba())
-    rows, cols = pixels.shape[:2]
-    dpi = fig.dpi
-    left, right = math.floor(box.x0 * dpi), math.ceil(box.x1 * dpi)
-    top, bottom = math.floor(rows - box.y1 * dpi), math.ceil(rows - box.y0 * dpi)
-    # the padding beyond the canvas has the figure's colour, as in savefig's larger cut
-    out = np.empty((bottom - top, right - left, 4), dtype=np.uint8)
-    out[:] = np.round(to_rgba_array(fig.get_facecolor())[0] * 255).astype(np.uint8)
-    r0, c0 = max(top, 0), max(left, 0)
-    r1, c1 = min(bottom, rows), min(right, cols)
-    out[r0 - top : r1 - top, c0 - left : c1 - left] = pixels[r0:r1, c0:c1]
     buf = io.BytesIO()
-    mpl.image.imsave(buf, out, format="png", dpi=dpi, pil_kwargs=dict(PNG_OPTIONS))
+    fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight", pil_kwargs=dict(PNG_OPTIONS))
+    plt.close(fig)
     return buf.getvalue()
 
 
