@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -145,6 +145,18 @@ def shared(name: str, frames: tuple[Any, ...], args: tuple, compute: Callable[[]
         cache[key] = (frames, value)  # the frames are held: their ids stay theirs while the scope lasts
     value = cache[key][1]
     return value.copy(deep=False) if isinstance(value, pd.DataFrame) else value  # type: ignore[return-value]
+
+
+def keep_shared(names: Collection[str]) -> None:
+    """Inside ``shared_sorts``: let go of every result ``shared`` keeps except those named in ``names`` (what the
+    caller's later steps still read), so that their memory is freed; a step that asks for one let go computes it
+    again. Nothing outside a scope."""
+    stack = getattr(_SCOPES, "stack", None)
+    if not stack:
+        return
+    cache = stack[-1]
+    for key in [k for k in cache if k[0] not in names]:
+        del cache[key]
 
 
 def sharing() -> bool:

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.data.columns import coded_isin
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, shared_sorts, top_k
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, keep_shared, shared_sorts, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
 from toolkit.diagnosis.depths import DEPTH_RULE
@@ -550,6 +550,13 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     ]
 
 
+#: What the steps after the per-run ones (pairs, tests, query views, notes; and the API's uncertainty annotations
+#: within its ``shared_sorts`` scope) read of what ``ranking.shared`` kept before them: the rest is let go.
+READ_AFTER_RUNS = frozenset(
+    {"order_run", "query ids", "prepared judgments", "judged rows in trec_eval order", "longest_list"}
+)
+
+
 @shared_sorts()  # every run sorted once, however many steps read it
 def diagnose(
     qrels: Qrels,
@@ -610,6 +617,7 @@ def diagnose(
     inputs, notes, depth_notes = reranked_inputs(reranked, firsts, depth, listwise, s.binary.score_precision)
     ev = _evaluate_all(qrels, firsts, inputs, parse_headline_measure(measure), s, complete)
     done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t, window, stride) for r in inputs]
+    keep_shared(READ_AFTER_RUNS)  # the per-run steps' alignments, codes and candidates are not read again
     pipelines = [p for p, _ in done]
     rules = tuple(type_rules) if type_rules is not None else DEFAULT_TYPE_RULES
     queries = dict(queries or {})

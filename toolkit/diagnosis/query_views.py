@@ -355,11 +355,9 @@ def views_of_runs(
     full = {}
     for s in systems:
         o = order_run(runs[s].frame, score_precision)  # type: ignore[arg-type]
-        where, rank, docs = (
-            query_index(o, qids).astype(np.int64),
-            o["rank"].to_numpy().astype(np.int64),
-            arrow_of(o[DOC_ID]),
-        )
+        # int32 query indexes and the ranks as they are (no int64 copies of a first stage's every row): each batch's
+        # rows are widened when taken
+        where, rank, docs = query_index(o, qids).astype(np.int32), o["rank"].to_numpy(), arrow_of(o[DOC_ID])
         if (where < 0).any() or (where[1:] < where[:-1]).any():  # else every row is wanted, in order already
             rows = np.flatnonzero(where >= 0)
             rows = rows[np.argsort(where[rows], kind="stable")]
@@ -404,7 +402,7 @@ def _rows_of_queries(
     row), the query index counted from ``lo``."""
     q, values, docs, at = columns
     a, b = int(at[lo]), int(at[hi])
-    return q[a:b] - lo, values[a:b], docs.slice(a, b - a)
+    return q[a:b].astype(np.int64) - lo, values[a:b].astype(np.int64), docs.slice(a, b - a)
 
 
 def _views_of_batch(
