@@ -193,3 +193,20 @@ def test_bootstrap_means_of_equals_one_call_per_vector():
     with shared_sorts():
         prime_bootstrap(xs, 2_000, 11)
         assert [bootstrap_ci(x, resamples=2_000, seed=11) for x in xs] == alone
+
+
+@pytest.mark.parametrize("n", [63, 64, 65, 1_000, 20_000])
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_bootstrap_means_of_pairs_equal_the_plain_means(n, count):
+    """Vectors gathered two by two (side by side, each row summed along its column) give ``d[idx].mean(axis=-1)``
+    of the indices default_rng(seed) draws, to the last bit, odd counts included."""
+    import numpy as np
+
+    from toolkit.evaluation.intervals import bootstrap_means_of
+
+    gen = np.random.default_rng(n + count)
+    xs = [gen.normal(size=n) * 10.0 ** gen.integers(-3, 4) for _ in range(count)]
+    resamples = 40 if n > 1_000 else 500
+    idx = np.random.default_rng(5).integers(0, n, (resamples, n))
+    for x, means in zip(xs, bootstrap_means_of(xs, resamples, 5)):
+        assert np.array_equal(means, x[idx].mean(axis=-1))

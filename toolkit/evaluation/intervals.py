@@ -36,6 +36,7 @@ DEFAULT_LEVEL = 0.95
 DEFAULT_RESAMPLES = 10_000
 _CHUNK_CELLS = 65_536  # indices drawn per batch (rows x n): the batch and its gathered values stay in cache;
 # any batch gives the same stream as one draw, and each row's mean is its own pairwise sum, so the same bits
+_PAIR_MIN = 64  # rows of this many values or more: two arrays gathered side by side (``_means_of``)
 
 
 @dataclass(frozen=True)
@@ -97,18 +98,32 @@ def _means_of(ds: list[np.ndarray], n: int, resamples: int, rng: np.random.Gener
 
     Each batch of indices gathers every array into one reused buffer (``np.take``, unbuffered) and sums its rows
     (``np.add.reduce`` along the rows, numpy's pairwise sum of each row, as ``mean`` sums); the sums are divided
-    by n at the end, as ``mean`` divides them: the same bits as ``d[idx].mean(axis=-1)``."""
+    by n at the end, as ``mean`` divides them: the same bits as ``d[idx].mean(axis=-1)``. Arrays go two by two
+    (``_PAIR_MIN`` values or more): one gather of their side-by-side values per index, each row summed along its
+    strided column, the same pairwise sum of the same values in the same order."""
     sums = [np.empty(resamples) for _ in ds]
+    paired = n >= _PAIR_MIN and len(ds) > 1
+    groups = (
+        [list(range(i, min(i + 2, len(ds)))) for i in range(0, len(ds), 2)] if paired else [[i] for i in range(len(ds))]
+    )
+    tables = [ds[g[0]] if len(g) == 1 else np.ascontiguousarray(np.stack([ds[i] for i in g], axis=1)) for g in groups]
     rows = max(1, min(resamples, _CHUNK_CELLS // max(n, 1)))
     buf = np.empty((rows, n))
+    buf2 = np.empty((rows, n, 2)) if paired else None
     done = 0
     while done < resamples:
         size = min(rows, resamples - done)
         idx = rng.integers(0, n, (size, n))
-        gathered = buf[:size]
-        for d, s in zip(ds, sums):
-            np.take(d, idx, out=gathered, mode="clip")  # the indices lie in [0, n): "clip" never moves one
-            np.add.reduce(gathered, axis=-1, out=s[done : done + size])
+        for g, table in zip(groups, tables):
+            if len(g) == 1:
+                gathered = buf[:size]
+                np.take(table, idx, out=gathered, mode="clip")  # the indices lie in [0, n): "clip" never moves one
+                np.add.reduce(gathered, axis=-1, out=sums[g[0]][done : done + size])
+                continue
+            both = buf2[:size]  # type: ignore[index]
+            np.take(table, idx, axis=0, out=both, mode="clip")
+            for j, i in enumerate(g):
+                np.add.reduce(both[:, :, j], axis=-1, out=sums[i][done : done + size])
         done += size
     for s in sums:
         s /= n
