@@ -369,3 +369,16 @@ def test_in_memory_ids_that_are_not_strings_are_a_typed_error():
         evaluate(qrels, mixed, parse_measures(["map"]))
     fine = Run(frame=pd.DataFrame({"query_id": ["1", "2"], "doc_id": ["d1", "d1"], "score": [2.0, 1.0]}))
     assert evaluate(qrels, fine, parse_measures(["map"])).aggregate["map"] == 1.0
+
+
+def test_query_stats_cover_the_judged_run_queries_only(tmp_path):
+    """The tie and depth checks read the judged queries' blocks alone, a query listed in several blocks summed."""
+    from toolkit.evaluation.checks import _query_stats
+
+    (tmp_path / "q.txt").write_text("a 0 d1 1\nb 0 d1 1\n")
+    (tmp_path / "r.txt").write_text(
+        "a Q0 d1 1 1.0 r\nx Q0 d1 1 5.0 r\nx Q0 d2 2 5.0 r\na Q0 d2 2 3.0 r\nb Q0 d9 1 2.0 r\nb Q0 d8 2 2.0 r\n"
+    )
+    stats = _query_stats(read_run(tmp_path / "r.txt"), read_qrels(tmp_path / "q.txt"), "float32")
+    assert list(stats.index) == ["a", "b"]
+    assert stats["n"].tolist() == [2, 2] and stats["lo"].tolist() == [1.0, 2.0] and stats["hi"].tolist() == [3.0, 2.0]

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit import notices
+from toolkit.data.columns import arrow_of
 from toolkit.data.ranking import shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 from toolkit.errors import InputFormatError, NoCommonQueriesError, phrase
@@ -119,16 +120,19 @@ def _query_stats(run: Run, judgments, precision: str) -> pd.DataFrame:
         return pd.DataFrame({"n": [], "lo": [], "hi": []})
     changes = pc.not_equal(queries[1:], queries[:-1]).to_numpy(zero_copy_only=False)
     starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
+    ids = queries.take(pa.array(starts))
+    # only the judged queries' blocks (a set lookup in arrow, not pandas' value-by-value isin of the stats)
+    judged = pc.is_in(ids, value_set=pc.unique(arrow_of(judgments.frame[QUERY_ID])).cast(ids.type))
+    kept = np.flatnonzero(judged.to_numpy(zero_copy_only=False))
     blocks = pd.DataFrame(
         {
-            "q": queries.take(pa.array(starts)).to_pylist(),
-            "n": np.diff(np.append(starts, len(scores))),
-            "lo": np.minimum.reduceat(scores, starts),
-            "hi": np.maximum.reduceat(scores, starts),
+            "q": ids.take(pa.array(kept)).to_pylist(),
+            "n": np.diff(np.append(starts, len(scores)))[kept],
+            "lo": np.minimum.reduceat(scores, starts)[kept],
+            "hi": np.maximum.reduceat(scores, starts)[kept],
         }
     )
-    stats = blocks.groupby("q", sort=True).agg(n=("n", "sum"), lo=("lo", "min"), hi=("hi", "max"))
-    return stats[stats.index.isin(pd.unique(judgments.frame[QUERY_ID]))]
+    return blocks.groupby("q", sort=True).agg(n=("n", "sum"), lo=("lo", "min"), hi=("hi", "max"))
 
 
 def _tie_warnings(stats: pd.DataFrame, run: Run) -> list[str]:
