@@ -304,7 +304,7 @@ def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_values: np.ndarray, 
     return np.where(sk[at] == keys, sv[at], missing).astype(np.int64)
 
 
-def _without_gc(fn: Callable[..., _R]) -> Callable[..., _R]:
+def without_gc(fn: Callable[..., _R]) -> Callable[..., _R]:
     """``fn`` with the cyclic garbage collector paused while it runs (and resumed if it ran)."""
     import functools
     import gc
@@ -322,7 +322,7 @@ def _without_gc(fn: Callable[..., _R]) -> Callable[..., _R]:
     return paused
 
 
-@_without_gc
+@without_gc
 def views_of_runs(
     query_ids: Sequence[str],
     runs: Mapping[str, Run],

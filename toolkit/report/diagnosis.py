@@ -19,7 +19,7 @@ import pandas as pd
 
 from toolkit.diagnosis.diagnose import FAMILIES, Diagnosis
 from toolkit.diagnosis.labels import DECISION_ORDER, LABEL_MEANING, LABELS, MIN_TYPE_QUERIES
-from toolkit.diagnosis.query_views import _without_gc
+from toolkit.diagnosis.query_views import without_gc
 from toolkit.guard.escape import csv_table, markdown_code
 from toolkit.guard.escape import markdown_text as md
 from toolkit.guard.escape import plot_text as pt
@@ -1002,7 +1002,7 @@ def write_diagnosis_report(diag: Diagnosis, out_dir) -> dict[str, str]:
     return {name: str(Path(out_dir) / name) for name in names}
 
 
-@_without_gc  # the report makes many short-lived containers; none of it needs the scans of a large heap
+@without_gc  # the report makes many short-lived containers; none of it needs the scans of a large heap
 def _write_report_files(diag: Diagnosis, out: Path) -> None:
     from toolkit.data.trec_io import atomic_write, write_json
 
