@@ -521,15 +521,17 @@ def _tau_all(a: CodedLists, b: CodedLists, k: int) -> np.ndarray:
 def _tau_block(ca: np.ndarray, valid_a: np.ndarray, cb: np.ndarray, valid_b: np.ndarray, k: int) -> np.ndarray:
     n = len(ca)
     match = (ca[:, :, None] == cb[:, None, :]) & valid_a[:, :, None] & valid_b[:, None, :]  # (q, i in a, j in b)
-    pos = np.arange(k)
+    small = np.int8 if k < 64 else np.int64  # positions and their signs (whole numbers: counted exactly either way)
+    pos = np.arange(k, dtype=small)
     # the union: a's top k (x its position, y its position in b's top k or k), then b's others (x = k)
-    x = np.concatenate([np.broadcast_to(pos, (n, k)), np.full((n, k), k)], axis=1)
-    y = np.concatenate([np.where(match.any(axis=2), match.argmax(axis=2), k), np.broadcast_to(pos, (n, k))], axis=1)
+    x = np.concatenate([pos, np.full(k, k, small)])  # the same for every query
+    in_b = np.where(match.any(axis=2), match.argmax(axis=2), k).astype(small)
+    y = np.concatenate([in_b, np.broadcast_to(pos, (n, k))], axis=1)
     v = np.concatenate([valid_a, valid_b & ~match.any(axis=1)], axis=1)
     pair = v[:, :, None] & v[:, None, :] & np.triu(np.ones((2 * k, 2 * k), bool), 1)[None]
-    sx = np.sign(x[:, :, None] - x[:, None, :])
+    sx = np.sign(x[:, None] - x[None, :])[None]
     sy = np.sign(y[:, :, None] - y[:, None, :])
-    con_minus_dis = np.where(pair, sx * sy, 0).sum(axis=(1, 2))
+    con_minus_dis = np.where(pair, sx * sy, small(0)).sum(axis=(1, 2), dtype=np.int64)
     untied_x = (pair & (sx != 0)).sum(axis=(1, 2))
     untied_y = (pair & (sy != 0)).sum(axis=(1, 2))
     out = np.full(n, np.nan)
