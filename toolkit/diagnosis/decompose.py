@@ -285,7 +285,7 @@ class _CodedCandidates:
         self.first_run, self.key = first, key if first is not None else None
         rows, qidx, code = _candidate_codes(prepared, first, cands, self.key)  # type: ignore[arg-type]
         first = cands["first_rank"].to_numpy(dtype=np.int64)[rows]
-        base = np.lexsort((first, qidx))
+        base = _stable_sort(qidx, first)  # np.lexsort((first, qidx)), as one key where it fits
         self.prepared = prepared
         self.qidx, self.code, self.first = qidx[base], code[base], first[base]
         rows = rows[base]
