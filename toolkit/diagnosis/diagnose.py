@@ -174,7 +174,7 @@ def check_reordering(
     from toolkit.diagnosis.depths import classify_documents, reorder_counts
 
     docs = classify_documents(first, reranked, depth, score_precision)
-    kind = docs["kind"]  # compared as a column (arrow strings), not as Python strings
+    kind = docs["kind"]  # compared as a column (categorical codes), not as Python strings
     intro = docs.loc[(kind == "introduced").to_numpy(), [QUERY_ID, DOC_ID]]
     tail = docs.loc[(kind == "tail").to_numpy()]
     per_query = intro.groupby(QUERY_ID).size()
