@@ -554,8 +554,12 @@ def decompose(
     from toolkit.diagnosis.depths import classify_documents
 
     kinds = classify_documents(first, reranked, depth, settings.score_precision)
-    wanted = set(qids)  # the query test last, on the few rows the other conditions keep
-    introduced = int(kinds[QUERY_ID][(kinds["kind"] == "introduced").to_numpy()].isin(wanted).sum())
+    wanted = set(qids)  # the query test last, on the few rows the other conditions keep (none: no test at all)
+
+    def among_wanted(ids: pd.Series) -> int:
+        return int(ids.isin(wanted).sum()) if len(ids) else 0
+
+    introduced = among_wanted(kinds[QUERY_ID][(kinds["kind"] == "introduced").to_numpy()])
     lacking = cands["reranked_rank"].isna() & cands["reranked_query"] & (cands["first_rank"] <= depth)
     return Decomposition(
         measure=measure,
@@ -563,7 +567,7 @@ def decompose(
         per_query=per_query,
         curve=pd.DataFrame(curve),
         listwise=listwise,
-        uncovered=int(cands[QUERY_ID][lacking.to_numpy()].isin(wanted).sum()),
+        uncovered=among_wanted(cands[QUERY_ID][lacking.to_numpy()]),
         introduced=introduced,
         missing=missing,
     )
