@@ -223,12 +223,18 @@ def _aligned_candidates(
     rows = fb.starts[block] + np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
     rr_rank = by_row[rows]
     missing = rr_rank < 0
-    chosen = np.zeros(len(rank), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
-    chosen[rows] = True
+
+    def ids() -> tuple:
+        chosen = np.zeros(len(rank), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
+        chosen[rows] = True
+        return ordered[QUERY_ID].array[chosen], ordered[DOC_ID].array[chosen]
+
+    # the first stage's top ``depth`` rows alone (``key``): the same ids for every run reranked from it
+    qid, doc = ids() if key is None else shared("candidate ids", (first,), key, ids)
     table = pd.DataFrame(
         {
-            QUERY_ID: ordered[QUERY_ID].array[chosen],
-            DOC_ID: ordered[DOC_ID].array[chosen],
+            QUERY_ID: qid,
+            DOC_ID: doc,
             "first_rank": rank[rows],
             "reranked_rank": np.where(missing, np.nan, rr_rank) if missing.any() else rr_rank.astype(rank.dtype),
         }
