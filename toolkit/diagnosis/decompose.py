@@ -223,12 +223,18 @@ def _aligned_candidates(
     rows = fb.starts[block] + np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
     rr_rank = by_row[rows]
     missing = rr_rank < 0
-    chosen = np.zeros(len(rank), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
-    chosen[rows] = True
+
+    def ids() -> tuple:
+        chosen = np.zeros(len(rank), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
+        chosen[rows] = True
+        return ordered[QUERY_ID].array[chosen], ordered[DOC_ID].array[chosen]
+
+    # the first stage's top ``depth`` rows alone (``key``): the same ids for every run reranked from it
+    qid, doc = ids() if key is None else shared("candidate ids", (first,), key, ids)
     table = pd.DataFrame(
         {
-            QUERY_ID: ordered[QUERY_ID].array[chosen],
-            DOC_ID: ordered[DOC_ID].array[chosen],
+            QUERY_ID: qid,
+            DOC_ID: doc,
             "first_rank": rank[rows],
             "reranked_rank": np.where(missing, np.nan, rr_rank) if missing.any() else rr_rank.astype(rank.dtype),
         }
@@ -285,7 +291,7 @@ class _CodedCandidates:
         self.first_run, self.key = first, key if first is not None else None
         rows, qidx, code = _candidate_codes(prepared, first, cands, self.key)  # type: ignore[arg-type]
         first = cands["first_rank"].to_numpy(dtype=np.int64)[rows]
-        base = np.lexsort((first, qidx))
+        base = _stable_sort(qidx, first)  # np.lexsort((first, qidx)), as one key where it fits
         self.prepared = prepared
         self.qidx, self.code, self.first = qidx[base], code[base], first[base]
         rows = rows[base]
@@ -554,8 +560,12 @@ def decompose(
     from toolkit.diagnosis.depths import classify_documents
 
     kinds = classify_documents(first, reranked, depth, settings.score_precision)
-    wanted = set(qids)  # the query test last, on the few rows the other conditions keep
-    introduced = int(kinds[QUERY_ID][(kinds["kind"] == "introduced").to_numpy()].isin(wanted).sum())
+    wanted = set(qids)  # the query test last, on the few rows the other conditions keep (none: no test at all)
+
+    def among_wanted(ids: pd.Series) -> int:
+        return int(ids.isin(wanted).sum()) if len(ids) else 0
+
+    introduced = among_wanted(kinds[QUERY_ID][(kinds["kind"] == "introduced").to_numpy()])
     lacking = cands["reranked_rank"].isna() & cands["reranked_query"] & (cands["first_rank"] <= depth)
     return Decomposition(
         measure=measure,
@@ -563,7 +573,7 @@ def decompose(
         per_query=per_query,
         curve=pd.DataFrame(curve),
         listwise=listwise,
-        uncovered=int(cands[QUERY_ID][lacking.to_numpy()].isin(wanted).sum()),
+        uncovered=among_wanted(cands[QUERY_ID][lacking.to_numpy()]),
         introduced=introduced,
         missing=missing,
     )

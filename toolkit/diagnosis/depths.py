@@ -480,6 +480,8 @@ def _classify(first: Run, reranked: Run, depth: int | None, score_precision: str
     inside = ~np.isnan(fr)
     cand = inside if depth is None else inside & (fr <= depth)
     tail = inside & ~cand & (a["rank"].to_numpy() > (depth or 0)) & a["match"].to_numpy(dtype=bool)
-    a["kind"] = np.where(cand, "candidate", np.where(tail, "tail", "introduced"))
+    # one of three labels per row: a categorical column (codes), not an array of Python strings
+    kind = np.where(cand, 0, np.where(tail, 1, 2)).astype(np.int8)
+    a["kind"] = pd.Categorical.from_codes(kind, categories=["candidate", "tail", "introduced"])
     a["in_first_stage"] = inside
     return a

@@ -174,7 +174,7 @@ def check_reordering(
     from toolkit.diagnosis.depths import classify_documents, reorder_counts
 
     docs = classify_documents(first, reranked, depth, score_precision)
-    kind = docs["kind"]  # compared as a column (arrow strings), not as Python strings
+    kind = docs["kind"]  # compared as a column (categorical codes), not as Python strings
     intro = docs.loc[(kind == "introduced").to_numpy(), [QUERY_ID, DOC_ID]]
     tail = docs.loc[(kind == "tail").to_numpy()]
     per_query = intro.groupby(QUERY_ID).size()
@@ -272,21 +272,31 @@ def _pipeline_table(
     context = ["ndcg_cut_10", "ndcg_cut_10_condensed", "judged_10"]
     if measure == "ndcg_cut_10":
         context = context[1:]
+
+    def at_qids(frame: pd.DataFrame):
+        """``frame.loc[qids, c].to_numpy()`` per column ``c``, the rows looked up once per frame."""
+        rows = frame.index.get_indexer(qids)
+        if (rows < 0).any():
+            raise KeyError(f"{int((rows < 0).sum())} queries missing from a per-query frame")
+        return lambda c: frame[c].to_numpy()[rows]
+
+    of_first, of_reranked = at_qids(first), at_qids(reranked)
     for c in context:
-        cols[f"first_{c}"] = first.loc[qids, c].to_numpy()
-        cols[f"reranked_{c}"] = reranked.loc[qids, c].to_numpy()
+        cols[f"first_{c}"] = of_first(c)
+        cols[f"reranked_{c}"] = of_reranked(c)
     rk = f"recall_{r.depth}"
-    cols[f"first_{rk}"] = first.loc[qids, rk].to_numpy()
+    cols[f"first_{rk}"] = of_first(rk)
     for c in first_extra:
-        cols[f"first_{c}"] = first.loc[qids, c].to_numpy()
-    cols[f"reranked_{rk}"] = reranked.loc[qids, rk].to_numpy()
+        cols[f"first_{c}"] = of_first(c)
+    cols[f"reranked_{rk}"] = of_reranked(rk)
     table = pd.DataFrame(cols)
+    of_counts = at_qids(counts)
     for c in counts.columns:
-        table[c] = counts.loc[qids, c].to_numpy()
+        table[c] = of_counts(c)
     table["introduced_docs"] = [check["introduced_per_query"].get(q, 0) for q in qids]
-    a = agree.set_index(QUERY_ID)
-    table["rbo"] = a.loc[qids, "rbo"].to_numpy()
-    table[f"kendall_tau_{TAU_DEPTH}"] = a.loc[qids, f"kendall_tau_{TAU_DEPTH}"].to_numpy()
+    of_agree = at_qids(agree.set_index(QUERY_ID))
+    table["rbo"] = of_agree("rbo")
+    table[f"kendall_tau_{TAU_DEPTH}"] = of_agree(f"kendall_tau_{TAU_DEPTH}")
     table.insert(
         3,
         "diagnosis",

@@ -182,10 +182,16 @@ def unchanged_share(
     first: Run, run: Run, depth: int, query_ids: Sequence[str], score_precision: str = DEFAULT_SCORE_PRECISION
 ) -> tuple[int, int]:
     """(queries whose reranked top ``depth`` is the first stage's in its order, queries the run holds)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     shapes = rerank_shapes(first, run, score_precision)
-    shapes = shapes.loc[shapes.index.isin({str(q) for q in query_ids})]
-    fc = shapes["first_change"].to_numpy()
-    return int(((fc == 0) | (fc > depth)).sum()), len(shapes)
+    # the query test in arrow (an arrow-string index's ``isin`` makes an arrow scalar of every query id asked)
+    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
+    held = pa.array(shapes.index.array).cast(pa.large_string())
+    asked = pc.is_in(held, value_set=qset).to_numpy(zero_copy_only=False)
+    fc = shapes["first_change"].to_numpy()[asked]
+    return int(((fc == 0) | (fc > depth)).sum()), int(asked.sum())
 
 
 def window_spans(length: int, window: int, stride: int) -> list[tuple[int, int]]:

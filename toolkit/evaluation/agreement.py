@@ -383,6 +383,11 @@ def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.nd
     if a.distinct or b.distinct:
         return _shared_rows(a, b)
     width = int(max(a.codes.max(initial=-1), b.codes.max(initial=-1))) + 1
+    if a.codes.min(initial=0) >= 0 and b.codes.min(initial=0) >= 0 and width <= 8 * (len(a.codes) + len(b.codes)):
+        for d in (a, b):  # codes of one run without repeats (runs reranked from one first stage): a lookup
+            row_of = _row_of_code(d.codes, width)
+            if np.array_equal(row_of[d.codes], np.arange(len(d.codes), dtype=row_of.dtype)):
+                return _shared_rows(a, b, d, row_of)
     swap = len(a.codes) < len(b.codes)
     long_, short = (b, a) if swap else (a, b)
     ks = short.query_of_row * width + short.codes
@@ -408,25 +413,32 @@ def _shared(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.nd
     return qa, ia - a.starts[qa], ib - b.starts[qb]
 
 
-def _shared_rows(a: CodedLists, b: CodedLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``_shared`` where ``a`` or ``b`` has ``distinct`` codes: each code of the other names at most one of its
-    rows (the row of each code made once per lists, ``ranking.shared``), a shared document where that row is of
-    the same query."""
+def _row_of_code(codes: np.ndarray, width: int) -> np.ndarray:
+    """Per code below ``width``: the (last) row holding it, -1 when none (int32 where the rows fit)."""
+    row = np.full(width, -1, np.int32 if len(codes) < 2**31 else np.int64)
+    row[codes] = np.arange(len(codes), dtype=row.dtype)
+    return row
+
+
+def _shared_rows(
+    a: CodedLists, b: CodedLists, d: CodedLists | None = None, row_of: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_shared`` where ``a`` or ``b`` has codes without repeats (``distinct``, or ``d`` given with its
+    ``row_of``): each code of the other names at most one of its rows (for ``distinct`` codes, the row of each
+    code made once per lists, ``ranking.shared``), a shared document where that row is of the same query."""
     from toolkit.data.ranking import shared
 
-    swap = not a.distinct
-    d, o = (b, a) if swap else (a, b)
-
-    def row_of_code() -> np.ndarray:
-        row = np.full(int(d.codes.max(initial=-1)) + 1, -1, np.int64)
-        row[d.codes] = np.arange(len(d.codes), dtype=np.int64)
-        return row
-
-    row_of = shared("coded_rows", (d.codes,), (), row_of_code)
+    if d is None:
+        d = a if a.distinct else b
+    swap = d is not a
+    o = a if swap else b
+    if row_of is None:
+        dd = d
+        row_of = shared("coded_rows", (d.codes,), (), lambda: _row_of_code(dd.codes, int(dd.codes.max(initial=-1)) + 1))
     known = np.flatnonzero((o.codes >= 0) & (o.codes < len(row_of)))
     rows = row_of[o.codes[known]]
     held = rows >= 0
-    io, id_ = known[held], rows[held]
+    io, id_ = known[held], rows[held].astype(np.int64)
     d_starts, o_starts = d.starts, o.starts
     qo = np.searchsorted(o_starts, io, side="right") - 1
     qd = np.searchsorted(d_starts, id_, side="right") - 1
@@ -450,34 +462,41 @@ def _rbo_all(a: CodedLists, b: CodedLists, p: float) -> np.ndarray:
     both = np.flatnonzero((la > 0) & (lb > 0))
     if not len(both):
         return out
-    slot = np.full(len(la), -1, np.int64)
     groups = pd.DataFrame({"s": short[both], "l": long_[both], "row": both}).groupby(["s", "l"], sort=False)["row"]
+    blocks = []  # (s, l, queries) of at most _ROWS queries each
     for (s, l), rows in groups:  # noqa: E741 (s and l as in rbo)
-        s, l = int(s), int(l)  # noqa: E741
-        depths = np.arange(1, l + 1, dtype=np.float64)
-        weights = p**depths
-        tail = depths[s:]
         rows = rows.to_numpy()
-        for r0 in range(0, len(rows), _ROWS):
-            block = rows[r0 : r0 + _ROWS]
-            slot[block] = np.arange(len(block))
-            mine = slot[q] >= 0
-            f = first[mine]
-            w = int(f.max(initial=0)) + 1  # X_d stays X_w-1 below the deepest first shared depth
-            counts = np.bincount(slot[q[mine]] * w + f, minlength=len(block) * w).reshape(len(block), w)
-            slot[block] = -1
-            reached = np.cumsum(counts, axis=1)
-            x = np.empty((len(block), l))  # X_d, d = 1..l, as floats (exact: whole numbers)
-            x[:, : w - 1] = reached[:, 1:]
-            x[:, w - 1 :] = reached[:, -1:]
-            x_s, x_l = x[:, s - 1].copy(), x[:, l - 1].copy()
-            terms = np.divide(x, depths, out=x)
-            total = np.sum(np.multiply(terms, weights, out=terms), axis=1)
-            if l > s:
-                # X_s is one of s + 1 counts: each one's sum over the tail once (the same operations per row)
-                values, which = np.unique(x_s, return_inverse=True)
-                total += np.sum(values[:, None] * (tail - s) / (s * tail) * weights[s:], axis=1)[which.reshape(-1)]
-            out[block] = (1 - p) / p * total + ((x_l - x_s) / l + x_s / s) * p**l
+        blocks += [(int(s), int(l), rows[r0 : r0 + _ROWS]) for r0 in range(0, len(rows), _ROWS)]
+    # each query's block and its row in the block; the shared documents ordered by block (a radix sort)
+    block_of = np.full(len(la), -1, np.int64)
+    slot = np.zeros(len(la), np.int64)
+    for n, (_, _, block) in enumerate(blocks):
+        block_of[block] = n
+        slot[block] = np.arange(len(block))
+    of_entry = block_of[q]
+    by_block = np.argsort(of_entry.astype(np.int16 if len(blocks) < 2**15 else np.int64), kind="stable")
+    ends = np.cumsum(np.bincount(of_entry, minlength=len(blocks)))
+    for n, (s, l, block) in enumerate(blocks):  # noqa: E741 (s and l as in rbo)
+        if n == 0 or (s, l) != blocks[n - 1][:2]:
+            depths = np.arange(1, l + 1, dtype=np.float64)
+            weights = p**depths
+            tail = depths[s:]
+        mine = by_block[(ends[n - 1] if n else 0) : ends[n]]  # the shared documents of the block's queries
+        f = first[mine]
+        w = int(f.max(initial=0)) + 1  # X_d stays X_w-1 below the deepest first shared depth
+        counts = np.bincount(slot[q[mine]] * w + f, minlength=len(block) * w).reshape(len(block), w)
+        reached = np.cumsum(counts, axis=1)
+        x = np.empty((len(block), l))  # X_d, d = 1..l, as floats (exact: whole numbers)
+        x[:, : w - 1] = reached[:, 1:]
+        x[:, w - 1 :] = reached[:, -1:]
+        x_s, x_l = x[:, s - 1].copy(), x[:, l - 1].copy()
+        terms = np.divide(x, depths, out=x)
+        total = np.sum(np.multiply(terms, weights, out=terms), axis=1)
+        if l > s:
+            # X_s is one of s + 1 counts: each one's sum over the tail once (the same operations per row)
+            values, which = np.unique(x_s, return_inverse=True)
+            total += np.sum(values[:, None] * (tail - s) / (s * tail) * weights[s:], axis=1)[which.reshape(-1)]
+        out[block] = (1 - p) / p * total + ((x_l - x_s) / l + x_s / s) * p**l
     return out
 
 
@@ -502,15 +521,17 @@ def _tau_all(a: CodedLists, b: CodedLists, k: int) -> np.ndarray:
 def _tau_block(ca: np.ndarray, valid_a: np.ndarray, cb: np.ndarray, valid_b: np.ndarray, k: int) -> np.ndarray:
     n = len(ca)
     match = (ca[:, :, None] == cb[:, None, :]) & valid_a[:, :, None] & valid_b[:, None, :]  # (q, i in a, j in b)
-    pos = np.arange(k)
+    small = np.int8 if k < 64 else np.int64  # positions and their signs (whole numbers: counted exactly either way)
+    pos = np.arange(k, dtype=small)
     # the union: a's top k (x its position, y its position in b's top k or k), then b's others (x = k)
-    x = np.concatenate([np.broadcast_to(pos, (n, k)), np.full((n, k), k)], axis=1)
-    y = np.concatenate([np.where(match.any(axis=2), match.argmax(axis=2), k), np.broadcast_to(pos, (n, k))], axis=1)
+    x = np.concatenate([pos, np.full(k, k, small)])  # the same for every query
+    in_b = np.where(match.any(axis=2), match.argmax(axis=2), k).astype(small)
+    y = np.concatenate([in_b, np.broadcast_to(pos, (n, k))], axis=1)
     v = np.concatenate([valid_a, valid_b & ~match.any(axis=1)], axis=1)
     pair = v[:, :, None] & v[:, None, :] & np.triu(np.ones((2 * k, 2 * k), bool), 1)[None]
-    sx = np.sign(x[:, :, None] - x[:, None, :])
+    sx = np.sign(x[:, None] - x[None, :])[None]
     sy = np.sign(y[:, :, None] - y[:, None, :])
-    con_minus_dis = np.where(pair, sx * sy, 0).sum(axis=(1, 2))
+    con_minus_dis = np.where(pair, sx * sy, small(0)).sum(axis=(1, 2), dtype=np.int64)
     untied_x = (pair & (sx != 0)).sum(axis=(1, 2))
     untied_y = (pair & (sy != 0)).sum(axis=(1, 2))
     out = np.full(n, np.nan)
