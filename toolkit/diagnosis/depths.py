@@ -127,15 +127,24 @@ def known_blocks(frame: pd.DataFrame) -> _Blocks | None:
 
 def in_first_top(first: Run, frame: pd.DataFrame, k: int, score_precision: str = DEFAULT_SCORE_PRECISION) -> np.ndarray:
     """Per row of ``frame`` (query_id, doc_id): is the document among the first stage's top ``k`` of its query
-    (trec_eval order at ``score_precision``); strings are looked up once per distinct query and in the first
-    stage's vocabulary of ids, the top ``k`` compared as integers."""
+    (trec_eval order at ``score_precision``); strings are looked up once per distinct query, and the (query,
+    document) pairs in the hashed top ``k`` the alignments of reranked runs with ``first`` share
+    (``_first_top``; every hit checked string for string), else in the first stage's vocabulary of ids, the top
+    ``k`` compared as integers."""
     fb = _run_blocks(first.frame, score_precision)
-    rows, owner = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), k)
+    block = _index_in(arrow_of(frame[QUERY_ID]).cast(pa.large_string()), fb.qids)
     f_docs = arrow_of(order_run(first.frame, score_precision)[DOC_ID])  # type: ignore[arg-type]
-    top_codes, codes = arrow_codes(take(f_docs, rows), arrow_of(frame[DOC_ID]))
+    docs = arrow_of(frame[DOC_ID]).cast(pa.large_string())
+    held = np.flatnonzero(block >= 0)
+    found = _hashed_lookup(_first_top(first.frame, k, score_precision), f_docs, block[held], docs, held)
+    if found is not None:
+        out = np.zeros(len(frame), bool)
+        out[held] = found >= 0
+        return out
+    rows, owner = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), k)
+    top_codes, codes = arrow_codes(take(f_docs, rows), docs)
     width = int(max(top_codes.max(initial=-1), codes.max(initial=-1))) + 1
     keys = np.sort(owner * width + top_codes)
-    block = _index_in(arrow_of(frame[QUERY_ID]).cast(pa.large_string()), fb.qids)
     wanted = np.where(block >= 0, block * width + codes, -1)
     if not len(keys):
         return np.zeros(len(frame), bool)
