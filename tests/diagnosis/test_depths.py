@@ -238,3 +238,28 @@ def test_alignment_falls_back_to_the_strings_when_hashes_collide(monkeypatch, ha
     for name in ("first_rank", "first_group", "block_in_first", "row_in_first", "match"):
         assert np.array_equal(getattr(got, name), getattr(expected, name)), name
     assert got.ordered.equals(expected.ordered)
+
+
+@pytest.mark.parametrize("duplicate", [False, True])
+def test_in_first_top_is_membership_in_the_first_stages_top_k(duplicate):
+    """The hashed lookup (shared with the alignments) and the fallback by string codes (a document twice in a
+    query's top k: two pairs share a hash) both give membership in the first stage's top k in trec_eval
+    order; queries the first stage lacks and documents below k are not in it."""
+    import pandas as pd
+
+    from toolkit.data.ranking import shared_sorts
+    from toolkit.diagnosis.depths import in_first_top
+
+    rows = [(f"q{q}", f"d{(q * 7 + i) % 50}", float(40 - i)) for q in range(6) for i in range(40)]
+    if duplicate:
+        rows.append(("q2", "d14", 38.5))  # d14 is q2's document at rank 1: now also at rank 3
+    first = run_from_rows(rows)
+    asked = [(f"q{q}", f"d{d}") for q in range(7) for d in range(0, 50, 3)] + [("q2", "d14"), ("q4", "zz")]
+    frame = pd.DataFrame(asked, columns=["query_id", "doc_id"]).astype(str)
+    for k in (1, 5, 25):
+        top = {(q, d) for q, d, s in rows if sum(1 for q2, _, s2 in rows if q2 == q and s2 > s) < k}
+        expected = [(q, d) in top for q, d in asked]
+        assert in_first_top(first, frame, k).tolist() == expected
+        with shared_sorts():
+            assert in_first_top(first, frame, k).tolist() == expected
+            assert in_first_top(first, frame, k).tolist() == expected
