@@ -455,51 +455,51 @@ def _compact_views_of(views: dict) -> dict | None:
 
 
 def _compact_plain_views(views: dict) -> dict | None:
-    """``_compact_views_of``'s one pass; None where it does not apply. The values' types are checked once over
-    every query's values together, after the pass (a view that fails them gives None all the same)."""
-    from itertools import chain
-
+    """``_compact_views_of``'s one pass; None where it does not apply."""
     out = _compact_start(views)
     if out is None:
         return None
     systems = out["systems"]
     tops, ranks_of = [out["top"][s] for s in systems], [out["ranks"][s] for s in systems]
-    docs_of, grades_of, terms_of, snippets_of = out["docs"], out["grades"], out["terms"], out["snippets"]
-    given = 0  # how many ranks and snippets the views hold: each must come back as a value, not None
-    for v in views.values():
+    plain = _PLAIN_TYPES
+    for q, v in views.items():
         if len(v) != 4 or set(v) != _VIEW_KEYS or list(v["top"]) != systems or list(v["ranks"]) != systems:
             return None
-        top = v["top"]
-        lists = [[e[0] for e in top[s]] for s in systems]
-        shown = list(map(tuple, chain.from_iterable(top.values())))
-        try:
-            if len(grade := dict(reversed(shown))) != len(set(shown)):  # a document with two grades
-                return None
-        except TypeError:  # a grade that is no plain value
-            return None
-        # (grade: each document's first grade)
+        grade: dict = {}
+        lists = []
+        for top in v["top"].values():
+            for d, g in top:
+                if grade.setdefault(d, g) != g:
+                    return None
+            lists.append([e[0] for e in top])
         ranks = [v["ranks"][s] for s in systems]
         snippets, terms = v["snippets"], v["terms"]
-        if type(terms) is not list:
+        if not (
+            plain.issuperset(map(type, grade.values()))
+            and type(terms) is list
+            and plain.issuperset(map(type, terms))
+            and all(_plain_given(x) for x in (snippets, *ranks))
+        ):
             return None
         docs = sorted(set(grade).union(snippets, *ranks))
-        index = dict(zip(docs, range(len(docs))))
-        given += len(snippets) + sum(map(len, ranks))
-        docs_of.append(docs)
-        grades_of.append(list(map(grade.get, docs)))
-        terms_of.append(list(terms))
-        snippets_of.append(list(map(snippets.get, docs)))
-        for shown_s, r, top_s, ranks_s in zip(lists, ranks, tops, ranks_of):
-            top_s.append(list(map(index.__getitem__, shown_s)))
+        if not plain.issuperset(map(type, docs)):
+            return None
+        index = {d: i for i, d in enumerate(docs)}
+        out["queries"].append(q)
+        out["docs"].append(docs)
+        out["grades"].append(list(map(grade.get, docs)))
+        out["terms"].append(list(terms))
+        out["snippets"].append(list(map(snippets.get, docs)))
+        for shown, r, top_s, ranks_s in zip(lists, ranks, tops, ranks_of):
+            top_s.append([index[d] for d in shown])
             ranks_s.append(list(map(r.get, docs)))
-    out["queries"] = list(views)
-    plain = _PLAIN_TYPES
-    values = chain(snippets_of, *ranks_of)
-    if not all(
-        plain.issuperset(map(type, chain.from_iterable(x))) for x in (docs_of, grades_of, terms_of, values)
-    ) or given != sum(x is not None for x in chain.from_iterable(chain(snippets_of, *ranks_of))):
-        return None
     return out
+
+
+def _plain_given(given: dict) -> bool:
+    """Whether a view's {document: rank or snippet} holds plain values only, none of them None."""
+    values = given.values()
+    return None not in values and _PLAIN_TYPES.issuperset(map(type, values))
 
 
 _PLAIN_TYPES = frozenset({str, int, bool, type(None)})
