@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any, TypeVar
 
 import numpy as np
@@ -391,8 +392,9 @@ def views_of_runs(
     return views, missed
 
 
-#: Queries per batch of ``views_of_runs``.
-_BATCH = 2048
+#: Queries per batch of ``views_of_runs``: 512 measured 5-11% less CPU than 2,048 at 6,980 and 20,000 queries (smaller
+#: value sets for ``pc.is_in`` over the first stage's lists, likely better held in cache); 128 and 256 cost more again.
+_BATCH = 512
 
 
 def _rows_of_queries(
@@ -521,12 +523,12 @@ def _views_of_batch(
     ]
     miss_at = miss_at.tolist()
 
-    # each query's stretch of the lists above (no per-query work beyond slicing them)
-    views: dict[str, dict] = {}
-    missed: dict[str, list[dict]] = {}
-    for i, q in enumerate(qids):
-        tops_q = {s: pairs[at[i] : at[i + 1]] for s, (at, pairs) in top_lists.items()}
-        ranks_q = {s: dict(zip(docs[at[i] : at[i + 1]], rs[at[i] : at[i + 1]])) for s, (at, docs, rs) in ranked.items()}
-        views[q] = {"top": tops_q, "ranks": ranks_q}
-        missed[q] = miss_rows[miss_at[i] : miss_at[i + 1]]
+    # each query's stretch of the lists above (no per-query work beyond slicing them), a system at a time
+    tops_of = [[pairs[a:b] for a, b in pairwise(at)] for at, pairs in top_lists.values()]
+    ranks_of = [[dict(zip(docs[a:b], rs[a:b])) for a, b in pairwise(at)] for at, docs, rs in ranked.values()]
+    views = {
+        q: {"top": dict(zip(systems, t)), "ranks": dict(zip(systems, r))}
+        for q, t, r in zip(qids, zip(*tops_of), zip(*ranks_of))
+    }
+    missed = {q: miss_rows[a:b] for q, (a, b) in zip(qids, pairwise(miss_at))}
     return views, missed
