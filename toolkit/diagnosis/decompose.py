@@ -138,8 +138,8 @@ def _candidates(
 ) -> tuple[pd.DataFrame, tuple | None]:
     """``candidate_table`` and, where its rows are the first stage's top ``depth`` alone (read from the alignment,
     the reranked run holding no query deeper than ``depth``), the key under which what those rows alone decide
-    (their codes, the best order's values) is shared by every run reranked from that first stage (None
-    elsewhere)."""
+    (their codes; with the measure, its settings and the depth k, the best order's values) is shared by every run
+    reranked from that first stage (None elsewhere)."""
     aligned = _aligned_candidates(first, reranked, depth, settings.score_precision) if sharing() else None
     table, key = aligned if aligned is not None else (None, None)
     if table is None:
@@ -158,7 +158,7 @@ def _candidates(
             dtype=np.float64
         )
     table["gain"] = order_keys(labels, measure, settings)
-    return table, None if key is None else (*key, measure, settings)
+    return table, key
 
 
 def _candidate_codes(
