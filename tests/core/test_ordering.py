@@ -227,3 +227,16 @@ def test_a_run_known_in_order_ranks_and_evaluates_as_when_sorted_again(data, pre
         for field in dataclasses.fields(a):
             x, y = getattr(a, field.name), getattr(b, field.name)
             assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, field.name
+
+
+def test_among_is_membership_of_strings_as_python_sees_it():
+    import pyarrow as pa
+
+    from toolkit.data.columns import among
+
+    values = pa.chunked_array([["q1", "q2", "", "q10"], ["q1", "é", "q3"]])
+    for wanted in (["q1", "é", "q9"], pa.array(["q1", "é", "q9"]), pa.chunked_array([["q1"], ["é", "q9"]])):
+        want = [v in {"q1", "é", "q9"} for v in values.to_pylist()]
+        assert among(values, wanted).tolist() == want
+    assert among(pa.array(["a", "b"], type=pa.large_string()), []).tolist() == [False, False]
+    assert among(pa.array([], type=pa.string()), ["a"]).tolist() == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -196,6 +196,19 @@ def coded_map(keys: pd.Series, mapping: pd.Series) -> pd.Series:
     else:
         out = values[pos]
     return pd.Series(out, index=keys.index, name=keys.name)
+
+
+def among(values: pa.Array | pa.ChunkedArray, wanted: Iterable[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per string of ``values``: is it one of ``wanted`` (strings, or an arrow string array), by arrow's set
+    lookup (no Python string per value)."""
+    if isinstance(wanted, pa.ChunkedArray):
+        wanted = wanted.combine_chunks()
+    if isinstance(wanted, pa.Array):
+        value_set = wanted.cast(pa.large_string())
+    else:
+        value_set = pa.array(sorted({str(w) for w in wanted}), type=pa.large_string())
+    found = pc.is_in(values.cast(pa.large_string()), value_set=value_set)
+    return found.to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
 def coded_isin(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.ndarray:

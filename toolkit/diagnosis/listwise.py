@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from toolkit.data.columns import arrow_of, coded_isin, coded_merge
+from toolkit.data.columns import among, arrow_of, coded_isin, coded_merge
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.diagnosis.depths import aligned, rerank_shapes
@@ -106,13 +106,9 @@ def _joined_profile(
 ) -> tuple[np.ndarray, np.ndarray, list[_InTop]]:
     """The first stage's top ``depth`` of ``query_ids``: each candidate's rank and label (-1: none), and per run
     which of the chosen candidates it puts in its top 10; ids joined as strings."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     cands = top_k(first.frame, depth, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
-    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
-    asked = pc.is_in(arrow_of(cands[QUERY_ID]).cast(pa.large_string()), value_set=qset)
-    cands = cands.loc[asked.to_numpy(zero_copy_only=False)].reset_index(drop=True)
+    cands = cands.loc[among(arrow_of(cands[QUERY_ID]), query_ids)].reset_index(drop=True)
     labels = coded_merge(cands, qrels.frame[[QUERY_ID, DOC_ID, RELEVANCE]], [QUERY_ID, DOC_ID])[RELEVANCE]
     label = labels.fillna(-1).to_numpy(dtype=np.float64)
 
@@ -138,8 +134,6 @@ def _aligned_profile(
     join could differ or the index does not serve (outside ``shared_sorts``; a pair judged twice; a level
     below 0, where a negative label and a missing one would differ). With them the key under which the
     candidates' ranks and labels (the first stage's top rows alone) are shared by the runs reranked from it."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     from toolkit.data.ranking import order_run, shared, sharing
     from toolkit.diagnosis.depths import _alignment, _top_rows
@@ -150,14 +144,13 @@ def _aligned_profile(
     from toolkit.measures.ranked import code_rows
 
     aligns = [_alignment(first, run, score_precision) for run in runs]
-    fb = _alignment(first, runs[0], score_precision).first if runs else None
-    if fb is None:
+    if not aligns:
         return None
+    fb = aligns[0].first  # the first stage's blocks: the same in every alignment with it
     key = (depth, score_precision, tuple(str(q) for q in query_ids))
 
     def candidates() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        qset = pa.array(sorted(set(key[2])), type=pa.large_string())
-        asked = np.flatnonzero(pc.is_in(fb.qids, value_set=qset).to_numpy(zero_copy_only=False))
+        asked = np.flatnonzero(among(fb.qids, key[2]))
         rows, _ = _top_rows(fb, asked, depth)
         ordered = order_run(first.frame, score_precision)  # type: ignore[arg-type]
         chosen = np.zeros(len(ordered), bool)  # ``rows`` ascend: a mask filters the arrow strings chunk by chunk
@@ -167,7 +160,6 @@ def _aligned_profile(
         label[found] = np.where(code >= 0, code, -1)  # unjudged, a negative label: below every level >= 0
         return rows, ordered["rank"].to_numpy()[rows], label
 
-    # the first stage's blocks (``fb``) are the same in every alignment with it
     rows, rank, label = shared("profile candidates", (prepared, first), key, candidates)
 
     def in_top(al) -> _InTop:
@@ -183,13 +175,10 @@ def unchanged_share(
 ) -> tuple[int, int]:
     """(queries whose reranked top ``depth`` is the first stage's in its order, queries the run holds)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     shapes = rerank_shapes(first, run, score_precision)
     # the query test in arrow (an arrow-string index's ``isin`` makes an arrow scalar of every query id asked)
-    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
-    held = pa.array(shapes.index.array).cast(pa.large_string())
-    asked = pc.is_in(held, value_set=qset).to_numpy(zero_copy_only=False)
+    asked = among(pa.array(shapes.index.array), query_ids)
     fc = shapes["first_change"].to_numpy()[asked]
     return int(((fc == 0) | (fc > depth)).sum()), int(asked.sum())
 
@@ -218,12 +207,9 @@ def windows_in_order(
     score_precision: str = DEFAULT_SCORE_PRECISION,
 ) -> tuple[int, int]:
     """(windows whose ranks in the final list hold their documents in the first stage's order, windows)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     a = aligned(first, run, score_precision)
-    qset = pa.array(sorted({str(q) for q in query_ids}), type=pa.large_string())
-    asked = pc.is_in(arrow_of(a[QUERY_ID]).cast(pa.large_string()), value_set=qset).to_numpy(zero_copy_only=False)
+    asked = among(arrow_of(a[QUERY_ID]), query_ids)
     groups = a["group"].to_numpy(dtype=np.float64)[asked]
     starts = np.flatnonzero(a["rank"].to_numpy()[asked] == 1)  # each query's rows, beginning at rank 1
     lengths = np.minimum(np.diff(np.append(starts, len(groups))), depth)

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit import notices
-from toolkit.data.columns import arrow_of
+from toolkit.data.columns import among, arrow_of
 from toolkit.data.ranking import shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 from toolkit.errors import InputFormatError, NoCommonQueriesError, phrase
@@ -122,8 +122,7 @@ def _query_stats(run: Run, judgments, precision: str) -> pd.DataFrame:
     starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
     ids = queries.take(pa.array(starts))
     # only the judged queries' blocks (a set lookup in arrow, not pandas' value-by-value isin of the stats)
-    judged = pc.is_in(ids, value_set=pc.unique(arrow_of(judgments.frame[QUERY_ID])).cast(ids.type))
-    kept = np.flatnonzero(judged.to_numpy(zero_copy_only=False))
+    kept = np.flatnonzero(among(ids, pc.unique(arrow_of(judgments.frame[QUERY_ID]))))
     blocks = pd.DataFrame(
         {
             "q": ids.take(pa.array(kept)).to_pylist(),
