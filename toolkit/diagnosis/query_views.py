@@ -104,11 +104,10 @@ Grades = Mapping[str, Mapping[str, int]]  # query -> document -> label
 
 def grades(qrels: Qrels, query_ids: Iterable[str]) -> dict[str, dict[str, int]]:
     """query -> document -> label for the given queries (labels < 0 included: 'in the pool, unjudged')."""
-    from toolkit.data.columns import arrow_of, joint_codes, take
+    from toolkit.data.columns import among, arrow_of, take
 
     qf = qrels.frame
-    qc, wanted = joint_codes(qf[QUERY_ID], pd.Series(list(set(query_ids)), dtype=object))
-    rows = np.flatnonzero(np.isin(qc, wanted))
+    rows = np.flatnonzero(among(arrow_of(qf[QUERY_ID]), query_ids))
     out: dict[str, dict[str, int]] = {}
     labels = qf[RELEVANCE].to_numpy()[rows].astype(np.int64).tolist()
     for q, d, r in zip(
@@ -421,7 +420,7 @@ def _views_of_batch(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from toolkit.data.columns import take
+    from toolkit.data.columns import among, take
 
     systems = list(full)
 
@@ -439,22 +438,19 @@ def _views_of_batch(
     for s in systems:
         if s == first:
             continue  # below, with the relevant documents
-        q, r, rows = chosen(s, pc.is_in(full[s][2], value_set=shown_docs).to_numpy(zero_copy_only=False))
+        q, r, rows = chosen(s, among(full[s][2], shown_docs))
         near[s] = (q, r, take(full[s][2], rows))
     qrel_q, labels, qrel_d = qrel
     relevant = np.flatnonzero(labels > 0)
     rel_docs = pc.unique(take(qrel_d, relevant).cast(pa.large_string()))
     # the first stage's rows whose document is shown or relevant somewhere: one pass over its (longest) lists
     fd = full[first][2]
-    fq, fr, either = chosen(
-        first,
-        pc.is_in(fd, value_set=pc.unique(pa.concat_arrays([shown_docs, rel_docs]))).to_numpy(zero_copy_only=False),
-    )
+    fq, fr, either = chosen(first, among(fd, pc.unique(pa.concat_arrays([shown_docs, rel_docs]))))
     fdocs = take(fd, either)
-    rows = np.flatnonzero(pc.is_in(fdocs, value_set=shown_docs).to_numpy(zero_copy_only=False))
+    rows = np.flatnonzero(among(fdocs, shown_docs))
     near[first] = (fq[rows], fr[rows], take(fdocs, rows))
     near = {s: near[s] for s in systems}
-    rows = np.flatnonzero(pc.is_in(fdocs, value_set=rel_docs).to_numpy(zero_copy_only=False))
+    rows = np.flatnonzero(among(fdocs, rel_docs))
     first_rel = (fq[rows], fr[rows], take(fdocs, rows))
 
     columns = [t[2] for t in tops.values()] + [t[2] for t in near.values()] + [qrel_d, first_rel[2]]
