@@ -136,12 +136,11 @@ def bootstrap_means_of(xs, resamples: int, seed: int | None) -> list[np.ndarray]
     generator draws the same indices for the same length, so the means are those of the calls one by one, to the
     last bit (the same gathers and means of the same numbers)."""
     ds = [np.asarray(x, dtype=np.float64) for x in xs]
-    out: list[np.ndarray] = [np.empty(resamples) for _ in ds]
+    out: dict[int, np.ndarray] = {}
     for n in dict.fromkeys(len(d) for d in ds):
         same = [i for i, d in enumerate(ds) if len(d) == n]
-        for i, means in zip(same, _means_of([ds[i] for i in same], n, resamples, np.random.default_rng(seed))):
-            out[i] = means
-    return out
+        out.update(zip(same, _means_of([ds[i] for i in same], n, resamples, np.random.default_rng(seed))))
+    return [out[i] for i in range(len(ds))]
 
 
 def prime_bootstrap(xs, resamples: int, seed: int | None) -> None:
