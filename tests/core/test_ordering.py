@@ -240,3 +240,16 @@ def test_among_is_membership_of_strings_as_python_sees_it():
         assert among(values, wanted).tolist() == want
     assert among(pa.array(["a", "b"], type=pa.large_string()), []).tolist() == [False, False]
     assert among(pa.array([], type=pa.string()), ["a"]).tolist() == []
+
+
+def test_block_starts_are_where_adjacent_values_change():
+    import pyarrow as pa
+
+    from toolkit.data.columns import block_starts
+
+    values = ["a", "a", "b", "a", "a", "c", "c"]
+    want = [i for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    assert block_starts(pa.array(values)).tolist() == want == [0, 2, 3, 5]
+    assert block_starts(pa.chunked_array([values[:3], values[3:4], values[4:]])).tolist() == want
+    assert block_starts(pa.array(["x"])).tolist() == [0]
+    assert block_starts(pa.array([], type=pa.string())).tolist() == []

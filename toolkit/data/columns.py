@@ -90,14 +90,25 @@ def row_hashes(query: pa.ChunkedArray, doc: pa.ChunkedArray) -> np.ndarray:
     return out
 
 
+def block_starts(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Row positions where a block of equal adjacent values begins (0 first where there are rows): a run lists
+    each query's lines together, so its query ids' blocks are its queries."""
+    n = len(values)
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        changed = pc.not_equal(values.slice(1), values.slice(0, n - 1))
+        parts = changed.chunks if isinstance(changed, pa.ChunkedArray) else [changed]
+        np.concatenate([c.to_numpy(zero_copy_only=False) for c in parts], out=starts[1:])
+    return np.flatnonzero(starts)
+
+
 def _repeated_string_hashes(chunk: pa.Array) -> np.ndarray:
     """``string_hashes(chunk)``, hashing each block of equal adjacent strings once (a run lists a query's
     lines together: a few thousand blocks in a million lines); the values are the same either way."""
     n = len(chunk)
     if n < 2:
         return string_hashes(chunk)
-    changes = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
+    starts = block_starts(chunk)
     if len(starts) > n // 8:  # not in blocks (a shuffled file): hashing every row is cheaper
         return string_hashes(chunk)
     return np.repeat(string_hashes(chunk.take(pa.array(starts))), np.diff(np.append(starts, n)))

@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.data.columns import arrow_of, take
+from toolkit.data.columns import arrow_of, block_starts, take
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 
 ScorePrecision = Literal["float32", "float64"]
@@ -204,12 +204,7 @@ def _ranks_in_order(frame: pd.DataFrame) -> np.ndarray:
     n = len(queries)
     if n == 0:
         return np.zeros(0, dtype=np.int64)  # as within_group_rank gives it
-    starts = np.ones(n, dtype=bool)
-    if n > 1:
-        changed = pc.not_equal(queries.slice(1), queries.slice(0, n - 1))
-        parts = changed.chunks if isinstance(changed, pa.ChunkedArray) else [changed]
-        np.concatenate([c.to_numpy(zero_copy_only=False) for c in parts], out=starts[1:])
-    first = np.flatnonzero(starts)
+    first = block_starts(queries)
     dtype = np.int32 if n < 2**31 else np.int64
     return np.arange(n, dtype=dtype) - np.repeat(first.astype(dtype), np.diff(np.append(first, n))) + 1
 

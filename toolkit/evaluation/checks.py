@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit import notices
-from toolkit.data.columns import among, arrow_of
+from toolkit.data.columns import among, arrow_of, block_starts
 from toolkit.data.ranking import shared
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 from toolkit.errors import InputFormatError, NoCommonQueriesError, phrase
@@ -118,8 +118,7 @@ def _query_stats(run: Run, judgments, precision: str) -> pd.DataFrame:
         scores = scores.astype(np.float32)
     if not len(scores):
         return pd.DataFrame({"n": [], "lo": [], "hi": []})
-    changes = pc.not_equal(queries[1:], queries[:-1]).to_numpy(zero_copy_only=False)
-    starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
+    starts = block_starts(queries)
     ids = queries.take(pa.array(starts))
     # only the judged queries' blocks (a set lookup in arrow, not pandas' value-by-value isin of the stats)
     kept = np.flatnonzero(among(ids, pc.unique(arrow_of(judgments.frame[QUERY_ID]))))
