@@ -23,9 +23,34 @@ the run as a PyTerrier DataFrame with arrow-backed and with object columns, and 
 dict, and pytrec_eval's ``RelevanceEvaluator(...).evaluate`` on the same dict (its conversion and
 evaluation); prints seconds, the memory each step adds above its input, and whether the values agree.
 
+    .venv/bin/python scripts/bench_eval.py --peers
+
+--peers: the measures of ir_measures' other providers (gdeval, cwl_eval, compat, judged, msmarco, accuracy,
+pyndeval) and pytrec_eval's per-measure settings, one family at a time, against nDCG@10 on the same run: one
+child process parses the run once, then times ``toolkit.evaluate`` of nDCG@10 and of each measure in turn on
+the parsed Run (each call ranks the run itself: nDCG@10 in trec_eval's order, each family in its provider's),
+twice, best of each (the load of a shared machine drifts between calls, as for --ranx), and prints each time,
+nDCG@10's beside it and their ratio (the issue's goal: <= 1.5x). The diversity measures read diversity qrels
+made from the generated qrels (each judged document under 2 to 5 subtopics).
+
 Default: ndcg_cut.10 and recall.100 with twostage, pytrec_eval and
 ``python -m pyserini.eval.trec_eval``. --shuffled also times twostage and pytrec_eval
 on a copy of the run with its lines in random order.
+
+    .venv/bin/python scripts/bench_eval.py --ranx
+    .venv/bin/python scripts/bench_eval.py --peers --ranx      # both, one after the other, on one generated run
+
+--ranx: every ranx family (``toolkit/measures/ranx.py``: hits@10, ..., ndcg_burges@10, bpref-l1, rbp.8) against
+``ndcg_cut.10``: ``toolkit.evaluate`` of the parsed run (the ranking included) in one child process, the two in
+turn three times, best of each; prints each measure's seconds, nDCG@10's beside it and their ratio (the issue's
+bound: 1.5x), all fourteen in one call, and each family's own computation on the run ranked once.
+
+    .venv/bin/python scripts/bench_eval.py --msmarco
+
+--msmarco: the run written in MS MARCO's format (``qid<TAB>pid<TAB>rank``, its rank column) and read by
+``read_run`` (scores 1/rank), against the TREC file read so, best of 2 each; then ``toolkit.evaluate`` of MS
+MARCO's official ``MRR@10`` against nDCG@10 on the parsed MS MARCO run, in turn three times, best of each (the
+issue's bound: 1.5x); one child process, this checkout's toolkit.
 
 --all-trec: ``-m all_trec`` with twostage (--trec-eval 9 and 10), the native trec_eval
 9.0.4 binary inside Pyserini's jar (run directly, no JVM), a native trec_eval 10 given
@@ -147,6 +172,129 @@ API_STEPS = {
     "pytrec_eval": "pytrec_eval on the same dict (conversion + evaluate)",
 }
 
+#: One measure per family of ir_measures' providers, and pytrec_eval's per-measure settings (``--peers``).
+PEERS = [
+    "ERR@20",
+    "nDCG(dcg='exp-log2')@10",
+    "RBP(rel=1)",
+    "SDCG(max_rel=3)@10",
+    "INST(max_rel=3)",
+    "INSQ(max_rel=3)",
+    "NERR8(max_rel=3)@10",
+    "NERR9(max_rel=3)@10",
+    "NERR10(max_rel=3)",
+    "NERR11(max_rel=3)",
+    "BPM(max_rel=3)@10",
+    "Compat",
+    "Judged@10",
+    "RR@10",
+    "Accuracy",
+    "P(rel=2,judged_only=True)@10",
+    "nDCG(gains={0:0,1:1,2:4,3:10})@10",
+]
+DIVERSITY = [
+    "alpha_nDCG@10",
+    "alpha_DCG@10",
+    "ERR_IA@20",
+    "nERR_IA@20",
+    "AP_IA",
+    "P_IA@10",
+    "NRBP",
+    "nNRBP",
+    "StRecall@10",
+]
+
+PEERS_CHILD = r"""
+import json, sys, time, warnings, zlib
+warnings.simplefilter("ignore")  # the generated run's tie warnings, once per call
+import toolkit as ts
+from toolkit.data.trec_io import read_qrels, read_run
+qrels_path, div_path, run_path = sys.argv[1:4]
+peers, diversity = json.loads(sys.argv[4]), json.loads(sys.argv[5])
+lines = []
+for line in open(qrels_path):
+    q, _, d, r = line.split()
+    for s in range(1, 2 + zlib.crc32(q.encode()) % 4 + 1):
+        h = zlib.crc32(f"{d}/{s}".encode()) % 3
+        lines.append(f"{q} {s} {d} {r if (int(r) > 0 and h == 0) or (int(r) >= 2 and h == 1) else 0}\n")
+open(div_path, "w").writelines(lines)
+run, qrels, div = read_run(run_path), read_qrels(qrels_path), read_qrels(div_path, subtopics=True)
+
+
+def timed(qr, name):
+    t = time.perf_counter(); ev = ts.evaluate(qr, run, [name]); return time.perf_counter() - t, ev
+
+
+def best(qr, name):
+    # nDCG@10 and the measure in turn, twice, best of each: the load of a shared machine drifts between calls
+    base, own = [], []
+    for _ in range(2):
+        base.append(timed(qrels, "nDCG@10")[0])
+        t, ev = timed(qr, name)
+        own.append(t)
+    return min(own), min(base), float(ev.summary.iloc[0])
+
+
+out = {}
+for name in peers:
+    out[name] = best(qrels, name)
+for name in diversity:
+    out[name] = best(div, name)
+print(json.dumps(out))
+"""
+RANX = r"""
+import json, sys, time
+import toolkit as ts
+from toolkit.data.trec_io import read_qrels, read_run
+from toolkit.measures.names import EvalSettings, parse_measures
+from toolkit.measures.ranked import build_ranked
+from toolkit.measures.trec import Context
+qrels, path, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+run = read_run(path)
+def seconds(measures):
+    t = time.perf_counter(); ev = ts.evaluate(qrels, run, measures); return time.perf_counter() - t, ev
+out = {}
+for name in [*names, "all"]:  # nDCG@10 and the measure in turn, three times: the machine's load drifts
+    asked = names if name == "all" else [name]
+    base, own, value = [], [], None
+    for _ in range(3):
+        base.append(seconds(["ndcg_cut.10"])[0])
+        t, ev = seconds(asked)
+        own.append(t)
+        value = float(ev.summary.iloc[0])
+    out[name] = {"ndcg": min(base), "seconds": min(own), "value": value}
+# the measures' own computation, on the run ranked once (what each adds to the shared ranking), best of five
+q = read_qrels(qrels)
+ranked = build_ranked(q, run, level=1, score_precision="float32", max_docs=None, judged_only=False)
+ctx = Context(qrels=q, run=run)
+compute = {}
+for name in ["ndcg_cut.10", *names]:
+    (m,) = parse_measures([name])
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter(); m.spec.compute(ranked, [m], ctx); best = min(best, time.perf_counter() - t)
+    compute[name] = best
+out["compute"] = compute
+print(json.dumps(out))
+"""
+#: One name per ranx family; a spelling twostage reads as trec_eval's gets ranx's level suffix (ranx's own -l1).
+RANX_NAMES = [
+    "hits@10",
+    "hit_rate@10",
+    "precision@10-l1",
+    "recall@100-l1",
+    "f1@10",
+    "r-precision",
+    "mrr@10-l1",
+    "map@100-l1",
+    "dcg@10",
+    "dcg_burges@10",
+    "ndcg@10-l1",
+    "ndcg_burges@10",
+    "bpref-l1",
+    "rbp.8",
+]
+
 SHUFFLE = r"""
 import random, sys
 lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
@@ -185,6 +333,9 @@ def main() -> None:
     ap.add_argument("--trec-eval-10", default=None, help="a native trec_eval 10 binary to compare with")
     ap.add_argument("--many", type=int, default=0, help="N DL19-sized runs: one call vs N calls")
     ap.add_argument("--api", action="store_true", help="toolkit.evaluate on in-memory DataFrames and dicts")
+    ap.add_argument("--peers", action="store_true", help="ir_measures' other providers' measures vs nDCG@10")
+    ap.add_argument("--ranx", action="store_true", help="every ranx family against ndcg_cut.10 on the same run")
+    ap.add_argument("--msmarco", action="store_true", help="MS MARCO-format runs read, and MRR@10 vs nDCG@10")
     args = ap.parse_args()
     if args.many:
         many_runs(args)
@@ -216,6 +367,15 @@ def main() -> None:
         return
     if args.api:
         api(run, qrels, size_mib)
+        return
+    if args.msmarco:
+        msmarco(work, run, qrels, size_mib)
+        return
+    if args.peers or args.ranx:  # both in one call: one machine load for both sets of figures
+        if args.peers:
+            peers(work, run, qrels, size_mib)
+        if args.ranx:
+            ranx(run, qrels, size_mib, args)
         return
     tools = {
         "twostage eval": (
@@ -277,6 +437,99 @@ def api(run: Path, qrels: Path, size_mib: float) -> None:
     wall = min(run_measured(cli, env)[0] for _ in range(2))
     print(f"{'twostage eval on the file (process wall, best of 2)':<56} {wall:7.2f} s")
     print(f"{'  less the parse step above':<56} {wall - seconds['parse']:7.2f} s")
+
+
+def peers(work: Path, run: Path, qrels: Path, size_mib: float) -> None:
+    """``--peers``: each family's ``toolkit.evaluate`` on the parsed run, against nDCG@10's (see the docstring)."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-c", PEERS_CHILD, str(qrels), str(work / "qrels.div.txt"), str(run)]
+    load = os.getloadavg()[0]
+    _, rss, out = run_measured([*cmd, json.dumps(PEERS), json.dumps(DIVERSITY)], env)
+    got = json.loads(out.strip().splitlines()[-1])
+    print(f"input: {run} ({size_mib:.0f} MiB); toolkit.evaluate on the parsed Run, best of 2; child peak {rss:.0f} MiB")
+    print(f"load average (1 min): {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+    for name, (seconds, base, value) in got.items():
+        print(f"{name:<36} {seconds:6.2f} s  nDCG@10 {base:6.2f} s  {seconds / base:5.2f}x   value {value:.4f}")
+    worst = max(seconds / base for seconds, base, _ in got.values())
+    print(f"slowest: {worst:.2f}x nDCG@10 (goal: <= 1.5x)")
+
+
+MSMARCO = r"""
+import json, sys, time, warnings
+warnings.simplefilter("ignore")  # the generated run's tie warnings
+import toolkit as ts
+from toolkit.data.trec_io import read_run
+qrels, trec, msmarco = sys.argv[1:4]
+def read(path):
+    t = time.perf_counter(); run = read_run(path); return time.perf_counter() - t, run
+out = {"read trec": min(read(trec)[0] for _ in range(2))}
+times = [read(msmarco) for _ in range(2)]
+out["read msmarco"], run = min(t for t, _ in times), times[0][1]
+def seconds(name):
+    t = time.perf_counter(); ev = ts.evaluate(qrels, run, [name]); return time.perf_counter() - t, ev
+base, own = [], []
+for _ in range(3):  # in turn: the load of a shared machine drifts between calls
+    base.append(seconds("nDCG@10")[0])
+    t, ev = seconds("MRR@10")
+    own.append(t)
+out["nDCG@10"], out["MRR@10"], out["value"] = min(base), min(own), float(ev.summary.iloc[0])
+print(json.dumps(out))
+"""
+
+
+def msmarco(work: Path, run: Path, qrels: Path, size_mib: float) -> None:
+    """``--msmarco``: MS MARCO-format reading and MRR@10 (see the docstring)."""
+    import json
+
+    ms = work / "run.msmarco.tsv"
+    if not ms.exists():  # qid<TAB>docid<TAB>rank of every line, as a reranker writes it
+        with open(run) as src, open(ms, "w") as dst:
+            for line in src:
+                q, _, d, r, _, _ = line.split()
+                dst.write(f"{q}\t{d}\t{r}\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    load = os.getloadavg()[0]
+    _, rss, out = run_measured([sys.executable, "-c", MSMARCO, str(qrels), str(run), str(ms)], env)
+    got = json.loads(out.strip().splitlines()[-1])
+    print(f"input: {run} ({size_mib:.0f} MiB) and {ms} ({ms.stat().st_size / 2**20:.0f} MiB); child peak {rss:.0f} MiB")
+    print(f"load average (1 min): {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+    print(f"read_run, TREC file        {got['read trec']:6.2f} s")
+    print(f"read_run, MS MARCO file    {got['read msmarco']:6.2f} s  {got['read msmarco'] / got['read trec']:5.2f}x")
+    print(
+        f"MRR@10 (MS MARCO's)        {got['MRR@10']:6.2f} s  nDCG@10 {got['nDCG@10']:6.2f} s  "
+        f"{got['MRR@10'] / got['nDCG@10']:5.2f}x   value {got['value']:.4f} (goal: <= 1.5x)"
+    )
+
+
+def ranx(run: Path, qrels: Path, size_mib: float, args) -> None:
+    """Each ranx family alone, and all at once, against ndcg_cut.10: ``toolkit.evaluate`` of the run parsed once,
+    in one child process with this checkout's toolkit; nDCG@10 and the measure timed in turn, three times (best of
+    each: the load of a shared machine drifts between calls), then each measure's own computation on the run
+    ranked once."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    load = os.getloadavg()[0]
+    _, rss, out = run_measured([sys.executable, "-c", RANX, str(qrels), str(run), *RANX_NAMES], env)
+    got = json.loads(out.strip().splitlines()[-1])
+    print(
+        f"input: {run} ({size_mib:.0f} MiB, {args.queries} queries x {args.depth}); cores: {os.cpu_count()}; "
+        f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after; child peak RSS {rss:.0f} MiB"
+    )
+    compute = got.pop("compute")
+    print(
+        f"{'measure':<28} {'evaluate':>8}  {'nDCG@10':>8}  ratio  {'compute':>9} (nDCG@10's {compute['ndcg_cut.10'] * 1e3:.1f} ms)"
+    )
+    worst = 0.0
+    for name, row in got.items():
+        ratio = row["seconds"] / row["ndcg"]
+        worst = max(worst, ratio)
+        label = f"all {len(RANX_NAMES)} in one call" if name == "all" else name
+        own = f"{compute[name] * 1e3:6.1f} ms" if name in compute else " " * 9
+        print(f"{label:<28} {row['seconds']:6.2f} s  {row['ndcg']:6.2f} s  {ratio:4.2f}x  {own}  {row['value']:.4f}")
+    print(f"slowest: {worst:.2f}x nDCG@10 (bound 1.5x)")
 
 
 def compare(tools: dict, size_mib: float) -> None:

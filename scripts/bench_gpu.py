@@ -135,7 +135,7 @@ def floor_rate(pipeline, inputs, device: str, repeats: int = 2) -> float:
     """Inputs per second of ``pipeline.forward`` alone over its own batches, already on the device."""
     import torch
 
-    from toolkit.models.inputs import pad_batch, plan_batches
+    from toolkit.models.batching import pad_batch, plan_batches
 
     tok = pipeline.tokenizer
     tokens = tok.encode(inputs)
@@ -322,7 +322,7 @@ def proxy(args, bi_dir: str, passages: list[str]) -> None:
     from tokenizers import Tokenizer as RustTokenizer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from toolkit.models.inputs import Tokenizer
+    from toolkit.models.batching import Tokenizer
     from toolkit.reranking.torch_backend import BiEncoder
 
     threads = torch.get_num_threads()

@@ -71,7 +71,7 @@ def synthetic_inputs(queries: int, depth: int = 30, rerank_depth: int = 20, rera
 
 def synthetic_diagnosis(queries: int, depth: int = 30, rerank_depth: int = 20, permutations: int = 200, seed: int = 7):
     """``toolkit.diagnose`` of ``synthetic_inputs`` (depth given: the runs are truncated at ``rerank_depth``)."""
-    from toolkit.diagnosis.diagnose import diagnose
+    from toolkit.diagnosis.compute import diagnose
 
     qrels, first, reranked, texts = synthetic_inputs(queries, depth, rerank_depth, seed=seed)
     return diagnose(
@@ -80,8 +80,8 @@ def synthetic_diagnosis(queries: int, depth: int = 30, rerank_depth: int = 20, p
 
 
 def measure(queries: int, depth: int, rerank_depth: int) -> dict:
-    from toolkit.report.diagnosis import write_diagnosis_report
     from toolkit.report.diagnosis_explore import explore_data, explore_payload, read_explore_data
+    from toolkit.report.diagnosis_page import write_diagnosis_report
 
     t = time.perf_counter()
     diag = synthetic_diagnosis(queries, depth, rerank_depth)

@@ -6,7 +6,7 @@ On the DL19 BM25 top-100 candidates (43 queries, 4,300 pairs, 4,297 distinct pas
 1. plain sentence-transformers (best of --repeats rounds, alternating with 2): ``SentenceTransformer.encode`` of the distinct passages and
    the 43 queries (batch --batch-size, max length 256, normalised), which is all the model
    work a bi-encoder rerank needs;
-2. ``twostage`` rerank (``toolkit.reranking.job.rerank_run``, torch backend: exact), end to end:
+2. ``twostage`` rerank (``toolkit.reranking.rerank_job.rerank_run``, torch backend: exact), end to end:
    candidate selection, embedding, scoring, the run. Ratio = (1) / (2): >= 1.0 means
    twostage is at least as fast as the plain library call;
 3. the ONNX Runtime backends (``onnx``, ``onnx-int8``): speed-up over (2) and the nDCG@10
@@ -71,7 +71,7 @@ def main() -> None:
     from toolkit.jobs.embed_cache import EmbeddingCache
     from toolkit.models import resolve_model
     from toolkit.reranking.backends import load_reranker
-    from toolkit.reranking.job import embedding_namespace, rerank_run
+    from toolkit.reranking.rerank_job import embedding_namespace, rerank_run
     from toolkit.retrieval.indexing import Encoder, EncoderSettings
 
     data = Path(args.data)

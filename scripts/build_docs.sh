@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Renders the API reference from the docstrings with pdoc (Google style, warnings as errors) into site/api/
 # (git-ignored), or into the folder given as the first argument. The guide itself is docs/*.md (start at
-# docs/index.md); tests/api/test_build_docs.py runs this script.
+# docs/index.md); tests/project/test_build_docs.py runs this script.
 #   bash scripts/build_docs.sh [OUT]      PYTHON=... picks the interpreter (default .venv/bin/python)
 set -euo pipefail
 OUT="$(realpath -m "${1:-$(dirname "$0")/../site/api}")"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up the environment (scripts/setup.sh), lints (ruff check + ruff format --check: a finding fails
-# the script before any test runs), then runs the whole test suite.
-# Extra arguments go to pytest, e.g. scripts/test.sh -k eval -x
+# the script before any test runs), then runs the whole test suite once, in a random order (pytest-randomly:
+# modules shuffled, then the tests within each), so that a test that needs another to run first fails here.
+# The seed is printed first; TWOSTAGE_TEST_SEED=N reruns that order. Extra arguments go to pytest, e.g.
+# scripts/test.sh -k eval -x, or scripts/test.sh -p no:randomly for the files' own order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,4 +13,13 @@ echo "test.sh: ruff check and ruff format --check over toolkit/ tests/ scripts/"
 bash scripts/install_chromium.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/mypy  # the public API, as [tool.mypy] in pyproject.toml configures it
-exec .venv/bin/python -m pytest "$@"
+order=()
+case " $* " in
+*no:randomly*) echo "test.sh: tests in the files' own order (-p no:randomly)" >&2 ;;
+*)
+    seed="${TWOSTAGE_TEST_SEED:-$(( (RANDOM << 15) | RANDOM ))}"
+    echo "test.sh: tests in a random order, seed $seed (TWOSTAGE_TEST_SEED=$seed scripts/test.sh repeats it)" >&2
+    order=(-p randomly --randomly-seed="$seed")
+    ;;
+esac
+exec .venv/bin/python -m pytest "${order[@]}" "$@"

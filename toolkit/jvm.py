@@ -20,20 +20,28 @@ red. The JVM starts with ``--sun-misc-unsafe-memory-access=allow`` (Java 23+: Lu
 ``MMapDirectory`` logger (java.util.logging) is set to SEVERE, and whatever the JVM writes to
 stderr (file descriptor 2) while it starts is captured and logged at debug level
 (``twostage -v`` shows it).
+
+What starting the JVM changes in the process stays changed, because the JVM lives as long as the process
+and cannot be started twice: ``JAVA_HOME`` and ``PATH`` (the runtime chosen), pyjnius's classpath and
+options, and the level of Lucene's ``MMapDirectory`` logger. Everything else this module changes is
+restored: ``OPENAI_API_KEY`` around Pyserini's import, and faiss's loader logger (``quiet_faiss``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.errors import ConfigError
+from toolkit.guard.numbers import NumberRefused, natural
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +75,12 @@ class JavaInfo:
 
 
 def _parse_version(text: str) -> tuple[int, ...]:
-    """'25.0.2' -> (25, 0, 2); '1.8.0_392' -> (8, 0, 392)."""
-    nums = [int(x) for x in re.findall(r"\d+", text)]
+    """'25.0.2' -> (25, 0, 2); '1.8.0_392' -> (8, 0, 392); () when a part is no number the numbers door reads (a
+    ``release`` file is JAVA_HOME's, read as text from outside)."""
+    try:
+        nums = [natural(x, what="version part", max_digits=9) for x in re.findall(r"[0-9]+", text)]
+    except NumberRefused:
+        return ()
     if nums[:1] == [1] and len(nums) > 1:
         nums = nums[1:]
     return tuple(nums[:3])
@@ -340,9 +352,18 @@ def _import_pyserini_encode() -> None:
         oa.client = _LazyOpenAIClient()
 
 
-def quiet_faiss() -> None:
-    """faiss's loader logs its CPU-feature probing at INFO; the CLI logs INFO to stderr."""
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+@contextlib.contextmanager
+def quiet_faiss() -> Iterator[None]:
+    """Within the block (around an import of faiss, or of a Pyserini module that imports it), faiss's loader
+    logs only warnings: it logs its CPU-feature probing at INFO, and the CLI logs INFO to stderr. The logger's
+    level is restored when the block ends (the probing happens once, at the import)."""
+    logger = logging.getLogger("faiss.loader")
+    saved = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)
 
 
 def import_pyserini(module: str):
@@ -354,8 +375,7 @@ def import_pyserini(module: str):
     import importlib
 
     start_jvm()
-    quiet_faiss()  # Pyserini imports faiss
-    with _LOCK:
+    with _LOCK, quiet_faiss():  # Pyserini imports faiss
         try:
             _import_pyserini_encode()
             return importlib.import_module(module)

@@ -2,9 +2,10 @@
 
 A library call (``evaluate``, ``compare``, ``diagnose``) runs inside ``once()``: each distinct
 warning is issued once per call, however often the call evaluates the same input (measure
-groups, depths, systems), and each call issues it again (the category's filter is ``always``,
-appended, so the user's own ``warnings.filterwarnings`` still wins). The warning points at the
-caller's line, not at the toolkit's. The CLI shows each as ``twostage: warning: ...`` on stderr
+groups, depths, systems), and each call issues it again: each is issued with a registry of its own
+(``warnings.warn_explicit``), so Python's "already shown from this line" memory never hides it, while
+the user's own ``warnings.filterwarnings`` still decide (no filter is installed). The warning points at
+the caller's line, not at the toolkit's. The CLI shows each as ``twostage: warning: ...`` on stderr
 (``toolkit.cli``), phrased with flags.
 """
 
@@ -16,13 +17,12 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
+from types import FrameType
 
 from toolkit.errors import TwostageWarning
 
 _SEEN: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("twostage_warnings_seen", default=None)
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-warnings.filterwarnings("always", category=TwostageWarning, append=True)
 
 
 def warn(text: str) -> None:
@@ -33,7 +33,19 @@ def warn(text: str) -> None:
         if text in seen:
             return
         seen.add(text)
-    warnings.warn(TwostageWarning(text), stacklevel=_caller_level())
+    frame = _caller_frame()
+    if frame is None:  # nothing outside the toolkit called (a thread of its own): where warnings.warn points then
+        where, filename, lineno = sys.__dict__, "sys", 1
+    else:
+        where, filename, lineno = frame.f_globals, frame.f_code.co_filename, frame.f_lineno
+    warnings.warn_explicit(
+        TwostageWarning(text),
+        TwostageWarning,
+        filename,
+        lineno,
+        module=where.get("__name__", "<string>"),
+        registry={},  # a fresh one: shown at every call the filters let through, as the ``always`` action would
+    )  # no module_globals, as warnings.warn passes none: the source line is read when the warning is shown
 
 
 @contextlib.contextmanager
@@ -49,13 +61,12 @@ def once() -> Iterator[None]:
         _SEEN.reset(token)
 
 
-def _caller_level() -> int:
-    """The ``stacklevel`` of the first frame outside the toolkit (the user's line)."""
-    level, frame = 2, sys._getframe(2)
+def _caller_frame() -> FrameType | None:
+    """The first frame outside the toolkit (the user's line), above ``warn``."""
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back
-        level += 1
-    return level
+    return frame
 
 
 __all__ = ["TwostageWarning", "once", "warn"]

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from needs import required
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "docs" / "notebooks" / "first-hour.ipynb"
@@ -18,10 +19,10 @@ JAVA_NOTICES = ("Java 22 or later", "sun.misc.Unsafe", "MMapDirectory", "incubat
 
 @pytest.fixture(scope="module")
 def cells(msmarco, tmp_path_factory):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    pytest.importorskip("ipykernel")
-    pytest.importorskip("ranx")
+    nbformat = required("nbformat", "the notebooks run through nbclient (pip install .[test])")
+    nbclient = required("nbclient", "the notebooks run through nbclient (pip install .[test])")
+    required("ipykernel", "the notebooks run on an IPython kernel (pip install .[test])")
+    required("ranx", "ranx is the interop oracle (pip install .[test])")
     folder = tmp_path_factory.mktemp("first-hour")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     env = {

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from toolkit.data.records import qrels_from_rows, run_from_rows
+from toolkit.diagnosis.compute import diagnose
 from toolkit.diagnosis.decompose import candidate_table, decompose, ideal_run, parse_headline_measure, reordered_run
-from toolkit.diagnosis.diagnose import diagnose
 from toolkit.errors import ConfigError
 from toolkit.measures.names import EvalSettings, Gain
 

@@ -98,38 +98,36 @@ def test_candidate_labels_from_the_prepared_index(measure):
 @pytest.mark.parametrize("depth", [5, 20, 30])
 @pytest.mark.parametrize("precision", ["float32", "float64"])
 def test_candidates_from_the_alignment_are_the_join(seed, depth, precision):
-    """In a diagnosis (``shared_sorts``) the candidates' reranked ranks are read from the runs' alignment: the
+    """In a diagnosis (a ``Workspace``) the candidates' reranked ranks are read from the runs' alignment: the
     same table, dtypes included, as the join of the ids' strings (a query the reranker lacks, dropped candidates,
     a document that is no candidate, a query only the reranker has, lists longer than the depth)."""
     import pandas as pd
 
-    from toolkit.data.ranking import shared_sorts
     from toolkit.data.records import Run
+    from toolkit.data.workspace import Workspace
     from toolkit.diagnosis.decompose import _aligned_candidates, _joined_candidates
 
     _, first, rr = _inputs(seed)
     foreign = pd.DataFrame({"query_id": ["q77"] * 3, "doc_id": ["d1", "d2", "d3"], "score": [3.0, 2.0, 1.0]})
     for run in (rr, Run(frame=pd.concat([rr.frame, foreign], ignore_index=True), path="rr+")):
-        with shared_sorts():
-            aligned = _aligned_candidates(first, run, depth, precision)
-            assert aligned is not None
-            pd.testing.assert_frame_equal(aligned[0], _joined_candidates(first, run, depth, precision))
-            # the rows are the first stage's top ``depth`` alone (shareable) unless the run holds more in a query
-            assert (aligned[1] is None) == (depth <= 21)  # q5 holds 21
+        aligned = _aligned_candidates(first, run, depth, precision, work=Workspace())
+        assert aligned is not None
+        pd.testing.assert_frame_equal(aligned[0], _joined_candidates(first, run, depth, precision))
+        # the rows are the first stage's top ``depth`` alone (shareable) unless the run holds more in a query
+        assert (aligned[1] is None) == (depth <= 21)  # q5 holds 21
 
 
 def test_candidates_of_a_run_holding_a_document_twice_are_joined():
     """A reranked run that holds a document twice in a query: no table from the alignment (the join's rows)."""
     import pandas as pd
 
-    from toolkit.data.ranking import shared_sorts
     from toolkit.data.records import Run
+    from toolkit.data.workspace import Workspace
     from toolkit.diagnosis.decompose import _aligned_candidates
 
     _, first, rr = _inputs(0)
     twice = Run(frame=pd.concat([rr.frame, rr.frame.iloc[:1]], ignore_index=True), path="rr2")
-    with shared_sorts():
-        assert _aligned_candidates(first, twice, 20, "float32") is None
+    assert _aligned_candidates(first, twice, 20, "float32", work=Workspace()) is None
 
 
 def test_stable_sort_is_lexsort_of_query_and_within():
@@ -154,14 +152,14 @@ def test_stable_sort_is_lexsort_of_query_and_within():
 
 @pytest.mark.parametrize("measure", ["ndcg_cut_10", "map"])
 def test_runs_reranked_from_one_first_stage_share_its_candidates(measure):
-    """Within one diagnosis (``shared_sorts``), the codes of the first stage's top rows and the best order's curve
+    """Within one diagnosis (one ``Workspace``), the codes of the first stage's top rows and the best order's curve
     are computed once for the runs reranked from it: each run's decomposition is still the one it has alone
     (without sharing), whichever run comes first, a run holding more than the depth in a query (its candidates
     are not the first stage's alone) among them."""
     import pandas as pd
 
-    from toolkit.data.ranking import is_shared, shared_sorts
     from toolkit.data.records import Run
+    from toolkit.data.workspace import NO_WORKSPACE, Workspace
     from toolkit.diagnosis.decompose import decompose
 
     qrels, first, rr = _inputs(4)
@@ -173,18 +171,18 @@ def test_runs_reranked_from_one_first_stage_share_its_candidates(measure):
     prepared = prepare_judgments(qrels)
     settings = EvalSettings()
 
-    def run_all(runs):
+    def run_all(runs, work=NO_WORKSPACE):
         return [
             decompose(prepared, first, r, measure=measure, depth=d, settings=settings,
-                      recall_settings=settings, query_ids=qids, depths=(1, 5, 10))
+                      recall_settings=settings, query_ids=qids, depths=(1, 5, 10), work=work)
             for r, d in runs
         ]  # fmt: skip
 
     runs = [(rr, 25), (deep, 10), (reversed_, 25), (rr, 10)]
     alone = run_all(runs)
-    with shared_sorts():
-        together = run_all(runs)
-        assert is_shared("candidate codes", (prepared, first), (25, settings.score_precision))
+    work = Workspace()
+    together = run_all(runs, work)
+    assert work.has("candidate codes", (prepared, first), (25, settings.score_precision))
     for a, b in zip(alone, together):
         pd.testing.assert_frame_equal(a.per_query, b.per_query, check_exact=True)
         pd.testing.assert_frame_equal(a.curve, b.curve, check_exact=True)

@@ -9,8 +9,8 @@ import random
 import pytest
 from rankllm import first_stage_lists, oracle_order, rank_llm_run
 
+from toolkit.diagnosis.compute import diagnose
 from toolkit.diagnosis.depths import detect_depth
-from toolkit.diagnosis.diagnose import diagnose
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_dl19_half_a_run_its_missing_queries_are_labelled_missing_and_out_of_the
 
     from toolkit.data.records import QUERY_ID, Run
     from toolkit.errors import TwostageWarning
-    from toolkit.report.diagnosis import write_diagnosis_report
+    from toolkit.report.diagnosis_page import write_diagnosis_report
 
     qrels, bm25, shuffled, _ = dl19_runs
     qids = sorted(bm25.frame[QUERY_ID].unique().tolist())

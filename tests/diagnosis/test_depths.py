@@ -11,8 +11,8 @@ import pytest
 from rankllm import collection, first_stage_lists, oracle_order, rank_llm_run
 
 from toolkit.data.records import run_from_rows
+from toolkit.diagnosis.compute import check_reordering, diagnose
 from toolkit.diagnosis.depths import DETECT_SHARE, classify_documents, detect_depth, rerank_shapes
-from toolkit.diagnosis.diagnose import check_reordering, diagnose
 from toolkit.errors import ConfigError, DepthNotDetectedError
 
 
@@ -188,7 +188,7 @@ def test_depth_per_run_and_recall_only_at_the_depths_in_use():
 
 
 def test_a_sidecar_depth_wins_over_detection():
-    from toolkit.diagnosis.inputs import reranked_input
+    from toolkit.diagnosis.reranked import reranked_input
 
     qrels, first = collection(n_queries=4, length=30)
     lists = first_stage_lists(first.frame.itertuples(index=False))
@@ -247,7 +247,7 @@ def test_in_first_top_is_membership_in_the_first_stages_top_k(duplicate):
     order; queries the first stage lacks and documents below k are not in it."""
     import pandas as pd
 
-    from toolkit.data.ranking import shared_sorts
+    from toolkit.data.workspace import Workspace
     from toolkit.diagnosis.depths import in_first_top
 
     rows = [(f"q{q}", f"d{(q * 7 + i) % 50}", float(40 - i)) for q in range(6) for i in range(40)]
@@ -260,6 +260,6 @@ def test_in_first_top_is_membership_in_the_first_stages_top_k(duplicate):
         top = {(q, d) for q, d, s in rows if sum(1 for q2, _, s2 in rows if q2 == q and s2 > s) < k}
         expected = [(q, d) in top for q, d in asked]
         assert in_first_top(first, frame, k).tolist() == expected
-        with shared_sorts():
-            assert in_first_top(first, frame, k).tolist() == expected
-            assert in_first_top(first, frame, k).tolist() == expected
+        work = Workspace()
+        assert in_first_top(first, frame, k, work=work).tolist() == expected
+        assert in_first_top(first, frame, k, work=work).tolist() == expected

@@ -109,7 +109,7 @@ def test_decomposition_equals_an_independent_computation(report, independent):
         assert d[k] == pytest.approx(mean[k], abs=1e-12), k
     assert d["lost_in_candidates"] == pytest.approx(mean["ideal"] - mean["ceiling"], abs=1e-12)
     assert d["lost_in_reranking"] == pytest.approx(mean["ceiling"] - mean["reranked"], abs=1e-12)
-    # the figures the issue quotes
+    # the figures docs/diagnosis.md quotes
     assert (f"{d['first_stage']:.4f}", f"{d['reranked']:.4f}", f"{d['ceiling']:.2f}") == ("0.5058", "0.6424", "0.89")
 
 
@@ -175,7 +175,7 @@ def test_depth_curve(report, independent):
 def test_agreement_and_significance(report, independent):
     from scipy import stats
 
-    from toolkit.evaluation.agreement import rbo
+    from toolkit.stats.rank_similarity import rbo
 
     _out, s = report
     grades, bm25, minilm = independent

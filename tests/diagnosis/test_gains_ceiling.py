@@ -1,7 +1,7 @@
-"""The ceiling takes its gains from the function nDCG uses (issue 16 item 6): a non-monotone or non-integer
+"""The ceiling takes its gains from the function nDCG uses: a non-monotone or non-integer
 ``--gain`` map must not make the ceiling lower than the reranked run.
 
-Oracles: the issue's reproducer computed by hand, and a brute force over every ordering of the candidates
+Oracles: a non-monotone map's example computed by hand, and a brute force over every ordering of the candidates
 with an nDCG written out here from its definition (DCG = sum gain / log2(rank + 1), the ideal over every
 judged document of the query).
 """
@@ -40,7 +40,7 @@ def _decompose(qrels, first, reranked, gain: str, measure="ndcg_cut_10", level=1
     )
 
 
-def test_issue_reproducer_non_monotone_map():
+def test_non_monotone_gain_map_ceiling_by_hand():
     """--gain 0:0,1:5,2:1, qrels d1=1, d2=2, first stage d2 d1, reranked d1 d2: label 1 is worth more, so the
     best order is the reranked one (ceiling 1.0, nothing lost in reranking; raw labels gave ceiling 0.7378)."""
     qrels = qrels_from_rows([("q", "d1", 1), ("q", "d2", 2)])
@@ -52,7 +52,7 @@ def test_issue_reproducer_non_monotone_map():
     assert row["lost_in_reranking"] == pytest.approx(0.0) and row["lost_in_candidates"] == pytest.approx(0.0)
 
 
-def test_issue_reproducer_through_the_cli(tmp_path, cli):
+def test_non_monotone_gain_map_through_the_cli(tmp_path, cli):
     (tmp_path / "qrels.txt").write_text("q 0 d1 1\nq 0 d2 2\n")
     (tmp_path / "first.trec").write_text("q Q0 d2 1 2 f\nq Q0 d1 2 1 f\n")
     (tmp_path / "rr.trec").write_text("q Q0 d1 1 2 r\nq Q0 d2 2 1 r\n")

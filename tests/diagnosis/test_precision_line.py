@@ -1,5 +1,5 @@
 """The diagnosis page states the precision a reranked run's model ran in and its change against fp32, from
-the run's hand-written ``twostage rerank`` sidecar (issue 28); exact fp32 runs add no line."""
+the run's hand-written ``twostage rerank`` sidecar; exact fp32 runs add no line."""
 
 from __future__ import annotations
 

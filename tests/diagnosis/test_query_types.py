@@ -1,4 +1,4 @@
-"""The default query-type taxonomy (issue 15 item 8), rule by rule on TREC DL19's 43 queries against a table
+"""The default query-type taxonomy, rule by rule on TREC DL19's 43 queries against a table
 written by hand, and the report's type counts with the too-small mark."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from toolkit.diagnosis.labels import MIN_TYPE_QUERIES
+from toolkit.diagnosis.query_labels import MIN_TYPE_QUERIES
 from toolkit.diagnosis.query_types import DEFAULT_TYPE_RULES, classify_query
 
 #: DL19's queries and the type each one is, decided by reading the query (not by running the rules).
@@ -113,8 +113,8 @@ def test_default_rules_beyond_dl19(query, expected):
 @pytest.mark.data
 def test_dl19_page_counts_types_and_marks_small_ones(msmarco, tmp_path):
     from toolkit.data.trec_io import read_qrels, read_run
-    from toolkit.diagnosis.diagnose import diagnose
-    from toolkit.report.diagnosis import PLOTS, diagnosis_markdown, types_table
+    from toolkit.diagnosis.compute import diagnose
+    from toolkit.report.diagnosis_page import PLOTS, diagnosis_markdown, types_table
 
     qrels = read_qrels(msmarco / "qrels.dl19-passage.txt")
     bm25 = read_run(msmarco / "runs" / "run.dl19.bm25.top100.txt")

@@ -8,7 +8,7 @@ import pandas as pd
 
 from toolkit.data.records import Qrels, Run
 from toolkit.diagnosis.query_views import best_missed, grades, side_by_side, views_of_runs
-from toolkit.evaluation.agreement import RankedLists
+from toolkit.stats.rank_similarity import RankedLists
 
 
 def _inputs(seed: int):

@@ -11,7 +11,7 @@ import pytest
 from rankllm import collection, first_stage_lists, ndcg10, oracle_order, rank_llm_run, run_lists
 
 from toolkit.data.records import run_from_rows
-from toolkit.diagnosis.diagnose import diagnose
+from toolkit.diagnosis.compute import diagnose
 from toolkit.diagnosis.repeats import repeat_pairs_won, repeat_stats
 from toolkit.errors import ConfigError
 
@@ -113,7 +113,7 @@ def test_repeats_that_are_not_repeats_are_errors_naming_the_runs(setup):
 
 def test_the_page_names_the_repeat_whose_lists_are_read(setup, tmp_path):
     """Agreement and the query views read one list per system: the page says which file that is."""
-    from toolkit.report.diagnosis import write_diagnosis_report
+    from toolkit.report.diagnosis_page import write_diagnosis_report
 
     *_, d = setup
     write_diagnosis_report(d, tmp_path / "out")

@@ -1,10 +1,17 @@
-"""The diagnosis's figures stay exactly the same while its computation is made cheaper (issue 34, item 3).
+"""The diagnosis's figures stay exactly the same while its computation is made cheaper.
 
 ``data/scale_reference.json`` holds, for two inputs, a SHA-256 of every column of per_query.csv and pairs.csv and
 of every top-level entry of summary.json (as ``twostage diagnose`` writes them: the same CSV and JSON text), made
-with the code before the diagnosis was made to scale (main just before that work was merged: issue 32's
-intended changes to summary.json included; per_query.csv and pairs.csv equal those of commit e721550). Each test recomputes the diagnosis and
+with the code before the diagnosis was made to scale (main just before that work was merged, with the
+changes to summary.json intended since included; per_query.csv and pairs.csv equal those of commit e721550). Each test recomputes the diagnosis and
 compares every hash, so any figure that moves, in any digit, names its file and column here.
+
+RBO's figures (pairs.csv's ``rbo`` and the summary entries that quote it) were remade on 2026-12-07, when RBO's
+weights p**d came to be C's ``pow`` (``toolkit.measures.ranked.c_power_table``) instead of numpy's ``power``, whose
+AVX-512 kernels differ from it in the last bit: the reference, made on an AVX-512 machine, failed on one without.
+summary.json's ``settings`` was remade the same day when the modules it names moved (``toolkit.quality.holes``,
+``toolkit.stats.verdict``: the text names where a definition lives). Every other hash is the one the reference
+code made.
 
 - DL19 (43 queries, ../shared/data): first stages BM25 and SPLADE++ (top 100); reranked runs that reorder BM25's
   top 100 by TAS-B's scores and by ada-2's (two repeats: ada-2's scores, and the same with seeded jitter), and

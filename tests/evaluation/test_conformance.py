@@ -13,6 +13,7 @@ commands are left out there, since 9.x rejects comment lines.
 from __future__ import annotations
 
 import pytest
+from needs import lacking
 from oracles import native_trec_eval, native_trec_eval_output
 
 QUICKTEST = [
@@ -54,7 +55,7 @@ NINE = [args for _, args in QUICKTEST if "comment" not in args] + [
 def suite(shared_data, tmp_path, monkeypatch):
     src = shared_data / "trec_eval-test"
     if not (src / "README.md").exists():
-        pytest.skip(f"trec_eval's test suite not found at {src}")
+        lacking(f"trec_eval's test suite not found at {src}")
     (tmp_path / "test").symlink_to(src)
     monkeypatch.chdir(tmp_path)
     return src
@@ -73,7 +74,7 @@ def test_quicktest_byte_for_byte(suite, cli, expected, args):
 @pytest.mark.parametrize("args", NINE, ids=[a[:70] for a in NINE])
 def test_same_inputs_equal_trec_eval_904(suite, cli, args):
     if native_trec_eval() is None:
-        pytest.skip("Pyserini's jar has no trec_eval binary for this machine")
+        lacking("Pyserini's jar has no trec_eval binary for this machine")
     status, want = native_trec_eval_output(args.split())
     assert status == 0
     res = cli("eval", "--trec-eval", "9", "--no-provenance", *args.split())

@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+from needs import lacking
 from oracles import native_trec_eval, native_trec_eval_output
 
 QRELS = "q1 0 D1 2\nq1 0 D2 1\nq1 0 D3 0\nq1 0 D4 -1\nq2 0 D1 1\nq2 0 D5 0\n"
@@ -145,14 +146,14 @@ def test_gm_map_per_query_is_the_log_trec_eval_averages(cli, files):
 
 
 def test_label_zero_with_a_gain_counts_as_in_trec_eval(cli, files):
-    """Decision (issue 10, item 9): a document counts in DCG when its gain is not 0, whatever its label,
+    """As decided for twostage: a document counts in DCG when its gain is not 0, whatever its label,
     as trec_eval's ndcg.0=G does; --gain 0:0.5,... gives the same numbers as trec_eval's ndcg.0=0.5."""
     q, r = files
     ours = cli("eval", "--no-provenance", "-q", "-m", "ndcg", "--gain", "0:0.5,1:1,2:2", q, r)
     plain = cli("eval", "--no-provenance", "-q", "-m", "ndcg", q, r)
     assert ours.stdout != plain.stdout  # label-0 documents now count
     if native_trec_eval() is None:
-        pytest.skip("no native trec_eval here")
+        lacking("no native trec_eval here")
     status, want = native_trec_eval_output(["-q", "-m", "ndcg.0=0.5", q, r])
     assert status == 0
     assert [x.split("\t")[1:] for x in ours.stdout.splitlines()] == [x.split("\t")[1:] for x in want.splitlines()]

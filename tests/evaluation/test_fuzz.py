@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from needs import lacking, required
 from oracles import native_trec_eval, trec_eval_10
 
 from toolkit.evaluation.differences import BY_NAME, DIFFERENCES, readme_table
@@ -42,7 +43,7 @@ def _report(summary, generation: int) -> str:
 def test_against_trec_eval_9_binary():
     binary = native_trec_eval()
     if binary is None:
-        pytest.skip("no native trec_eval 9.0.4 for this machine")
+        lacking("no native trec_eval 9.0.4 for this machine")
     summary = fuzz_eval.fuzz(binary, 9, cases=250, seed=20261203, shrink_first=1)
     assert not summary.mismatches, _report(summary, 9)
     assert summary.agreed >= 200  # the skips stay a minority: the fuzzer still tests something
@@ -52,7 +53,7 @@ def test_against_trec_eval_9_binary():
 def test_against_trec_eval_10_binary():
     binary, why = trec_eval_10()
     if binary is None:
-        pytest.skip(why)
+        lacking(why)
     summary = fuzz_eval.fuzz(binary, 10, cases=250, seed=20261203, shrink_first=1)
     assert not summary.mismatches, _report(summary, 10)
     assert summary.agreed >= 180
@@ -102,7 +103,9 @@ def _pytrec_case(rng: random.Random):
 
 
 def test_per_query_values_equal_pytrec_eval():
-    pytrec_eval = pytest.importorskip("pytrec_eval")
+    pytrec_eval = required(
+        "pytrec_eval", "pytrec_eval is an independent oracle of trec_eval's measures (pip install .[test])"
+    )
     from oracles import pytrec_inputs
 
     from toolkit.data.records import qrels_from_rows, run_from_rows
@@ -142,7 +145,7 @@ def test_per_query_values_equal_pytrec_eval():
 def test_shrinks_a_mismatch_to_a_minimal_reproducer(tmp_path):
     binary = native_trec_eval()
     if binary is None:
-        pytest.skip("no native trec_eval 9.0.4 for this machine")
+        lacking("no native trec_eval 9.0.4 for this machine")
     # a wrong trec_eval: the real one, except that it prints map as 0.9999 whenever a qrels line has label 3
     fake = tmp_path / "trec_eval"
     fake.write_text(

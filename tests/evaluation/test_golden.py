@@ -13,6 +13,7 @@ import json
 import math
 
 import pytest
+from needs import lacking
 from oracles import native_trec_eval, native_trec_eval_output
 
 from toolkit.data.records import qrels_from_rows, run_from_rows
@@ -55,7 +56,7 @@ def test_cli_prints_trec_eval_lines(cli, files):
 
 def trec_eval_value(files, measure: str) -> str:
     if native_trec_eval() is None:
-        pytest.skip("Pyserini's jar has no trec_eval binary for this machine")
+        lacking("Pyserini's jar has no trec_eval binary for this machine")
     status, out = native_trec_eval_output(["-m", measure, *files])
     assert status == 0
     return out.split("\t")[-1].strip()
@@ -142,7 +143,7 @@ def test_json_has_provenance(cli, files):
         ["-m", "judged.10", "--judged-compat", "pyserini"],
     ],
 )
-def test_issue_command_forms(cli, files, args):
+def test_worked_example_command_forms(cli, files, args):
     q, r = files
     res = cli("eval", *args, q, r)
     assert res.exit_code == 0, res.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from needs import required
 from oracles import jar_trec_eval, parse_output, pyserini_trec_eval, pytrec_inputs
 
 from toolkit.cli.eval import format_value, render_text
@@ -68,7 +69,9 @@ def test_matches_pyserini_trec_eval_per_query(msmarco, run_name, level, complete
 @pytest.mark.parametrize("level", [1, 2])
 def test_matches_pytrec_eval_float64(msmarco, run_name, level):
     qrels_path, run_path = _qrels_path(msmarco, run_name), msmarco / "runs" / run_name
-    pytrec_eval = pytest.importorskip("pytrec_eval")
+    pytrec_eval = required(
+        "pytrec_eval", "pytrec_eval is an independent oracle of trec_eval's measures (pip install .[test])"
+    )
     qrels, run = read_qrels(qrels_path), read_run(run_path)
     ours = evaluate(
         qrels, run, parse_measures(MEASURES[:6]), EvalSettings(relevance_level=level, score_precision="float64")

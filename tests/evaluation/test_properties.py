@@ -5,13 +5,16 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
+from needs import required
 from oracles import pytrec_inputs
 
 from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.evaluation.evaluate import evaluate
 from toolkit.measures.names import EvalSettings, parse_measures
 
-pytrec_eval = pytest.importorskip("pytrec_eval")
+pytrec_eval = required(
+    "pytrec_eval", "pytrec_eval is an independent oracle of trec_eval's measures (pip install .[test])"
+)
 
 QIDS = [f"q{i}" for i in range(5)]
 DOCS = [f"d{i:02d}" for i in range(25)] + ["D7", "a", "zz"]
@@ -29,7 +32,7 @@ def collections(draw):
             labels = [draw(st.sampled_from([-1, 0, 0, 1, 2, 3])) for _ in docs]
             if all(label < 0 for label in labels):
                 # trec_eval 9.x (inside pytrec_eval) reads rel_levels[-1] for such a query and can hang;
-                # that case is tested by hand in test_bad_input.py.
+                # that case is tested by hand in test_malformed_inputs.py.
                 labels[0] = 0
             qrels += [(q, d, label) for d, label in zip(docs, labels)]
         if draw(st.integers(0, 4)):  # most queries retrieved something

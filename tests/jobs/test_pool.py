@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 from fake_ray import FakeRay
+from needs import required
 
 from toolkit.jobs.distributed import ActorPool, RayOptions
 
-pytest.importorskip("ray", reason="the pool reads Ray's exception types (the [ray] extra)")
+required("ray", "the pool reads Ray's exception types (the [ray] extra)")
 
 
 class Echo:

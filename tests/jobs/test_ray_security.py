@@ -1,4 +1,4 @@
-"""Ray clusters that only this machine can reach (issue 24, item 1): twostage's private local Ray (``--ray``
+"""Ray clusters that only this machine can reach: twostage's private local Ray (``--ray``
 alone) and the test suite's two-node cluster (``tests/support/ray_cluster.py``).
 
 Each is started inside a network namespace of its own where the machine has a routable address
@@ -25,6 +25,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from needs import optional, required
 
 from toolkit.errors import ConfigError
 from toolkit.jobs.distributed import check_address, current_cluster
@@ -41,13 +42,13 @@ def _ip(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def netns():
     """A network namespace with loopback and a routable 10.200.0.1/24 (a veth pair, both ends inside)."""
-    pytest.importorskip("ray", reason="the [ray] extra is not installed (pip install -e '.[ray]')")
+    required("ray", "the [ray] extra is not installed (pip install -e '.[ray]')")
     if shutil.which("ip") is None:
-        pytest.skip("`ip` (iproute2) is not installed: cannot make a network namespace")
+        optional("`ip` (iproute2) is not installed: cannot make a network namespace")
     name = f"tsray{os.getpid()}"
     made = _ip("netns", "add", name)
     if made.returncode:
-        pytest.skip(f"`ip netns add` is not available here ({made.stderr.strip()}): needs root / CAP_SYS_ADMIN")
+        optional(f"`ip netns add` is not available here ({made.stderr.strip()}): needs root / CAP_SYS_ADMIN")
     try:
         steps = [
             ["-n", name, "link", "set", "lo", "up"],
@@ -60,7 +61,7 @@ def netns():
         for step in steps:
             r = _ip(*step)
             if r.returncode:
-                pytest.skip(f"cannot set up the namespace (`ip {' '.join(step)}`: {r.stderr.strip()})")
+                optional(f"cannot set up the namespace (`ip {' '.join(step)}`: {r.stderr.strip()})")
         yield name
     finally:
         _ip("netns", "del", name)

@@ -14,7 +14,7 @@ from toolkit.data.texts import TextSource
 from toolkit.errors import ConfigError
 from toolkit.jobs.embed_cache import EmbeddingCache
 from toolkit.jobs.shards import LocalExecutor, Sharding, _differences, plan
-from toolkit.reranking.job import rerank_run
+from toolkit.reranking.rerank_job import rerank_run
 
 
 class Overlap:

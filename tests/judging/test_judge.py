@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from judge_server import write_candidates, write_qrels
+from needs import required
 
 import toolkit as ts
 from toolkit.cli import main
@@ -102,12 +103,33 @@ def test_rerun_asks_nothing_and_other_runs_share_the_cache(tmp_path, judge_serve
     assert judge_server.total == 15
 
 
+def test_the_same_model_name_at_another_endpoint_is_judged_again(tmp_path, judge_server):
+    """The cache keys what decides an answer (the endpoint's URL and the body sent): a second server serving the
+    same model name is asked every pair and its labels are the ones written; the first, asked again, nothing."""
+    from judge_server import JudgeServer
+
+    cand = _collection(tmp_path, judge_server)
+    other = JudgeServer()
+    try:
+        other.labels = {d: (label + 1) % 4 for d, label in judge_server.labels.items()}
+        common = {"model": "test-judge", "depth": 3, "cache": tmp_path / "cache"}
+        ts.judge(candidates=cand, endpoint=judge_server.url, **common)
+        second = ts.judge(candidates=cand, endpoint=other.url, **common)
+        assert judge_server.total == other.total == 9 and second.counts["from_cache"] == 0
+        labels = {(q, d): r for q, d, r in second.qrels[["query_id", "doc_id", "relevance"]].itertuples(False)}
+        assert all(label == other.labels[d] for (_, d), label in labels.items())
+        again = ts.judge(candidates=cand, endpoint=judge_server.url, **common)
+        assert judge_server.total == 9 and again.counts["from_cache"] == 9
+    finally:
+        other.close()
+
+
 def test_interrupted_job_resumes(tmp_path, judge_server):
     from toolkit.data.texts import read_candidates
-    from toolkit.judging.backends import OpenAIChatJudge
-    from toolkit.judging.cache import JudgmentCache
-    from toolkit.judging.job import items_with_texts, judge_items, select_pairs
+    from toolkit.judging.judge_job import items_with_texts, judge_items, select_pairs
     from toolkit.judging.prompt import load_template
+    from toolkit.llm.answer_cache import JudgmentCache
+    from toolkit.llm.chat import OpenAIChatJudge
 
     c = read_candidates(_collection(tmp_path, judge_server))
     items = items_with_texts(select_pairs(c.run, 6), c.topics.as_dict(), c.text_source().lookup)
@@ -129,6 +151,37 @@ def test_interrupted_job_resumes(tmp_path, judge_server):
     resumed = judge_items(items, template, judge, cache)
     assert resumed.counts.from_cache == 5 and resumed.counts.asked == len(items) - 5
     assert resumed.counts.labels == len(items) == 18
+
+
+def test_a_cache_over_the_file_size_limit_ends_the_job_in_one_error_and_keeps_its_answers(tmp_path, judge_server):
+    """``ulimit -f`` reached while the cache is written: SQLite says "disk I/O error" (EFBIG, which it does not
+    name). The job ends with one ``CacheUnusableError`` naming the folder as given and the fix, the previous qrels
+    stay, and the answers an earlier job committed are served to the rerun, which asks only the others."""
+    import resource
+
+    from toolkit.errors import CacheUnusableError
+
+    cand = _collection(tmp_path, judge_server)
+    common = {"candidates": cand, "model": "test-judge", "endpoint": judge_server.url, "cache": tmp_path / "cache"}
+    ts.judge(**common, depth=3)  # 9 answers committed
+    out = tmp_path / "judged.qrels"
+    out.write_text("q1 0 D1x0 3\n")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (48 * 1024, hard))  # Python ignores SIGXFSZ: a write gets EFBIG
+    try:
+        with pytest.raises(CacheUnusableError) as raised:
+            ts.judge(**common, depth=6, out=out)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert str(raised.value) == (
+        f"the judgments cache {tmp_path / 'cache'} (from cache=FOLDER) cannot be used: SQLite says 'disk I/O error'; "
+        "run without it (cache=False), or choose a folder you can write: cache=FOLDER"
+    )
+    assert raised.value.for_cli().endswith("run without it (--no-cache), or choose a folder you can write: --cache DIR")
+    assert out.read_text() == "q1 0 D1x0 3\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "cand.json", "judged.qrels"]
+    again = ts.judge(**common, depth=6, out=out)
+    assert again.counts["from_cache"] >= 9 and again.counts["from_cache"] + again.counts["asked"] == 18
 
 
 def test_retries_and_counted_failures(tmp_path, judge_server):
@@ -300,7 +353,7 @@ def test_holes_only_judges_unjudged_documents(tmp_path, judge_server):
 
 
 def test_calibration_recovers_the_confusion_matrix_and_kappa(tmp_path, judge_server):
-    metrics = pytest.importorskip("sklearn.metrics")
+    metrics = required("sklearn.metrics", "scikit-learn is the oracle for Cohen's kappa (pip install .[test])")
     rng = np.random.default_rng(0)
     pairs = [(h, jl) for h in range(4) for jl in range(4) for _ in range(MATRIX[h, jl])]
     order = rng.permutation(len(pairs))
@@ -453,7 +506,7 @@ def test_backoff_doubles_between_retries(monkeypatch, tmp_path, judge_server):
 
 
 def test_ray_shards_the_calls_and_a_killed_job_resumes(tmp_path, judge_server, monkeypatch):
-    pytest.importorskip("ray", reason="the pool reads Ray's exception types (the [ray] extra)")
+    required("ray", "the pool reads Ray's exception types (the [ray] extra)")
     from fake_ray import FakeRay
 
     from toolkit.jobs import distributed

@@ -1,4 +1,4 @@
-"""One judged workflow (issue 32, item 3), against the local judge server on 127.0.0.1: ``judge --run RUN
+"""One judged workflow, against the local judge server on 127.0.0.1: ``judge --run RUN
 --candidates C.json``; qrels of another year refused before anything is asked; ``--holes-only
 --calibrate-sample N --seed S`` recording the calibration in the holes file's sidecar, which the diagnosis page
 then shows; the calibration's system ranking under the full human qrels (BM25's top-k only made BM25 first); a
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from judge_server import write_candidates, write_qrels
+from needs import required
 
 import toolkit as ts
 from toolkit.cli import main
@@ -112,7 +113,7 @@ def _sampled(seed=7, n=5):
 
 
 def test_holes_only_with_a_calibration_sample_records_the_calibration(tmp_path, judge_server):
-    metrics = pytest.importorskip("sklearn.metrics")
+    metrics = required("sklearn.metrics", "scikit-learn is the oracle for Cohen's kappa (pip install .[test])")
     human, rows = _human(tmp_path)
     first = _run(tmp_path / "first.trec", range(8))
     second = _run(tmp_path / "second.trec", [1, 3, 5, 7, 0, 2, 4, 6])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from needs import lacking
 from oracles import run_binary, trec_eval_10
 
 from toolkit.measures.names import parse_measures
@@ -72,7 +73,7 @@ def test_placeholder_zeroes_the_bare_utility_only(cli, tmp_path):
         if binary:
             assert run_binary(binary, args) == (0, res.stdout)
     if binary is None:
-        pytest.skip(why)
+        lacking(why)
 
 
 def test_parsed_measures_carry_the_attributes():

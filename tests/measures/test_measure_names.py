@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from needs import lacking
 
 from toolkit.errors import UnknownMeasureError
 from toolkit.measures.names import NICKNAMES, parse_measures
@@ -69,7 +70,7 @@ def test_all_trec_differs_between_generations():
         ("AP@100", "map_cut_100"),
         ("R@100", "recall_100"),
         ("P@10", "P_10"),
-        ("Judged@10", "judged_10"),
+        ("Judged@10", "Judged@10"),  # ir_measures' judged provider's definition (twostage's is judged.10)
         ("Bpref", "bpref"),
         ("Rprec", "Rprec"),
         ("infAP", "infAP"),
@@ -80,6 +81,7 @@ def test_all_trec_differs_between_generations():
         ("NumRet", "num_ret"),
         ("IPrec@0.1", "iprec_at_recall_0.10"),
         ("SetP", "set_P"),
+        ("nDCG(dcg='exp-log2')", "nDCG(dcg='exp-log2')"),  # ir_measures' ranx provider: ranx's ndcg_burges
     ],
 )
 def test_ir_measures_aliases(alias, trec):
@@ -89,12 +91,14 @@ def test_ir_measures_aliases(alias, trec):
 @pytest.mark.parametrize(
     "alias,why",
     [
-        ("RBP", "p=0.8"),
-        ("ERR@10", "not a trec_eval measure"),
-        ("nDCG(dcg='exp-log2')@10", "use gain= for gains"),  # the library's words; the CLI says --gain
+        ("RBP", "rbp.p=0.8"),  # no provider: cwl_eval's needs rel=; trec_eval's graded rbp named
+        ("ERR", "gdeval computes ERR at a cutoff"),
+        ("nDCG(dcg='exp-log2',judged_only=True)", "from ranx without one, neither with gains= or judged_only"),
         ("nDCG(rel=2)@10", "a relevance level does not apply"),
-        ("RR@10", "evaluate, compare and `twostage eval`"),  # parse_measures: one settings for all; groups below
-        ("P(rel=2)@10", "evaluate, compare and `twostage eval`"),
+        ("RR(judged_only=True)@10", "no provider"),
+        ("NumRel(rel=2)", "-l N -m num_rel"),
+        ("P(rel=2)@10", "evaluate, compare and `twostage eval`"),  # parse_measures: one settings for all; groups below
+        ("nDCG(judged_only=True)@10", "evaluate, compare and `twostage eval`"),
     ],
 )
 def test_aliases_that_mean_something_else_are_refused(alias, why):
@@ -138,10 +142,15 @@ def test_trec_eval_10_measures_need_10():
 def test_registry_holds_every_family_once_with_a_definition():
     trec_eval_10 = set(NICKNAMES["all_trec"]) | set(NICKNAMES["all_prefs"]) | set(NICKNAMES["qrels_jg"])
     in_no_nickname = {"dcg", "ideal_dcg", "yaap"}  # in measures.c's table, in none of its nicknames
-    assert trec_eval_10 | in_no_nickname | {"judged"} == set(REGISTRY) == set(TREC_ORDER)
+    ours = {f for f, spec in REGISTRY.items() if spec.source.startswith(("trec_eval", "twostage"))}
+    peers = {n for n, f in REGISTRY.items() if f.source.startswith(("ir_measures", "ranx", "MS MARCO"))}
+    assert trec_eval_10 | in_no_nickname | {"judged"} == ours
+    assert ours | peers == set(REGISTRY) == set(TREC_ORDER)
     for fam in REGISTRY.values():
         assert len(fam.doc) > 60, fam.name  # an exact definition, not a label
-        if fam.name not in ("judged", "runid", "num_q"):
+        if fam.source == "ranx":
+            assert "ranx/metrics/" in fam.doc, fam.name  # cites ranx's source for it
+        elif fam.source.startswith("trec_eval") and fam.name not in ("runid", "num_q"):
             assert "m_" in fam.doc and ".c" in fam.doc, fam.name  # cites trec_eval's source for it
         if fam.params in (Params.LONG_CUTOFFS, Params.DOUBLE_CUTOFFS):
             assert fam.defaults, fam.name
@@ -176,7 +185,7 @@ def test_measures_command_defines_families(cli):
         ("precision@5", "P_5"),
         ("p@5", "P_5"),
         ("bpref", "bpref"),
-        ("judged@10", "judged_10"),
+        ("judged@10", "Judged@10"),
         ("SUCCESS@5", "success_5"),
     ],
 )
@@ -191,7 +200,7 @@ def test_ir_measures_names_in_any_case(typed, trec):
         ("ndcg@1k", "'nDCG@1000' (= ndcg_cut.1000)"),
         ("ndgc@10", "'nDCG@10' (= ndcg_cut.10)"),
         ("NDCG_10", "'nDCG@10' (= ndcg_cut.10)"),
-        ("mrr@1k", "'RR@1000' (= trec_eval -M 1000 -m recip_rank)"),
+        ("mrr@1k", "'RR@1000' (= RR@1000 as msmarco)"),
         ("ndcg_cutt.10", "'ndcg_cut.10'"),
         ("p.5", "'P@5' (= P.5)"),
         ("offical", "'official'"),
@@ -232,13 +241,15 @@ def test_unknown_measure_on_the_command_line_suggests_without_a_list(cli, tmp_pa
 def test_groups_split_measures_by_their_own_settings():
     from toolkit.measures.names import Overrides, parse_measure_groups
 
-    groups = parse_measure_groups(["AP(rel=2)@1000", "RR(rel=2)@10", "nDCG@10", "RR@10", "P(rel=2)@5", "map"], 9)
+    groups = parse_measure_groups(
+        ["AP(rel=2)@1000", "RR(rel=2)@10", "nDCG@10", "RR@10", "P(rel=2)@5", "map", "R(judged_only=True)@5"], 9
+    )
     by = {g.overrides: [m.name for m in g.labelled()] for g in groups}
     assert by == {
-        Overrides(): ["map", "ndcg_cut_10"],
+        # RR@k is ir_measures' msmarco provider's: a family of its own, its rel= a parameter, not a setting
+        Overrides(): ["map", "ndcg_cut_10", "RR@10", "RR(rel=2)@10"],
         Overrides(relevance_level=2): ["P(rel=2)@5", "AP(rel=2)@1000"],  # trec_eval's order: P before map_cut
-        Overrides(max_docs=10): ["RR@10"],
-        Overrides(relevance_level=2, max_docs=10): ["RR(rel=2)@10"],
+        Overrides(judged_only=True): ["R(judged_only=True)@5"],
     }
     assert not groups[0].overrides  # the plain group first: its provenance is the result's
 
@@ -284,14 +295,17 @@ def test_groups_computed_exactly_hand_example(cli, tmp_path):
     ]  # in the order asked
     assert doc["labels"] == {"recip_rank": "RR"}
     stated = doc["provenance"]["measure_settings"]
-    assert stated["RR@2"] == {
-        "measure": "recip_rank",
-        "relevance_level": 1,
-        "max_docs_per_query": 2,
-        "trec_eval": "trec_eval -l 1 -M 2 -m recip_rank",
-    }
-    assert stated["AP(rel=2)@1000"]["trec_eval"] == "trec_eval -l 2 -m map_cut.1000"
-    assert "recip_rank" not in stated  # the command's own settings are the provenance's top level
+    assert stated == {
+        "AP(rel=2)@1000": {
+            "measure": "map_cut.1000",
+            "relevance_level": 2,
+            "max_docs_per_query": None,
+            "trec_eval": "trec_eval -l 2 -m map_cut.1000",
+        }
+    }  # the command's own settings are the provenance's top level
+    # RR@k is ir_measures' msmarco provider's RR: its definition is named, with its tie order
+    assert doc["provenance"]["definitions"]["RR@2"].startswith("RR@2 as msmarco: relevant: label >= 1; ties by")
+    assert set(doc["provenance"]["definitions"]) == {"RR@2", "RR(rel=2)@3"}
 
 
 def test_groups_equal_separate_trec_eval_calls_on_dl19(cli, msmarco):
@@ -299,7 +313,7 @@ def test_groups_equal_separate_trec_eval_calls_on_dl19(cli, msmarco):
     from oracles import native_trec_eval, native_trec_eval_output, parse_output
 
     if native_trec_eval() is None:
-        pytest.skip("no native trec_eval 9.0.4 for this machine")
+        lacking("no native trec_eval 9.0.4 for this machine")
     qrels, run = msmarco / "qrels.dl19-passage.txt", msmarco / "runs" / "run.dl19.bm25.top100.txt"
     res = cli(
         "eval", "-q", "-c", "--no-provenance", "-m", "AP(rel=2)@1000", "-m", "RR(rel=2)@10", "-m", "nDCG@10",

@@ -16,7 +16,7 @@ import pytest
 from samples import tiny
 
 from toolkit.data.records import run_from_rows
-from toolkit.diagnosis.diagnose import diagnose
+from toolkit.diagnosis.compute import diagnose
 from toolkit.report.diagnosis_explore import (
     decode_explore,
     encode_explore,

@@ -1,4 +1,4 @@
-"""The diagnosis page at MS MARCO dev scale (issue 34, item 2): a synthetic diagnosis of 6,980 queries (a first
+"""The diagnosis page at MS MARCO dev scale: a synthetic diagnosis of 6,980 queries (a first
 stage 20 deep and three reranked runs of it, from ``scripts/bench_page.py``) gives a self-contained index.html
 under 8 MB whose explorer data decodes to exactly what the report computed; in headless Chromium the explorer
 opens, draws only the rows in view, finds a query by its id and sorts a column over every query, each within a
@@ -30,7 +30,7 @@ def big(tmp_path_factory):
     """(diagnosis, report folder, index.html's text) for 6,980 synthetic queries."""
     import warnings
 
-    from toolkit.report.diagnosis import write_diagnosis_report
+    from toolkit.report.diagnosis_page import write_diagnosis_report
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

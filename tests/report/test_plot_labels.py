@@ -1,4 +1,4 @@
-"""Names in plots are printed as they are (issue 24, item 2): matplotlib reads a label holding two ``$`` as math
+"""Names in plots are printed as they are: matplotlib reads a label holding two ``$`` as math
 text, so a run or stage named ``$\\frac{$`` stopped a diagnosis, a comparison or an experiment page with a
 parse error, and ``$x^{2}$`` was typeset. Oracle: matplotlib's own reading of the label (``Text``'s math
 preprocessing says plain text, and gives back the name)."""
@@ -23,7 +23,7 @@ def test_plot_text_is_read_as_plain_text(name):
 
 def test_diagnosis_and_comparison_plots_with_math_in_run_names(tmp_path):
     import toolkit as ts
-    from toolkit.report.diagnosis import diagnosis_plots
+    from toolkit.report.diagnosis_page import diagnosis_plots
 
     qrels, first, reranked, _, _ = tiny()
     diag = ts.diagnose(qrels, {NAMES[0]: first}, {NAMES[1]: reranked})

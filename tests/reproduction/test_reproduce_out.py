@@ -1,4 +1,4 @@
-"""``twostage reproduce --out DIR`` is whole or absent (issue 24, item 5): the runs the spec's commands write and
+"""``twostage reproduce --out DIR`` is whole or absent: the runs the spec's commands write and
 NAME.md, NAME.html, NAME.json appear together in one rename; a failure part-way leaves the previous DIR byte
 for byte and no partial folder; the report names DIR, not the temporary folder the commands wrote into."""
 

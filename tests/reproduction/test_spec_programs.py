@@ -1,8 +1,8 @@
-"""Specs do not run programs (issue 24, item 3): ``twostage reproduce`` runs a spec's own-verb steps
+"""Specs do not run programs: ``twostage reproduce`` runs a spec's own-verb steps
 (``[twostage, VERB, ...]``) and refuses every other program before anything runs, unless the user passes
 ``--allow-commands``; the report lists each program that ran.
 
-The reproduction of the issue: a shared spec listing ``sh -c "id > ..."`` ran it and then printed PASS.
+The attack: a shared spec listing ``sh -c "id > ..."`` ran it and then printed PASS.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -34,7 +35,8 @@ def cross_encoder_folder(tmp_path):
 
 
 def test_a_new_backend_is_one_table_entry(monkeypatch, cross_encoder_folder):
-    monkeypatch.setitem(BACKENDS, "toy", Backend({"cross-encoder": _Constant}, ("auto", "fp32"), "fp32"))
+    toy = Backend({"cross-encoder": _Constant}, ("auto", "fp32"), "fp32")
+    monkeypatch.setattr(backends, "BACKENDS", MappingProxyType({**BACKENDS, "toy": toy}))
     model = load_reranker(cross_encoder_folder, device="cpu", batch_size=3, backend="toy")
     assert isinstance(model, _Constant) and (model.device, model.batch_size) == ("cpu", 3)
     assert model.score("q", ["ab", "abcd"]).tolist() == [2.0, 4.0]

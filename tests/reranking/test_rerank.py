@@ -22,7 +22,7 @@ from toolkit.data.texts import TextSource, read_candidates, read_jsonl_corpus
 from toolkit.data.trec_io import read_run
 from toolkit.errors import ConfigError, InputFormatError
 from toolkit.models import detect_kind, resolve_model
-from toolkit.reranking.job import rerank_run
+from toolkit.reranking.rerank_job import rerank_run
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -194,7 +194,7 @@ def test_detect_kind_and_resolve(tmp_path):
 
 def test_import_is_light():
     code = (
-        "import sys, toolkit.reranking.job, toolkit.diagnosis.diagnose, toolkit.report, toolkit.cli.rerank; "
+        "import sys, toolkit.reranking.rerank_job, toolkit.diagnosis.compute, toolkit.report, toolkit.cli.rerank; "
         "bad = [m for m in ('torch', 'sentence_transformers', 'transformers', 'matplotlib', 'pyserini', 'jnius') "
         "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -207,7 +208,9 @@ def test_model_type_needs_the_rerankers_backend(candidates, cross_encoder, tmp_p
 def test_a_missing_extra_is_one_error_naming_it(monkeypatch, candidates, t5, tmp_path, cli):
     import toolkit.extras
 
-    monkeypatch.setitem(toolkit.extras.EXTRAS, "rerankers", ("no_such_module_xyz",))
+    monkeypatch.setattr(
+        toolkit.extras, "EXTRAS", MappingProxyType({**toolkit.extras.EXTRAS, "rerankers": ("no_such_module_xyz",)})
+    )
     res = cli(
         "rerank", "--candidates", candidates, "--model", t5, "--backend", "rerankers", "--model-type", "t5",
         "--out", tmp_path / "o.trec",

@@ -1,4 +1,4 @@
-"""A query over Lucene's clause limit (issue 24, item 7): one ``Error:`` line naming the topics file, the query
+"""A query over Lucene's clause limit: one ``Error:`` line naming the topics file, the query
 and the fix, for BM25 (Lucene's IndexSearcher) and RM3 (Anserini's SimpleSearcher, whose batch search hides the
 cause as "queryCount = 2 is not equal to completedTaskCount = 1"), instead of a 20-frame Java traceback.
 

@@ -1,4 +1,4 @@
-"""A full disk or a read-only folder while building a dense index (issue 24, item 7): one ``Error:`` line naming
+"""A full disk or a read-only folder while building a dense index: one ``Error:`` line naming
 the index folder and the fix, not FAISS's "RuntimeError: Error in void faiss::write_index(...) ... write error in
 .../.idx.building123/index: 61395 != 128000 (No space left on device)" trace; no partial index is left behind.
 
@@ -15,12 +15,13 @@ import json
 import shutil
 
 import pytest
+from needs import required
 
 from tests.retrieval.test_index_disk_errors import mounts  # noqa: F401  (a fixture)
 from toolkit.guard.preflight import human_bytes
 
-pytest.importorskip("faiss", reason="dense indexes need faiss (the [pyserini] extra)")
-pytest.importorskip("pyserini", reason="dense indexes need the [pyserini] extra")
+required("faiss", "dense indexes need faiss (the [pyserini] extra)")
+required("pyserini", "dense indexes need the [pyserini] extra")
 
 WORDS = [f"w{i}" for i in range(50)]
 DOCS = 1000

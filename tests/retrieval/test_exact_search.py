@@ -4,7 +4,7 @@ against FAISS' IndexFlatIP and a numpy oracle (every score, trec_eval's order)."
 from __future__ import annotations
 
 import numpy as np
-import pytest
+from needs import required
 
 from toolkit.retrieval.exact_search import exact_search, tie_ranks
 
@@ -26,7 +26,7 @@ def _unit(rng, n, d):
 
 
 def test_chunked_torch_search_equals_faiss_flat():
-    faiss = pytest.importorskip("faiss")
+    faiss = required("faiss", "dense search needs faiss (the [pyserini] extra)")
     rng = np.random.default_rng(0)
     docs, queries = _unit(rng, 3000, 24), _unit(rng, 37, 24)
     index = faiss.IndexFlatIP(24)

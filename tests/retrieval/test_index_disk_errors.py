@@ -1,4 +1,4 @@
-"""A full disk or a read-only folder while Java builds a Lucene index (issue 24, item 7): one ``Error:`` line
+"""A full disk or a read-only folder while Java builds a Lucene index: one ``Error:`` line
 naming the index folder and the fix, not Anserini's "Anserini IndexCollection failed: Exception in thread main
 java.nio.file.NoSuchFileException ..." with a Java trace in the log; the partial build is removed.
 
@@ -14,17 +14,18 @@ import json
 import subprocess
 
 import pytest
+from needs import lacking, optional, required
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    pytest.importorskip("pyserini", reason="Lucene indexing needs the [pyserini] extra")
+    required("pyserini", "Lucene indexing needs the [pyserini] extra")
     from toolkit.jvm import find_java
 
     try:
         find_java()
     except Exception as exc:  # no Java >= 21 here
-        pytest.skip(f"no Java for Anserini: {exc}")
+        lacking(f"no Java for Anserini: {exc}")
     path = tmp_path_factory.mktemp("corpus") / "docs.jsonl"
     with open(path, "w") as fh:
         for i in range(3000):
@@ -41,7 +42,7 @@ def mounts():
         path.mkdir(parents=True, exist_ok=True)
         r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
         if r.returncode:
-            pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): needs root")
+            optional(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): needs root")
         made.append(path)
 
     yield mount

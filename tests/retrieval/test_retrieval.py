@@ -19,8 +19,17 @@ from toolkit.errors import ConfigError, InputFormatError
 from toolkit.evaluation.evaluate import evaluate
 from toolkit.measures.names import EvalSettings, parse_measures
 from toolkit.retrieval.dense import DenseRetriever
-from toolkit.retrieval.fusion import interpolate, rrf
+from toolkit.retrieval.fusion import FuseOptions, fuse
 from toolkit.retrieval.lucene import RM3, LuceneRetriever
+
+
+def rrf(runs, k=60.0, depth=1000, hits=1000):
+    return fuse(runs, FuseOptions("rrf", k=k, depth=depth, hits=hits)).run
+
+
+def interpolate(runs, alpha=0.5, depth=1000, hits=1000, normalize="none"):
+    options = FuseOptions("interpolation", normalize, params={"alpha": alpha}, depth=depth, hits=hits)
+    return fuse(runs, options).run
 
 
 @pytest.fixture()
@@ -161,7 +170,7 @@ def test_fusion_checks():
     a = run_from_rows([("1", "x", 1.0)])
     with pytest.raises(ConfigError, match="exactly two"):
         interpolate([a, a, a])
-    with pytest.raises(ConfigError, match=r"--alpha must be in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"alpha must be in \[0, 1\], not 1.5"):
         interpolate([a, a], alpha=1.5)
 
 
@@ -260,7 +269,7 @@ def test_cacm_reproduces_anserini_regression(
     assert meta["index"]["path"] == str(cacm_index.resolve()) and len(meta["index"]["sha256"]) == 64
     assert meta["parameters"]["hits"] == 1000 and meta["versions"]["pyserini"] == "1.6.0"
     assert meta["command"].startswith("twostage bm25") and "--topics cacm" in meta["command"]
-    if name == "bm25":  # the exact form of the issue, evaluated by collection name
+    if name == "bm25":  # the command as users write it, evaluated by collection name
         ev = cli("eval", "-m", "map", "-m", "P.30", "--no-provenance", "cacm", out)
         assert ev.exit_code == 0 and ev.stdout.split() == ["map", "all", "0.3123", "P_30", "all", "0.1942"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
+from needs import lacking, required
 
 
 def chromium(tmp_path: Path):
@@ -16,11 +16,11 @@ def chromium(tmp_path: Path):
     chrome = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     driver = shutil.which("chromedriver")
     if not chrome or not driver:
-        pytest.skip(
+        lacking(
             "Chromium or chromedriver is not installed (scripts/install_chromium.sh installs Debian's "
             "chromium and chromium-driver as root)"
         )
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install .[test])")
+    webdriver = required("selenium.webdriver", "selenium is not installed (pip install .[test])")
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()

@@ -1,5 +1,5 @@
 """The examples of README.md and docs/*.md as blocks, and GitHub's heading anchors: what
-tests/api/test_readme_examples.py runs and link-checks.
+tests/project/test_doc_examples.py runs and link-checks.
 
 A block is a fenced block (```` ``` ````, ```` ```python ````, ```` ```text ````; a fence may be indented, inside a
 list) or an indented (4-space) block after a blank line. A shell block is an example when it holds a

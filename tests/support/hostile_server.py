@@ -1,11 +1,14 @@
-"""Misbehaving HTTP servers on 127.0.0.1 for the client door's cases (tests/security/cases_client.py), on raw
+"""Misbehaving HTTP servers on 127.0.0.1 for the client door's cases (tests/guard/cases_client.py), on raw
 sockets so that they can do what a well-behaved server library would not: trickle bytes, never end a body,
 redirect with a planted ``Location``.
 
 ``HostileServer(mode)`` answers ``GET .../models`` with a small JSON list (so the judge's probe passes) and every
 ``POST`` by ``mode``:
 
-- ``ok``: a chat completion ending in ``##final score: 1`` (``500`` for a prompt holding ``FAIL500``);
+- ``ok``: a chat completion ``server.answer`` (by default ending in ``##final score: 1``; ``500`` for a prompt
+  holding ``FAIL500``);
+- ``retry-after``: the first time a request is seen (the probe's ``GET`` included), ``503`` with
+  ``Retry-After: {server.retry_after}`` (sent as UTF-8, ``²`` by default); when it comes again, as ``ok``;
 - ``redirect``: ``302`` to ``server.location``;
 - ``huge``: ``200`` and ``server.huge`` bytes with no ``Content-Length`` (closed-delimited), as fast as it can;
 - ``endless``: ``200`` and 16 KiB every 5 ms, never ending;
@@ -125,6 +128,9 @@ class Listener(_Server):
 class HostileServer(_Server):
     def __init__(self, mode: str) -> None:
         self.mode = mode
+        self.answer = "Relevant.\n##final score: 1"
+        self.retry_after = "\u00b2"
+        self.seen: set[tuple[str, bytes]] = set()
         self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         self.location = ""
         self.huge = 100 * 1024 * 1024
@@ -144,13 +150,20 @@ class HostileServer(_Server):
             return
         with self.lock:
             self.requests.append(req)
+        if self.mode == "retry-after":
+            with self.lock:
+                first = (req[0], req[3]) not in self.seen
+                self.seen.add((req[0], req[3]))
+            if first:
+                conn.sendall(_response("503 Service Unavailable", b"{}", f"Retry-After: {self.retry_after}\r\n"))
+                return
         if req[0] == "GET":
             conn.sendall(_response("200 OK", b'{"object": "list", "data": [{"id": "m"}]}'))
             return
-        if self.mode == "ok" and b"FAIL500" in req[3]:
+        if self.mode in ("ok", "retry-after") and b"FAIL500" in req[3]:
             conn.sendall(_response("500 Internal Server Error", b'{"error": "asked to fail"}'))
-        elif self.mode == "ok":
-            conn.sendall(_response("200 OK", completion("Relevant.\n##final score: 1")))
+        elif self.mode in ("ok", "retry-after"):
+            conn.sendall(_response("200 OK", completion(self.answer)))
         elif self.mode == "fail":
             conn.sendall(_response("500 Internal Server Error", b'{"error": "boom"}'))
         elif self.mode == "redirect":

@@ -1,7 +1,7 @@
 """``agreement``: how far two assessors (two qrels files, or the judgment groups of one ``-R qrels_jg`` file)
 agree on the labels, and whether the ranking of systems and its significant differences survive the change.
 
-The statistics are those of ``toolkit.evaluation.assessors`` (definitions and citations there); this module
+The statistics are those of ``toolkit.quality.assessor_agreement`` (definitions and citations there); this module
 reads the judgments, evaluates the runs under each set and assembles the result.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.evaluation.assessors import LabelAgreement, RankingAgreement
+from toolkit.quality.assessor_agreement import LabelAgreement, RankingAgreement
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class Agreement:
 
     def to_dict(self) -> dict:
         """The JSON document (NaN as null)."""
-        from toolkit.evaluation.assessors import json_number
+        from toolkit.quality.assessor_agreement import json_number
 
         out: dict[str, Any] = {"sets": list(self.names), "sources": self.sources}
         out.update(self.first.as_dict())
@@ -143,7 +143,7 @@ class Agreement:
                 )
             lines.append(f"kendall_tau {_fmt(r.kendall_tau)}")
             lines.append(f"tau_ap {_fmt(r.tau_ap)}")
-            from toolkit.evaluation.significance import MC_FLIP_SE
+            from toolkit.stats.significance import MC_FLIP_SE
 
             t = r.test
             lines.append(
@@ -172,7 +172,7 @@ def _fmt(x: float) -> str:
 
 
 def _as_frame(obj: Any, dedupe: str, data_dir: Any) -> tuple[pd.DataFrame, dict]:
-    from toolkit.api.inputs import as_qrels
+    from toolkit.data.adapters import as_qrels
 
     q = as_qrels(obj, dedupe=dedupe, data_dir=data_dir)
     return q.frame, {"path": q.path, "sha256": q.sha256}
@@ -181,9 +181,9 @@ def _as_frame(obj: Any, dedupe: str, data_dir: Any) -> tuple[pd.DataFrame, dict]
 def _named_runs(runs: Mapping[str, Any] | Sequence[Any] | None) -> dict[str, Any]:
     if not runs:
         return {}
-    from toolkit.api.comparison import _named
+    from toolkit.data.adapters import name_runs
 
-    return _named(runs)
+    return name_runs(runs)
 
 
 def judgment_sets(
@@ -270,7 +270,7 @@ def agreement(
         alpha: the level at which a pair of systems counts as significantly different.
         permutations: random sign flips of the randomization test (all 2^n when that is not more).
         seed: seed of ``numpy.random.default_rng`` for the test (the same for every set of judgments).
-        correction: one of ``toolkit.evaluation.significance.CORRECTIONS`` (``holm``, ``bonferroni``, ``bh``,
+        correction: one of ``toolkit.stats.significance.CORRECTIONS`` (``holm``, ``bonferroni``, ``bh``,
             ``holm-sidak``, ``sidak``, ``fdr_bh``, ``fdr_by``, ``none``), over the family of all pairs of systems.
         dedupe: ``error`` or ``first``, as for ``evaluate``.
         data_dir: where collection names are looked up.
@@ -282,7 +282,7 @@ def agreement(
     from toolkit.api.evaluation import evaluation_keywords
     from toolkit.api.keywords import check_keywords
     from toolkit.errors import ConfigError, NoCommonQueriesError
-    from toolkit.evaluation.assessors import (
+    from toolkit.quality.assessor_agreement import (
         fleiss_kappa,
         group_counts,
         krippendorff_alpha,

@@ -7,24 +7,29 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
 
 from toolkit import notices
-from toolkit.evaluation.compare import ComparisonResult
+from toolkit.api.options import CompareOptions
+from toolkit.options import verb
+from toolkit.stats.paired import ComparisonResult
 
 #: Significance marks, one per baseline in order (stated under every table).
 SYMBOLS = ("†", "‡", "§", "¶", "*")
-_LATEX_SYMBOLS = {
-    "†": r"\dagger",
-    "‡": r"\ddagger",
-    "§": r"\S",
-    "¶": r"\P",
-    "*": "*",
-    "▲": r"\uparrow",
-    "▼": r"\downarrow",
-}
+_LATEX_SYMBOLS = MappingProxyType(
+    {
+        "†": r"\dagger",
+        "‡": r"\ddagger",
+        "§": r"\S",
+        "¶": r"\P",
+        "*": "*",
+        "▲": r"\uparrow",
+        "▼": r"\downarrow",
+    }
+)
 #: Direction of a significant difference: the marked system is better (▲) or worse (▼) than that baseline.
 UP, DOWN = "▲", "▼"
 
@@ -111,10 +116,10 @@ class Comparison:
         (ties), ``M -`` (losses), ``M p-value`` (the chosen test's), ``M p-value corrected`` and ``M reject``
         (corrected p < 0.05), ``M direction`` (better / worse / equal), ``M bounds overlap`` (with
         ``holes=True``: the two systems' intervals of possible values overlap) and ``M verdict`` (the one line of
-        ``toolkit.evaluation.trust``). A baseline's own row has no tests (NaN).
+        ``toolkit.stats.trust``). A baseline's own row has no tests (NaN).
         """
         means = self.means
-        from toolkit.evaluation.compare import TESTS
+        from toolkit.stats.paired import TESTS
 
         key = TESTS[self.result.doc["tests"]["test"]]
         by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
@@ -147,7 +152,7 @@ class Comparison:
         return pd.DataFrame(rows)
 
     def _trust(self, baseline: str, run: str, measure: str) -> dict:
-        """The trust fields (``evaluation.trust``) of one test, as the document holds them."""
+        """The trust fields (``stats.trust``) of one test, as the document holds them."""
         by = self.result.doc.get("results_by_baseline") or {}
         return by.get(baseline, {}).get(measure, {}).get(run, {})
 
@@ -222,9 +227,9 @@ class Comparison:
     def notes(self, alpha: float = 0.05) -> list[str]:
         """How far to trust each test, for under a paper table: a heading line, then one line per (baseline,
         measure, system) test, ``nDCG@10, splade vs bm25: +0.2250 [0.1700, 0.2800], d_z 1.02, p_adj 0.0001:
-        better`` (``toolkit.evaluation.verdict`` at ``alpha``), with the two systems' hole bounds where known
+        better`` (``toolkit.stats.verdict`` at ``alpha``), with the two systems' hole bounds where known
         (``holes=True``). Plain text: each format escapes it (``toolkit.guard.escape``)."""
-        from toolkit.report.comparison import test_notes
+        from toolkit.report.compare_page import test_notes
 
         return test_notes(self.doc, self.result.tests, list(self.baselines), self.systems, alpha)
 
@@ -272,7 +277,7 @@ class Comparison:
 
     def to_text(self) -> str:
         """What ``twostage compare`` prints by default: per measure, every test against each baseline."""
-        from toolkit.report.comparison import compare_text
+        from toolkit.report.compare_page import compare_text
 
         return compare_text(self.doc)
 
@@ -284,7 +289,7 @@ class Comparison:
 
     def write(self, folder: str | os.PathLike) -> None:
         """What ``twostage compare --out FOLDER`` writes: compare.json and compare.html (difference plots)."""
-        from toolkit.report.comparison import write_compare_report
+        from toolkit.report.compare_page import write_compare_report
 
         write_compare_report(Path(folder), self.doc, self.result.table, self.baselines[0], list(self.measures))
 
@@ -302,53 +307,18 @@ class Comparison:
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{html_text(legend)}</p>"
 
 
-def _label(run: Any, i: int) -> str:
-    if isinstance(run, (str, os.PathLike)):
-        name = Path(run).name
-        for suffix in (".gz", ".trec", ".txt", ".run", ".json"):
-            name = name.removesuffix(suffix)
-        return name
-    tag = getattr(run, "tag", "") or getattr(run, "runid", "")
-    return str(tag) if tag else f"run{i + 1}"
-
-
-def _named(runs: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
-    from toolkit.errors import ConfigError
-
-    if isinstance(runs, Mapping):
-        return {str(k): v for k, v in runs.items()}
-    named: dict[str, Any] = {}
-    for i, r in enumerate(runs):
-        name = _label(r, i)
-        if name in named:
-            raise ConfigError(f"two runs named {name!r}; pass a dict {{name: run}}")
-        named[name] = r
-    return named
-
-
+@verb(CompareOptions, inputs=("qrels", "runs", "baseline", "measures"))
 def compare(
     qrels: Any,
     runs: Mapping[str, Any] | Sequence[Any],
     baseline: str | Iterable[str] | None = None,
     measures: str | Iterable[Any] | None = None,
     *,
-    test: str = "randomization",
-    correction: str = "holm",
-    permutations: int = 10_000,
-    seed: int = 42,
-    force: bool = False,
-    family: str = "baseline",
-    ci: float = 0.95,
-    bootstrap: int = 10_000,
-    ci_method: str = "percentile",
-    holes: bool | str = False,
-    relevance_map: str | None = None,
-    dedupe: str = "error",
-    data_dir: str | os.PathLike | None = None,
-    labels: Mapping[str, str] | None = None,
-    **options: Any,
+    options: CompareOptions,
 ) -> Comparison:
     """Evaluate every run and test each against each baseline (paired, per query).
+
+    Every keyword is a field of ``CompareOptions`` (``toolkit.api.options``); ``options=`` takes one whole.
 
     Args:
         qrels: as for ``evaluate`` (a path, a collection name, a DataFrame, a dict, ``Qrel``s); may be None when
@@ -360,53 +330,25 @@ def compare(
         measures: as for ``evaluate`` (per-measure settings included: ``AP(rel=2)@100``, ``RR@10``); default
             ``ndcg_cut.10``. Named and ordered as asked; a text measure (relstring) is refused, and left out of
             a nickname (``official``).
-        test: ``randomization`` (paired sign-flip test, the default), ``t`` (paired t-test), ``wilcoxon``
-            (signed-rank, ``scipy.stats.wilcoxon``'s defaults), ``sign`` (exact binomial over the queries with a
-            non-zero difference) or ``tukey`` (randomised Tukey HSD, ``family="all-pairs"`` only, family-wise
-            already): the p-value that is corrected and marked. Every test's p-value is in ``tests``
-            (``p_ttest``, ``p_permutation``, ``p_wilcoxon``, ``p_sign``).
-        correction: ``holm``, ``bonferroni``, ``bh`` (Benjamini-Hochberg; also spelled ``fdr_bh``),
-            ``holm-sidak``, ``sidak``, ``fdr_by`` (Benjamini-Yekutieli) or ``none``, each as statsmodels'
-            ``multipletests`` computes it.
-        family: ``baseline`` (every system against the baselines) or ``all-pairs``. Systems identical to
-            another on every measure are left out and named in ``doc["identical"]``.
-        ci: level of the paired bootstrap interval of each difference (in (0, 1)).
-        bootstrap: bootstrap resamples (seeded by ``seed``).
-        ci_method: ``percentile`` or ``bca``.
-        holes: also bound each run's ``ndcg_cut.k``, ``P.k`` and ``recall.k``, as ``evaluate(holes=...)`` does:
-            ``True`` / ``"top-k"`` over every labelling of the unjudged documents in the top k (the ideal ranking
-            from the judged documents plus those), ``"retrieved"`` over every unjudged document each run
-            retrieved (the ideal recomputed). Each test then carries ``baseline_bounds``, ``bounds`` and
-            ``bounds_overlap``, and its ``verdict`` says "bounds over the top-k holes overlap" (or "the
-            retrieved holes") where those holes could explain the difference (``toolkit.evaluation.trust``).
-            Saved ``.json`` evaluations have no bounds.
-        permutations: random sign flips (all 2^n when that is not more).
-        seed: seed of ``numpy.random.default_rng`` for the randomization test.
-        force: compare even when provenance or query sets differ (pairs only the shared queries).
-        relevance_map: relabel the qrels at load time, as for ``evaluate``.
-        dedupe: ``error`` or ``first``, as for ``evaluate``.
-        data_dir: where collection names are looked up.
-        labels: display names for measures, as for ``evaluate``.
-        **options: every other ``evaluate`` keyword (``complete``, ``relevance_level``, ``gain``, ...).
 
     Raises:
         ProvenanceMismatchError: systems evaluated under different settings or on different queries.
     """
-    from toolkit.api.evaluation import Evaluation, evaluate, evaluation_keywords
-    from toolkit.api.inputs import as_qrels
-    from toolkit.api.keywords import check_keywords
+    from toolkit.api.evaluation import Evaluation, evaluate
+    from toolkit.api.labels import measure_items, numeric_measure_names, requested_measures
+    from toolkit.api.options import EvaluationOptions, holes_over
+    from toolkit.data.adapters import as_qrels, name_runs
     from toolkit.errors import ConfigError
-    from toolkit.evaluation.compare import compare_runs, load_result_json
+    from toolkit.stats.paired import compare_runs, load_result_json
 
-    check_keywords("compare", options, evaluation_keywords("name", "holes", "dedupe", "labels"))
-    from toolkit.api.evaluation import holes_over
-
-    over = holes_over(holes)
-    named = _named(runs)
-    version = int(options.get("trec_eval", 9))
-    items = _measure_items(measures)
-    numeric = _numeric_names(items, version)
-    want = _requested_measures(items, version, labels)
+    o = options
+    over = holes_over(o.holes)
+    named = name_runs(runs)
+    version = o.settings.trec_eval
+    items = measure_items(measures)
+    rel_format = _rel_format(items, version)
+    numeric = numeric_measure_names(items, version, rel_format)
+    want = requested_measures(items, version, o.labels)
     names = [n for n in want.names if n in numeric]
     baselines = [baseline] if isinstance(baseline, str) else list(baseline or [next(iter(named), "")])
     q = None
@@ -423,43 +365,35 @@ def compare(
             if q is None:
                 if qrels is None:
                     raise ConfigError(f"qrels are needed to evaluate the run {name} (saved .json results need none)")
-                q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
-            r = evaluate(
-                q,
-                r,
-                items,
-                dedupe=dedupe,
-                labels=labels,
+                q = as_qrels(
+                    qrels,
+                    dedupe=o.dedupe,
+                    relevance_map=o.relevance_map,
+                    data_dir=o.data_dir,
+                    subtopics=rel_format == "qrels_div",
+                )
+            each = EvaluationOptions(
+                settings=o.settings,
+                dedupe=o.dedupe,
+                rel_format=o.rel_format,
+                zscores=o.zscores,
+                labels=o.labels,
                 name=name,
                 holes=boundable,
-                **options,
             )
+            r = evaluate(q, r, items, options=each)
         else:
             r = dataclasses.replace(r, requested=want)
         if over and r.holes:
-            from toolkit.evaluation.trust import mean_bounds
+            from toolkit.stats.trust import mean_bounds
 
             bounds[name] = {want.label(m): b for m, b in mean_bounds(r.holes).items()}
         pq = r.to_ir_measures()
         per_query[name], provenance[name] = pq[pq["measure"].isin(want.labels)], r.provenance
     names = [want.label(n) for n in names]
     with notices.once():
-        result = compare_runs(
-            per_query,
-            provenance,
-            baselines,
-            names,
-            test=test,
-            permutations=permutations,
-            seed=seed,
-            correction=correction,
-            force=force,
-            family=family,
-            level=ci,
-            resamples=bootstrap,
-            ci_method=ci_method,
-        )
-    from toolkit.evaluation.trust import attach_to_doc
+        result = compare_runs(per_query, provenance, baselines, names, options=o.tests)
+    from toolkit.stats.trust import attach_to_doc
 
     attach_to_doc(result.doc, bounds, over=over or "top-k")
     return Comparison(result)
@@ -467,8 +401,8 @@ def compare(
 
 def _boundable(items: list, version: int) -> bool:
     """Whether any measure asked is one the hole bounds cover (ndcg_cut.k, P.k, recall.k)."""
-    from toolkit.evaluation.holes import SUPPORTED
     from toolkit.measures.names import Measure, parse_measure_groups
+    from toolkit.quality.holes import SUPPORTED
 
     for item in items:
         if isinstance(item, Measure):
@@ -480,37 +414,10 @@ def _boundable(items: list, version: int) -> bool:
     return False
 
 
-def _measure_items(measures: Any) -> list:
-    if measures is None:
-        return ["ndcg_cut.10"]
-    items = [measures] if isinstance(measures, str) or not isinstance(measures, Iterable) else list(measures)
-    return items or ["ndcg_cut.10"]
+def _rel_format(items: list, version: int) -> str:
+    """``qrels_div`` when every measure asked reads diversity qrels, else ``qrels`` (``reads_format``)."""
+    from toolkit.evaluation.evaluate import reads_format
+    from toolkit.measures.names import Measure, labelled_measures
 
-
-def _numeric_names(items: list, version: int) -> set[str]:
-    """The result names of the numeric measures of ``items``; a measure ``compare`` cannot test (a text measure
-    such as relstring, one that needs preference judgments) is refused, naming the keyword ``measures``."""
-    from toolkit.errors import UnknownMeasureError
-    from toolkit.evaluation.evaluate import check_measures
-    from toolkit.measures.names import EvalSettings, Measure, labelled_measures
-
-    numeric: set[str] = set()
-    for item in items:
-        ms = [item] if isinstance(item, Measure) else labelled_measures(str(item), version)
-        try:
-            check_measures(ms, EvalSettings(trec_eval=version), "qrels")
-        except UnknownMeasureError as exc:
-            raise UnknownMeasureError(f"measures={item!r}: compare cannot compute it: {exc}") from None
-        if all(m.spec.value_type == "string" for m in ms):
-            raise UnknownMeasureError(
-                f"measures={item!r}: a text measure (one string per query); compare tests numbers, so give numeric "
-                "measures (e.g. measures=['nDCG@10', 'AP@100'])"
-            )
-        numeric.update(m.name for m in ms if m.spec.value_type != "string")
-    return numeric
-
-
-def _requested_measures(items: list, version: int, labels: Mapping[str, str] | None) -> Any:
-    from toolkit.api.labels import requested
-
-    return requested(items, version).relabelled(labels)
+    ms = [m for item in items for m in ([item] if isinstance(item, Measure) else labelled_measures(str(item), version))]
+    return reads_format(ms)

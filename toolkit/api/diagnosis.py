@@ -15,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.diagnosis import diagnose as core
-from toolkit.diagnosis import inputs as diag_inputs
-from toolkit.diagnosis import labels as diag_labels
+from toolkit.data.workspace import NO_WORKSPACE, Workspace
+from toolkit.diagnosis import compute as core
+from toolkit.diagnosis import query_labels as diag_labels
+from toolkit.diagnosis import reranked as diag_inputs
 from toolkit.diagnosis import sources as diag_sources
 
 log = logging.getLogger(__name__)
@@ -75,26 +76,34 @@ class Diagnosis:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """What the diagnosis noticed (pairing, missing queries, unjudged tops)."""
-        return self.result.notes
+        """What the diagnosis noticed (pairing, missing queries, unjudged tops), in the library's words."""
+        from toolkit.errors import for_api
+
+        return tuple(for_api(n) for n in self.result.notes)
 
     def plot_decomposition(self) -> Any:
         """A matplotlib figure: per reranked run, the ideal split into reranked + lost in reranking + lost in
-        candidates."""
-        from toolkit.report.diagnosis import plot_decomposition
+        candidates.
+
+        The figure is the caller's, on its own Agg canvas: pyplot's figures and backend are left as they are.
+        In IPython it is shown as a PNG (a PNG formatter for ``Figure`` is installed, the same each call)."""
+        from toolkit.report.diagnosis_page import plot_decomposition
 
         return _for_notebooks(plot_decomposition(self.result))
 
     def plot_depth_curve(self) -> Any:
-        """A matplotlib figure: the measure against rerank depth, with the ceiling and the first stage's R@k."""
-        from toolkit.report.diagnosis import plot_depth_curve
+        """A matplotlib figure: the measure against rerank depth, with the ceiling and the first stage's R@k.
+
+        The figure is the caller's, on its own Agg canvas: pyplot's figures and backend are left as they are.
+        In IPython it is shown as a PNG (a PNG formatter for ``Figure`` is installed, the same each call)."""
+        from toolkit.report.diagnosis_page import plot_depth_curve
 
         return _for_notebooks(plot_depth_curve(self.result))
 
     def write(self, folder: str | os.PathLike) -> dict[str, str]:
         """Write what ``twostage diagnose --out FOLDER`` writes (index.html, report.md, plots/, per_query.csv,
         pairs.csv, summary.json); returns {file name: path}."""
-        from toolkit.report.diagnosis import write_diagnosis_report
+        from toolkit.report.diagnosis_page import write_diagnosis_report
 
         return write_diagnosis_report(self.result, folder)
 
@@ -133,13 +142,11 @@ def default_title(reranked: Sequence[str], first_stages: Sequence[str]) -> str:
 
 
 def _for_notebooks(fig: Any) -> Any:
-    """The figure, owned by the caller (closed in pyplot, so no backend shows it a second time), and shown
-    as a PNG when it is a cell's value in IPython: the plots are drawn on Agg, which registers no display."""
+    """The figure, owned by the caller (pyplot never held it, so no backend shows it a second time), and shown
+    as a PNG when it is a cell's value in IPython: the plots are drawn on their own Agg canvas, which registers
+    no display. The PNG formatter for ``Figure`` is IPython's own setting, left installed (the same each time)."""
     import sys
 
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     if shell is not None:
@@ -151,13 +158,13 @@ def _for_notebooks(fig: Any) -> Any:
 
 
 def _named(runs: Any, what: str) -> dict[str, Any]:
-    from toolkit.api.comparison import _named as named_runs
+    from toolkit.data.adapters import name_runs
 
     if isinstance(runs, (str, os.PathLike)) or not isinstance(runs, (Mapping, Sequence)) or hasattr(runs, "frame"):
         runs = [runs]
     if isinstance(runs, pd.DataFrame):
         runs = [runs]
-    return named_runs(runs)
+    return name_runs(runs)
 
 
 def _meta_of(run: Any) -> dict:
@@ -187,12 +194,14 @@ def _reranked_inputs(
     pairs: Mapping,
     dedupe: str,
     score_precision: str = "float32",
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> tuple[list[diag_inputs.Reranked], dict[str, dict]]:
     """Each reranked run paired and sized (``diagnosis.reranked_input``: the depth given, else the sidecar's;
     ``diagnose`` detects the rest; the pair given, else the sidecar's first stage), and the settings each
     brought. A list of runs under one name is one system's repeats; the first one's sidecar speaks for them.
     Each run is held in trec_eval order at ``score_precision`` (``ranking.in_trec_order``)."""
-    from toolkit.api.inputs import as_run
+    from toolkit.data.adapters import as_run
     from toolkit.data.ranking import in_trec_order
 
     every = listwise is True
@@ -203,7 +212,7 @@ def _reranked_inputs(
     for n, r in named.items():
         given = list(r) if _is_repeats(r) else [r]
         metas[n] = _meta_of(given[0])
-        runs = [in_trec_order(as_run(x, dedupe=dedupe), score_precision) for x in given]  # type: ignore[arg-type]
+        runs = [in_trec_order(as_run(x, dedupe=dedupe), score_precision, work=work) for x in given]  # type: ignore[arg-type]
         item = diag_inputs.reranked_input(
             n,
             runs[0],
@@ -277,7 +286,7 @@ def _sources(q: Any, qrels: Any, first_stage: Any, reranked: Any, metas: dict, t
 def _origin_line(q: Any) -> str | None:
     """Merged human and judge qrels: the policy, the labels of each origin, and the judge's calibration (from its
     sidecar) or that it was not calibrated."""
-    from toolkit.evaluation.qrels_origin import near_chance
+    from toolkit.quality.qrels_origin import near_chance
 
     origin = getattr(q, "origin", None)
     if origin is None:
@@ -400,7 +409,7 @@ def diagnose(
         seed: their generator's seed.
         correction: ``holm``, ``bonferroni`` or ``none``, within each family of comparisons.
         ci: level in (0, 1) of the paired bootstrap interval of every comparison (``ci_low``, ``ci_high``
-            beside ``d_z``, the hole bounds of the measure and a verdict: ``toolkit.diagnosis.uncertainty``).
+            beside ``d_z``, the hole bounds of the measure and a verdict: ``toolkit.stats.annotate``).
         bootstrap: its resamples of the queries (seeded by ``seed``).
         ci_method: ``percentile`` or ``bca``.
         relevance_map: relabel the qrels at load time, as for ``evaluate``.
@@ -408,16 +417,16 @@ def diagnose(
         data_dir: where collection names are looked up.
         depth_as: how the report names a given ``depth`` (``given``; ``twostage diagnose``: ``option``).
         window: the sliding window W a listwise reranker used; with ``stride`` S, the share of windows it
-            returned in their input order is reported (``toolkit.diagnosis.listwise``).
+            returned in their input order is reported (``toolkit.diagnosis.listwise_behaviour``).
         stride: the window's stride [default: the window].
         **options: the other evaluation settings of ``evaluate`` (``gain``, ``discount``, ``max_docs``,
             ``judged_only``, ``num_docs``, ``trec_eval``, ``score_precision``, ``judged_compat``).
     """
     from toolkit.api.evaluation import settings
-    from toolkit.api.inputs import as_qrels, as_run
     from toolkit.api.keywords import check_keywords, keywords_of
+    from toolkit.data.adapters import as_qrels, as_run
     from toolkit.evaluation.groups import each_warning_once
-    from toolkit.evaluation.mean_intervals import check_interval_request
+    from toolkit.stats.mean_intervals import check_interval_request
 
     check_keywords("diagnose", options, keywords_of(settings, drop=("complete",)))
     ci_level = check_interval_request(ci, bootstrap, ci_method)  # before anything is read
@@ -427,21 +436,22 @@ def diagnose(
     level = recall_level if recall_level is not None else (2 if q.frame["relevance"].max() >= 2 else 1)
     from toolkit.data.ranking import in_trec_order
 
+    # what this diagnosis computes once and reads many times (every run is evaluated several times: sort once);
+    # it goes when the diagnosis is done
+    work = Workspace()
     # every run is held once, in trec_eval order at the settings' precision: the sorts find it in order and
     # no sorted copy is held beside the file's order (the figures do not depend on the lines' order)
     firsts = {
-        n: in_trec_order(as_run(r, dedupe=dedupe), s.score_precision)
+        n: in_trec_order(as_run(r, dedupe=dedupe), s.score_precision, work=work)
         for n, r in _named(first_stage, "first stage").items()
     }
     inputs, metas = _reranked_inputs(
-        reranked, firsts, depth, depth_as, listwise, dict(pairs or {}), dedupe, s.score_precision
+        reranked, firsts, depth, depth_as, listwise, dict(pairs or {}), dedupe, s.score_precision, work=work
     )
     if name is None:
         name = default_title([r.name for r in inputs], list(firsts))
     queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, data_dir)
-    from toolkit.data.ranking import shared_sorts
-
-    with each_warning_once(), shared_sorts():  # every run is evaluated several times: warn once, sort once
+    with each_warning_once():  # every run is evaluated several times: warn once
         result = core.diagnose(
             q,
             firsts,
@@ -467,12 +477,15 @@ def diagnose(
             sources=_sources(q, qrels, first_stage, reranked, metas, texts),
             window=window,
             stride=stride,
+            work=work,
         )
-        from toolkit.diagnosis.uncertainty import annotate
+        from toolkit.quality.holes import system_bounds
+        from toolkit.stats.annotate import annotate, compared_queries, evaluated_with
 
         runs = {**{n: [r] for n, r in firsts.items()}, **{r.name: list(r.runs) for r in inputs}}
+        bounds = system_bounds(q, runs, result.measure, evaluated_with(result, s), compared_queries(result), work=work)
         result = annotate(
-            result, q, runs, s, level=ci_level, resamples=int(bootstrap), method=ci_method, seed=int(seed)
+            result, bounds, level=ci_level, resamples=int(bootstrap), method=ci_method, seed=int(seed), work=work
         )
     return Diagnosis(_with_qrels_origin(result, q))
 
@@ -521,7 +534,7 @@ def _headline_measure(measure: str, recall_level: int | None, version: int) -> t
     """``measure`` as the diagnosis takes it, every name ``evaluate`` takes: an ir_measures name with its own
     relevance level (``AP(rel=2)@100``) is its trec_eval measure at that ``recall_level`` (the level binary
     measures use in a diagnosis); a per-measure depth (``RR@10``) has no place in a depth curve: refused."""
-    from toolkit.errors import ConfigError, phrase
+    from toolkit.errors import OptionError, phrase
     from toolkit.measures.names import parse_measure_groups
 
     named = phrase(f"measure={measure!r}", f"--measure {measure}")
@@ -530,13 +543,17 @@ def _headline_measure(measure: str, recall_level: int | None, version: int) -> t
         return measure, recall_level
     o, (m, *rest) = groups[0].overrides, groups[0].measures
     if rest or o.max_docs is not None:
-        raise ConfigError(
+        raise OptionError(
             f"{named}: the diagnosis decomposes one measure over the whole ranking; a depth of its own (RR@10) "
-            "does not fit its depth curve: give a measure with a cutoff (e.g. ndcg_cut.10, AP(rel=2)@100)"
+            "does not fit its depth curve: give a measure with a cutoff (e.g. ndcg_cut.10, AP(rel=2)@100)",
+            keyword="measure",
+            flag="-m",
         )
     if recall_level is not None and recall_level != o.relevance_level:
-        raise ConfigError(
+        raise OptionError(
             f"{named} sets relevance level {o.relevance_level}, "
-            f"{phrase(f'recall_level={recall_level}', f'--recall-level {recall_level}')} another"
+            f"{phrase(f'recall_level={recall_level}', f'--recall-level {recall_level}')} another",
+            keyword="measure",
+            flag="-m",
         )
     return m.arg, o.relevance_level

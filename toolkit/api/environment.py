@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from toolkit.api.sidecars import versions
+from toolkit.retrieval.run_meta import versions
 
 SHOWN = ("pyserini", "pyjnius", "torch", "transformers", "sentence-transformers", "faiss-cpu", "openai")
 

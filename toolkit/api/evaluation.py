@@ -11,13 +11,15 @@ from typing import Any
 import pandas as pd
 
 from toolkit.api.labels import MeasureFrame, MeasureSeries, Requested
+from toolkit.api.options import EvaluationOptions, holes_over
 from toolkit.errors import TwostageWarning  # ts.TwostageWarning: the category of the library's warnings
 from toolkit.evaluation.evaluate import EvalResult
-from toolkit.measures.names import DEFAULT_MEASURES
+from toolkit.measures.names import measure_groups
+from toolkit.options import verb
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Evaluation", "TwostageWarning", "evaluate", "evaluate_many", "settings"]
+__all__ = ["Evaluation", "EvaluationOptions", "TwostageWarning", "evaluate", "evaluate_many", "holes_over", "settings"]
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,11 @@ class Evaluation:
     requested: Requested = field(default_factory=Requested)
     holes: dict[str, Any] | None = None
     """With ``evaluate(..., holes=True)``: ``{measure name: HoleBounds}`` for every ``ndcg_cut.k``, ``P.k`` and
-    ``recall.k`` asked (``toolkit.evaluation.holes``): per query trec_eval's value, the lowest and highest over
+    ``recall.k`` asked (``toolkit.quality.holes``): per query trec_eval's value, the lowest and highest over
     every labelling of the unjudged documents in the top k, the judged-only value and the gap."""
     ci: Any = None
     """With ``evaluate(..., ci=0.95)``: the bootstrap interval of each measure's mean over the queries
-    (``toolkit.evaluation.mean_intervals.MeanIntervals``); ``intervals`` is it as a table."""
+    (``toolkit.stats.mean_intervals.MeanIntervals``); ``intervals`` is it as a table."""
 
     @property
     def intervals(self) -> pd.DataFrame:
@@ -130,12 +132,12 @@ class Evaluation:
         text = render_text(self.result, per_query, provenance=provenance, summary=summary)
         head: list[str] = []
         if self.ci is not None:
-            from toolkit.evaluation.mean_intervals import ci_header, with_ci_lines
+            from toolkit.stats.mean_intervals import ci_header, with_ci_lines
 
             text = with_ci_lines(text, self.ci)
             head.append(ci_header(self.ci))
         if self.holes:
-            from toolkit.evaluation.holes import holes_header, with_hole_lines
+            from toolkit.quality.holes import holes_header, with_hole_lines
 
             text = with_hole_lines(text, self.holes)
             head.append(holes_header(self.holes))
@@ -151,11 +153,11 @@ class Evaluation:
 
             doc = json.loads(text)
             if self.ci is not None:
-                from toolkit.evaluation.mean_intervals import ci_json
+                from toolkit.stats.mean_intervals import ci_json
 
                 doc["ci"] = ci_json(self.ci, self._display())
             if self.holes:
-                from toolkit.evaluation.holes import holes_json
+                from toolkit.quality.holes import holes_json
 
                 doc["holes"] = holes_json(self.holes, per_query, self._display())
             text = json.dumps(doc, indent=2) + "\n"
@@ -174,11 +176,12 @@ class Evaluation:
 
     def write(self, path: str | os.PathLike, per_query: bool = False) -> None:
         """What ``twostage eval --out PATH`` writes: trec_eval's text and ``PATH.provenance.json``, atomically."""
-        from toolkit.data.trec_io import atomic_write, write_json
+        from toolkit.data.trec_io import atomic_write, write_json, written_together
 
-        with atomic_write(path) as fh:
-            fh.write(self.to_trec_eval(per_query))
-        write_json(str(path) + ".provenance.json", self.provenance)
+        with written_together():  # both in place, or (a write refused) neither, the previous pair kept
+            with atomic_write(path) as fh:
+                fh.write(self.to_trec_eval(per_query))
+            write_json(str(path) + ".provenance.json", self.provenance)
 
     def __repr__(self) -> str:
         summary = self.summary
@@ -253,66 +256,30 @@ def settings(
 def _judgments(
     qrels: Any, rel_format: str, relevance_map: str | None, dedupe: str, data_dir: str | os.PathLike | None
 ) -> Any:
-    from toolkit.api.inputs import as_qrels
+    from toolkit.data.adapters import as_qrels
     from toolkit.data.trec_io import read_prefs, read_qrels_jg
     from toolkit.errors import ConfigError
 
-    if rel_format == "qrels":
-        return as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
-    if relevance_map:
-        raise ConfigError("relevance_map applies to rel_format='qrels' only")
+    if rel_format in ("qrels", "qrels_div"):
+        subtopics = rel_format == "qrels_div"
+        return as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir, subtopics=subtopics)
+    # relevance_map with another format: refused where the options were built (EvaluationOptions.validate)
     if not isinstance(qrels, (str, os.PathLike)):
         raise ConfigError(f"rel_format={rel_format!r} reads a file; give its path")
     if rel_format == "qrels_jg":
         return read_qrels_jg(qrels)
     if rel_format in ("prefs", "qrels_prefs"):
         return read_prefs(qrels, rel_format)
-    raise ConfigError(f"rel_format must be qrels, prefs, qrels_prefs or qrels_jg, not {rel_format!r}")
+    raise ConfigError(f"rel_format must be qrels, qrels_div, prefs, qrels_prefs or qrels_jg, not {rel_format!r}")
 
 
-def _groups(measures: Any, version: int) -> list:
-    """Measure groups as ``twostage eval -m`` makes them (per-measure settings such as ``RR@10`` or
-    ``P(rel=2)@10`` get their own group); the toolkit's own ``Measure`` values form one plain group."""
-    from toolkit.api.inputs import parse_measure_args
-    from toolkit.measures.names import Measure, MeasureGroup, Overrides, parse_measure_groups
-
-    items = measures if isinstance(measures, (list, tuple)) else [measures]
-    if any(isinstance(m, Measure) for m in items):
-        return [MeasureGroup(Overrides(), tuple(parse_measure_args(measures, version)))]
-    texts = [str(m) for m in items if m is not None]
-    return parse_measure_groups(texts or list(DEFAULT_MEASURES), version)
-
-
+@verb(EvaluationOptions, inputs=("qrels", "run", "measures"))
 def evaluate(
-    qrels: Any,
-    run: Any,
-    measures: str | Iterable[Any] | None = None,
-    *,
-    complete: bool = False,
-    relevance_level: int = 1,
-    max_docs: int | None = None,
-    judged_only: bool = False,
-    num_docs: int = 0,
-    trec_eval: int = 9,
-    score_precision: str | None = None,
-    gain: str = "linear",
-    discount: str = "log2",
-    judged_compat: str = "twostage",
-    allow_no_common: bool = False,
-    relevance_map: str | None = None,
-    dedupe: str = "error",
-    rel_format: str = "qrels",
-    zscores: str | os.PathLike | None = None,
-    data_dir: str | os.PathLike | None = None,
-    labels: Mapping[str, str] | None = None,
-    name: str | None = None,
-    holes: bool | str = False,
-    ci: float | None = None,
-    bootstrap: int = 10_000,
-    ci_method: str = "percentile",
-    seed: int = 42,
+    qrels: Any, run: Any, measures: str | Iterable[Any] | None = None, *, options: EvaluationOptions
 ) -> Evaluation:
     """Evaluate ``run`` against ``qrels`` exactly as trec_eval (and ``twostage eval``) does.
+
+    Every keyword is a field of ``EvaluationOptions`` (``toolkit.api.options``); ``options=`` takes one whole.
 
     Args:
         qrels: a qrels file, a collection name (``dl19-passage``), a DataFrame (``qid, docno, label`` or
@@ -321,36 +288,6 @@ def evaluate(
             ``{qid: {docid: score}}`` dict or ir_measures ``ScoredDoc``s.
         measures: trec_eval names (``ndcg_cut.10``, ``P.5,10``, ``official``), ir_measures names (``nDCG@10``)
             or ir_measures measure objects; one or a list. Default: ``official``, as trec_eval.
-        complete: ``-c``: average over every judged query, those missing from the run count as 0.
-        relevance_level: ``-l``: labels at or above it are relevant for binary measures.
-        max_docs: ``-M``: only the top N documents of each query.
-        judged_only: ``-J``: drop unjudged documents before ranking (condensed list).
-        num_docs: ``-N``: documents in the collection (utility).
-        trec_eval: 9 (Pyserini's 9.0.4) or 10: which generation's semantics where they differ.
-        score_precision: ``float32`` or ``float64``; default the generation's (9: float32, 10: float64).
-        gain: nDCG gain: ``linear``, ``exp`` or a map like ``0:0,1:1,2:4,3:10``.
-        discount: nDCG discount: ``log2`` or ``jk[:B]``.
-        judged_compat: ``twostage`` or ``pyserini`` (which judged@k).
-        allow_no_common: zeros instead of ``NoCommonQueriesError`` when run and qrels share no query.
-        relevance_map: relabel the qrels at load time (``1:0,2:1,3:1`` or a preset such as ``cranfield``).
-        dedupe: ``error`` (a repeated (query, doc) is an error) or ``first`` (keep the first, count the rest).
-        rel_format: ``-R``: ``qrels``, ``prefs``, ``qrels_prefs`` or ``qrels_jg`` (the last three read files).
-        zscores: ``-Z``: a file of ``qid measure mean stddev``; values become z-scores.
-        data_dir: where collection names are looked up (default ``$TWOSTAGE_DATA`` or ``../shared/data``).
-        labels: display names for measures, ``{name: label}`` (``{"ndcg_cut_10": "nDCG@10"}``); a name is
-            any name of a measure asked for. Tables, ``summary``, ``per_query``, JSON and CSV use the labels.
-        name: the system's name (``summary``'s name, ``to_pyterrier``'s ``name``); default the run file's name,
-            else ``run``.
-        holes: also bound every ``ndcg_cut.k``, ``P.k`` and ``recall.k`` asked (``Evaluation.holes``):
-            ``True`` or ``"top-k"`` over every labelling of the unjudged documents in the top k, the ideal ranking
-            from the judged documents plus those (``twostage eval --holes``); ``"retrieved"`` over every
-            labelling of every unjudged document the run retrieved, the ideal recomputed (``--holes-over
-            retrieved``).
-        ci: a level in (0, 1) (``0.95``): the bootstrap confidence interval of each measure's mean over
-            the queries, in ``Evaluation.intervals`` (``twostage eval --ci``); None (default): none.
-        bootstrap: its resamples of the queries.
-        ci_method: ``percentile`` or ``bca`` (as ``scipy.stats.bootstrap``).
-        seed: seed of ``numpy.random.default_rng``, fresh per measure.
 
     Results name and order the measures as asked (see ``Evaluation``). Input that changes what a number
     means (queries missing from the run or the qrels, tied scores, dropped duplicates) is issued as a
@@ -359,86 +296,50 @@ def evaluate(
     Raises:
         InputFormatError: malformed or empty input, naming the file or row.
         UnknownMeasureError: a measure that does not exist or that these options cannot give.
-        ConfigError: a ``labels`` key that is not a measure asked for.
+        ConfigError: a ``labels`` key that is not a measure asked for; options that cannot be combined.
     """
-    interval = _interval_request(ci, bootstrap, ci_method, seed)
-    over = holes_over(holes)
-    s = settings(
-        complete=complete,
-        relevance_level=relevance_level,
-        max_docs=max_docs,
-        judged_only=judged_only,
-        num_docs=num_docs,
-        trec_eval=trec_eval,
-        score_precision=score_precision,
-        gain=gain,
-        discount=discount,
-        judged_compat=judged_compat,
-        allow_no_common=allow_no_common,
-    )
     from toolkit import notices
 
+    o = options
     with notices.once():
-        prepared = _prepare(qrels, measures, s, rel_format, relevance_map, dedupe, data_dir, zscores, many=False)
-        want = _requested(measures, s.trec_eval, labels)
-        return _evaluate_one(prepared, run, dedupe, want, name, over, interval)
+        prepared = _prepare(qrels, measures, o, many=False)
+        want = _requested(measures, o.settings.trec_eval, o.labels)
+        return _evaluate_one(prepared, run, o.dedupe, want, o.name, holes_over(o.holes), _interval_request(o))
 
 
-def _interval_request(ci: Any, bootstrap: int, ci_method: str, seed: int) -> dict | None:
-    """The keywords of ``mean_intervals`` (checked before anything is read: a level outside (0, 1) names
-    ``ci=``), or None without ``ci``."""
-    if ci is None:
+def _interval_request(o: EvaluationOptions) -> dict | None:
+    """The keywords of ``mean_intervals`` (the options checked them), or None without ``ci``."""
+    if o.ci is None:
         return None
-    from toolkit.evaluation.mean_intervals import check_interval_request
-
-    level = check_interval_request(ci, bootstrap, ci_method)
-    return {"level": level, "resamples": int(bootstrap), "method": ci_method, "seed": int(seed)}
+    return {"level": float(o.ci), "resamples": int(o.bootstrap), "method": o.ci_method, "seed": int(o.seed)}
 
 
+@verb(EvaluationOptions, inputs=("qrels", "runs", "measures"), exclude=("name",))
 def evaluate_many(
-    qrels: Any, runs: Mapping[str, Any], measures: str | Iterable[Any] | None = None, **options: Any
+    qrels: Any, runs: Mapping[str, Any], measures: str | Iterable[Any] | None = None, *, options: EvaluationOptions
 ) -> dict[str, Evaluation]:
     """Evaluate several runs against qrels read (and prepared) once: ``{name: Evaluation}``, each exactly what
-    ``evaluate(qrels, run, measures, **options)`` gives; what ``twostage eval QRELS RUN RUN ...`` prints.
+    ``evaluate(qrels, run, measures, **keywords)`` gives; what ``twostage eval QRELS RUN RUN ...`` prints.
+
+    The keywords are those of ``evaluate`` but ``name`` (each run is named by its key, whatever ``options.name``).
 
     Args:
         qrels: as for ``evaluate``.
         runs: ``{name: run}``, each run as for ``evaluate``.
         measures: as for ``evaluate``.
-        **options: the keywords of ``evaluate`` (``labels`` included; each run is named by its key).
     """
     from toolkit import notices
-    from toolkit.api.keywords import check_keywords
 
-    check_keywords("evaluate_many", options, evaluation_keywords("name"))
-    io = {k: options.pop(k) for k in ("rel_format", "relevance_map", "dedupe", "data_dir", "zscores") if k in options}
-    labels = options.pop("labels", None)
-    holes = holes_over(options.pop("holes", False))
-    interval = _interval_request(
-        options.pop("ci", None),
-        options.pop("bootstrap", 10_000),
-        options.pop("ci_method", "percentile"),
-        options.pop("seed", 42),
-    )
-    dedupe = io.get("dedupe", "error")
-    s = settings(**options)
+    o = options
+    holes = holes_over(o.holes)
+    interval = _interval_request(o)
     with notices.once():
-        prepared = _prepare(
-            qrels,
-            measures,
-            s,
-            io.get("rel_format", "qrels"),
-            io.get("relevance_map"),
-            dedupe,
-            io.get("data_dir"),
-            io.get("zscores"),
-            many=len(runs) > 1,
-        )
-        want = _requested(measures, s.trec_eval, labels)
+        prepared = _prepare(qrels, measures, o, many=len(runs) > 1)
+        want = _requested(measures, o.settings.trec_eval, o.labels)
     out = {}
     for name, run in runs.items():
         with notices.once():  # each run's warnings once, and every run's
-            out[str(name)] = _evaluate_one(prepared, run, dedupe, want, str(name), holes, interval)
+            out[str(name)] = _evaluate_one(prepared, run, o.dedupe, want, str(name), holes, interval)
     return out
 
 
@@ -458,53 +359,34 @@ def _requested(measures: Any, version: int, labels: Mapping[str, str] | None) ->
     return requested(items or None, version).relabelled(labels)
 
 
-def _prepare(
-    qrels: Any,
-    measures: Any,
-    s: Any,
-    rel_format: str,
-    relevance_map: str | None,
-    dedupe: str,
-    data_dir: Any,
-    zscores: Any,
-    many: bool,
-) -> tuple:
+def _prepare(qrels: Any, measures: Any, o: EvaluationOptions, many: bool) -> tuple:
     """(judgments, measure groups, settings, z-scores): measures checked before anything is read; judgments
     factorised once when several runs share them."""
     from toolkit.data.trec_io import read_zscores
-    from toolkit.evaluation.evaluate import check_measures, prepare_judgments
+    from toolkit.evaluation.evaluate import check_measures, prepare_judgments, reads_format
 
-    groups = _groups(measures, s.trec_eval)
+    s = o.settings
+    groups = measure_groups(measures, s.trec_eval)
+    rel_format = reads_format([m for g in groups for m in g.measures], o.rel_format)
     for group in groups:  # before reading anything
         check_measures(group.measures, group.overrides.apply(s), rel_format)
-    judgments = _judgments(qrels, rel_format, relevance_map, dedupe, data_dir)
+    judgments = _judgments(qrels, rel_format, o.relevance_map, o.dedupe, o.data_dir)
     if many:
         judgments = prepare_judgments(judgments)
-    z = read_zscores(zscores) if zscores else None
+    z = read_zscores(o.zscores) if o.zscores else None
     return judgments, groups, s, z
 
 
-def holes_over(holes: Any) -> str | None:
-    """What ``holes=`` asks for: None (no bounds), ``top-k`` (``True``) or ``retrieved``."""
-    if holes is None or holes is False:
-        return None
-    from toolkit.evaluation.holes import check_over
-
-    return "top-k" if holes is True else check_over(str(holes))
-
-
-def _hole_bounds(judgments: Any, run: Any, groups: list, s: Any, zscored: bool, over: str = "top-k") -> dict[str, Any]:
+def _hole_bounds(judgments: Any, run: Any, groups: list, s: Any, over: str = "top-k") -> dict[str, Any]:
     """``Evaluation.holes``: the bounds of each group's ndcg_cut.k, P.k and recall.k under its settings."""
     from toolkit.data.records import Qrels
     from toolkit.errors import ConfigError
     from toolkit.evaluation.evaluate import PreparedJudgments
-    from toolkit.evaluation.holes import SUPPORTED, hole_bounds
+    from toolkit.quality.holes import SUPPORTED, hole_bounds
 
     qrels = judgments.judgments if isinstance(judgments, PreparedJudgments) else judgments
     if not isinstance(qrels, Qrels):
         raise ConfigError("hole bounds need plain qrels (rel_format='qrels')")
-    if zscored:
-        raise ConfigError("hole bounds are raw values; drop zscores")
     out: dict[str, Any] = {}
     for group in groups:
         chosen = [m for m in group.measures if m.family in SUPPORTED and m.cutoff]
@@ -527,7 +409,7 @@ def _evaluate_one(
     interval: dict | None = None,
 ) -> Evaluation:
     from toolkit import notices
-    from toolkit.api.inputs import as_run, system_name
+    from toolkit.data.adapters import as_run, system_name
     from toolkit.errors import phrase
     from toolkit.evaluation.groups import evaluate_groups
 
@@ -546,10 +428,10 @@ def _evaluate_one(
         notices.warn(text)
     if said:
         result = replace(result, warnings=tuple(said) + result.warnings, notes=tuple(said) + result.notes)
-    bounds = _hole_bounds(judgments, r, groups, s, z is not None, holes) if holes else None
+    bounds = _hole_bounds(judgments, r, groups, s, holes) if holes else None
     ci = None
     if interval is not None:
-        from toolkit.evaluation.mean_intervals import mean_intervals
+        from toolkit.stats.mean_intervals import mean_intervals
 
         ci = mean_intervals(result, **interval)
     return Evaluation(result, name or system_name(run, r), want, bounds, ci)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from toolkit.experiments.cache import StageCache
 from toolkit.experiments.results import ExperimentResult, run_experiment
 from toolkit.experiments.spec import Experiment as ExperimentSpec
 from toolkit.experiments.spec import parse_experiment
+from toolkit.experiments.stage_cache import StageCache
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +60,17 @@ class Experiment:
             workers: with ``ray``: how many workers (default 2).
             trust_cache: read the stage, embedding and ONNX caches even when another user owns them or may write
                 to them (``toolkit.guard.store``; Ray workers open theirs untrusted).
+
+        Raises:
+            CacheUnusableError: a cache folder the file system refuses (the stage cache is made and written to
+                before any stage runs; ``cache_dir`` or ``$TWOSTAGE_CACHE`` choose another); ``out`` is not
+                written.
         """
         from toolkit.guard.store import trusting
 
         grid = None
         if ray is not None:
-            from toolkit.experiments.distributed import RayGrid
+            from toolkit.experiments.ray_grid import RayGrid
 
             grid = RayGrid.at(ray, workers)  # checks the address before anything is read
         elif workers is not None:

@@ -37,13 +37,14 @@ class Judgments:
 
     def write(self, path: str | os.PathLike) -> None:
         """``path`` (trec_eval qrels) and ``path.meta.json``, each written atomically."""
-        from toolkit.data.trec_io import atomic_write, sha256_bytes, write_json
+        from toolkit.data.trec_io import atomic_write, sha256_bytes, write_json, written_together
 
         text = self.to_trec()
-        with atomic_write(path) as fh:
-            fh.write(text)
         meta = dict(self.meta) | {"qrels": {"path": str(path), "sha256": sha256_bytes(text.encode("utf-8"))}}
-        write_json(str(path) + ".meta.json", meta)
+        with written_together():  # both in place, or (a write refused) neither, the previous pair kept
+            with atomic_write(path) as fh:
+                fh.write(text)
+            write_json(str(path) + ".meta.json", meta)
 
 
 def build_judge(
@@ -60,9 +61,9 @@ def build_judge(
     batch_size: int = 8,
     max_response_bytes: int | None = None,
 ) -> Any:
-    """A judge backend from ``judging.backends.BACKENDS`` (``openai`` needs ``endpoint``)."""
+    """A judge backend from ``llm.chat.BACKENDS`` (``openai`` needs ``endpoint``)."""
     from toolkit.errors import ConfigError
-    from toolkit.judging.backends import BACKENDS
+    from toolkit.llm.chat import BACKENDS
 
     if backend not in BACKENDS:
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -177,7 +178,8 @@ def judge(
         calibration: judge only the documents ``qrels`` judges (to measure the judge against them).
         query_ids: judge only these queries.
         prompt: a template file (default: the shipped UMBRELA-style 0-3 template).
-        cache: True (``$TWOSTAGE_CACHE/judgments``), a folder, or False (ask everything, store nothing).
+        cache: True (``$TWOSTAGE_CACHE/judgments``), a folder, or False (ask everything, store nothing). A
+            folder the file system refuses is ``CacheUnusableError``, never a cache silently not kept.
         trust_cache: read the cache even when another user owns its folder or file, or may write to them
             (without it such a cache is not read nor written: one warning; ``toolkit.guard.store``).
         concurrency: ``openai``: requests in flight.
@@ -221,12 +223,15 @@ def judge(
         ConfigError: an unreachable endpoint (before anything is asked or written), a missing query or
             passage text, inconsistent options.
         InputFormatError: a prompt template without ``{query}`` and ``{passage}``, or with a bad scale.
+        CacheUnusableError: the cache folder cannot be made, read or written (full, read-only, no permission, a
+            missing folder that cannot be made, ...): the job stops, ``out`` is not written; ``cache=False`` runs
+            without it.
     """
-    from toolkit.api.pipeline import _topics_source
+    from toolkit.data.texts import topics_source
     from toolkit.errors import ConfigError
-    from toolkit.judging.cache import JudgmentCache, default_folder
-    from toolkit.judging.job import depth_used, items_with_texts, judge_items, select_pairs
+    from toolkit.judging.judge_job import depth_used, items_with_texts, judge_items, select_pairs
     from toolkit.judging.prompt import load_template
+    from toolkit.llm.answer_cache import JudgmentCache, default_folder
 
     if holes_only and calibration:
         raise ConfigError("holes_only and calibration exclude each other (holes have no human label to compare)")
@@ -260,7 +265,7 @@ def judge(
     wanted = {str(q) for q in query_ids} if query_ids else None
     human = None
     if qrels is not None:
-        from toolkit.api.inputs import as_qrels
+        from toolkit.data.adapters import as_qrels
 
         human = as_qrels(qrels)
         _require_matching_queries(human, first, wanted, holes_only)
@@ -280,13 +285,13 @@ def judge(
     j.check()  # fail fast, before anything is asked or written
     sharding = spec = identity = None
     if ray is not None:
-        from toolkit.api.pipeline import _sharding
+        from toolkit.jobs.distributed import ray_sharding
         from toolkit.jobs.shards import shards_dir
-        from toolkit.judging.job import JudgeSpec, items_digest
+        from toolkit.judging.judge_job import JudgeSpec, items_digest
 
         if out is None:
             raise ConfigError("ray= needs out= (the job's shards are kept in OUT.shards)")
-        sharding = _sharding(
+        sharding = ray_sharding(
             ray, shards_dir(out), workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries
         )
         settings: dict[str, Any] = (
@@ -306,12 +311,19 @@ def judge(
         identity = {"judge": j.identity(), "prompt_sha256": template.sha256, "pairs": items_digest(items)}
     store = None
     if cache is not False:
-        store = JudgmentCache(default_folder() if cache is True else cache, trust=trust_cache)
+        from toolkit.errors import phrase
+        from toolkit.guard.store import Setting
+
+        folder = default_folder() if cache is True else cache
+        setting = Setting(
+            folder, cache is not True, phrase("cache=FOLDER", "--cache DIR"), phrase("cache=False", "--no-cache")
+        )
+        store = JudgmentCache(folder, trust=trust_cache, setting=setting)
     bar = None
     if progress:
-        from tqdm import tqdm
+        from toolkit.guard.escape import progress_bar
 
-        bar = tqdm(total=len(items), desc="judging", unit="pair", file=None, disable=None)
+        bar = progress_bar(auto=False, total=len(items), desc="judging", unit="pair", file=None, disable=None)
     try:
         outcome = judge_items(
             items,
@@ -326,9 +338,9 @@ def judge(
         )
     finally:
         if sharding is not None:
-            from toolkit.api.pipeline import _shutdown
+            from toolkit.jobs.distributed import close_sharding
 
-            _shutdown(sharding)
+            close_sharding(sharding)
         if bar is not None:
             bar.close()
         if store is not None:
@@ -343,9 +355,9 @@ def judge(
         "kind": "twostage judge",
         "judge": j.describe(),
         "prompt": template.describe(),
-        "run": {"path": first.path, "sha256": first.sha256},
+        "run": {"path": first.path, "sha256": first.sha256} | first.format_fields(),
         "texts": texts.describe(),
-        **_topics_source(topics, cand),
+        **topics_source(topics, cand),
         "depth": depth_used(first, depth),  # the shorter of the option and the run's lists
         "depth_option": depth,
         "selection": "calibration" if calibration else "holes-only" if holes_only else "top-depth",
@@ -394,19 +406,19 @@ def judge(
 def _judge_inputs(run: Any, candidates: Any, topics: Any, corpus: Any, index: Any) -> tuple[Any, Any, dict, Any]:
     """As ``rerank`` reads its inputs; with both ``run`` and ``candidates``, the run's documents with the
     candidates' query and passage texts (``topics``, ``corpus`` or ``index`` still add to or replace them)."""
-    from toolkit.api.pipeline import _rerank_inputs, _texts, _topics
+    from toolkit.data.texts import rerank_inputs, text_source, topics_from
 
     if run is None or candidates is None:
-        return _rerank_inputs(run, candidates, topics, corpus, index)
-    from toolkit.api.inputs import as_run
+        return rerank_inputs(run, candidates, topics, corpus, index)
+    from toolkit.data.adapters import as_run
     from toolkit.data.texts import read_candidates
 
     cand = read_candidates(candidates)
     first = as_run(run)
     queries = dict(cand.topics.as_dict())
     if topics is not None:
-        queries.update(_topics(topics, None, None)[0].as_dict())
-    return cand, first, queries, _texts(first, cand, corpus, index)
+        queries.update(topics_from(topics)[0].as_dict())
+    return cand, first, queries, text_source(first, cand, corpus, index)
 
 
 def _require_matching_queries(human: Any, run: Any, wanted: set[str] | None, holes_only: bool) -> None:
@@ -446,7 +458,7 @@ def _with_calibration_sample(
     import numpy as np
 
     from toolkit import notices
-    from toolkit.judging.job import select_pairs
+    from toolkit.judging.judge_job import select_pairs
 
     population = select_pairs(run, depth, judged=human.frame, query_ids=wanted)
     drawn = min(n, len(population))
@@ -465,9 +477,9 @@ def _with_calibration_sample(
 
 
 def _named_runs(runs: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
-    from toolkit.api.comparison import _named
+    from toolkit.data.adapters import name_runs
 
-    return _named(runs)
+    return name_runs(runs)
 
 
 def calibration_summary(
@@ -495,7 +507,7 @@ def calibration_summary(
     from toolkit import notices
     from toolkit.api.assessors import agreement
     from toolkit.errors import ConfigError
-    from toolkit.evaluation.qrels_origin import DEFAULT_KAPPA_THRESHOLD, near_chance, overlay_labels
+    from toolkit.quality.qrels_origin import DEFAULT_KAPPA_THRESHOLD, near_chance, overlay_labels
 
     threshold = DEFAULT_KAPPA_THRESHOLD if kappa_threshold is None else float(kappa_threshold)
     if judged.empty:
@@ -598,8 +610,8 @@ def merge_qrels(
     A judge whose sidecar records a calibration below its kappa threshold (near chance) is a ``TwostageWarning``
     whenever some of its labels are used.
     """
-    from toolkit.api.inputs import as_qrels
-    from toolkit.evaluation.qrels_origin import merge_qrels as merge
+    from toolkit.data.adapters import as_qrels
+    from toolkit.quality.qrels_origin import merge_qrels as merge
 
     about = None
     if isinstance(judge, (str, os.PathLike)) and os.path.isfile(judge):
@@ -629,7 +641,7 @@ def merge_qrels(
     used = merged.origin.counts["judge_labels_used"] if merged.origin is not None else 0
     if used:
         from toolkit import notices
-        from toolkit.evaluation.qrels_origin import near_chance
+        from toolkit.quality.qrels_origin import near_chance
 
         warning = near_chance((about or {}).get("calibration"), str(judge))
         if warning:
@@ -696,8 +708,8 @@ def calibrate_judge(
         kappa_threshold: below this kappa the judge is near chance (default 0.4).
         **options: every other keyword of ``judge`` (``endpoint``, ``candidates``, ``depth``, ``prompt``, ...).
     """
-    from toolkit.api.inputs import as_qrels
     from toolkit.api.keywords import check_keywords, keywords_of
+    from toolkit.data.adapters import as_qrels
     from toolkit.errors import ConfigError
     from toolkit.judging.prompt import load_template
 

@@ -19,13 +19,12 @@ def keywords_of(*functions: Callable, drop: Iterable[str] = ()) -> set[str]:
 def check_keywords(function: str, options: Mapping[str, Any], allowed: Iterable[str]) -> None:
     """``TypeError`` naming ``function`` (as Python words it) for the first keyword of ``options`` not in
     ``allowed``."""
+    from toolkit.options import unknown_keyword  # the verbs built on toolkit.options say it alike
+
     allowed = set(allowed)
     unknown = [k for k in options if k not in allowed]
     if unknown:
-        raise TypeError(
-            f"{function}() got an unexpected keyword argument {unknown[0]!r} "
-            f"(its other keywords: {', '.join(sorted(allowed))})"
-        )
+        raise unknown_keyword(function, unknown[0], allowed)
 
 
 __all__ = ["check_keywords", "keywords_of"]

@@ -80,7 +80,7 @@ class Requested:
 def requested(measures: Any, version: int, default: Iterable[str] | None = None) -> Requested:
     """The measures of ``measures`` (one or a list of names, ir_measures objects or ``Measure`` values; None:
     ``default``, trec_eval's ``official`` unless given) as (result name, label) pairs in the user's order."""
-    from toolkit.measures.names import DEFAULT_MEASURES, Measure, labelled_measures
+    from toolkit.measures.names import DEFAULT_MEASURES, Measure, is_ir_measures_name, labelled_measures
 
     if measures is None:
         items: list = list(default if default is not None else DEFAULT_MEASURES)
@@ -96,7 +96,7 @@ def requested(measures: Any, version: int, default: Iterable[str] | None = None)
             continue
         text = str(item).strip()
         names = [m.name for m in labelled_measures(text, version)]
-        if len(names) == 1 and _ir_measures_name(text):
+        if len(names) == 1 and is_ir_measures_name(text):
             order.setdefault(names[0], text)
         for n in names:
             order.setdefault(n, n)
@@ -108,13 +108,48 @@ def requested(measures: Any, version: int, default: Iterable[str] | None = None)
     return Requested(tuple(order.items()), {a: lab for a, lab in aliases.items() if a != lab})
 
 
-def _ir_measures_name(text: str) -> bool:
-    """Whether ``text`` is read as an ir_measures name (labelled as typed) rather than trec_eval's syntax."""
-    from toolkit.measures.names import _CANONICAL, NICKNAMES, REGISTRY
+def measure_items(measures: Any) -> list:
+    """The measures of ``compare`` and ``risk`` as a list (one or several; none: ``ndcg_cut.10``)."""
+    if measures is None:
+        return ["ndcg_cut.10"]
+    items = [measures] if isinstance(measures, str) or not isinstance(measures, Iterable) else list(measures)
+    return items or ["ndcg_cut.10"]
 
-    if text in NICKNAMES or text in REGISTRY:
-        return False
-    return "@" in text or "(" in text or text.lower() in _CANONICAL
+
+def numeric_measure_names(items: list, version: int, rel_format: str = "qrels") -> set[str]:
+    """The result names of the numeric measures of ``items``; a measure ``compare`` cannot test (a text measure
+    such as relstring, one that needs preference judgments, one without a value for every query) is refused,
+    naming the keyword ``measures``."""
+    from toolkit.errors import UnknownMeasureError
+    from toolkit.evaluation.evaluate import check_measures
+    from toolkit.measures.names import EvalSettings, Measure, labelled_measures
+
+    numeric: set[str] = set()
+    for item in items:
+        ms = [item] if isinstance(item, Measure) else labelled_measures(str(item), version)
+        try:
+            check_measures(ms, EvalSettings(trec_eval=version), rel_format)
+        except UnknownMeasureError as exc:
+            raise UnknownMeasureError(f"measures={item!r}: compare cannot compute it: {exc}") from None
+        undefined = [m.name for m in ms if m.spec.aggregate == "mean_defined"]
+        if undefined:
+            raise UnknownMeasureError(
+                f"measures={item!r}: {', '.join(undefined)} has no value for a query where it is undefined (its mean "
+                "is over the others); compare pairs the systems' values query by query, so give a measure defined "
+                "on every query"
+            )
+        if all(m.spec.value_type == "string" for m in ms):
+            raise UnknownMeasureError(
+                f"measures={item!r}: a text measure (one string per query); compare tests numbers, so give numeric "
+                "measures (e.g. measures=['nDCG@10', 'AP@100'])"
+            )
+        numeric.update(m.name for m in ms if m.spec.value_type != "string")
+    return numeric
+
+
+def requested_measures(items: list, version: int, labels: Mapping[str, str] | None) -> Requested:
+    """The measures of ``items`` as (result name, label) pairs in the user's order, relabelled by ``labels``."""
+    return requested(items, version).relabelled(labels)
 
 
 class MeasureSeries(pd.Series):

@@ -11,55 +11,21 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit.api.run import Run
-from toolkit.guard.client import DEFAULT_BACKOFF, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
+from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_from, topics_source
+from toolkit.jobs.distributed import close_sharding, ray_sharding
 
 log = logging.getLogger(__name__)
 
 
-def read_run(path: str | os.PathLike, *, dedupe: str = "error") -> Run:
-    """A run file (TREC format) with its ``PATH.meta.json`` sidecar when there is one."""
-    return Run.read(path, dedupe=dedupe)
-
-
-def _sharding(
-    ray: str | None,
-    shards: str | os.PathLike | None,
-    workers: int | None,
-    gpus_per_worker: float | None,
-    force: bool,
-    cpus_per_worker: float | None = None,
-    shard_size: int | None = None,
-    max_retries: int | None = None,
-) -> Any:
-    """A Ray ``Sharding`` for ``ray=`` (shards recorded under ``shards``); None runs in this process."""
-    if ray is None:
-        return None
-    from toolkit.errors import ConfigError
-    from toolkit.jobs.distributed import RayExecutor, RayOptions
-    from toolkit.jobs.shards import Sharding
-
-    if shards is None:
-        raise ConfigError("ray= needs shards=FOLDER: where the job's manifest and shard results are kept")
-    options = RayOptions(
-        ray,
-        workers or 2,
-        gpus_per_worker or 0.0,
-        1.0 if cpus_per_worker is None else cpus_per_worker,
-        3 if max_retries is None else max_retries,
-    )
-    return Sharding(RayExecutor(options), Path(shards), shard_size, force)
-
-
-def _shutdown(sharding: Any) -> None:
-    if sharding is not None:
-        from toolkit.jobs.distributed import shutdown
-
-        shutdown()
+def read_run(path: str | os.PathLike, *, dedupe: str = "error", run_format: str | None = None) -> Run:
+    """A run file with its ``PATH.meta.json`` sidecar when there is one: TREC's format or MS MARCO's
+    (``qid<TAB>pid<TAB>rank``), detected from the first line or named by ``run_format`` (``Run.read``)."""
+    return Run.read(path, dedupe=dedupe, run_format=run_format)
 
 
 def _on_device(settings: Any, device: str, precision: str, sharding: Any, gpus_per_worker: float | None) -> Any:
@@ -76,23 +42,6 @@ def _on_device(settings: Any, device: str, precision: str, sharding: Any, gpus_p
     if dev.startswith("cuda") and not gpus_per_worker:
         raise ConfigError("device cuda with ray= needs gpus_per_worker (Ray hides GPUs from workers without)")
     return replace(settings, device=dev, precision=resolve_precision(precision, dev))
-
-
-def _topics(topics: Any, data_dir: str | os.PathLike | None, max_queries: int | None) -> tuple[Any, tuple[str, ...]]:
-    """The topics (a file, a name, or ``{qid: text}``), the first ``max_queries``, and what reading them noted
-    (Cranfield's query renumbering)."""
-    from toolkit.data import catalog
-    from toolkit.data.records import Topic, Topics
-    from toolkit.retrieval.search import limit_topics
-
-    if isinstance(topics, Mapping):
-        return limit_topics(Topics(tuple(Topic(str(q), str(t)) for q, t in topics.items())), max_queries), ()
-    spec = str(topics)
-    t = catalog.resolve_topics(spec, data_dir)
-    notes: tuple[str, ...] = ()
-    if catalog.is_collection_name(spec) and catalog.get_collection(spec).corpus == "smart":
-        notes = tuple(catalog.convert_cranfield(data_dir).notes[1:2])  # the query renumbering
-    return limit_topics(t, max_queries), notes
 
 
 def build_index(
@@ -142,7 +91,7 @@ def build_index(
         return build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress), corpus.notes
     from toolkit.jobs.shards import shards_dir
 
-    sharding = _sharding(
+    sharding = ray_sharding(
         ray, shards_dir(out), workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries
     )
     settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
@@ -161,7 +110,7 @@ def build_index(
             sharding=sharding,
         )
     finally:
-        _shutdown(sharding)
+        close_sharding(sharding)
     return info, corpus.notes
 
 
@@ -246,7 +195,7 @@ def _searched(
     result: Any, index_path: Any, topics: Any, t: Any, notes: tuple, params: dict, hits: int, started: float
 ) -> Run:
     """The run of a search with the sidecar ``twostage bm25/dense`` writes (less the command line)."""
-    from toolkit.api.sidecars import empty_note, index_record, run_meta, topics_record
+    from toolkit.retrieval.run_meta import empty_note, index_record, run_meta, topics_record
 
     extra = index_record(index_path) | topics_record(topics, t)
     notes = notes + empty_note(result)
@@ -300,7 +249,7 @@ def bm25(
     validate_hits(hits)
     rm3_params = RM3(fb_terms, fb_docs, original_query_weight) if rm3 else None
     retriever = LuceneRetriever(index, "qld" if qld else "bm25", k1, b, mu, rm3_params)
-    t, notes = _topics(topics, data_dir, max_queries)
+    t, notes = topics_from(topics, data_dir, max_queries)
     result = retriever.search(t, hits, threads)
     return _searched(result, index, topics, t, notes, retriever.params() | {"threads": threads}, hits, started)
 
@@ -355,106 +304,85 @@ def dense(
 
     check_keywords("dense", ray_options, ("cpus_per_worker", "shard_size", "max_retries"))
     validate_hits(hits)
-    sharding = _sharding(ray, shards, workers, gpus_per_worker, force, **ray_options)
+    sharding = ray_sharding(ray, shards, workers, gpus_per_worker, force, **ray_options)
     retriever = DenseRetriever(index, batch_size=batch_size, ef_search=ef_search)
     retriever.settings = _on_device(retriever.settings, device, precision, sharding, gpus_per_worker)
-    t, notes = _topics(topics, data_dir, max_queries)
+    t, notes = topics_from(topics, data_dir, max_queries)
     try:
         result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
     finally:
-        _shutdown(sharding)
+        close_sharding(sharding)
     return _searched(result, index, topics, t, notes, result.params | {"threads": threads}, hits, started)
 
 
 def fuse(
     runs: Sequence[Any],
     *,
-    method: str = "rrf",
-    k: float = 60.0,
-    alpha: float = 0.5,
-    normalize: str = "none",
-    depth: int = 1000,
-    hits: int = 1000,
+    options: Any = None,
+    train_qrels: Any = None,
+    **keywords: Any,
 ) -> Run:
-    """Fuse runs: reciprocal rank fusion (``method="rrf"``, constant ``k``) or score interpolation
-    (``method="interpolation"``, ``alpha`` the first run's weight, ``normalize`` ``none`` or ``minmax``).
-    The run's ``meta`` is the sidecar ``twostage fuse --out`` writes, less the command line.
+    """Fuse runs with any method of ranx 0.3.21, Pyserini 1.6 or trectools 0.0.50, by its name (the table and each
+    definition: docs/retrieval.md, ``toolkit.retrieval.fusion.METHODS``). The settings are a
+    ``toolkit.retrieval.fusion.FuseOptions`` (``options=``) or its fields as keywords (keywords override
+    ``options``): ``method`` (default ``rrf``), ``normalize`` (``none``, ``minmax``, ``max``, ``sum``, ``zmuv``,
+    ``rank``, ``borda``), ``weights`` (one per run, for ``wsum``, ``wmnz``, ``mixed``, ``w_bordafuse``,
+    ``w_condorcet``), ``params`` (the method's parameters by the peer's names: ``{"phi": 0.8}``), ``k`` (RRF's
+    constant, 60), ``depth`` (documents taken from each run, 1000), ``hits`` (documents per query in the result,
+    1000), ``resort`` (rank each run by score in trec_eval's order, the default; False: in the order of its
+    lines); ``alpha`` is interpolation's ``params={"alpha": ...}``. ``train_qrels`` (a path, a collection name or
+    any qrels ``ts.evaluate`` takes): the judgments the learning methods (probfuse, segfuse, slidefuse, mapfuse,
+    bayesfuse, posfuse) learn from, and with which a parameter not given (weights, RRF's k, phi, gamma, sigma,
+    n_segments, w) is searched as ranx's ``optimize_fusion`` does; the training queries are the runs' queries they
+    judge. A method that reads scores, or a normalisation that rescales them, reads only finite scores: a run
+    holding ``inf`` or ``-inf`` is an ``InputFormatError`` naming its line (or row). Fused ties are broken in
+    trec_eval's order (document id descending), as the sidecar's ``ties`` says. The run's ``meta`` is the sidecar
+    ``twostage fuse --out`` writes, less the command line.
 
     Args:
-        runs: the runs (paths, ``Run``s, DataFrames, dicts).
-        method: ``rrf`` or ``interpolation``.
-        k: the RRF constant.
-        alpha: interpolation: weight of the first run.
-        normalize: interpolation: per-query score normalisation before mixing.
-        depth: documents taken from each run.
-        hits: documents per query in the result.
+        runs: the runs (paths, ``Run``s, DataFrames, dicts, ranx Runs).
+        options: a ``FuseOptions``.
+        train_qrels: judgments to learn from.
+        **keywords: ``FuseOptions`` fields (``method``, ``normalize``, ``weights``, ``params``, ``k``, ``depth``,
+            ``hits``, ``resort``) and ``alpha``.
     """
-    from toolkit.api.inputs import as_run
-    from toolkit.api.sidecars import run_meta
+    from dataclasses import fields
+
+    from toolkit.api.keywords import check_keywords
+    from toolkit.data.adapters import as_qrels, as_run
     from toolkit.data.ranking import candidate_selection
     from toolkit.errors import ConfigError
-    from toolkit.retrieval.fusion import interpolate, rrf
+    from toolkit.retrieval.fusion import FuseOptions, finite_scores
+    from toolkit.retrieval.fusion import fuse as fuse_pool
+    from toolkit.retrieval.run_meta import run_meta
     from toolkit.retrieval.search import SearchResult
 
     started = time.perf_counter()
-    loaded = [as_run(r) for r in runs]
-    if method == "rrf":
-        fused = rrf(loaded, k, depth, hits)
-        params: dict = {"method": "rrf", "k": k, "depth": depth}
-    elif method == "interpolation":
-        fused = interpolate(loaded, alpha, depth, hits, normalize)
-        params = {"method": "interpolation", "alpha": alpha, "normalize": normalize, "depth": depth}
-    else:
-        raise ConfigError(f"method must be rrf or interpolation, not {method!r}")
-    params["candidate_selection"] = candidate_selection()
+    names = [f.name for f in fields(FuseOptions)]
+    check_keywords("fuse", keywords, [*names, "alpha"])
+    if options is not None and not isinstance(options, FuseOptions):
+        raise ConfigError(f"options must be a FuseOptions, not {type(options).__name__}")
+    settings = {n: getattr(options, n) for n in names} if options is not None else {}
+    if settings:  # RRF's k travels in the k field alone, so that a k keyword replaces the options' one
+        settings["params"] = {n: v for n, v in settings["params"].items() if n != "k"}
+    alpha = keywords.pop("alpha", None)
+    settings |= keywords
+    if alpha is not None:
+        settings["params"] = dict(settings.get("params") or {}) | {"alpha": alpha}
+    opts = FuseOptions(**settings)
+    # a method that reads scores, or a normalisation that rescales them, refuses an infinite one as the runs are
+    # read (rank methods fuse such a run: they read ranks)
+    finite = finite_scores(opts)
+    loaded = [as_run(r, finite=finite) for r in runs]
+    train = as_qrels(train_qrels) if train_qrels is not None else None
+    fused = fuse_pool(loaded, opts, train)
+    params = fused.record | {"candidate_selection": candidate_selection()}
     qids = set().union(*(set(r.frame["query_id"]) for r in loaded))
-    result = SearchResult(fused, (), params, time.perf_counter() - started, len(qids))
-    extra = {"inputs": [{"path": r.path, "sha256": r.sha256} for r in loaded]}
-    return Run(fused, run_meta(result, hits, params, extra, started))
-
-
-def _texts(first: Any, candidates: Any, corpus: Any, index: Any) -> Any:
-    from toolkit.data.texts import lucene_text_source, read_jsonl_corpus
-    from toolkit.errors import ConfigError
-
-    if corpus and index:
-        raise ConfigError("give at most one of corpus= or index=")
-    if corpus:
-        return read_jsonl_corpus(corpus, wanted=set(first.frame["doc_id"].unique().tolist()))
-    if index:
-        return lucene_text_source(index)
-    if candidates is not None:
-        return candidates.text_source()
-    raise ConfigError("a run needs a text source: corpus=JSONL or index=LUCENE_INDEX (or candidates=JSON)")
-
-
-def _rerank_inputs(run: Any, candidates: Any, topics: Any, corpus: Any, index: Any) -> tuple[Any, Any, dict, Any]:
-    """(the candidates file or None, the first-stage run, the query texts, the document texts)."""
-    from toolkit.api.inputs import as_run
-    from toolkit.data.texts import read_candidates
-    from toolkit.errors import ConfigError
-
-    if (run is None) == (candidates is None):
-        raise ConfigError("give exactly one of run= or candidates=")
-    cand = read_candidates(candidates) if candidates is not None else None
-    first = cand.run if cand is not None else as_run(run)
-    queries = dict(cand.topics.as_dict()) if cand is not None else {}
-    if topics is not None:
-        queries.update(_topics(topics, None, None)[0].as_dict())
-    if not queries:
-        raise ConfigError("reranking a run needs topics= (query texts)")
-    return cand, first, queries, _texts(first, cand, corpus, index)
-
-
-def _rerank_query_ids(query_ids: Iterable[str] | None, judged_only: Any) -> list[str] | None:
-    """The queries to rerank: ``query_ids``, only those judged in ``judged_only`` (or all of those)."""
-    ids = [str(q) for q in query_ids or ()]
-    if judged_only is not None:
-        from toolkit.api.inputs import as_qrels
-
-        judged = set(as_qrels(judged_only).query_ids)
-        ids = [q for q in ids if q in judged] if ids else sorted(judged)
-    return ids or None
+    result = SearchResult(fused.run, (), params, time.perf_counter() - started, len(qids))
+    extra: dict[str, Any] = {"inputs": [{"path": r.path, "sha256": r.sha256} | r.format_fields() for r in loaded]}
+    if train is not None:
+        extra["train_qrels"] = {"path": train.path, "sha256": train.sha256}
+    return Run(fused.run, run_meta(result, opts.hits, params, extra, started))
 
 
 def _embedding_cache(spec: Any, reranker: Any, sharding: Any, embedding_cache: Any) -> Any:
@@ -462,24 +390,20 @@ def _embedding_cache(spec: Any, reranker: Any, sharding: Any, embedding_cache: A
     cross-encoders and ``embedding_cache=False``."""
     if spec.kind != "bi-encoder" or embedding_cache is False or embedding_cache is None:
         return None
+    from toolkit.errors import phrase
+    from toolkit.guard.store import Setting
     from toolkit.jobs.embed_cache import EmbeddingCache, default_folder
-    from toolkit.reranking.job import embedding_namespace
+    from toolkit.reranking.rerank_job import embedding_namespace
 
     desc = reranker.describe() if sharding is None else spec.describe()  # on Ray the model is built remotely
     folder = default_folder() if embedding_cache is True else embedding_cache
-    return EmbeddingCache(folder, embedding_namespace(desc))
-
-
-def _topics_source(topics: Any, cand: Any) -> dict:
-    """Where the query texts came from, as the rerank sidecar records it."""
-    given = ("<dict>" if isinstance(topics, Mapping) else str(topics)) if topics is not None else None
-    source: str | None = given or (str(cand.path) if cand is not None and cand.path else None)
-    resolved = str(Path(source).resolve()) if source and source != "<dict>" and Path(source).is_file() else None
-    if resolved is None:
-        return {"topics": source, "topics_resolved": None}
-    from toolkit.data.trec_io import sha256_file
-
-    return {"topics": source, "topics_resolved": resolved, "topics_sha256": sha256_file(resolved)}
+    setting = Setting(
+        folder,
+        embedding_cache is not True,
+        phrase("embedding_cache=FOLDER", "--embedding-cache DIR"),
+        phrase("embedding_cache=False", "--no-embedding-cache"),
+    )
+    return EmbeddingCache(folder, embedding_namespace(desc), setting=setting)
 
 
 def rerank_job(
@@ -513,17 +437,18 @@ def rerank_job(
     force: bool = False,
     progress: bool = False,
     trust_cache: bool = False,
-    listwise: Mapping[str, Any] | None = None,
+    listwise: Any = None,
 ) -> tuple[Any, dict]:
     """``rerank`` with every option of ``twostage rerank``; returns the ``RerankResult`` (run, settings,
     seconds, queries, pairs, missing texts) and where the query texts came from (``topics``,
     ``topics_resolved``). ``trust_cache``: read the embedding, ONNX and answer caches even when another user owns
     them or may write to them (``toolkit.guard.store``). ``backend="listwise"`` takes its own options from
-    ``listwise`` (see ``listwise_job``)."""
+    ``listwise``, a ``ListwiseOptions`` or the mapping of its keywords (see ``toolkit.api.listwise_rerank.listwise_job``)."""
+    from toolkit.api.listwise_rerank import listwise_job
     from toolkit.guard.store import trusting
     from toolkit.models.profiling import phase
     from toolkit.reranking.backends import LISTWISE, RerankerSpec
-    from toolkit.reranking.job import rerank_run
+    from toolkit.reranking.rerank_job import rerank_run
 
     if backend == LISTWISE:
         if ray is not None:
@@ -546,14 +471,14 @@ def rerank_job(
                 judged_only=judged_only,
                 tag=tag,
                 progress=progress,
-                **dict(listwise or {}),
+                options=listwise,
             )
     # a Ray address that does not answer fails first, before any input is read
-    sharding = _sharding(ray, shards, workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries)
+    sharding = ray_sharding(ray, shards, workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries)
     try:  # what the job started is stopped, whatever fails
         with trusting(trust_cache):  # the caches opened by this job (embeddings, ONNX exports)
             with phase("reading"):
-                cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
+                cand, first, queries, texts = rerank_inputs(run, candidates, topics, corpus, index)
             spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision, model_type)
             if sharding is not None and backend == "torch":  # the workers' device, resolved here for the sidecar
                 spec = _on_device(spec, device, precision, sharding, gpus_per_worker)
@@ -561,152 +486,14 @@ def rerank_job(
             with phase("model load"):
                 reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
             cache = _embedding_cache(spec, reranker, sharding, embedding_cache)
-            ids = _rerank_query_ids(query_ids, judged_only)
+            ids = rerank_query_ids(query_ids, judged_only)
             with phase("scoring"):
                 result = rerank_run(
                     first, queries, texts, reranker, depth, missing_text, ids, progress, tag, sharding, cache
                 )
     finally:
-        _shutdown(sharding)
-    return result, _topics_source(topics, cand)
-
-
-#: the options only ``backend="listwise"`` takes (``listwise_job``)
-LISTWISE_OPTIONS = (
-    "endpoint",
-    "window",
-    "stride",
-    "prompt",
-    "shuffles",
-    "seed",
-    "qrels",
-    "answer_cache",
-    "concurrency",
-    "timeout",
-    "retries",
-    "backoff",
-    "rate",
-    "max_response_bytes",
-)
-
-
-def listwise_job(
-    run: Any = None,
-    *,
-    model: str,
-    topics: Any = None,
-    candidates: str | os.PathLike | None = None,
-    corpus: str | os.PathLike | None = None,
-    index: str | os.PathLike | None = None,
-    depth: int = 100,
-    window: int = 20,
-    stride: int = 10,
-    prompt: str | os.PathLike | None = None,
-    endpoint: str | None = None,
-    shuffles: int = 0,
-    seed: int = 42,
-    qrels: Any = None,
-    answer_cache: str | os.PathLike | bool = True,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    timeout: float = DEFAULT_TIMEOUT,
-    retries: int = DEFAULT_RETRIES,
-    backoff: float = DEFAULT_BACKOFF,
-    rate: float | None = None,
-    max_response_bytes: int | None = None,
-    device: str = "auto",
-    batch_size: int = 8,
-    missing_text: str = "error",
-    query_ids: Iterable[str] | None = None,
-    judged_only: Any = None,
-    tag: str = "twostage-rerank",
-    progress: bool = False,
-) -> tuple[Any, dict]:
-    """The listwise LLM reranker (``toolkit.reranking.listwise``): rank_llm's sliding windows of ``window``
-    passages ``stride`` apart over the top ``depth``, each window one request to the OpenAI-compatible
-    ``endpoint`` serving ``model`` (through ``toolkit.guard.client``: ``concurrency`` requests in flight across
-    queries, ``retries``, ``backoff``, ``rate``, ``timeout`` a deadline per request, answers bounded by
-    ``max_response_bytes``), or, without ``endpoint``, a local causal LM folder ``model`` run by transformers
-    (``device``, ``batch_size``). ``prompt``: a listwise template file; ``answer_cache``: ``True`` the default
-    folder ``$TWOSTAGE_CACHE/listwise``, a folder, or ``False``; ``shuffles`` K and ``seed``: the order probe;
-    ``qrels`` (a file, a collection name or anything ``as_qrels`` reads): the probe's nDCG@10 of the run and of
-    each shuffled run, and their spread. The template, the window and the endpoint are checked before the inputs
-    are read."""
-    from toolkit.errors import ConfigError
-    from toolkit.guard.client import DEFAULT_MAX_RESPONSE_BYTES
-    from toolkit.judging.backends import OpenAIChatJudge, TransformersJudge
-    from toolkit.models.profiling import phase
-    from toolkit.reranking.listwise import check_window, listwise_rerank_run, load_listwise_template
-
-    check_window(depth, window, stride)
-    if qrels is not None and not shuffles:
-        raise ConfigError("--qrels is the order probe's nDCG@10 spread: give --shuffles K (K >= 1) with it")
-    template = load_listwise_template(prompt)
-    llm: Any
-    if endpoint:
-        llm = OpenAIChatJudge(
-            endpoint,
-            model,
-            concurrency=concurrency,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            rate=rate,
-            max_response_bytes=max_response_bytes if max_response_bytes is not None else DEFAULT_MAX_RESPONSE_BYTES,
-            role="listwise reranker",
-        )
-    else:
-        llm = TransformersJudge(model, device=device, batch_size=batch_size)
-    try:
-        llm.check()
-        with phase("reading"):
-            cand, first, queries, texts = _rerank_inputs(run, candidates, topics, corpus, index)
-            judged = None
-            if qrels is not None:
-                from toolkit.api.inputs import as_qrels
-
-                judged = as_qrels(qrels)
-        cache = _answer_cache(answer_cache)
-        try:
-            with phase("scoring"):
-                result = listwise_rerank_run(
-                    first,
-                    queries,
-                    texts,
-                    llm,
-                    depth=depth,
-                    window=window,
-                    stride=stride,
-                    template=template,
-                    cache=cache,
-                    missing_text=missing_text,
-                    query_ids=_rerank_query_ids(query_ids, judged_only),
-                    shuffles=shuffles,
-                    seed=seed,
-                    qrels=judged,
-                    tag=tag,
-                    progress=progress,
-                )
-        finally:
-            if cache is not None:
-                cache.close()
-    finally:
-        close = getattr(llm, "close", None)
-        if close is not None:
-            close()
-    return result, _topics_source(topics, cand)
-
-
-def _answer_cache(answer_cache: Any) -> Any:
-    """The listwise answers' cache: a ``JudgmentCache`` in its own folder (``True``: ``$TWOSTAGE_CACHE/listwise``)."""
-    if answer_cache is False or answer_cache is None:
-        return None
-    from toolkit.judging.cache import JudgmentCache
-
-    if answer_cache is True:
-        from toolkit.data.catalog import cache_dir
-
-        return JudgmentCache(cache_dir() / "listwise")
-    return JudgmentCache(answer_cache)
+        close_sharding(sharding)
+    return result, topics_source(topics, cand)
 
 
 def rerank(
@@ -760,15 +547,24 @@ def rerank(
         shards: with ``ray``: the folder of the job's manifest and shards (resumable).
         progress: show a progress bar.
         **options: with ``backend="listwise"``, its options (``endpoint``, ``window``, ``stride``, ``prompt``,
+            ``passes``, ``context_size``, ``max_passage_words``, ``variable_passages``, ``few_shot``,
+            ``few_shot_examples``, ``system_message``, ``alpha``, ``first_token``, ``api``, ``tokenizer``,
             ``shuffles``, ``seed``, ``qrels`` (with ``shuffles``: the probe's nDCG@10 spread), ``answer_cache``,
             ``concurrency``, ``timeout``, ``retries``, ``backoff``,
-            ``rate``, ``max_response_bytes``: see ``listwise_job``); and
+            ``rate``, ``max_response_bytes``: see ``ListwiseOptions``); and
             the other options of ``twostage rerank``: ``query_ids`` (only these queries),
             ``judged_only`` (qrels: only the queries they judge), ``embedding_cache`` (``True``: reuse
             bi-encoder embeddings from ``$TWOSTAGE_CACHE/embeddings``, or a folder), ``trust_cache`` (read the
             embedding and ONNX caches even when another user owns them or may write to them), ``force``,
             ``cpus_per_worker``, ``shard_size``, ``max_retries``: see ``rerank_job``.
+
+    Raises:
+        CacheUnusableError: a cache folder (embeddings, listwise answers, ONNX exports) the file system refuses
+            (full, read-only, no permission, a missing folder that cannot be made, ...): the rerank stops before
+            ``out`` is written; ``embedding_cache=False`` / ``answer_cache=False`` run without those caches.
     """
+    from toolkit.api.listwise_rerank import LISTWISE_OPTIONS
+
     listwise = {k: options.pop(k) for k in LISTWISE_OPTIONS if k in options}
     if listwise and backend != "listwise":
         from toolkit.errors import ConfigError

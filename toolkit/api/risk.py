@@ -1,4 +1,4 @@
-"""``risk``: risk-sensitive evaluation of runs against a baseline, URisk and TRisk (``toolkit.evaluation.risk``)."""
+"""``risk``: risk-sensitive evaluation of runs against a baseline, URisk and TRisk (``toolkit.stats.urisk``)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
 
-from toolkit.evaluation.risk import DEFAULT_ALPHA, RiskResult
+from toolkit.stats.urisk import DEFAULT_ALPHA, RiskResult
 
 #: the columns of ``Risk.table`` and of ``twostage risk --format csv``, in order
 COLUMNS = (
@@ -32,13 +33,15 @@ COLUMNS = (
     "p",
 )
 
-DEFINITION = {
-    "urisk": "URisk = (1/|Q|) [sum of the wins' differences - (1 + alpha) sum of the losses' |differences|], "
-    "differences run - baseline per query (Wang, Bennett & Collins-Thompson, SIGIR 2012)",
-    "trisk": "TRisk = URisk / (sd / sqrt(|Q|)), sd the sample sd (ddof 1) of the risk-adjusted differences "
-    "(a loss times 1 + alpha); p: two-sided, Student's t with |Q| - 1 df (Dincer, Macdonald & Ounis, SIGIR 2014)",
-    "alpha": "the extra weight of a loss: 0 gives the mean difference, 1 (the default) counts a loss twice",
-}
+DEFINITION = MappingProxyType(
+    {
+        "urisk": "URisk = (1/|Q|) [sum of the wins' differences - (1 + alpha) sum of the losses' |differences|], "
+        "differences run - baseline per query (Wang, Bennett & Collins-Thompson, SIGIR 2012)",
+        "trisk": "TRisk = URisk / (sd / sqrt(|Q|)), sd the sample sd (ddof 1) of the risk-adjusted differences "
+        "(a loss times 1 + alpha); p: two-sided, Student's t with |Q| - 1 df (Dincer, Macdonald & Ounis, SIGIR 2014)",
+        "alpha": "the extra weight of a loss: 0 gives the mean difference, 1 (the default) counts a loss twice",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def risk(
     labels: Mapping[str, str] | None = None,
     **options: Any,
 ) -> Risk:
-    """URisk and TRisk (``toolkit.evaluation.risk``) of every run against ``baseline``, per measure and alpha.
+    """URisk and TRisk (``toolkit.stats.urisk``) of every run against ``baseline``, per measure and alpha.
 
     Args:
         qrels: as for ``evaluate`` (a path, a collection name, a DataFrame, ...); may be None when every run is
@@ -147,29 +150,29 @@ def risk(
         ConfigError: a negative alpha, fewer than two runs, a baseline that is not one of the runs.
     """
     from toolkit import notices
-    from toolkit.api.comparison import _measure_items, _named, _numeric_names, _requested_measures
     from toolkit.api.evaluation import Evaluation, evaluate, evaluation_keywords
-    from toolkit.api.inputs import as_qrels
     from toolkit.api.keywords import check_keywords
+    from toolkit.api.labels import measure_items, numeric_measure_names, requested_measures
+    from toolkit.data.adapters import as_qrels, name_runs
     from toolkit.errors import ConfigError
-    from toolkit.evaluation.compare import load_result_json, paired_table
-    from toolkit.evaluation.risk import check_alpha, risk_table
+    from toolkit.stats.paired import load_result_json, paired_table
+    from toolkit.stats.urisk import check_alpha, risk_table
 
     check_keywords("risk", options, evaluation_keywords("name", "dedupe", "labels", "relevance_map", "data_dir"))
     given: list[Any] = list(alpha) if isinstance(alpha, Iterable) and not isinstance(alpha, (str, bytes)) else [alpha]
     alphas = [check_alpha(a) for a in given]
     if not alphas:
         raise ConfigError("alpha: give at least one value")
-    named = _named(runs)
+    named = name_runs(runs)
     if len(named) < 2:
         raise ConfigError("give at least two runs: the baseline and a run to compare with it")
     base = next(iter(named)) if baseline is None else str(baseline)
     if base not in named:
         raise ConfigError(f"baseline {base!r} is not among the runs ({', '.join(named)})")
     version = int(options.get("trec_eval", 9))
-    items = _measure_items(measures)
-    numeric = _numeric_names(items, version)
-    want = _requested_measures(items, version, labels)
+    items = measure_items(measures)
+    numeric = numeric_measure_names(items, version)
+    want = requested_measures(items, version, labels)
     names = [n for n in want.names if n in numeric]
     q = None
     per_query: dict[str, pd.DataFrame] = {}

@@ -26,18 +26,24 @@ class Run:
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
-    def read(cls, path: str | os.PathLike, *, dedupe: str = "error") -> Run:
-        """A run file (TREC format, gz allowed) and its ``PATH.meta.json`` sidecar when there is one."""
+    def read(cls, path: str | os.PathLike, *, dedupe: str = "error", run_format: str | None = None) -> Run:
+        """A run file (gz allowed) and its ``PATH.meta.json`` sidecar when there is one.
+
+        ``run_format``: ``trec`` (``qid Q0 docid rank score tag``), ``msmarco`` (``qid<TAB>pid<TAB>rank``, MS
+        MARCO's: each rank becomes the score 1/rank and the tag is ``anserini``, as Pyserini's
+        ``convert_msmarco_run_to_trec_run`` writes them), or ``auto`` (the default: the first line decides; three
+        columns with a whole-number third are MS MARCO's)."""
         from toolkit.data.sidecar import read_meta
         from toolkit.data.trec_io import read_run
 
-        return cls(read_run(path, dedupe=dedupe), read_meta(path) or {})  # type: ignore[arg-type]
+        run = read_run(path, dedupe=dedupe, run_format=run_format)  # type: ignore[arg-type]
+        return cls(run, read_meta(path) or {})
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, *, tag: str = "", dedupe: str = "error") -> Run:
         """A run from a DataFrame: PyTerrier's ``qid, docno, score`` or ``query_id, doc_id, score`` (a rank
-        column is ignored, as trec_eval ignores it); validated like a file (see ``toolkit.api.inputs``)."""
-        from toolkit.api.inputs import run_from_frame
+        column is ignored, as trec_eval ignores it); validated like a file (see ``toolkit.data.adapters``)."""
+        from toolkit.data.adapters import run_from_frame
 
         return cls(run_from_frame(frame, tag=tag, dedupe=dedupe))
 
@@ -95,16 +101,17 @@ class Run:
     def write(self, path: str | os.PathLike, *, tag: str | None = None, depth: int | None = None) -> None:
         """Write the run in TREC format (atomically, trec_eval order, full-precision scores) and, when the run
         has settings, ``PATH.meta.json`` beside it."""
-        from toolkit.data.trec_io import sha256_file, write_json, write_run
+        from toolkit.data.trec_io import sha256_file, write_json, write_run, written, written_together
 
-        write_run(self.inner, path, tag=tag, depth=depth)
-        if self.meta:
-            meta = dict(self.meta)
-            meta.pop("run", None)  # a sidecar read with the run names the file it was read from
-            # the command line (when a command wrote it) first, then the file's checksum, then the settings
-            head = {k: meta.pop(k) for k in ("command", "argv") if k in meta}
-            meta = head | {"run": {"path": str(path), "sha256": sha256_file(path)}} | meta
-            write_json(str(path) + ".meta.json", meta)
+        with written_together():  # both in place, or (a write refused) neither, the previous pair kept
+            write_run(self.inner, path, tag=tag, depth=depth)
+            if self.meta:
+                meta = dict(self.meta)
+                meta.pop("run", None)  # a sidecar read with the run names the file it was read from
+                # the command line (when a command wrote it) first, then the file's checksum, then the settings
+                head = {k: meta.pop(k) for k in ("command", "argv") if k in meta}
+                meta = head | {"run": {"path": str(path), "sha256": sha256_file(written(path))}} | meta
+                write_json(str(path) + ".meta.json", meta)
 
     def __repr__(self) -> str:
         n = len(self.inner)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.evaluation.pooling import PoolTest
-from toolkit.evaluation.power import DEFAULT_ALPHA, DEFAULT_POWER, PowerResult, power_analysis
+from toolkit.quality.pooling import PoolTest
+from toolkit.stats.power import DEFAULT_ALPHA, DEFAULT_POWER, PowerResult, power_analysis
 
 
 def _per_query(qrels: Any, run: Any, measure: str, **options: Any) -> pd.Series:
@@ -112,11 +112,12 @@ def pool_test(
     Raises:
         ConfigError: a pool depth below 1, fewer than two runs, not exactly one numeric measure.
     """
-    from toolkit.api.evaluation import _groups, settings
-    from toolkit.api.inputs import as_qrels, as_run, system_name
+    from toolkit.api.evaluation import settings
     from toolkit.api.keywords import check_keywords, keywords_of
+    from toolkit.data.adapters import as_qrels, as_run, system_name
     from toolkit.errors import ConfigError
-    from toolkit.evaluation.pooling import pool_test as run_pool_test
+    from toolkit.measures.names import measure_groups
+    from toolkit.quality.pooling import pool_test as run_pool_test
 
     check_keywords("pool_test", options, keywords_of(settings))
 
@@ -132,7 +133,7 @@ def pool_test(
     if len(loaded) < 2:
         raise ConfigError(f"a pool test needs at least two runs, got {len(loaded)}")
     s = settings(**options)
-    groups = _groups(measure, s.trec_eval)
+    groups = measure_groups(measure, s.trec_eval)
     chosen = [(g, m) for g in groups for m in g.measures]
     if len(chosen) != 1:
         raise ConfigError(f"give one measure, not {measure!r} ({len(chosen)} measures)")

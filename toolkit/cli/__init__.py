@@ -8,17 +8,35 @@ at module level, so ``twostage --help`` stays fast.
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
 
-from toolkit.errors import TwostageError
+from toolkit.cli.process import command_process
+from toolkit.cli.terminal import escaped_excepthook, shown_escaped
+from toolkit.errors import OptionError, TwostageError
 from toolkit.version import __version__
 
 
 class _Group(click.Group):
+    """The command group: every error click prints (``Error: ...``, usage errors included) passes the terminal
+    escape (``toolkit.cli.terminal``), whether raised while the command line is parsed or while a command runs."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:  # a bad option or value of the group itself echoes what was typed
+            shown_escaped(exc)
+            raise
+
     def invoke(self, ctx: click.Context):
+        try:
+            return self._invoke(ctx)
+        except click.ClickException as exc:
+            shown_escaped(exc)
+            raise
+
+    def _invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except TwostageError as exc:
@@ -26,13 +44,35 @@ class _Group(click.Group):
         except BrokenPipeError:  # e.g. `twostage eval ... | head`
             sys.stderr.close()
             sys.exit(0)
-        except OSError as exc:  # disk full, read-only, permission: one line naming the file and the fix
+        except OSError as exc:  # the file system refused a file (FS_ERRNOS, or any error naming one): one line
             from toolkit.guard.preflight import os_error_message
 
             message = os_error_message(exc)
-            if message is None:
+            if message is None:  # an error naming no file (a socket's, a bug): its traceback says more
                 raise
             raise click.ClickException(message) from exc
+
+
+class _CommandContext(click.Context):
+    """The context of every command: a library ``OptionError`` (a value of one option the library cannot use)
+    becomes click's bad-value error of that option's flag, as a bad value click itself finds (``Invalid value
+    for '-m': ...``, the command's usage above it, exit status 2). Chosen by the error's type, never its text."""
+
+    def invoke(self, callback, /, *args, **kwargs):
+        try:
+            return super().invoke(callback, *args, **kwargs)
+        except OptionError as exc:
+            from toolkit.cli.declare import usage_error
+
+            raise usage_error(exc, self) from None
+
+
+def _with_command_context(command: click.Command) -> None:
+    """``command`` (and each command of a group) runs in a ``_CommandContext``."""
+    command.context_class = _CommandContext
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _with_command_context(sub)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -45,41 +85,10 @@ def main(verbose: bool) -> None:
     an evaluator that prints what NIST trec_eval prints, plus judged coverage
     and a diagnosis of where quality is lost.
     """
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
-    _show_warnings_once()
-    _arrow_memory_returned()
-
-
-def _arrow_memory_returned() -> None:
-    """Arrow allocates through the C library's allocator in a command's process (unless
-    ``ARROW_DEFAULT_MEMORY_POOL`` says otherwise): its default, mimalloc, keeps the pages of freed columns, so a
-    diagnosis's short-lived arrays add up to a higher peak (docs/benchmarks.md). Arrays allocated from here on
-    use it."""
-    import os
-
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
-        import pyarrow as pa
-
-        pa.set_memory_pool(pa.system_memory_pool())
-
-
-def _show_warnings_once() -> None:
-    """Library warnings (``TwostageWarning``) as ``twostage: warning: ...`` on stderr, phrased with flags, each
-    once per library call (``toolkit.notices``); other warnings as Python shows them."""
-    import warnings
-
-    from toolkit.errors import TwostageWarning
-
-    shown = warnings.showwarning
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        if isinstance(message, TwostageWarning):
-            click.echo(f"twostage: warning: {message.for_cli()}", err=True)
-        else:
-            shown(message, category, filename, lineno, file, line)
-
-    if getattr(shown, "__name__", "") != "show":
-        warnings.showwarning = show
+    # log lines and an uncaught exception's traceback reach the terminal through its escape, as all else does;
+    # the log handler, the warnings' display and arrow's pool hold for the command and are restored after it
+    click.get_current_context().with_resource(command_process(verbose))
+    sys.excepthook = escaped_excepthook
 
 
 def _register() -> None:
@@ -91,6 +100,7 @@ def _register() -> None:
         "rerank",
         "diagnose",
         "reproduce",
+        "compare",
         "experiment",
         "uncertainty",
         "risk",
@@ -104,6 +114,7 @@ def _register() -> None:
                 continue
             raise
         for command in getattr(mod, "COMMANDS", ()):
+            _with_command_context(command)
             main.add_command(command)
 
 

@@ -12,6 +12,7 @@ from toolkit.cli.options import (
     settings_from,
     significance_options,
 )
+from toolkit.cli.terminal import echo, kind_of
 
 AGREEMENT_FORMATS = ("qrels", "qrels_jg")
 
@@ -74,7 +75,7 @@ def agreement_command(rel_format, measure, alpha, permutations, seed, correction
       twostage agreement -R qrels_jg -m map qrels.123 results.test results.trunc
     """
     from toolkit.api.assessors import agreement
-    from toolkit.api.comparison import _label
+    from toolkit.data.adapters import run_label
 
     s = pop_settings(options)
     settings_from(s)  # a bad --gain or -l is a usage error, before any reading
@@ -90,7 +91,7 @@ def agreement_command(rel_format, measure, alpha, permutations, seed, correction
     result = agreement(
         files[0],
         files[1] if n_qrels == 2 else None,
-        named_runs(runs, bare_name=lambda p: _label(p, 0)) if runs else None,
+        named_runs(runs, bare_name=lambda p: run_label(p, 0)) if runs else None,
         measure,
         rel_format=rel_format,
         alpha=alpha,
@@ -101,7 +102,11 @@ def agreement_command(rel_format, measure, alpha, permutations, seed, correction
         data_dir=data_dir,
         **kwargs,
     )
-    click.echo(result.to_json() if fmt == "json" else result.to_text(), nl=fmt == "json")
+    echo(
+        result.to_json() if fmt == "json" else result.to_text(),
+        nl=fmt == "json",
+        kind=kind_of(fmt),
+    )
 
 
-COMMANDS = [agreement_command]
+COMMANDS = (agreement_command,)

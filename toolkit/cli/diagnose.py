@@ -20,6 +20,8 @@ from toolkit.cli.options import (
     split_named,
     writable_folder,
 )
+from toolkit.cli.terminal import echo
+from toolkit.guard.numbers import NumberRefused, natural
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +65,9 @@ def _depths(values: tuple[str, ...], names: list[str]) -> int | dict[str, int] |
     per: dict[str, int] = {}
     for v in values:
         name, sep, k = v.rpartition("=")
-        try:
-            depth = int(k)
-        except ValueError:
+        try:  # the numbers door: the digits 0-9 (a leading '-' reads as a depth below 1)
+            depth = -natural(k[1:], what="depth") if k.startswith("-") else natural(k, what="depth")
+        except NumberRefused:
             raise click.BadParameter(f"expected K or NAME=K, got {v!r}", param_hint="'--depth'") from None
         if depth < 1:
             raise click.BadParameter(f"a rerank depth must be >= 1, got {v!r}", param_hint="'--depth'")
@@ -326,13 +328,13 @@ def diagnose_command(**opts):
     diag = _diagnose(first_named, reranked_named, opts, s, depths)
     paths = diag.write(opts["out"])
     _print_summary(diag.result)
-    click.echo(paths["index.html"])
+    echo(paths["index.html"])
 
 
 def _curve_depths(text: str) -> list[int]:
-    try:
-        depths = [int(k) for k in text.replace(" ", "").split(",") if k]
-    except ValueError:
+    try:  # the numbers door: the digits 0-9, at most 18 each
+        depths = [natural(k, what="depth") for k in text.replace(" ", "").split(",") if k]
+    except NumberRefused:
         raise click.BadParameter(
             f"expected depths like 10,20,50, got {text!r}", param_hint="'--curve-depths'"
         ) from None
@@ -356,44 +358,39 @@ def _run_names(opts: dict) -> tuple[dict[str, str], dict]:
 
 
 def _diagnose(first_named: dict, reranked_named: dict, opts: dict, s: dict, depths: list[int]):
-    """The library's diagnosis of the named runs; a measure without a ceiling is a usage error of -m."""
+    """The library's diagnosis of the named runs; a measure it cannot use (no ceiling) is the library's
+    ``OptionError``, which the CLI reports as a usage error of -m."""
     from toolkit.api.diagnosis import diagnose
-    from toolkit.errors import ConfigError, DepthNotDetectedError
 
     listwise = True if _LISTWISE_ALL in opts["listwise"] else list(opts["listwise"])
-    try:
-        return diagnose(
-            opts["qrels"],
-            first_named,
-            reranked_named,
-            measure=opts["measure"],
-            depth=_depths(opts["depth_values"], list(reranked_named)),
-            depth_as="option",
-            window=opts["window"],
-            stride=opts["stride"],
-            curve_depths=depths,
-            listwise=listwise,
-            pairs=_pairs(opts["pair_values"]),
-            topics=opts["topics"],
-            candidates=list(opts["candidates_paths"]),
-            corpus=opts["corpus"],
-            index=opts["index_path"],
-            query_types=opts["types_path"],
-            type_rules=opts["rules_path"],
-            recall_level=opts["recall_level"],
-            complete=opts["complete"],
-            name=opts["name"],
-            **{k: opts[k] for k in ("ok", "max_unjudged", "hurt", "worst_n", "most_changed_n", "disagree_n")},
-            **{k: opts[k] for k in ("missed_shown", "explore_depth", "permutations", "seed", "correction")},
-            ci=opts["ci_level"],
-            bootstrap=opts["bootstrap"],
-            ci_method=opts["ci_method"],
-            **api_options(s),
-        )
-    except ConfigError as exc:
-        if not isinstance(exc, DepthNotDetectedError) and ("measure" in str(exc) or "ceiling" in str(exc)):
-            raise click.BadParameter(exc.for_cli(), param_hint="'-m'") from None
-        raise
+    return diagnose(
+        opts["qrels"],
+        first_named,
+        reranked_named,
+        measure=opts["measure"],
+        depth=_depths(opts["depth_values"], list(reranked_named)),
+        depth_as="option",
+        window=opts["window"],
+        stride=opts["stride"],
+        curve_depths=depths,
+        listwise=listwise,
+        pairs=_pairs(opts["pair_values"]),
+        topics=opts["topics"],
+        candidates=list(opts["candidates_paths"]),
+        corpus=opts["corpus"],
+        index=opts["index_path"],
+        query_types=opts["types_path"],
+        type_rules=opts["rules_path"],
+        recall_level=opts["recall_level"],
+        complete=opts["complete"],
+        name=opts["name"],
+        **{k: opts[k] for k in ("ok", "max_unjudged", "hurt", "worst_n", "most_changed_n", "disagree_n")},
+        **{k: opts[k] for k in ("missed_shown", "explore_depth", "permutations", "seed", "correction")},
+        ci=opts["ci_level"],
+        bootstrap=opts["bootstrap"],
+        ci_method=opts["ci_method"],
+        **api_options(s),
+    )
 
 
 def _print_summary(diag) -> None:
@@ -403,10 +400,10 @@ def _print_summary(diag) -> None:
         def show(v, count=r["key"] == "num_q"):  # bound now: the loop moves r on
             return "-" if v is None else (str(int(v)) if count else f"{v:.4f}")
 
-        click.echo(f"{r['measure']:<26} first {show(r['first_stage']):>8}  reranked {show(r['reranked']):>8}", err=True)
+        echo(f"{r['measure']:<26} first {show(r['first_stage']):>8}  reranked {show(r['reranked']):>8}", err=True)
     for p in diag.pipelines:
         m = p.decomposition.means()
-        click.echo(
+        echo(
             f"{p.name}: depth {p.depth_source}; {diag.measure_label} first stage {m['first_stage']:.4f}, "
             f"ceiling {m['ceiling']:.4f}, reranked {m['reranked']:.4f}; lost in candidates "
             f"{m['lost_in_candidates']:.4f}, lost in reranking {m['lost_in_reranking']:.4f}",
@@ -414,7 +411,7 @@ def _print_summary(diag) -> None:
         )
         if p.repeats:
             r = p.repeats
-            click.echo(
+            echo(
                 f"  {r['n']} repeats: mean {r['mean']:.4f}, min {r['min']:.4f}, max {r['max']:.4f}, sd "
                 f"{r['sd']:.4f}, mean per-query sd {r['per_query_sd']:.4f}",
                 err=True,
@@ -422,7 +419,7 @@ def _print_summary(diag) -> None:
         if p.behaviour:
             b = p.behaviour
             windows = b.get("windows")
-            click.echo(
+            echo(
                 f"  unchanged queries (top {p.depth} in first-stage order): {b['unchanged_queries']:.1%}"
                 + (f"; windows in input order: {windows['share']:.1%}" if windows else ""),
                 err=True,
@@ -430,12 +427,12 @@ def _print_summary(diag) -> None:
         curve = ", ".join(
             f"{int(r.depth)}: {r.reranked:.4f}/{r.ceiling:.4f}" for r in p.decomposition.curve.itertuples(index=False)
         )
-        click.echo(f"  depth curve (reranked/ceiling): {curve}", err=True)
-    click.echo("labels: " + ", ".join(f"{k} {v}" for k, v in diag.label_counts.items() if v), err=True)
-    from toolkit.errors import in_cli_words
+        echo(f"  depth curve (reranked/ceiling): {curve}", err=True)
+    echo("labels: " + ", ".join(f"{k} {v}" for k, v in diag.label_counts.items() if v), err=True)
+    from toolkit.errors import for_cli
 
-    for note in diag.notes:  # the library's words (complete=True) put back in the CLI's (-c)
-        click.echo(f"note: {in_cli_words(note)}", err=True)
+    for note in diag.notes:  # phrased: in the CLI's words (-c, where the library says complete=True)
+        echo(f"note: {for_cli(note)}", err=True)
 
 
-COMMANDS = [diagnose_command]
+COMMANDS = (diagnose_command,)

@@ -6,6 +6,7 @@ import click
 
 from toolkit.cli.options import TRUST_CACHE, writable_folder
 from toolkit.cli.ray_options import ray_options, sharding_from_options, shutdown_ray
+from toolkit.cli.terminal import echo
 
 #: Configurations an experiment may have without --yes.
 GRID_LIMIT = 1000
@@ -68,8 +69,8 @@ def run_command(
       twostage experiment run docs/experiments/cacm.yaml --out reports/cacm-experiment
       twostage experiment run docs/experiments/cacm.yaml --out reports/cacm-experiment --ray auto --workers 4
     """
-    from toolkit.experiments.cache import StageCache
     from toolkit.experiments.results import run_experiment, table_text
+    from toolkit.experiments.stage_cache import StageCache
     from toolkit.guard.store import trusting
 
     if shard_size is not None:
@@ -78,11 +79,13 @@ def run_command(
     sharding = sharding_from_options(
         ray_address, workers, gpus_per_worker, cpus_per_worker, None, max_retries, out, False
     )
-    _check_size(experiment_file, out, cache_dir, data_dir, yes)  # the grid's size, free space: before any work
+    with trusting(trust_cache):
+        cache = StageCache(cache_dir)
+    _check_size(experiment_file, out, cache, data_dir, yes)  # the grid's size, the caches, free space: before any work
     try:
         grid = None
         if sharding is not None:
-            from toolkit.experiments.distributed import RayGrid
+            from toolkit.experiments.ray_grid import RayGrid
 
             grid = RayGrid(sharding.executor)
         with trusting(trust_cache):  # the stage cache, and the embedding and ONNX caches the stages open
@@ -91,22 +94,22 @@ def run_command(
                 out,
                 force=tuple(force),
                 data_dir=data_dir,
-                cache=StageCache(cache_dir),
-                say=lambda text: click.echo(f"twostage: {text}", err=True),
+                cache=cache,
+                say=lambda text: echo(f"twostage: {text}", err=True),
                 grid=grid,
             )
     finally:
         if grid is not None:
             grid.close()
         shutdown_ray(sharding)
-    click.echo(table_text(result.table))
+    echo(table_text(result.table))
 
 
-def _check_size(experiment_file, out, cache_dir, data_dir, yes: bool) -> None:
+def _check_size(experiment_file, out, cache, data_dir, yes: bool) -> None:
     """Before anything runs: a grid over GRID_LIMIT configurations needs --yes (its size and the disk it needs are
-    said first), and the runs must fit in the free space of --out and of the stage cache."""
+    said first), the stage cache ``cache`` must take writes (``CacheUnusableError`` otherwise), and the runs must
+    fit in the free space of --out and of the stage cache."""
     from toolkit.data import catalog
-    from toolkit.experiments.cache import default_folder
     from toolkit.experiments.spec import grid_size, parse_experiment
     from toolkit.guard.preflight import check_free_space, human_bytes
 
@@ -120,14 +123,17 @@ def _check_size(experiment_file, out, cache_dir, data_dir, yes: bool) -> None:
         f"about {human_bytes(need)} of runs ({total:,} runs of {queries} queries x {exp.hits} hits) in --out and "
         "as much in the stage cache"
     )
-    click.echo(f"twostage: experiment {size}", err=True)
+    echo(f"twostage: experiment {size}", err=True)
     if total > GRID_LIMIT and not yes:
         raise click.ClickException(
             f"{experiment_file}: {total:,} configurations, more than {GRID_LIMIT:,}; pass --yes to run them all, or "
             "make the grid smaller"
         )
     check_free_space(out, need, "the experiment's runs")
-    check_free_space(cache_dir or default_folder(), need, "the stage cache", "--cache-dir")
+    if not cache.store.usable:  # not trusted: not written (one warning said so), its runs kept in a temporary folder
+        return
+    cache.probe()  # a folder the file system refuses: one error naming it and its setting, before any stage runs
+    check_free_space(cache.folder, need, "the stage cache", "--cache-dir")
 
 
 @experiment_group.command("diff")
@@ -143,10 +149,10 @@ def diff_command(a, b, tolerance):
 
     lines = experiment_diff(a, b, tolerance)
     for line in lines:
-        click.echo(line)
+        echo(line)
     if not lines:
-        click.echo(f"{a} and {b} agree")
+        echo(f"{a} and {b} agree")
     raise SystemExit(1 if lines else 0)
 
 
-COMMANDS = [experiment_group]
+COMMANDS = (experiment_group,)

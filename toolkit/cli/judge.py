@@ -6,9 +6,18 @@ import json
 
 import click
 
-from toolkit.cli.options import DEVICE, ENDPOINT, TRUST_CACHE, client_options, prompt_option, significance_options
+from toolkit.cli.options import (
+    DEVICE,
+    ENDPOINT,
+    TRUST_CACHE,
+    client_options,
+    prompt_option,
+    run_format_option,
+    significance_options,
+)
 from toolkit.cli.ray_options import ray_options, sharding_from_options
-from toolkit.evaluation.qrels_origin import DEFAULT_KAPPA_THRESHOLD
+from toolkit.cli.terminal import echo
+from toolkit.quality.qrels_origin import DEFAULT_KAPPA_THRESHOLD
 
 BACKEND_CHOICES = ("auto", "openai", "transformers")
 
@@ -133,6 +142,7 @@ BACKEND_CHOICES = ("auto", "openai", "transformers")
     default=None,
     help="The judge's qrels (trec_eval format); records and counts go to OUT.meta.json. Required unless --calibrate.",
 )
+@run_format_option
 def judge_command(
     run_path,
     candidates,
@@ -180,8 +190,9 @@ def judge_command(
     Each label keeps its record: the judge (backend, model, prompt sha256),
     the raw response, the parsed label, and whether parsing or the request
     failed (a failure is counted and reported, never written as 0). Answers
-    are cached by (model, prompt, query text, passage text), so a rerun, or an
-    interrupted job run again, asks only what it has not been told.
+    are cached by (model, prompt, query text, passage text, the endpoint and the
+    request sent), so a rerun, or an interrupted job run again, asks only what
+    it has not been told; the same model at another endpoint is asked again.
 
     \b
     Examples:
@@ -282,10 +293,10 @@ def judge_command(
             raise
         _report(result.judgments, out)
         if fmt == "json":
-            click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+            echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), kind="json")
         else:
-            click.echo(result.agreement.to_text(), nl=False)
-            click.echo(_ranking_qrels_text(result.judgments.meta.get("calibration") or {}), nl=False)
+            echo(result.agreement.to_text(), nl=False)
+            echo(_ranking_qrels_text(result.judgments.meta.get("calibration") or {}), nl=False)
         return
     sampled = {}
     if calibrate_sample:
@@ -307,15 +318,16 @@ def judge_command(
     _report(j, out)
     calibration = j.meta.get("calibration")
     if calibration:
-        click.echo(_calibration_line(calibration), err=True)
+        echo(_calibration_line(calibration), err=True)
     if fmt == "json":
-        click.echo(
+        echo(
             json.dumps(
                 {"out": out, "counts": j.counts, **({"calibration": calibration} if calibration else {})}, indent=2
-            )
+            ),
+            kind="json",
         )
     else:
-        click.echo(str(out))
+        echo(str(out))
 
 
 def _ranking_qrels_text(cal: dict) -> str:
@@ -346,7 +358,7 @@ def _calibration_line(cal: dict) -> str:
 
 def _report(j, out) -> None:
     c = j.counts
-    click.echo(
+    echo(
         f"twostage: judged {c['pairs']} pairs: {c['from_cache']} from the cache, {c['asked']} asked, "
         f"{c['labels']} labels written; {c['parse_failures']} parse failures, {c['http_failures']} requests failed "
         f"after retries ({c['http_retries']} retries)"
@@ -373,7 +385,7 @@ def qrels_source(qrels, judge_qrels, policy: str, data_dir=None, dedupe: str = "
 
     merged = merge_qrels(qrels, judge_qrels, policy, data_dir=data_dir, dedupe=dedupe)
     c = merged.origin.counts
-    click.echo(
+    echo(
         f"twostage: qrels policy {policy}: {c['human_labels_used']} human labels, {c['judge_labels_used']} judge "
         f"labels used (of {c['human_labels_read']} and {c['judge_labels_read']} read)",
         err=True,
@@ -381,4 +393,4 @@ def qrels_source(qrels, judge_qrels, policy: str, data_dir=None, dedupe: str = "
     return merged
 
 
-COMMANDS = [judge_command]
+COMMANDS = (judge_command,)

@@ -1,9 +1,14 @@
 """The one declaration of every option that more than one command takes.
 
+Shared groups are tuples of ``toolkit.cli.declare.Flag`` (``EVALUATION``, ``SIGNIFICANCE``, ``interval_flags``,
+``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``): each the CLI spelling of a keyword of the
+verbs' options objects, which the commands built on ``options_of`` (``eval``, ``compare``) put in their tables;
+the other commands add the same options with the decorators below (``evaluation_options``, ...).
+
 Evaluation settings: ``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
-options (trec_eval's flags plus twostage's nDCG choices) through ``evaluation_options``, and
-turn them into an ``EvalSettings`` with ``settings_from``; each option's parameter is the
-setting's one name (``toolkit.measures.settings``), which reproduction specs use as YAML keys
+options (trec_eval's flags plus twostage's nDCG choices); ``eval`` and ``compare`` receive them built into their
+options object, the others turn them into an ``EvalSettings`` with ``settings_from``; each option's parameter is
+the setting's one name (``toolkit.measures.settings``), which reproduction specs use as YAML keys
 and build with the same ``measures.build_settings``. Measure names are parsed by
 ``measures.parse_measures`` everywhere.
 
@@ -14,21 +19,23 @@ The others: ``DATA_DIR`` (every command that reads a collection by name), ``DEVI
 choice is added in one place.
 
 Runs: every command that takes runs reads each as ``[NAME=]RUN`` with ``split_named`` (``named_runs`` for a list
-of them, ``expand_named_runs`` for ``eval``'s folders and globs), so ``NAME=RUN`` means the same everywhere.
+of them, ``expand_named_runs`` for ``eval``'s folders and globs), so ``NAME=RUN`` means the same everywhere, and
+reads it in the format ``--run-format`` names (``run_format_option``: TREC's, MS MARCO's, or detected).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import MappingProxyType
 from typing import get_args
 
 import click
 
+from toolkit.cli.declare import Flag, Row, apply, flag
 from toolkit.data.ranking import SCORE_PRECISIONS
 from toolkit.data.trec_io import DedupePolicy
 from toolkit.errors import TwostageError
-from toolkit.evaluation.significance import CORRECTIONS
 from toolkit.guard.client import (
     DEFAULT_BACKOFF,
     DEFAULT_CONCURRENCY,
@@ -39,8 +46,10 @@ from toolkit.guard.client import (
 from toolkit.measures.names import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, EvalSettings, build_settings
 from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
 from toolkit.models import DEFAULT_DEVICE, PRECISIONS
+from toolkit.stats.significance import CORRECTIONS
 
-DATA_DIR = click.option(
+DATA_DIR_FLAG = flag(
+    "data_dir",
     "--data-dir",
     type=click.Path(file_okay=False),
     default=None,
@@ -48,6 +57,7 @@ DATA_DIR = click.option(
     help="Data folder for collections and qrels given by name, and for a spec's relative paths "
     "(default: $TWOSTAGE_DATA or ../shared/data).",
 )
+DATA_DIR = DATA_DIR_FLAG.option()
 
 DEVICE = click.option(
     "--device",
@@ -79,9 +89,10 @@ PRECISION = click.option(
 )
 
 
-def trec_eval_option(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str = ""):
+def trec_eval_flag(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str = "") -> Flag:
     """``--trec-eval 9|10``: the semantics of a generation (eval), or a filter (``measures``, default None)."""
-    return click.option(
+    return flag(
+        "trec_eval",
         "--trec-eval",
         "trec_eval",
         type=click.Choice([str(v) for v in TREC_EVAL_VERSIONS]),
@@ -90,11 +101,18 @@ def trec_eval_option(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str 
         help=meaning
         or "Semantics of trec_eval 9 (Pyserini's bundled 9.0.4: float scores, iprec cutoffs floor(x*R+0.9)) "
         "or 10 (double scores, round(x*R), rbp/unj, -c lists missing queries).",
+        convert=int,
     )
 
 
+def trec_eval_option(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str = ""):
+    """``trec_eval_flag``'s click option."""
+    return trec_eval_flag(default, meaning).option()
+
+
 #: ``--seed``: one seed for every random step of a command (randomization test, bootstrap intervals).
-SEED = click.option(
+SEED_FLAG = flag(
+    "seed",
     "--seed",
     type=int,
     default=42,
@@ -102,17 +120,21 @@ SEED = click.option(
     help="Seed of numpy's default_rng for every random step: the randomization test, the bootstrap intervals, "
     "rerank's order probe (--shuffles).",
 )
+SEED = SEED_FLAG.option()
 
-_SIGNIFICANCE = [
-    click.option(
+#: ``--permutations --seed --correction`` of the paired randomization test.
+SIGNIFICANCE: tuple[Flag, ...] = (
+    flag(
+        "permutations",
         "--permutations",
         type=click.IntRange(min=1),
         default=10_000,
         show_default=True,
         help="Random sign flips of the randomization test (all 2^n when that is not more).",
     ),
-    SEED,
-    click.option(
+    SEED_FLAG,
+    flag(
+        "correction",
         "--correction",
         type=click.Choice(CORRECTIONS),
         default=CORRECTIONS[0],
@@ -122,25 +144,26 @@ _SIGNIFICANCE = [
         "and sidak bound the family-wise error, bh (Benjamini-Hochberg; statsmodels' fdr_bh) and fdr_by "
         "(Benjamini-Yekutieli) the false discovery rate; each as statsmodels' multipletests computes it.",
     ),
-]
+)
 
 
 def significance_options(f):
     """``--permutations --seed --correction`` of the paired randomization test."""
-    for opt in reversed(_SIGNIFICANCE):
-        f = opt(f)
-    return f
+    return apply(SIGNIFICANCE, f)
 
 
-#: Option name -> (click decorator factory). Order is the order in --help.
-_OPTIONS = {
-    "complete": lambda: click.option(
+#: The evaluation settings' flags (and the qrels' reading), each the CLI spelling of an options keyword (its
+#: click parameter keeps the setting's one name); the order is the order in --help.
+EVALUATION: tuple[Flag, ...] = (
+    flag(
+        "complete",
         "-c",
         "complete",
         is_flag=True,
         help="Average over every judged query; queries missing from the run count as 0 (trec_eval -c).",
     ),
-    "relevance_level": lambda: click.option(
+    flag(
+        "relevance_level",
         "-l",
         "relevance_level",
         type=click.IntRange(min=0),
@@ -148,48 +171,55 @@ _OPTIONS = {
         show_default=True,
         help="Relevance level: labels >= LEVEL are relevant (binary measures; not nDCG).",
     ),
-    "max_docs": lambda: click.option(
+    flag(
+        "max_docs",
         "-M",
         "max_docs",
         type=click.IntRange(min=1),
         default=None,
         help="Evaluate only the top N documents of each query.",
     ),
-    "judged_only": lambda: click.option(
+    flag(
+        "judged_only",
         "-J",
         "judged_only",
         is_flag=True,
         help="Judged documents only: drop unjudged documents before ranking (condensed list).",
     ),
-    "num_docs": lambda: click.option(
+    flag(
+        "num_docs",
         "-N",
         "num_docs",
         type=click.IntRange(min=0),
         default=0,
         help="Number of documents in the collection (utility's fourth coefficient).",
     ),
-    "trec_eval": trec_eval_option,
-    "score_precision": lambda: click.option(
+    trec_eval_flag(),
+    flag(
+        "score_precision",
         "--score-precision",
         type=click.Choice(SCORE_PRECISIONS),
         default=None,
         help="Compare scores as 32-bit floats or doubles [default: the --trec-eval generation's: 9 float32, "
         "10 float64].",
     ),
-    "gain": lambda: click.option(
+    flag(
+        "gain",
         "--gain",
         default="linear",
         show_default=True,
         help="nDCG gain: linear (trec_eval), exp (2^rel-1), or a map like 0:0,1:1,2:4,3:10.",
     ),
-    "discount": lambda: click.option(
+    flag(
+        "discount",
         "--discount",
         default="log2",
         show_default=True,
         help="nDCG discount: log2 = log2(rank+1) (trec_eval), or jk[:B] = Järvelin-Kekäläinen "
         "(none below rank B, log_B(rank) after).",
     ),
-    "judged_compat": lambda: click.option(
+    flag(
+        "judged_compat",
         "--judged-compat",
         type=click.Choice(JUDGED_COMPAT),
         default=JUDGED_COMPAT[0],
@@ -197,31 +227,66 @@ _OPTIONS = {
         help="judged.k definition: twostage (top k in trec_eval order, per-query mean) or pyserini "
         "(first k file lines, pooled).",
     ),
-    "rel_map": lambda: click.option(
+    flag(
+        "relevance_map",
         "--relevance-map",
         "rel_map",
         default=None,
         help="Map qrels labels at load time, e.g. 1:4,2:3,3:2,4:1,-1:0 or a preset (cranfield).",
     ),
-    "dedupe": lambda: click.option(
+    flag(
+        "dedupe",
         "--dedupe",
         type=click.Choice(get_args(DedupePolicy)),
         default="error",
         show_default=True,
         help="Duplicate (query, doc) lines: error (as trec_eval), or keep the first and report how many were dropped.",
     ),
-    "data_dir": lambda: DATA_DIR,
-}
+    DATA_DIR_FLAG,
+)
+
+#: Click parameter name -> its flag, for the commands that read the settings from their parameters.
+_OPTIONS = MappingProxyType({f.param: f for f in EVALUATION})
+
+
+def run_format_option(f):
+    """``--run-format trec|msmarco|auto``: the format of every run the command reads (its files, ``-``, a spec's
+    runs), as ``toolkit.data.trec_io.runs_read_as`` sets it around the command's body; the runs twostage writes
+    and reads back itself are read as TREC runs whatever it says. Every command that reads a run takes it (those
+    with ``evaluation_options`` through them)."""
+    import functools
+
+    from toolkit.data.trec_io import RunFormat, runs_read_as
+
+    @functools.wraps(f)
+    def within(*args, run_format: RunFormat, **kwargs):
+        with runs_read_as(run_format):
+            return f(*args, **kwargs)
+
+    return click.option(
+        "--run-format",
+        "run_format",
+        type=click.Choice(get_args(RunFormat)),
+        default="auto",
+        show_default=True,
+        help="Format of the runs read: trec (qid Q0 docid rank score tag), msmarco (qid<TAB>pid<TAB>rank, MS MARCO's; "
+        "each rank becomes the score 1/rank and the tag is anserini, as Pyserini's convert_msmarco_run_to_trec_run "
+        "writes them), or auto (each run's first line decides: three columns with a whole-number rank third are "
+        "MS MARCO's).",
+    )(within)
+
+
+def evaluation_flags(exclude: tuple[str, ...] = ()) -> tuple[Row, ...]:
+    """The rows of every evaluation option (``exclude`` names those a command fixes itself) and ``--run-format``
+    (every command with evaluation options reads runs), for a command's table (``toolkit.cli.declare``)."""
+    return (*(f for f in EVALUATION if f.param not in exclude), run_format_option)
 
 
 def evaluation_options(f=None, *, exclude: tuple[str, ...] = ()):
-    """Decorator adding every evaluation option (``exclude`` names those a command fixes itself)."""
+    """Decorator adding ``evaluation_flags(exclude)``."""
 
     def decorate(fn):
-        for name in reversed(list(_OPTIONS)):
-            if name not in exclude:
-                fn = _OPTIONS[name]()(fn)
-        return fn
+        return apply(evaluation_flags(exclude), fn)
 
     return decorate(f) if f is not None else decorate
 
@@ -282,9 +347,9 @@ def named_runs(
 
 
 def expand_named_runs(values: Iterable[str]) -> list[tuple[str, str]]:
-    """``eval``'s runs: each ``NAME=RUN`` (one file, or '-') or a bare RUN, folder or glob (``multi.expand_runs``,
+    """``eval``'s runs: each ``NAME=RUN`` (one file, or '-') or a bare RUN, folder or glob (``run_files.expand_runs``,
     which names them); (name, path) in order, a name or a file given twice is an error."""
-    from toolkit.evaluation.multi import expand_runs, run_names
+    from toolkit.data.run_files import expand_runs, run_names
 
     slots: list[tuple[str | None, list[str]]] = []
     for v in values:
@@ -335,13 +400,14 @@ def _level(ctx, param, value):
     return value
 
 
-def interval_options(default_level: float | None = 0.95):
-    """``--ci LEVEL --bootstrap N --ci-method`` of the paired bootstrap interval (``evaluation.intervals``);
+def interval_flags(default_level: float | None = 0.95) -> tuple[Flag, ...]:
+    """``--ci LEVEL --bootstrap N --ci-method`` of the bootstrap intervals (``stats.intervals``);
     ``default_level`` None: no interval unless --ci is given (``eval``)."""
-    from toolkit.evaluation.intervals import CI_METHODS, DEFAULT_RESAMPLES
+    from toolkit.stats.intervals import CI_METHODS, DEFAULT_RESAMPLES
 
-    opts = [
-        click.option(
+    return (
+        flag(
+            "ci",
             "--ci",
             "ci_level",
             type=float,
@@ -352,7 +418,8 @@ def interval_options(default_level: float | None = 0.95):
             help="Confidence level of the bootstrap intervals (of each mean, and of each paired difference), "
             "in (0, 1).",
         ),
-        click.option(
+        flag(
+            "bootstrap",
             "--bootstrap",
             "bootstrap",
             type=click.IntRange(min=1),
@@ -360,31 +427,36 @@ def interval_options(default_level: float | None = 0.95):
             show_default=True,
             help="Bootstrap resamples of the queries (seeded by --seed).",
         ),
-        click.option(
+        flag(
+            "ci_method",
             "--ci-method",
             type=click.Choice(CI_METHODS),
             default=CI_METHODS[0],
             show_default=True,
             help="percentile, or bca (bias-corrected and accelerated): as scipy.stats.bootstrap computes them.",
         ),
-    ]
+    )
+
+
+def interval_options(default_level: float | None = 0.95):
+    """Decorator adding ``interval_flags(default_level)``."""
 
     def decorate(f):
-        for opt in reversed(opts):
-            f = opt(f)
-        return f
+        return apply(interval_flags(default_level), f)
 
     return decorate
 
 
 def _holes_over_choices() -> tuple[str, ...]:
-    from toolkit.evaluation.holes import HOLES_OVER
+    from toolkit.quality.holes import HOLES_OVER
 
     return HOLES_OVER
 
 
-#: ``--holes-over``: what ``--holes``'s bounds range over (given alone, it turns --holes on).
-HOLES_OVER = click.option(
+#: ``--holes-over``: what ``--holes``'s bounds range over (given alone, it turns --holes on: a later flag of
+#: the ``holes`` keyword, given, wins over ``--holes``).
+HOLES_OVER_FLAG = flag(
+    "holes",
     "--holes-over",
     type=click.Choice(_holes_over_choices()),
     default=None,
@@ -394,12 +466,8 @@ HOLES_OVER = click.option(
 )
 
 
-def holes_request(holes: bool, holes_over: str | None) -> bool | str:
-    """The library's ``holes=`` from ``--holes`` and ``--holes-over``."""
-    return holes_over or holes
-
-
-FAMILY = click.option(
+FAMILY_FLAG = flag(
+    "family",
     "--family",
     type=click.Choice(("baseline", "all-pairs")),
     default="baseline",
@@ -411,8 +479,8 @@ FAMILY = click.option(
 
 def qrels_policy_options(f):
     """``--judge-qrels FILE --qrels-policy human|fill|judge``: qrels merged from human and judge labels
-    (``evaluation.qrels_origin``); ``eval``, ``compare`` and ``diagnose`` take them."""
-    from toolkit.evaluation.qrels_origin import QRELS_POLICIES
+    (``quality.qrels_origin``); ``eval``, ``compare`` and ``diagnose`` take them."""
+    from toolkit.quality.qrels_origin import QRELS_POLICIES
 
     f = click.option(
         "--qrels-policy",
@@ -431,11 +499,21 @@ def qrels_policy_options(f):
 
 
 # ------------------------------------------------------------------ LLM endpoints (judge, rerank --backend listwise)
+class HostOption(click.Option):
+    """An option whose value names a remote host (a URL, ``HOST:PORT``): ``twostage reproduce`` refuses a spec's
+    step giving one unless the command line allows the host (``toolkit.reproduction.runner.HOST_OPTIONS`` lists
+    every such option; tests/reproduction/test_spec_endpoints.py checks the two agree)."""
+
+
 ENDPOINT = click.option(
-    "--endpoint", default=None, metavar="URL", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1."
+    "--endpoint",
+    cls=HostOption,
+    default=None,
+    metavar="URL",
+    help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1.",
 )
 
-_CLIENT = [
+_CLIENT = (
     click.option(
         "--concurrency",
         type=click.IntRange(min=1),
@@ -477,7 +555,7 @@ _CLIENT = [
         default=None,
         help="--endpoint: at most this many requests per second.",
     ),
-]
+)
 
 
 def client_options(f):

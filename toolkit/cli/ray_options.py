@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import click
 
+from toolkit.cli.options import HostOption
+from toolkit.cli.terminal import echo
 from toolkit.extras import require
 
-RAY_OPTIONS = [
+RAY_OPTIONS = (
     click.option(
         "--ray",
         "ray_address",
+        cls=HostOption,
         is_flag=False,
         flag_value="local",
         default=None,
@@ -44,7 +47,7 @@ RAY_OPTIONS = [
         default=None,
         help="Times Ray restarts a dead worker and re-runs its shard [3].",
     ),
-]
+)
 
 
 def ray_options(f):
@@ -111,7 +114,7 @@ def echo_job(sharding, stats: dict) -> None:
     """One line on stderr: shards resumed and computed, and where the manifest is."""
     if sharding is None or "shards" not in stats:
         return
-    click.echo(
+    echo(
         f"twostage: {stats['shards']} shards: {stats['shards_resumed']} resumed from the manifest, "
         f"{stats['shards_computed']} computed now ({stats['manifest']})",
         err=True,

@@ -16,12 +16,16 @@ from toolkit.cli.options import (
     TRUST_CACHE,
     client_options,
     prompt_option,
+    run_format_option,
     writable_file,
 )
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.cli.terminal import echo
 from toolkit.extras import require, require_command
+from toolkit.guard.client import RequestPolicy
 from toolkit.reranking.backends import DEFAULT_BACKEND, LISTWISE, RERANK_BACKENDS, RERANKER_KINDS
-from toolkit.reranking.listwise import DEFAULT_STRIDE, DEFAULT_WINDOW
+from toolkit.reranking.listwise import DEFAULT_STRIDE, DEFAULT_WINDOW, ListwiseOptions
+from toolkit.reranking.listwise_prompt import DEFAULT_CONTEXT_SIZE, DEFAULT_MAX_PASSAGE_WORDS
 from toolkit.reranking.rerankers_backend import BACKEND as RERANKERS
 from toolkit.reranking.rerankers_backend import MODEL_TYPES
 
@@ -146,9 +150,71 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
     type=int,
     default=DEFAULT_STRIDE,
     show_default=True,
-    help="listwise: ranks between windows, from the bottom of the top --depth up (1 to --window minus 1).",
+    help="listwise: ranks between windows, from the bottom of the top --depth up (1 to --window).",
 )
-@prompt_option("RankGPT's listwise prompt as rank_llm sends it; a text with {query}, {num}, {passages}")
+@prompt_option(
+    "rank_llm 0.26.0's RankZephyr template; a rank_llm template YAML as it is, or twostage's front matter with "
+    "{query}, {num}, {passages}"
+)
+@click.option(
+    "--passes",
+    type=int,
+    default=1,
+    show_default=True,
+    help="listwise: slide the windows N times, each pass over the order the last one left (rank_llm's --num-passes).",
+)
+@click.option(
+    "--context-size",
+    type=int,
+    default=DEFAULT_CONTEXT_SIZE,
+    show_default=True,
+    help="listwise: passages are shortened until each prompt fits these tokens (rank_llm's count: tiktoken "
+    "cl100k_base, or --tokenizer's).",
+)
+@click.option(
+    "--max-passage-words",
+    type=int,
+    default=DEFAULT_MAX_PASSAGE_WORDS,
+    show_default=True,
+    help="listwise: words of each passage before any shortening (rank_llm's --max-passage-words).",
+)
+@click.option(
+    "--variable-passages/--fixed-passages",
+    default=None,
+    help="listwise: the template's example ordering as rank_llm wrote it with variable passages ([2] > [1]) or "
+    "without ([4] > [2]) [default: the template's own].",
+)
+@click.option(
+    "--few-shot",
+    "few_shot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='listwise: rank_llm\'s few-shot examples file (a JSON list of {"conversations": [{"role", "value"}]}), '
+    "their turns sent before each window.",
+)
+@click.option("--few-shot-examples", type=int, default=None, help="listwise: the first N examples of --few-shot [all].")
+@click.option("--system-message", default=None, help="listwise: this system message in place of the template's.")
+@click.option("--alpha", is_flag=True, help="listwise: identifiers A, B, ... (rank_llm's --use-alpha).")
+@click.option(
+    "--first-token",
+    is_flag=True,
+    help="listwise: rank by the first answer token's logprobs (FIRST; rank_llm's --use-logits): from the "
+    "endpoint's top_logprobs, or the local --model's logits.",
+)
+@click.option(
+    "--api",
+    type=click.Choice(["chat", "responses"]),
+    default="chat",
+    show_default=True,
+    help="listwise: the endpoint's API: chat/completions, or the Responses API as rank_llm's OpenAI client uses it.",
+)
+@click.option(
+    "--tokenizer",
+    default=None,
+    metavar="PATH_OR_NAME",
+    help="listwise: the served model's Hugging Face tokenizer: count tokens and send max_tokens as rank_llm's "
+    "vLLM path does [default: tiktoken cl100k_base, as its OpenAI client; no max_tokens sent].",
+)
 @click.option(
     "--shuffles",
     type=click.IntRange(min=0),
@@ -195,6 +261,7 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
     help="Reranked TREC run; settings go to OUT.meta.json.",
 )
 @PROFILE
+@run_format_option
 def rerank(
     candidates,
     run_path,
@@ -218,6 +285,17 @@ def rerank(
     window,
     stride,
     prompt_path,
+    passes,
+    context_size,
+    max_passage_words,
+    variable_passages,
+    few_shot,
+    few_shot_examples,
+    system_message,
+    alpha,
+    first_token,
+    api,
+    tokenizer,
     shuffles,
     seed,
     probe_qrels,
@@ -281,27 +359,45 @@ def rerank(
             require("rerank", "twostage rerank --backend listwise with a local --model (transformers)")
         if index_path:
             require("pyserini", "twostage rerank --index (texts stored in a Lucene index)")
-        listwise = {
-            "endpoint": endpoint,
-            "window": window,
-            "stride": stride,
-            "prompt": prompt_path,
-            "shuffles": shuffles,
-            "seed": seed,
-            "qrels": probe_qrels,
-            "answer_cache": False if no_answer_cache else (answer_cache_dir or True),
-            "concurrency": concurrency,
-            "timeout": timeout,
-            "max_response_bytes": max_response_bytes,
-            "retries": retries,
-            "backoff": backoff,
-            "rate": rate,
-        }
+        listwise = ListwiseOptions(
+            endpoint=endpoint,
+            window=window,
+            stride=stride,
+            prompt=prompt_path,
+            passes=passes,
+            context_size=context_size,
+            max_passage_words=max_passage_words,
+            variable_passages=variable_passages,
+            few_shot=few_shot,
+            few_shot_examples=few_shot_examples,
+            system_message=system_message,
+            alpha=alpha,
+            first_token=first_token,
+            api=api,
+            tokenizer=tokenizer,
+            shuffles=shuffles,
+            seed=seed,
+            qrels=probe_qrels,
+            answer_cache=False if no_answer_cache else (answer_cache_dir or True),
+            requests=RequestPolicy(
+                concurrency=concurrency,
+                timeout=timeout,
+                retries=retries,
+                backoff=backoff,
+                rate=rate,
+                max_response_bytes=max_response_bytes,
+            ),
+        )
         result, source = rerank_job(run_path, **inputs, device=device, backend=LISTWISE, listwise=listwise)
         _report_listwise(result, source, out, tag, model)
         return
     if endpoint:
         raise click.UsageError("--endpoint is for --backend listwise")
+    _no_listwise_options(
+        passes != 1 or context_size != DEFAULT_CONTEXT_SIZE or max_passage_words != DEFAULT_MAX_PASSAGE_WORDS,
+        variable_passages is not None or few_shot or few_shot_examples or system_message is not None,
+        alpha or first_token or api != "chat" or tokenizer,
+    )
     if probe_qrels:
         raise click.UsageError("--qrels is for --backend listwise --shuffles K (the order probe)")
     _require_extras(backend, index_path)
@@ -327,7 +423,7 @@ def rerank(
     with profiling.phase("writing"):
         settings = _write_outputs(result, out, tag, source)
     _report(result, settings, ray["ray_address"], f"{settings['reranker']['kind']} {model}")
-    click.echo(str(out))
+    echo(str(out))
     profiling.report()
 
 
@@ -341,6 +437,15 @@ def _check_listwise(ray_address, kind: str, endpoint) -> None:
         raise click.UsageError("--endpoint is empty")
 
 
+def _no_listwise_options(*given: object) -> None:
+    """The listwise options are a usage error with another backend (they would be ignored)."""
+    if any(given):
+        raise click.UsageError(
+            "--passes, --context-size, --max-passage-words, --variable-passages, --few-shot, --system-message, "
+            "--alpha, --first-token, --api and --tokenizer are for --backend listwise"
+        )
+
+
 def _report_listwise(result, source: dict, out, tag: str, model: str) -> None:
     """--backend listwise: OUT and OUT.meta.json, and what was asked, cached and repaired (the windows were asked
     by ``rerank_job``, answers cached as they arrived)."""
@@ -348,10 +453,15 @@ def _report_listwise(result, source: dict, out, tag: str, model: str) -> None:
     s, c = settings, settings["requests"]
     probe = settings.get("shuffles")
     spread = (probe or {}).get("ndcg_cut_10")
-    click.echo(
+    echo(
         f"reranked {result.queries} queries, top {s['depth']} by {s['windows']} windows of {s['window']} (stride "
-        f"{s['stride']}) with {model}: {c['asked']} requests, {c['from_cache']} answers from the cache, "
-        f"{s['repaired']} answers repaired"
+        f"{s['stride']}{', ' + str(s['passes']) + ' passes' if s.get('passes', 1) > 1 else ''}) with {model}: "
+        f"{c['asked']} requests, {c['from_cache']} answers from the cache, {s['repaired']} answers repaired"
+        + (
+            " (" + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in s["repairs"].items() if n) + ")"
+            if s["repaired"]
+            else ""
+        )
         + (f"; order probe: mean RBO {probe['mean_rbo']:.3f} over {probe['n']} shuffles" if probe else "")
         + (
             f", nDCG@10 {spread['run']:.4f} (shuffled {spread['min']:.4f} to {spread['max']:.4f}, mean range per "
@@ -362,7 +472,7 @@ def _report_listwise(result, source: dict, out, tag: str, model: str) -> None:
         + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
         err=True,
     )
-    click.echo(str(out))
+    echo(str(out))
 
 
 def _profile_imports(device: str) -> None:
@@ -383,9 +493,10 @@ def _report(result, settings: dict, ray_address, what: str) -> None:
     echo_job(ray_address, result.settings["model_work"])
     c = result.settings.get("embedding_cache")
     if c is not None:
-        click.echo(f"twostage: embedding cache {c['folder']}: {c['hits']} texts found, {c['added']} added", err=True)
+        added = f"{c['added']} added" if c.get("writable", True) else f"{c['added']} embedded, not stored"
+        echo(f"twostage: embedding cache {c['folder']}: {c['hits']} texts found, {added}", err=True)
     rate = result.pairs / result.seconds if result.seconds > 0 else float("inf")
-    click.echo(
+    echo(
         f"reranked {result.queries} queries, {result.pairs} candidates in {result.seconds:.1f}s "
         f"({rate:.0f}/s) with {what} on {settings['reranker']['device']}"
         + (f"; {result.missing_texts} without text kept at the bottom" if result.missing_texts else ""),
@@ -421,13 +532,14 @@ def _write_outputs(result, out: str, tag: str, source: dict) -> dict:
     """OUT (the reranked run) and OUT.meta.json, which records OUT's sha256 (a reader checks it: a sidecar left
     beside another run is not that run's); returns the sidecar's settings."""
     from toolkit.data.sidecar import meta_path
-    from toolkit.data.trec_io import sha256_file, write_json, write_run
+    from toolkit.data.trec_io import sha256_file, write_json, write_run, written, written_together
 
-    write_run(result.run, out, tag=tag)
-    run = {"run": {"path": str(out), "sha256": sha256_file(out)}}
-    settings = dict(result.settings) | {"out": str(out)} | run | source
-    write_json(meta_path(out), settings)
+    with written_together():  # both in place, or (a write refused) neither, the previous pair kept
+        write_run(result.run, out, tag=tag)
+        run = {"run": {"path": str(out), "sha256": sha256_file(written(out))}}
+        settings = dict(result.settings) | {"out": str(out)} | run | source
+        write_json(meta_path(out), settings)
     return settings
 
 
-COMMANDS = [rerank]
+COMMANDS = (rerank,)

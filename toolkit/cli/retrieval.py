@@ -13,10 +13,12 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION, writable_file, writable_folder
+from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION, run_format_option, writable_file, writable_folder
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.cli.terminal import echo
 from toolkit.errors import ConfigError
 from toolkit.extras import require_command
+from toolkit.retrieval.fusion import METHODS, NORMALIZATION_NAMES
 
 
 def _command_line(ctx: click.Context) -> str:
@@ -43,9 +45,9 @@ def write_run_with_meta(ctx: click.Context, run, out: str, hits: int, tag: str |
     meta = {"command": _command_line(ctx), "argv": sys.argv} | run.meta
     Run(run.inner, meta).write(out, tag=tag or run.tag or "twostage", depth=hits)
     for note in run.notes:
-        click.echo(f"twostage: {note}", err=True)
+        echo(f"twostage: {note}", err=True)
     described = f"{run.meta['queries']} queries, {len(run)} hits, {run.meta['search_seconds']:.2f}s"
-    click.echo(f"twostage: wrote {out} ({described}) and {out}.meta.json", err=True)
+    echo(f"twostage: wrote {out} ({described}) and {out}.meta.json", err=True)
 
 
 def _check_ray_flags(ray, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries) -> None:
@@ -75,7 +77,7 @@ def doctor(data_dir, no_jvm):
     from toolkit.api.environment import doctor as report
 
     lines, problems = report(data_dir, jvm=not no_jvm)
-    click.echo("\n".join(lines))
+    echo("\n".join(lines))
     if problems:
         raise ConfigError("; ".join(problems))
 
@@ -220,18 +222,16 @@ def index(
         **ray,
     )
     for note in notes:
-        click.echo(f"twostage: {note}", err=True)
+        echo(f"twostage: {note}", err=True)
     if not info.reused:
         echo_job(ray_address, info.meta.get("execution", {}))
     verb = "reused" if info.reused else "built"
-    click.echo(
-        f"twostage: {verb} {info.kind} index {info.path} ({info.documents} documents, {info.seconds:.1f}s)", err=True
-    )
-    click.echo(str(info.path))
+    echo(f"twostage: {verb} {info.kind} index {info.path} ({info.documents} documents, {info.seconds:.1f}s)", err=True)
+    echo(str(info.path))
 
 
 # -------------------------------------------------------------------- bm25
-_RUN_OPTIONS = [
+_RUN_OPTIONS = (
     click.option("--index", "index_path", required=True, type=click.Path(), help="Index folder."),
     click.option(
         "--topics",
@@ -258,7 +258,7 @@ _RUN_OPTIONS = [
         "--max-queries", type=click.IntRange(min=1), default=None, help="Only the first N topics (smoke runs)."
     ),
     DATA_DIR,
-]
+)
 
 
 def run_options(f):
@@ -400,46 +400,115 @@ def dense(
     write_run_with_meta(ctx, run, out, hits, tag)
 
 
+def _fuse_params(given: tuple[str, ...]) -> dict[str, str]:
+    """``--param NAME=VALUE`` values, in order; the values stay text for ``FuseOptions`` to read."""
+    out: dict[str, str] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise click.UsageError(f"--param {item!a}: write NAME=VALUE (for example --param phi=0.8)")
+        if name.strip() in out:
+            raise click.UsageError(f"--param {name.strip()!a} is given twice")
+        out[name.strip()] = value.strip()
+    return out
+
+
 @click.command("fuse")
 @click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN [RUN ...]")
-@click.option("--method", type=click.Choice(["rrf", "interpolation"]), default="rrf", show_default=True)
-@click.option("--k", "rrf_k", type=float, default=60.0, show_default=True, help="RRF constant.")
-@click.option("--alpha", type=float, default=0.5, show_default=True, help="Interpolation: weight of the first run.")
+@click.option(
+    "--method",
+    type=click.Choice(list(METHODS)),
+    default="rrf",
+    show_default=True,
+    help="The fusion method, by the name ranx, Pyserini or trectools gives it (definitions: docs/retrieval.md).",
+)
 @click.option(
     "--normalize",
-    type=click.Choice(["none", "minmax"]),
+    type=click.Choice(list(NORMALIZATION_NAMES)),
     default="none",
     show_default=True,
-    help="Interpolation: per-query score normalisation before mixing.",
+    help="Per-query score normalisation of each run before fusing, as ranx's (minmax: a query whose scores are "
+    "all equal gets 0). A method that reads scores, or a normalisation that rescales them, reads only finite "
+    "scores: a run holding inf or -inf is refused, naming its line.",
+)
+@click.option("--weights", default=None, metavar="W1,W2,...", help="One weight per run (wsum, wmnz, mixed, ...).")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A parameter of the method by the peer's name (k, phi, gamma, sigma, n_segments, w, p, alpha; the "
+    "search's metric, step, min_k, ...); repeatable.",
+)
+@click.option(
+    "--train-qrels",
+    default=None,
+    metavar="QRELS",
+    help="Judgments to learn from (probfuse, segfuse, slidefuse, mapfuse, bayesfuse, posfuse), and to search a "
+    "parameter not given (weights, k, phi, ...) as ranx's optimize_fusion does.",
+)
+@click.option("--rrf.k", "rrf_k", default=None, metavar="K", help="RRF's constant (Pyserini's --rrf.k) [60].")
+@click.option(
+    "--alpha", default=None, metavar="ALPHA", help="Interpolation: weight of the first run (Pyserini's --alpha) [0.5]."
 )
 @click.option(
     "--depth", type=click.IntRange(min=1), default=1000, show_default=True, help="Documents taken from each run."
 )
-@click.option("--hits", type=int, default=1000, show_default=True)
+@click.option(
+    "--k", "pyserini_k", type=click.IntRange(min=1), default=None, help="Documents per query (Pyserini's --k: --hits)."
+)
+@click.option("--hits", type=int, default=None, help="Documents per query in the result.  [default: 1000]")
+@click.option(
+    "--resort/--no-resort",
+    default=True,
+    show_default=True,
+    help="Rank each run by its scores in trec_eval's order (Pyserini's --resort); --no-resort: in the order of "
+    "its lines.",
+)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), callback=writable_file)
 @click.option("--tag", default=None)
+@run_format_option
 @click.pass_context
-def fuse(ctx, runs, method, rrf_k, alpha, normalize, depth, hits, out, tag):
-    """Fuse runs: reciprocal rank fusion or score interpolation.
+def fuse(
+    ctx, runs, method, normalize, weights, params, train_qrels, rrf_k, alpha, depth, pyserini_k, hits, resort, out, tag
+):
+    """Fuse runs: every method of ranx, Pyserini and trectools, by their names.
 
     \b
     Examples:
       twostage fuse --method rrf bm25.trec dense.trec --out fused.trec
       twostage fuse --method interpolation --alpha 0.3 --normalize minmax bm25.trec dense.trec --out mix.trec
+      twostage fuse --method wsum --normalize zmuv --weights 0.2,0.3,0.5 a.trec b.trec c.trec --out w.trec
+      twostage fuse --method probfuse --train-qrels dl19-passage a.trec b.trec --out p.trec
     """
     from toolkit.api.pipeline import fuse as fuse_runs
     from toolkit.cli.options import named_runs
+    from toolkit.retrieval.fusion import FuseOptions
 
-    run = fuse_runs(
-        list(named_runs(runs).values()),
+    if pyserini_k is not None and hits is not None and pyserini_k != hits:
+        raise click.UsageError(f"--k {pyserini_k} and --hits {hits} both say how many documents per query: give one")
+    count = pyserini_k or hits or 1000
+    settings = _fuse_params(params)
+    if alpha is not None:
+        settings["alpha"] = alpha
+    if pyserini_k is not None and method == "rrf" and rrf_k is None and "k" not in settings:
+        echo(
+            f"twostage: --k {pyserini_k} is the number of documents per query, as Pyserini's --k; RRF's constant is "
+            "--rrf.k (60 here)",
+            err=True,
+        )
+    options = FuseOptions(
         method=method,
-        k=rrf_k,
-        alpha=alpha,
         normalize=normalize,
+        weights=weights,
+        params=settings,
+        k=rrf_k,
         depth=depth,
-        hits=hits,
+        hits=count,
+        resort=resort,
     )
-    write_run_with_meta(ctx, run, out, hits, tag)
+    run = fuse_runs(list(named_runs(runs).values()), options=options, train_qrels=train_qrels)
+    write_run_with_meta(ctx, run, out, count, tag)
 
 
-COMMANDS = [doctor, index, bm25, dense, fuse]
+COMMANDS = (doctor, index, bm25, dense, fuse)

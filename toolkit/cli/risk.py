@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from toolkit.cli.options import evaluation_options
+from toolkit.cli.terminal import echo, kind_of
 
 RISK_FORMATS = ("text", "json", "csv")
 
 
 def _alpha(ctx, param, values):
     """--alpha: numbers >= 0 (a usage error otherwise); none given means the library's default."""
-    from toolkit.evaluation.risk import DEFAULT_ALPHA
+    from toolkit.stats.urisk import DEFAULT_ALPHA
 
     for v in values:
         if not v >= 0:
@@ -71,12 +72,11 @@ def risk_command(qrels, measure_texts, baseline, alphas, force, fmt, runs, **opt
       twostage risk --qrels q.txt A B C --alpha 1 --alpha 5 --alpha 10 --format csv
     """
     from toolkit.api.risk import risk
-    from toolkit.cli.options import api_options, pop_settings, settings_from
-    from toolkit.cli.reproduce import _named_runs
+    from toolkit.cli.options import api_options, named_runs, pop_settings, settings_from
 
     if len(runs) < 2:
         raise click.UsageError("give at least two runs: the baseline first, then the runs to compare with it")
-    named = _named_runs(runs)
+    named = named_runs(runs, bare_name=str)
     if baseline is not None and baseline not in named:
         raise click.BadParameter(f"{baseline!r} is not one of the RUNS", param_hint="'--baseline'")
     s = pop_settings(options)
@@ -94,7 +94,7 @@ def risk_command(qrels, measure_texts, baseline, alphas, force, fmt, runs, **opt
         **api_options(s),
     )
     rendered = {"json": result.to_json, "csv": result.to_csv}
-    click.echo(rendered.get(fmt, result.to_text)(), nl=False)
+    echo(rendered.get(fmt, result.to_text)(), nl=False, kind=kind_of(fmt))
 
 
-COMMANDS = [risk_command]
+COMMANDS = (risk_command,)

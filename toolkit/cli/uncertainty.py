@@ -7,6 +7,7 @@ import json
 import click
 
 from toolkit.cli.options import api_options, evaluation_options, named_runs, pop_settings, settings_from
+from toolkit.cli.terminal import echo
 
 
 def _unit(name: str):
@@ -89,12 +90,9 @@ def power_command(qrels, measure, sd, delta, alpha, target, queries, fmt, runs, 
         **api_options(s),
     )
     if fmt == "json":
-        click.echo(json.dumps(result.as_dict(), indent=2))
+        echo(json.dumps(result.as_dict(), indent=2), kind="json")
     else:
-        click.echo(result.to_text(), nl=False)
-
-
-COMMANDS = [power_command]
+        echo(result.to_text(), nl=False)
 
 
 @click.command("pool-test")
@@ -134,9 +132,9 @@ def pool_test_command(qrels, measure, pool_depth, fmt, runs, **options):
         raise click.UsageError("give at least two runs: a run's unique documents are those no other run pooled")
     result = pool_test(qrels, named_runs(runs), measure, pool_depth=pool_depth, **api_options(s))
     if fmt == "json":
-        click.echo(json.dumps(result.as_dict(), indent=2))
+        echo(json.dumps(result.as_dict(), indent=2), kind="json")
     else:
-        click.echo(result.to_text(), nl=False)
+        echo(result.to_text(), nl=False)
 
 
-COMMANDS.append(pool_test_command)
+COMMANDS = (power_command, pool_test_command)

@@ -15,15 +15,21 @@ built once and never confused with data from other inputs.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
 import re
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
+from toolkit.data.checksums import ChecksumMemo
 from toolkit.errors import ChecksumError, ConfigError, InputFormatError
+from toolkit.guard.numbers import NumberRefused, integer
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +57,17 @@ def data_dir(explicit: str | os.PathLike | None = None, required: bool = False) 
 
 def cache_dir() -> Path:
     """Where downloads and derived files go: ``$TWOSTAGE_CACHE`` or ``~/.cache/twostage``."""
-    return Path(os.environ.get("TWOSTAGE_CACHE") or Path.home() / ".cache" / "twostage")
+    from toolkit.guard.store import cache_root
+
+    return cache_root()
+
+
+def derived_errors() -> contextlib.AbstractContextManager[None]:
+    """Within the block, the file system refusing the derived-data cache (``$TWOSTAGE_CACHE/derived``: converted
+    corpora and qrels) is one ``CacheUnusableError`` naming it, as for every cache."""
+    from toolkit.guard.store import cache_errors
+
+    return cache_errors("derived-data cache", cache_dir() / "derived")
 
 
 # --------------------------------------------------------------- catalogue
@@ -87,108 +103,112 @@ _ANSERINI = "https://raw.githubusercontent.com/castorini/anserini/81e3414"
 _TOOLS = "https://raw.githubusercontent.com/castorini/anserini-tools/5b819c1"
 _CRAN = "https://raw.githubusercontent.com/noramtboraas/information-retrieval/4ea1b8e"
 
-CATALOG: dict[str, Collection] = {
-    "cacm": Collection(
-        "cacm",
-        "CACM: 3,204 abstracts (HTML), 64 topics, binary qrels for 52",
-        {
-            "corpus": DataFile(
-                "cacm/cacm.tar.gz",
-                "4e318d8920a384dfe11f81410abdc19d96a0e23e5fb7832c385be75c7cb75bf9",
-                f"{_ANSERINI}/src/main/resources/cacm/cacm.tar.gz",
-                808000,
-            ),
-            "topics": DataFile(
-                "cacm/topics.cacm.txt",
-                "1dc7b94fbf4adeb0c49be44fc6d7802ddc7bc4ad1b869013af10d09b44019799",
-                f"{_TOOLS}/topics/topics.cacm.txt",
-                12445,
-            ),
-            "qrels": DataFile(
-                "cacm/qrels.cacm.txt",
-                "359f77ee6aab89333745a7f25f56370268a493abe1baff76979ad37a4d5428ef",
-                f"{_TOOLS}/qrels/qrels.cacm.txt",
-                14194,
-            ),
-        },
-        corpus="html-tar",
-        pyserini_topics="topics.cacm.txt",
-        pyserini_qrels="qrels.cacm.txt",
-    ),
-    "cranfield": Collection(
-        "cranfield",
-        "Cranfield 1400 (SMART format): 1,400 abstracts, 225 queries, graded qrels (inverted codes)",
-        {
-            "corpus": DataFile(
-                "cranfield/cran.all.1400",
-                "fbb8935a93263ab6c9fadefb507fd7cd5e101e7fbeb31c12e6bff6dd501315e8",
-                f"{_CRAN}/cran.all.1400",
-                1684117,
-            ),
-            "topics": DataFile(
-                "cranfield/cran.qry",
-                "99578ceb88941ef89c14faf7c63c23776a376d8fba319b990f01d0c601d8b03f",
-                f"{_CRAN}/cran.qry",
-                28957,
-            ),
-            "qrels": DataFile(
-                "cranfield/cranqrel",
-                "a90f56082cd44db70bf2c21ebca39a1a34e37c82ccb5ddf1bcc64f18795234c7",
-                f"{_CRAN}/cranqrel",
-                21377,
-            ),
-        },
-        corpus="smart",
-        relevance_map_name="cranfield",
-    ),
-    "dl19-passage": Collection(
-        "dl19-passage",
-        "TREC DL 2019 passage: 43 topics, graded qrels 0-3 (MS MARCO passage corpus not included)",
-        {
-            "topics": DataFile(
-                "msmarco-passage/topics.dl19-passage.txt",
-                "518992da259fb61f64e4790791df91a7b42ea5773f374aed59220ebb51d58d90",
-                f"{_TOOLS}/topics/topics.dl19-passage.txt",
-                1764,
-            ),
-            "qrels": DataFile(
-                "msmarco-passage/qrels.dl19-passage.txt",
-                "8a1f10d550732e4cd91d7fc49846a3784de4040972f583e69285a88f3c5fee92",
-                f"{_TOOLS}/qrels/qrels.dl19-passage.txt",
-                187092,
-            ),
-        },
-        pyserini_topics="topics.dl19-passage.txt",
-        pyserini_qrels="qrels.dl19-passage.txt",
-    ),
-    "dl20-passage": Collection(
-        "dl20-passage",
-        "TREC DL 2020 passage: 200 topics (54 judged), graded qrels 0-3 (corpus not included)",
-        {
-            "topics": DataFile(
-                "msmarco-passage/topics.dl20.txt",
-                "726cb4018b85a335fcbe09004df7f084ec1bf20531961d9af7b0c71dd609e69b",
-                f"{_TOOLS}/topics/topics.dl20.txt",
-                8394,
-            ),
-            "qrels": DataFile(
-                "msmarco-passage/qrels.dl20-passage.txt",
-                "60d4c34561f9687f8f73e0a752ba80ab80159b3e9c1bedd0a351f747ed6f5684",
-                f"{_TOOLS}/qrels/qrels.dl20-passage.txt",
-                218617,
-            ),
-        },
-        pyserini_topics="topics.dl20.txt",
-        pyserini_qrels="qrels.dl20-passage.txt",
-    ),
-}
-_ALIASES = {
-    "dl19": "dl19-passage",
-    "dl20": "dl20-passage",
-    "msmarco-passage-dl19": "dl19-passage",
-    "cran": "cranfield",
-    "cranfield1400": "cranfield",
-}
+CATALOG: Mapping[str, Collection] = MappingProxyType(
+    {
+        "cacm": Collection(
+            "cacm",
+            "CACM: 3,204 abstracts (HTML), 64 topics, binary qrels for 52",
+            {
+                "corpus": DataFile(
+                    "cacm/cacm.tar.gz",
+                    "4e318d8920a384dfe11f81410abdc19d96a0e23e5fb7832c385be75c7cb75bf9",
+                    f"{_ANSERINI}/src/main/resources/cacm/cacm.tar.gz",
+                    808000,
+                ),
+                "topics": DataFile(
+                    "cacm/topics.cacm.txt",
+                    "1dc7b94fbf4adeb0c49be44fc6d7802ddc7bc4ad1b869013af10d09b44019799",
+                    f"{_TOOLS}/topics/topics.cacm.txt",
+                    12445,
+                ),
+                "qrels": DataFile(
+                    "cacm/qrels.cacm.txt",
+                    "359f77ee6aab89333745a7f25f56370268a493abe1baff76979ad37a4d5428ef",
+                    f"{_TOOLS}/qrels/qrels.cacm.txt",
+                    14194,
+                ),
+            },
+            corpus="html-tar",
+            pyserini_topics="topics.cacm.txt",
+            pyserini_qrels="qrels.cacm.txt",
+        ),
+        "cranfield": Collection(
+            "cranfield",
+            "Cranfield 1400 (SMART format): 1,400 abstracts, 225 queries, graded qrels (inverted codes)",
+            {
+                "corpus": DataFile(
+                    "cranfield/cran.all.1400",
+                    "fbb8935a93263ab6c9fadefb507fd7cd5e101e7fbeb31c12e6bff6dd501315e8",
+                    f"{_CRAN}/cran.all.1400",
+                    1684117,
+                ),
+                "topics": DataFile(
+                    "cranfield/cran.qry",
+                    "99578ceb88941ef89c14faf7c63c23776a376d8fba319b990f01d0c601d8b03f",
+                    f"{_CRAN}/cran.qry",
+                    28957,
+                ),
+                "qrels": DataFile(
+                    "cranfield/cranqrel",
+                    "a90f56082cd44db70bf2c21ebca39a1a34e37c82ccb5ddf1bcc64f18795234c7",
+                    f"{_CRAN}/cranqrel",
+                    21377,
+                ),
+            },
+            corpus="smart",
+            relevance_map_name="cranfield",
+        ),
+        "dl19-passage": Collection(
+            "dl19-passage",
+            "TREC DL 2019 passage: 43 topics, graded qrels 0-3 (MS MARCO passage corpus not included)",
+            {
+                "topics": DataFile(
+                    "msmarco-passage/topics.dl19-passage.txt",
+                    "518992da259fb61f64e4790791df91a7b42ea5773f374aed59220ebb51d58d90",
+                    f"{_TOOLS}/topics/topics.dl19-passage.txt",
+                    1764,
+                ),
+                "qrels": DataFile(
+                    "msmarco-passage/qrels.dl19-passage.txt",
+                    "8a1f10d550732e4cd91d7fc49846a3784de4040972f583e69285a88f3c5fee92",
+                    f"{_TOOLS}/qrels/qrels.dl19-passage.txt",
+                    187092,
+                ),
+            },
+            pyserini_topics="topics.dl19-passage.txt",
+            pyserini_qrels="qrels.dl19-passage.txt",
+        ),
+        "dl20-passage": Collection(
+            "dl20-passage",
+            "TREC DL 2020 passage: 200 topics (54 judged), graded qrels 0-3 (corpus not included)",
+            {
+                "topics": DataFile(
+                    "msmarco-passage/topics.dl20.txt",
+                    "726cb4018b85a335fcbe09004df7f084ec1bf20531961d9af7b0c71dd609e69b",
+                    f"{_TOOLS}/topics/topics.dl20.txt",
+                    8394,
+                ),
+                "qrels": DataFile(
+                    "msmarco-passage/qrels.dl20-passage.txt",
+                    "60d4c34561f9687f8f73e0a752ba80ab80159b3e9c1bedd0a351f747ed6f5684",
+                    f"{_TOOLS}/qrels/qrels.dl20-passage.txt",
+                    218617,
+                ),
+            },
+            pyserini_topics="topics.dl20.txt",
+            pyserini_qrels="qrels.dl20-passage.txt",
+        ),
+    }
+)
+_ALIASES = MappingProxyType(
+    {
+        "dl19": "dl19-passage",
+        "dl20": "dl20-passage",
+        "msmarco-passage-dl19": "dl19-passage",
+        "cran": "cranfield",
+        "cranfield1400": "cranfield",
+    }
+)
 
 
 def collection_names() -> list[str]:
@@ -207,7 +227,8 @@ def is_collection_name(name: str) -> bool:
 
 
 # ------------------------------------------------------------ file access
-_VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
+#: Declared: the catalogue files whose checksum held, under (path, size, mtime_ns), per process.
+_VERIFIED = ChecksumMemo()
 
 
 def verify_checksum(path: Path, expected: str) -> None:
@@ -222,19 +243,24 @@ def verify_checksum(path: Path, expected: str) -> None:
             f"{path}: sha256 {actual[:16]}... differs from the catalogue's {expected[:16]}...; "
             "the file is corrupt or a different version; replace it with the published one"
         )
-    _VERIFIED[key] = actual
+    _VERIFIED.put(key, actual)
+
+
+#: Seconds a collection file's whole download may take, retries included: the declared files are under 1 MB, and
+#: a server or proxy that trickles is cut here rather than kept waiting on.
+DOWNLOAD_TIMEOUT = 60.0
 
 
 def _download(df: DataFile, dest: Path) -> None:
-    import urllib.request
-
+    """``df`` from its declared URL into ``dest``, through the one client (``toolkit.guard.client.download``): a
+    streamed GET of exactly the declared size and sha256 within ``DOWNLOAD_TIMEOUT``; ``dest`` appears only
+    whole and checked."""
     from toolkit.data.trec_io import atomic_write
+    from toolkit.guard.client import download
 
     log.info("downloading %s -> %s", df.url, dest)
-    with urllib.request.urlopen(df.url, timeout=30) as resp:
-        data = resp.read()
     with atomic_write(dest, "wb") as fh:
-        fh.write(data)
+        download(df.url, fh, size=df.size, sha256=df.sha256, timeout=DOWNLOAD_TIMEOUT)
 
 
 def collection_file(name: str, role: str, data: str | os.PathLike | None = None, download: bool = False) -> Path:
@@ -262,9 +288,13 @@ def collection_file(name: str, role: str, data: str | os.PathLike | None = None,
             f"(source: {df.url}, sha256 {df.sha256[:16]}...) or set TWOSTAGE_DATA / --data-dir"
         )
     dest = places[-1]
+    from toolkit.guard.client import RequestFailed
+    from toolkit.guard.store import cache_errors
+
     try:
-        _download(df, dest)
-    except OSError as exc:
+        with cache_errors("download cache", cache_dir() / "data"):  # a folder that takes no file: not the network
+            _download(df, dest)
+    except (OSError, RequestFailed) as exc:
         raise ConfigError(
             f"{coll.name}: {df.path} is not in the data folder and could not be downloaded from {df.url} "
             f"({exc}); with no network, copy the file to {places[0] if folder else dest}"
@@ -287,18 +317,25 @@ def cacm_html_folder(data: str | os.PathLike | None = None, download: bool = Fal
         return out
     import shutil
 
+    from toolkit.guard.writer import as_given
+
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    with tarfile.open(tar, "r:gz") as tf:
-        tf.extractall(tmp, filter="data")
-    if out.exists():
-        shutil.rmtree(out, ignore_errors=True)
     try:
-        tmp.rename(out)
-    except OSError:  # another process finished first
+        tmp.mkdir(parents=True)
+        with tarfile.open(tar, "r:gz") as tf:
+            tf.extractall(tmp, filter="data")
+        if out.exists():
+            shutil.rmtree(out, ignore_errors=True)
+        try:
+            tmp.rename(out)
+        except OSError:  # another process finished first
+            shutil.rmtree(tmp, ignore_errors=True)
+        done.write_text("ok\n")
+    except OSError as exc:  # the cache cannot take it (full, read-only, HOME=/proc/1): named, not its temporary
         shutil.rmtree(tmp, ignore_errors=True)
-    done.write_text("ok\n")
+        with derived_errors():
+            raise as_given(exc, str(out), tmp) from exc
     return out
 
 
@@ -358,21 +395,32 @@ def convert_cranfield(data: str | os.PathLike | None = None, download: bool = Fa
     files = CranfieldFiles(out / "corpus", out / "topics.tsv", out / "qrels.txt")
     notes_path = out / "notes.json"
     if notes_path.exists():
-        return CranfieldFiles(files.corpus_dir, files.topics, files.qrels, tuple(json.loads(notes_path.read_text())))
+        with derived_errors():
+            notes = json.loads(notes_path.read_text())
+        return CranfieldFiles(files.corpus_dir, files.topics, files.qrels, tuple(notes))
+    with derived_errors():
+        return _write_cranfield(src, out, files, notes_path)
 
+
+def _write_cranfield(src: dict[str, Path], out: Path, files: CranfieldFiles, notes_path: Path) -> CranfieldFiles:
     from toolkit.data.trec_io import atomic_write
+    from toolkit.guard.readers import read_input  # the inputs door: regular files, no NUL byte
 
-    docs = _smart_records(src["corpus"].read_text(encoding="utf-8", errors="replace"), str(src["corpus"]))
-    queries = _smart_records(src["topics"].read_text(encoding="utf-8", errors="replace"), str(src["topics"]))
+    docs = _smart_records(read_input(src["corpus"]).decode("utf-8", "replace"), str(src["corpus"]))
+    queries = _smart_records(read_input(src["topics"]).decode("utf-8", "replace"), str(src["topics"]))
     qrels_lines = []
     codes: dict[int, int] = {}
-    for number, line in enumerate(src["qrels"].read_text().replace("\r\n", "\n").split("\n"), start=1):
+    qrels_text = read_input(src["qrels"]).decode("utf-8", "replace").replace("\r\n", "\n")
+    for number, line in enumerate(qrels_text.split("\n"), start=1):
         parts = line.split()
         if not parts:
             continue
-        if len(parts) != 3 or not all(re.fullmatch(r"-?\d+", p) for p in parts):
+        if len(parts) != 3 or not all(re.fullmatch(r"-?[0-9]+", p) for p in parts):
             raise InputFormatError(str(src["qrels"]), number, "expected 'query doc code' (three integers)")
-        q, d, c = (int(p) for p in parts)
+        try:  # the numbers door: ASCII digits, at most 18 of them
+            q, d, c = (integer(p, what="field") for p in parts)
+        except NumberRefused as exc:
+            raise InputFormatError(str(src["qrels"]), number, str(exc)) from None
         if not 1 <= q <= len(queries):
             raise InputFormatError(str(src["qrels"]), number, f"query {q} outside 1..{len(queries)}")
         codes[c] = codes.get(c, 0) + 1
@@ -416,14 +464,25 @@ class QrelsSource:
     relevance_map_name: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def read(self, dedupe: str = "error", relevance_map: dict[int, int] | None = None, relevance_map_name: str = ""):
-        """The parsed qrels, with this source's relevance map unless another one is given."""
+    def read(
+        self,
+        dedupe: str = "error",
+        relevance_map: dict[int, int] | None = None,
+        relevance_map_name: str = "",
+        subtopics: bool = False,
+    ):
+        """The parsed qrels, with this source's relevance map unless another one is given; ``subtopics``: read
+        as diversity qrels (``qid subtopic docid rel``, ``-R qrels_div``)."""
         from toolkit.data.trec_io import read_qrels
 
         if not relevance_map:
             relevance_map, relevance_map_name = self.relevance_map, self.relevance_map_name
         return read_qrels(
-            self.path, dedupe=dedupe, relevance_map=relevance_map or None, relevance_map_name=relevance_map_name
+            self.path,
+            dedupe=dedupe,
+            relevance_map=relevance_map or None,
+            relevance_map_name=relevance_map_name,
+            subtopics=subtopics,
         )
 
 
@@ -456,8 +515,12 @@ def seed_pyserini_cache(data: str | os.PathLike | None = None) -> list[Path]:
                 continue
             target.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-            shutil.copyfile(src, tmp)
-            os.replace(tmp, dest)
+            try:
+                shutil.copyfile(src, tmp)
+                os.replace(tmp, dest)
+            except OSError:
+                tmp.unlink(missing_ok=True)  # a full disk leaves no half copy behind
+                raise
             seeded.append(dest)
     return seeded
 
@@ -507,32 +570,32 @@ def _seed_quietly(data: str | os.PathLike | None) -> None:
         log.debug("could not seed Pyserini's cache: %s", exc)
 
 
-_PYSERINI_NAMES: dict[str, frozenset[str]] = {}
-
-
 def pyserini_names(kind: str) -> frozenset[str]:
     """Pyserini's topics or qrels names (``topics_mapping`` / ``qrels_mapping``), read from
     its source with ``ast`` so that an unknown name is rejected without starting the JVM."""
-    if not _PYSERINI_NAMES:
-        import ast
-        import importlib.util
+    return _pyserini_names().get(kind, frozenset())
 
-        spec = importlib.util.find_spec("pyserini")
-        names: dict[str, set[str]] = {"topics": set(), "qrels": set()}
-        if spec and spec.submodule_search_locations:
-            src = Path(next(iter(spec.submodule_search_locations))) / "search" / "_base.py"
-            try:
-                tree = ast.parse(src.read_text(encoding="utf-8"))
-            except (OSError, SyntaxError):
-                tree = None
-            for node in ast.walk(tree) if tree else ():
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
-                    for target in node.targets:
-                        if isinstance(target, ast.Name) and target.id in ("topics_mapping", "qrels_mapping"):
-                            keys = {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
-                            names[target.id.split("_")[0]] |= keys
-        _PYSERINI_NAMES.update({k: frozenset(v) for k, v in names.items()})
-    return _PYSERINI_NAMES.get(kind, frozenset())
+
+@functools.cache  # the installed Pyserini's source: read once per process
+def _pyserini_names() -> Mapping[str, frozenset[str]]:
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyserini")
+    names: dict[str, set[str]] = {"topics": set(), "qrels": set()}
+    if spec and spec.submodule_search_locations:
+        src = Path(next(iter(spec.submodule_search_locations))) / "search" / "_base.py"
+        try:
+            tree = ast.parse(src.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError):
+            tree = None
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id in ("topics_mapping", "qrels_mapping"):
+                        keys = {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+                        names[target.id.split("_")[0]] |= keys
+    return MappingProxyType({k: frozenset(v) for k, v in names.items()})
 
 
 def _pyserini_qrels(name: str) -> Path | None:
@@ -598,13 +661,15 @@ def resolve_topics(spec: str, data: str | os.PathLike | None = None):
 
 # ------------------------------------------------------- relevance maps
 #: Relevance maps applied at load time, by name: (map, source).
-RELEVANCE_MAP_PRESETS: dict[str, tuple[dict[int, int], str]] = {
-    "cranfield": (
-        {1: 4, 2: 3, 3: 2, 4: 1, -1: 0},
-        "Cleverdon's Cranfield codes (cranqrel.readme): 1 = complete answer, 2 = high relevance, "
-        "3 = useful background, 4 = minimum interest; inverted so that larger means more relevant; -1 -> 0",
-    ),
-}
+RELEVANCE_MAP_PRESETS: Mapping[str, tuple[dict[int, int], str]] = MappingProxyType(
+    {
+        "cranfield": (
+            {1: 4, 2: 3, 3: 2, 4: 1, -1: 0},
+            "Cleverdon's Cranfield codes (cranqrel.readme): 1 = complete answer, 2 = high relevance, "
+            "3 = useful background, 4 = minimum interest; inverted so that larger means more relevant; -1 -> 0",
+        ),
+    }
+)
 
 
 def relevance_map(spec: str) -> tuple[dict[int, int], str]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.errors import ConfigError, InputFormatError
-from toolkit.guard.readers import check_id, check_text, iter_json_lines, jsonl_lines
+from toolkit.guard.readers import check_id, check_text, iter_json_lines, jsonl_lines, read_input
 
 _ID_KEYS = ("id", "_id", "docid", "doc_id")
 _OTHER_TEXT_KEYS = ("content", "body", "passage")
@@ -101,10 +101,13 @@ def normalise_jsonl(name: str, paths: list[Path]) -> Path:
     target = out / "docs.jsonl"
     if target.exists():
         return out
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(target) as fh:
-        for doc_id, text in iter_jsonl_docs(paths):
-            fh.write(json.dumps({"id": doc_id, "contents": text}, ensure_ascii=False) + "\n")
+    from toolkit.data.catalog import derived_errors
+
+    with derived_errors():  # the cache folder refused: one error naming it (an input's own error passes as it is)
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_write(target) as fh:
+            for doc_id, text in iter_jsonl_docs(paths):
+                fh.write(json.dumps({"id": doc_id, "contents": text}, ensure_ascii=False) + "\n")
     return out
 
 
@@ -115,7 +118,8 @@ def beir_qrels_to_trec(tsv: Path) -> Path:
     out = _cache_folder("beir-qrels", _inputs_key([tsv])) / "qrels.txt"
     if out.exists():
         return out
-    from toolkit.guard.readers import parse_label, read_input
+    from toolkit.guard.numbers import is_integer
+    from toolkit.guard.readers import parse_label
 
     lines = []
     try:
@@ -124,14 +128,20 @@ def beir_qrels_to_trec(tsv: Path) -> Path:
         raise InputFormatError(str(tsv), None, "not valid UTF-8") from None
     for number, line in enumerate(text.split("\n"), start=1):  # "\n" only: U+2028 is no line end in a TREC file
         parts = line.rstrip("\r").split("\t")
-        if not line.strip() or (number == 1 and not parts[-1].strip().lstrip("-").isdigit()):
-            continue  # blank line or header
+        if not line.strip() or (number == 1 and not is_integer(parts[-1].strip())):
+            continue  # blank line or header (its last field is no label the numbers door reads)
         if len(parts) != 3:
             raise InputFormatError(str(tsv), number, "expected query-id<TAB>corpus-id<TAB>score")
-        qid = check_id(parts[0].strip(), "query", str(tsv), number)
-        doc = check_id(parts[1].strip(), "document", str(tsv), number)
+        # only the layout blanks around an id go (a no-break space at its end is part of it, and refused);
+        # columns: where each id stands in the line (1-based)
+        at_q = len(parts[0]) - len(parts[0].lstrip(" ")) + 1
+        at_d = len(parts[0]) + 1 + len(parts[1]) - len(parts[1].lstrip(" ")) + 1
+        qid = check_id(parts[0].strip(" "), "query", str(tsv), number, column=at_q)
+        doc = check_id(parts[1].strip(" "), "document", str(tsv), number, column=at_d)
         lines.append(f"{qid} 0 {doc} {parse_label(parts[2].strip(), str(tsv), number)}\n")
-    with atomic_write(out) as fh:
+    from toolkit.data.catalog import derived_errors
+
+    with derived_errors(), atomic_write(out) as fh:
         fh.writelines(lines)
     return out
 
@@ -209,7 +219,7 @@ def iter_corpus_texts(corpus: Corpus, limit: int | None = None) -> Iterator[tupl
     if corpus.format == "html":
         for p in sorted(corpus.input_dir.iterdir()):
             if p.is_file() and p.suffix.lower() in (".html", ".htm"):
-                yield p.stem, html_text(p.read_text(encoding="utf-8", errors="replace"))
+                yield p.stem, html_text(read_input(p).decode("utf-8", "replace"))
                 count += 1
                 if limit is not None and count >= limit:
                     return
@@ -231,7 +241,5 @@ def count_docs(corpus: Corpus) -> int | None:
     if corpus.format == "html":
         return sum(1 for p in corpus.input_dir.iterdir() if p.suffix.lower() in (".html", ".htm"))
     if corpus.format == "jsonl":
-        return sum(
-            sum(1 for line in open(p, encoding="utf-8") if line.strip()) for p in corpus.input_dir.glob("*.jsonl")
-        )
+        return sum(sum(1 for line in jsonl_lines(p) if line.strip()) for p in corpus.input_dir.glob("*.jsonl"))
     return None

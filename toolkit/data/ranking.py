@@ -12,12 +12,8 @@ document id; under ``float64`` they keep their order.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
-import weakref
-from collections.abc import Callable, Collection, Iterator
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -26,6 +22,7 @@ import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_of, block_starts, take
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
+from toolkit.data.workspace import NO_WORKSPACE, Workspace
 
 ScorePrecision = Literal["float32", "float64"]
 SCORE_PRECISIONS: tuple[str, ...] = ("float32", "float64")
@@ -60,7 +57,10 @@ def trec_order(
 
     ``ties="docid_asc"`` breaks score ties by document id ascending instead:
     the order trec_eval's preference measures use (``form_prefs_counts.c``
-    has its own ``comp_sim_docno`` with the comparison the other way round).
+    has its own ``comp_sim_docno`` with the comparison the other way round),
+    and ir_measures' msmarco, judged, compat and pyndeval providers.
+    ``ties="input"`` keeps tied rows in their given order: a stable sort by
+    score, as ir_measures' cwl_eval and accuracy providers sort a run.
 
     ``query_key`` may be the query ids themselves or integer codes that sort like
     them (the evaluator passes indices into the sorted qrels query ids).
@@ -73,8 +73,8 @@ def trec_order(
     """
     if score_precision not in SCORE_PRECISIONS:
         raise ValueError(f"score precision must be one of {SCORE_PRECISIONS}, not {score_precision!r}")
-    if ties not in ("docid_desc", "docid_asc"):
-        raise ValueError(f"ties must be docid_desc or docid_asc, not {ties!r}")
+    if ties not in ("docid_desc", "docid_asc", "input"):
+        raise ValueError(f"ties must be docid_desc, docid_asc or input, not {ties!r}")
     scores = np.asarray(scores)
     codes = _query_codes(query_key)
     if len(codes) and (codes.min() < 0 or codes.max() >= 2**32):
@@ -104,98 +104,15 @@ def trec_order(
     if score_precision == "float64":
         table["s"] = scores[rows].astype(np.float64) + 0.0
         sort_keys.append(("s", "descending"))
-    docs = doc_ids if isinstance(doc_ids, (pa.Array, pa.ChunkedArray)) else pa.array(doc_ids, type=pa.string())
-    table["d"] = take(docs, rows)
-    sort_keys.append(("d", "descending" if ties == "docid_desc" else "ascending"))
+    if ties == "input":
+        table["r"] = rows
+        sort_keys.append(("r", "ascending"))
+    else:
+        docs = doc_ids if isinstance(doc_ids, (pa.Array, pa.ChunkedArray)) else pa.array(doc_ids, type=pa.string())
+        table["d"] = take(docs, rows)
+        sort_keys.append(("d", "descending" if ties == "docid_desc" else "ascending"))
     order[pos] = rows[pc.sort_indices(pa.table(table), sort_keys=sort_keys).to_numpy()]
     return order
-
-
-_T = TypeVar("_T")
-_SCOPES = threading.local()
-
-
-@contextlib.contextmanager
-def shared_sorts() -> Iterator[None]:
-    """Inside, each run frame is put in trec_eval order once (``ranked_positions``, ``order_run``) and other
-    work on the same frames is done once (``shared``), however many steps ask: what a diagnosis, which reads
-    every run at several depths and in several pairs, shares. The results are those of computing each time."""
-    stack = _SCOPES.__dict__.setdefault("stack", [])
-    stack.append(stack[-1] if stack else {})  # a nested scope shares its caller's
-    try:
-        yield
-    finally:
-        stack.pop()
-
-
-def shared(name: str, frames: tuple[Any, ...], args: tuple, compute: Callable[[], _T]) -> _T:
-    """``compute()``, once per (``name``, the objects ``frames``, ``args``) inside ``shared_sorts`` (every time
-    outside it). A DataFrame result is handed out as a shallow copy (copy-on-write), so a caller that adds a
-    column changes only its own; numpy results are read-only."""
-    stack = getattr(_SCOPES, "stack", None)
-    if not stack:
-        return compute()
-    cache = stack[-1]
-    key = (name, tuple(id(f) for f in frames), args)
-    if key not in cache:
-        value = compute()
-        for v in value if isinstance(value, tuple) else (value,):
-            if isinstance(v, np.ndarray):
-                v.flags.writeable = False
-        cache[key] = (frames, value)  # the frames are held: their ids stay theirs while the scope lasts
-    value = cache[key][1]
-    return value.copy(deep=False) if isinstance(value, pd.DataFrame) else value  # type: ignore[return-value]
-
-
-def keep_shared(names: Collection[str]) -> None:
-    """Inside ``shared_sorts``: let go of every result ``shared`` keeps except those named in ``names`` (what the
-    caller's later steps still read), so that their memory is freed; a step that asks for one let go computes it
-    again. Nothing outside a scope."""
-    stack = getattr(_SCOPES, "stack", None)
-    if not stack:
-        return
-    cache = stack[-1]
-    for key in [k for k in cache if k[0] not in names]:
-        del cache[key]
-
-
-def sharing() -> bool:
-    """Whether ``shared`` keeps what it computes (inside ``shared_sorts``)."""
-    return bool(getattr(_SCOPES, "stack", None))
-
-
-def is_shared(name: str, frames: tuple[Any, ...], args: tuple) -> bool:
-    """Whether ``shared(name, frames, args, ...)`` was computed already in this ``shared_sorts`` scope."""
-    stack = getattr(_SCOPES, "stack", None)
-    return bool(stack) and (name, tuple(id(f) for f in frames), args) in stack[-1]
-
-
-#: Frames known to be in trec_eval order, by ``id``: (a weak reference to the frame, the score precisions).
-#: ``in_trec_order`` and ``order_run`` mark what they make; a frame is never changed in place (runs are
-#: records), so a marked frame is put in order again, and ranked, without a sort.
-_IN_ORDER: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
-
-
-def _mark_in_order(frame: pd.DataFrame, score_precision: str) -> None:
-    """Note that ``frame``'s rows are in trec_eval order at ``score_precision`` (for as long as it lives)."""
-    key = id(frame)
-    held = _IN_ORDER.get(key)
-    if held is not None and held[0]() is frame:
-        _IN_ORDER[key] = (held[0], held[1] | {score_precision})
-        return
-
-    def forget(ref: weakref.ref, key: int = key) -> None:
-        if _IN_ORDER.get(key, (None,))[0] is ref:
-            del _IN_ORDER[key]
-
-    _IN_ORDER[key] = (weakref.ref(frame, forget), frozenset((score_precision,)))
-
-
-def known_in_trec_order(frame: pd.DataFrame, score_precision: str) -> bool:
-    """Whether ``frame`` was put in trec_eval order at ``score_precision`` by this module (``in_trec_order``,
-    ``order_run``): then its order is the identity and its ranks follow from where the query id changes."""
-    held = _IN_ORDER.get(id(frame))
-    return held is not None and held[0]() is frame and score_precision in held[1]
 
 
 def _ranks_in_order(frame: pd.DataFrame) -> np.ndarray:
@@ -209,13 +126,18 @@ def _ranks_in_order(frame: pd.DataFrame) -> np.ndarray:
     return np.arange(n, dtype=dtype) - np.repeat(first.astype(dtype), np.diff(np.append(first, n))) + 1
 
 
-def ranked_positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
-    """(row positions of ``frame`` in trec_eval order, 1-based rank of each within its query)."""
-    return shared("ranked_positions", (frame,), (score_precision,), lambda: _positions(frame, score_precision))
+def ranked_positions(
+    frame: pd.DataFrame, score_precision: ScorePrecision, *, work: Workspace = NO_WORKSPACE
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row positions of ``frame`` in trec_eval order, 1-based rank of each within its query); once per frame
+    in ``work``."""
+    return work.once("ranked_positions", (frame,), (score_precision,), lambda: _positions(frame, score_precision, work))
 
 
-def _positions(frame: pd.DataFrame, score_precision: ScorePrecision) -> tuple[np.ndarray, np.ndarray]:
-    if known_in_trec_order(frame, score_precision):
+def _positions(
+    frame: pd.DataFrame, score_precision: ScorePrecision, work: Workspace = NO_WORKSPACE
+) -> tuple[np.ndarray, np.ndarray]:
+    if work.is_ordered(frame, score_precision):
         return np.arange(len(frame), dtype=np.int64), _ranks_in_order(frame)
     codes = _query_codes(arrow_of(frame[QUERY_ID]))
     order = trec_order(codes, frame[SCORE].to_numpy(), arrow_of(frame[DOC_ID]), score_precision)
@@ -231,17 +153,20 @@ def _is_identity(order: np.ndarray) -> bool:
     return True
 
 
-def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
-    """A copy of ``frame`` in trec_eval order with a 1-based ``rank`` column per query.
+def order_run(
+    frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION, *, work: Workspace = NO_WORKSPACE
+) -> pd.DataFrame:
+    """A copy of ``frame`` in trec_eval order with a 1-based ``rank`` column per query (once per frame in
+    ``work``, where the result is marked as ordered).
 
-    A frame already in that order (``in_trec_order``) is not copied: the result shares its columns. The row
-    positions are not kept beside the result (``ranked_positions`` keeps them for the callers that ask)."""
+    A frame already in that order (``in_trec_order`` in ``work``) is not copied: the result shares its columns.
+    The row positions are not kept beside the result (``ranked_positions`` keeps them for the callers that ask)."""
 
     def compute() -> pd.DataFrame:
-        if known_in_trec_order(frame, score_precision):  # no sort: the ranks follow from the query ids
+        if work.is_ordered(frame, score_precision):  # no sort: the ranks follow from the query ids
             order, rank = None, _ranks_in_order(frame)
         else:
-            order, rank = _positions(frame, score_precision)
+            order, rank = _positions(frame, score_precision, work)
         if order is None or _is_identity(order):
             del order
             ordered = frame.copy(deep=False)
@@ -253,27 +178,30 @@ def order_run(frame: pd.DataFrame, score_precision: ScorePrecision = DEFAULT_SCO
         ordered["rank"] = rank
         return ordered
 
-    ordered = shared("order_run", (frame,), (score_precision,), compute)
-    _mark_in_order(ordered, score_precision)
+    ordered = work.once("order_run", (frame,), (score_precision,), compute)
+    work.mark_ordered(ordered, score_precision)
     return ordered
 
 
-def in_trec_order(run: Run, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> Run:
+def in_trec_order(
+    run: Run, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION, *, work: Workspace = NO_WORKSPACE
+) -> Run:
     """``run`` with its lines in trec_eval order at ``score_precision`` (``run`` itself when they already are).
 
     Every figure of trec_eval's ordering is the same for either (it orders the lines itself and ignores the
     file's order); a caller that holds the run for many sorts (a diagnosis) keeps this one copy instead of
     the file's order beside a sorted copy, and the sorts of it find it in order: the frame is marked as
-    ordered (``known_in_trec_order``), so ``order_run`` and the evaluator rank it without sorting it again."""
-    if known_in_trec_order(run.frame, score_precision):
+    ordered in ``work`` (``Workspace.is_ordered``), so ``order_run`` and the evaluator rank it there without
+    sorting it again."""
+    if work.is_ordered(run.frame, score_precision):
         return run
-    order, _ = _positions(run.frame, score_precision)
+    order, _ = _positions(run.frame, score_precision, work)
     if _is_identity(order):
-        _mark_in_order(run.frame, score_precision)
+        work.mark_ordered(run.frame, score_precision)
         return run
     frame = run.frame.take(order).reset_index(drop=True)
     del order
-    _mark_in_order(frame, score_precision)
+    work.mark_ordered(frame, score_precision)
     return dataclasses.replace(run, frame=frame)
 
 
@@ -296,9 +224,15 @@ def within_group_rank(sorted_keys: np.ndarray) -> np.ndarray:
     return np.arange(n, dtype=dtype) - np.repeat(starts.astype(dtype), lengths) + 1
 
 
-def top_k(frame: pd.DataFrame, k: int, score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
+def top_k(
+    frame: pd.DataFrame,
+    k: int,
+    score_precision: ScorePrecision = DEFAULT_SCORE_PRECISION,
+    *,
+    work: Workspace = NO_WORKSPACE,
+) -> pd.DataFrame:
     """The first ``k`` documents of every query in trec_eval order."""
-    ordered = order_run(frame, score_precision)
+    ordered = order_run(frame, score_precision, work=work)
     keep = ordered["rank"].to_numpy() <= k
     if keep.all():  # every list is at most k long: the ordered frame itself, not a filtered copy of it
         return ordered

@@ -8,6 +8,7 @@ files again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 import pandas as pd
@@ -16,13 +17,37 @@ QUERY_ID = "query_id"
 DOC_ID = "doc_id"
 SCORE = "score"
 RELEVANCE = "relevance"
+#: The subtopic column of diversity qrels (``qid subtopic docid rel``, ``-R qrels_div``): the second column.
+SUBTOPIC = "subtopic"
+#: the column of ``QrelsOrigin.labels`` saying whose label it is: ``human`` or ``judge``
+ORIGIN = "origin"
 
 RUN_COLUMNS = (QUERY_ID, DOC_ID, SCORE)
+
+#: The run file formats the reader takes (``toolkit.data.trec_io.read_run``), each as a provenance states it.
+RUN_FORMATS = MappingProxyType(
+    {
+        "trec": "TREC (query_id Q0 doc_id rank score tag)",
+        "msmarco": (
+            "MS MARCO (query_id<TAB>doc_id<TAB>rank): score = 1/rank and tag 'anserini', as Pyserini 1.6's "
+            "convert_msmarco_run_to_trec_run writes it, so trec_eval's order is the rank order"
+        ),
+    }
+)
 QRELS_COLUMNS = (QUERY_ID, DOC_ID, RELEVANCE)
 
 # ---------------------------------------------------------------------- ids
 # The id rules live in the inputs door (``toolkit.guard.readers``); these names stay importable from here.
-from toolkit.guard.readers import BAD_ID_CHAR, BAD_ID_RE2, check_id, id_error, id_problem  # noqa: E402, F401
+from toolkit.guard.readers import check_id, id_error, id_problem  # noqa: E402, F401
+
+
+def __getattr__(name: str) -> object:
+    # BAD_ID_CHAR and BAD_ID_RE2 are compiled by the inputs door on first use, not when this module is imported
+    if name in ("BAD_ID_CHAR", "BAD_ID_RE2"):
+        from toolkit.guard import readers
+
+        return getattr(readers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -32,7 +57,9 @@ class Run:
     ``frame`` has columns query_id (str), doc_id (str), score (float64) in file
     order; the rank column of the file is deliberately not kept (trec_eval
     ignores it). ``duplicates_dropped`` counts lines removed by an explicit
-    ``--dedupe first``; it is 0 otherwise.
+    ``--dedupe first``; it is 0 otherwise. ``run_format`` is the format of the
+    file it was read from: ``trec``, or ``msmarco`` (``qid<TAB>pid<TAB>rank``,
+    its scores made from the ranks: ``RUN_FORMATS``).
     """
 
     frame: pd.DataFrame
@@ -43,10 +70,20 @@ class Run:
     last_tag: str = ""  # the last line's tag: trec_eval's runid
     comment_lines: int = 0  # '#' lines skipped (trec_eval 10 accepts them)
     trailing_text_lines: int = 0  # lines with text after the tag, ignored as trec_eval ignores it
+    run_format: str = "trec"
 
     @property
     def runid(self) -> str:
         return self.last_tag or self.tag
+
+    def identity(self) -> dict[str, str]:
+        """What a provenance records of the run it read: path, sha256, tag, and ``format_fields``."""
+        return {"path": self.path, "sha256": self.sha256, "tag": self.tag} | self.format_fields()
+
+    def format_fields(self) -> dict[str, str]:
+        """For a run read from another format than TREC's, ``{"format": ...}``: which, and how its scores were made
+        (``RUN_FORMATS``); nothing for a TREC run (whose provenance is as it always was)."""
+        return {"format": RUN_FORMATS[self.run_format]} if self.run_format != "trec" else {}
 
     @property
     def query_ids(self) -> list[str]:
@@ -78,6 +115,10 @@ class Qrels(_Labelled):
     Labels < 0 mean "in the pool but unjudged" (trec_eval's convention): such
     documents count neither as judged nor as relevant. ``relevance_map`` is the
     map applied at load time (original label -> label), empty when none.
+
+    Diversity qrels (TREC Web track, ``qid subtopic docid rel``, read with
+    ``-R qrels_div``) have a ``subtopic`` column too: one row per judged
+    (query, subtopic, document), a document appearing once per subtopic.
     """
 
     frame: pd.DataFrame
@@ -87,14 +128,19 @@ class Qrels(_Labelled):
     relevance_map_name: str = ""
     duplicates_dropped: int = 0
     comment_lines: int = 0
-    origin: QrelsOrigin | None = None  # set when merged from human and judge labels (evaluation.qrels_origin)
+    origin: QrelsOrigin | None = None  # set when merged from human and judge labels (quality.qrels_origin)
+
+    @property
+    def diversity(self) -> bool:
+        """Whether these are diversity qrels (a ``subtopic`` column)."""
+        return SUBTOPIC in self.frame.columns
 
 
 @dataclass(frozen=True)
 class QrelsOrigin:
     """Where the labels of merged qrels came from: the ``policy`` (``human``, ``fill``, ``judge``), the origin
     of every label used (``labels``: query_id, doc_id, origin = ``human`` or ``judge``), the sources and the
-    counts. Built by ``toolkit.evaluation.qrels_origin.merge_qrels``."""
+    counts. Built by ``toolkit.quality.qrels_origin.merge_qrels``."""
 
     policy: str
     labels: pd.DataFrame
@@ -148,6 +194,10 @@ class Topics:
 
     def as_dict(self) -> dict[str, str]:
         return {t.query_id: t.text for t in self.topics}
+
+    def first(self, n: int | None) -> Topics:
+        """The first ``n`` queries in file order (all of them when ``n`` is None)."""
+        return self if n is None else Topics(topics=self.topics[:n], path=self.path)
 
     def __len__(self) -> int:
         return len(self.topics)

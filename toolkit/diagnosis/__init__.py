@@ -1,4 +1,1 @@
-"""Where quality is lost: loss decomposition, depth curve, query types and views, the diagnosis.
-
-May import: evaluation, measures and the root modules; no model code.
-"""
+"""Where quality is lost: loss decomposition, depth curve, query types and views, the diagnosis."""

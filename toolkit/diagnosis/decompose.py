@@ -38,9 +38,10 @@ import numpy as np
 import pandas as pd
 
 from toolkit.data.columns import coded_map, coded_merge
-from toolkit.data.ranking import order_run, shared, sharing, top_k, within_group_rank
+from toolkit.data.ranking import order_run, top_k, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
-from toolkit.errors import ConfigError
+from toolkit.data.workspace import NO_WORKSPACE, Workspace
+from toolkit.errors import ConfigError, OptionError
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments, run_query_ids
 from toolkit.measures.gains import GainTable
 from toolkit.measures.names import EvalSettings, Measure, parse_measures
@@ -55,12 +56,16 @@ def parse_headline_measure(text: str) -> str:
     """The trec_eval name of one measure (``ndcg_cut.10`` -> ``ndcg_cut_10``) that has a ceiling."""
     measures = parse_measures([text], 10)  # names only: evaluate() checks the generation against the settings
     if len(measures) != 1:
-        raise ConfigError(f"{text!r} names {len(measures)} measures; give one, e.g. ndcg_cut.10")
+        raise OptionError(
+            f"{text!r} names {len(measures)} measures; give one, e.g. ndcg_cut.10", keyword="measure", flag="-m"
+        )
     name = measures[0].name
     if not measures[0].spec.ceiling:  # the family declares it (counts, judged coverage, residuals)
-        raise ConfigError(
+        raise OptionError(
             f"{name} has no ceiling (it counts documents or judgments); give a ranking measure such "
-            "as ndcg_cut.10, P.10, recall.100 or map"
+            "as ndcg_cut.10, P.10, recall.100 or map",
+            keyword="measure",
+            flag="-m",
         )
     return name
 
@@ -72,10 +77,12 @@ def measure_values(
     settings: EvalSettings,
     query_ids: Iterable[str],
     warn: bool = True,
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> pd.Series:
     """Per-query values of ``measure`` (a trec_eval name) over ``query_ids``; a query the run lacks scores 0.
     ``warn=False``: ``run`` is one the diagnosis built (no input warnings about it)."""
-    result = evaluate(qrels, run, parse_measures([measure], settings.trec_eval), settings, warn=warn)
+    result = evaluate(qrels, run, parse_measures([measure], settings.trec_eval), settings, warn=warn, work=work)
     pq = result.per_query
     values = pq.loc[pq["measure"] == measure].set_index(QUERY_ID)["value"].astype(float)
     values.index = values.index.astype(str)
@@ -115,6 +122,8 @@ def candidate_table(
     settings: EvalSettings,
     measure: str = "ndcg_cut_10",
     prepared: PreparedJudgments | None = None,
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> pd.DataFrame:
     """F's top ``depth`` per query: query_id, doc_id, first_rank, reranked_rank (NaN when R lacks it), gain
     (the best order's key for ``measure``, ``order_keys``), and ``reranked_query`` (R has the query at all).
@@ -124,7 +133,7 @@ def candidate_table(
     as R holds: the tail every reordering keeps in F's order, so a run that reorders the top ``depth`` and
     repeats F's tail is bounded by the ceiling on deep measures too (recall, MAP). ``prepared``: ``qrels``
     prepared (``prepare_judgments``), whose index gives the labels without joining the qrels' strings again."""
-    return _candidates(qrels, first, reranked, depth, settings, measure, prepared)[0]
+    return _candidates(qrels, first, reranked, depth, settings, measure, prepared, work=work)[0]
 
 
 def _candidates(
@@ -135,22 +144,24 @@ def _candidates(
     settings: EvalSettings,
     measure: str,
     prepared: PreparedJudgments | None,
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> tuple[pd.DataFrame, tuple | None]:
     """``candidate_table`` and, where its rows are the first stage's top ``depth`` alone (read from the alignment,
     the reranked run holding no query deeper than ``depth``), the key under which what those rows alone decide
     (their codes; with the measure, its settings and the depth k, the best order's values) is shared by every run
     reranked from that first stage (None elsewhere)."""
-    aligned = _aligned_candidates(first, reranked, depth, settings.score_precision) if sharing() else None
+    aligned = _aligned_candidates(first, reranked, depth, settings.score_precision, work=work) if work.keeps else None
     table, key = aligned if aligned is not None else (None, None)
     if table is None:
-        table = _joined_candidates(first, reranked, depth, settings.score_precision)
+        table = _joined_candidates(first, reranked, depth, settings.score_precision, work=work)
     index = prepared.index if prepared is not None and prepared.judgments is qrels else None
     if index is None:
         key = None
     if index is not None and not (index.qkeys[1:] == index.qkeys[:-1]).any():
         # each (query, document) judged once: its label is the evaluator's code (a negative label, unjudged,
         # and an absent one both NaN: order_keys reads them alike)
-        rows, _, code = _candidate_codes(cast(PreparedJudgments, prepared), first, table, key)
+        rows, _, code = _candidate_codes(cast(PreparedJudgments, prepared), first, table, key, work=work)
         labels = np.full(len(table), np.nan)
         labels[rows] = np.where(code >= 0, code, np.nan)
     else:  # a qrels that judges a pair twice: the join of its strings, as without ``prepared``
@@ -162,7 +173,7 @@ def _candidates(
 
 
 def _candidate_codes(
-    prepared: PreparedJudgments, first: Run, table: pd.DataFrame, key: tuple | None
+    prepared: PreparedJudgments, first: Run, table: pd.DataFrame, key: tuple | None, *, work: Workspace = NO_WORKSPACE
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``code_rows`` of the candidates against the prepared qrels; once per first stage and ``key`` (the
     candidates are its top rows alone) when there is one."""
@@ -171,39 +182,41 @@ def _candidate_codes(
     def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return code_rows(prepared.index, table[QUERY_ID], table[DOC_ID])
 
-    return compute() if key is None else shared("candidate codes", (prepared, first), key, compute)
+    return compute() if key is None else work.once("candidate codes", (prepared, first), key, compute)
 
 
-def _joined_candidates(first: Run, reranked: Run, depth: int, precision: str) -> pd.DataFrame:
+def _joined_candidates(
+    first: Run, reranked: Run, depth: int, precision: str, *, work: Workspace = NO_WORKSPACE
+) -> pd.DataFrame:
     """``candidate_table``'s candidates with the reranked run's ranks, joined on the ids' strings."""
     sizes = reranked.frame.groupby(QUERY_ID).size()
     deepest = max(depth, int(sizes.max()) if len(sizes) else 0)
-    cands = top_k(first.frame, deepest, precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
+    cands = top_k(first.frame, deepest, precision, work=work)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
     if deepest > depth:
         ranks = cands["rank"].to_numpy()
         held = coded_map(cands[QUERY_ID], sizes).fillna(0).to_numpy()
         cands = cands.loc[(ranks <= depth) | (ranks <= held)].reset_index(drop=True)
     cands = cands.rename(columns={"rank": "first_rank"})
-    rr = order_run(reranked.frame, precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
+    rr = order_run(reranked.frame, precision, work=work)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
     table = coded_merge(cands, rr.rename(columns={"rank": "reranked_rank"}), [QUERY_ID, DOC_ID])
     table["reranked_query"] = table[QUERY_ID].isin(set(rr[QUERY_ID].unique().tolist()))
     return table
 
 
 def _aligned_candidates(
-    first: Run, reranked: Run, depth: int, precision: str
+    first: Run, reranked: Run, depth: int, precision: str, *, work: Workspace = NO_WORKSPACE
 ) -> tuple[pd.DataFrame, tuple | None] | None:
-    """``_joined_candidates`` read from the alignment of the two runs (``depths._alignment``: per reranked row
+    """``_joined_candidates`` read from the alignment of the two runs (``depths.alignment``: per reranked row
     its first-stage row, from the query blocks; computed once per diagnosis), no string compared: the same
     rows, columns and values. None where the join could differ: a reranked run that holds a document twice.
     With the table: (depth, precision) where its rows are the first stage's top ``depth`` alone, else None."""
-    from toolkit.diagnosis.depths import _alignment
+    from toolkit.diagnosis.depths import alignment
 
-    al = _alignment(first, reranked, precision)
+    al = alignment(first, reranked, precision, work=work)
     fb, rb = al.first, al.blocks
     found = np.flatnonzero(al.row_in_first >= 0)
     matched = al.row_in_first[found]
-    ordered = order_run(first.frame, precision)  # type: ignore[arg-type]
+    ordered = order_run(first.frame, precision, work=work)  # type: ignore[arg-type]
     rank = ordered["rank"].to_numpy()
     by_row = np.full(len(rank), -1, np.int64)
     by_row[matched] = al.ordered["rank"].to_numpy()[found]
@@ -230,7 +243,7 @@ def _aligned_candidates(
         return ordered[QUERY_ID].array[chosen], ordered[DOC_ID].array[chosen]
 
     # the first stage's top ``depth`` rows alone (``key``): the same ids for every run reranked from it
-    qid, doc = ids() if key is None else shared("candidate ids", (first,), key, ids)
+    qid, doc = ids() if key is None else work.once("candidate ids", (first,), key, ids)
     table = pd.DataFrame(
         {
             QUERY_ID: qid,
@@ -282,14 +295,20 @@ class _CodedCandidates:
     rows, evaluated (``coded_values``) without building a run of strings or sorting it again."""
 
     def __init__(
-        self, prepared: PreparedJudgments, cands: pd.DataFrame, first: Run | None = None, key: tuple | None = None
+        self,
+        prepared: PreparedJudgments,
+        cands: pd.DataFrame,
+        first: Run | None = None,
+        key: tuple | None = None,
+        *,
+        work: Workspace = NO_WORKSPACE,
     ) -> None:
         if prepared.index is None:
             raise ValueError("the candidates are coded against qrels (prepare_judgments of a Qrels)")
         #: with ``first``: the key under which the candidates are its top rows alone (``_candidates``), so their
         #: codes and the best order's values are shared by every run reranked from it
         self.first_run, self.key = first, key if first is not None else None
-        rows, qidx, code = _candidate_codes(prepared, first, cands, self.key)  # type: ignore[arg-type]
+        rows, qidx, code = _candidate_codes(prepared, first, cands, self.key, work=work)  # type: ignore[arg-type]
         first = cands["first_rank"].to_numpy(dtype=np.int64)[rows]
         base = _stable_sort(qidx, first)  # np.lexsort((first, qidx)), as one key where it fits
         self.prepared = prepared
@@ -387,13 +406,15 @@ def _curve_values(
     measure: str,
     settings: EvalSettings,
     qids: list[str],
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> pd.Series:
     """``measure_values`` of ``reordered_run(cands, k, order)`` over ``qids``, from the coded candidates where
     they serve (the same figures), else by building and evaluating the run."""
     ms = parse_measures([measure], settings.trec_eval)
     if coded is not None and len(ms) == 1 and ms[0].name == measure:
         if order == "best" and coded.key is not None:  # the first stage's top rows alone: once for every run
-            values = shared(
+            values = work.once(
                 "best order values",
                 (coded.prepared, coded.first_run),
                 (*coded.key, k, ms[0].name, settings),
@@ -405,7 +426,7 @@ def _curve_values(
             pos = coded.positions(qids)
             return pd.Series(np.where(pos >= 0, values[pos], 0.0), index=pd.Index(qids, dtype=object), dtype=float)
     # the diagnosis's own reorderings of the user's runs, whose warnings were given on their evaluation
-    return measure_values(prepared, reordered_run(cands, k, order), measure, settings, qids, warn=False)
+    return measure_values(prepared, reordered_run(cands, k, order), measure, settings, qids, warn=False, work=work)
 
 
 def ideal_run(qrels: Qrels, settings: EvalSettings, measure: str = "ndcg_cut_10") -> Run:
@@ -487,6 +508,7 @@ def decompose(
     listwise: bool = False,
     first_values: pd.Series | None = None,
     reranked_values: pd.Series | None = None,
+    work: Workspace = NO_WORKSPACE,
 ) -> Decomposition:
     """Decompose ``reranked``'s loss on ``measure`` (a trec_eval name) over ``first``'s top ``depth``.
 
@@ -496,15 +518,15 @@ def decompose(
     """
     if depth < 1:
         raise ConfigError("rerank depth must be >= 1")
-    prepared = prepare_judgments(qrels)
+    prepared = prepare_judgments(qrels, work=work)
     raw = cast(Qrels, prepared.judgments)  # graded qrels: diagnose reads no preferences
     qids = list(query_ids)
-    cands, key = _candidates(raw, first, reranked, depth, settings, measure, prepared)
+    cands, key = _candidates(raw, first, reranked, depth, settings, measure, prepared, work=work)
     if first_values is None:
-        first_values = measure_values(prepared, first, measure, settings, qids)
+        first_values = measure_values(prepared, first, measure, settings, qids, work=work)
     if reranked_values is None:
-        reranked_values = measure_values(prepared, reranked, measure, settings, qids)
-    held, in_first = run_query_ids(reranked), run_query_ids(first)
+        reranked_values = measure_values(prepared, reranked, measure, settings, qids, work=work)
+    held, in_first = run_query_ids(reranked, work=work), run_query_ids(first, work=work)
     missing = tuple(q for q in qids if q not in held and q in in_first)
     split = ~pd.Index(qids).isin(set(missing))  # the queries of the split: every mean is over these
 
@@ -514,27 +536,29 @@ def decompose(
 
     ks = curve_depths(depth, depths)
     # the same for every reranked run of the diagnosis (its qrels, measure, first stage): computed once
-    ideal = shared(
+    ideal = work.once(
         "ideal",
         (prepared,),
         (measure, settings, tuple(qids)),
-        lambda: measure_values(prepared, ideal_run(raw, settings, measure), measure, settings, qids, warn=False),
+        lambda: measure_values(
+            prepared, ideal_run(raw, settings, measure), measure, settings, qids, warn=False, work=work
+        ),
     )
-    recall_wide = shared(
+    recall_wide = work.once(
         "first-stage recall",
         (prepared, first),
         (tuple(ks), recall_settings, tuple(qids)),
         lambda: (
-            evaluate(prepared, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings)
+            evaluate(prepared, first, parse_measures([f"recall.{','.join(map(str, ks))}"]), recall_settings, work=work)
             .wide()
             .reindex(index=qids, fill_value=0.0)
         ),
     )
-    coded = _CodedCandidates(prepared, cands, first, key) if prepared.index is not None else None
+    coded = _CodedCandidates(prepared, cands, first, key, work=work) if prepared.index is not None else None
     curve = []
     for k in ks:
-        at_k = _curve_values(coded, cands, k, "reranked", prepared, measure, settings, qids)
-        best = _curve_values(coded, cands, k, "best", prepared, measure, settings, qids)
+        at_k = _curve_values(coded, cands, k, "reranked", prepared, measure, settings, qids, work=work)
+        best = _curve_values(coded, cands, k, "best", prepared, measure, settings, qids, work=work)
         curve.append(
             {
                 "depth": k,
@@ -559,7 +583,7 @@ def decompose(
     per_query.loc[~split, ["lost_in_candidates", "lost_in_reranking"]] = np.nan
     from toolkit.diagnosis.depths import classify_documents
 
-    kinds = classify_documents(first, reranked, depth, settings.score_precision)
+    kinds = classify_documents(first, reranked, depth, settings.score_precision, work=work)
     wanted = set(qids)  # the query test last, on the few rows the other conditions keep (none: no test at all)
 
     def among_wanted(ids: pd.Series) -> int:

@@ -35,8 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_codes, arrow_of, string_hashes, take
-from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, SCORE_PRECISIONS, is_shared, order_run, shared
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, SCORE_PRECISIONS, order_run
 from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
+from toolkit.data.workspace import NO_WORKSPACE, Workspace
 
 #: The share of queries the rule must hold for at the detected depth ("nearly every query": 2 of DL19's 43
 #: queries may differ, e.g. a failed model call that dropped a document).
@@ -49,16 +50,21 @@ DEPTH_RULE = (
 DEPTH_SOURCES = ("option", "given", "sidecar", "detected")
 
 
-def ranked_with_groups(frame: pd.DataFrame, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
+def ranked_with_groups(
+    frame: pd.DataFrame, score_precision: str = DEFAULT_SCORE_PRECISION, *, work: Workspace = NO_WORKSPACE
+) -> pd.DataFrame:
     """``frame`` in trec_eval order with ``rank`` and ``group``: an id shared by the documents of one query with
     equal scores at ``score_precision`` (unique across queries)."""
-    return shared(
-        "ranked_with_groups", (frame,), (score_precision,), lambda: _ranked_with_groups(frame, score_precision)
+    return work.once(
+        "ranked_with_groups",
+        (frame,),
+        (score_precision,),
+        lambda: _ranked_with_groups(frame, score_precision, work=work),
     )
 
 
-def _ranked_with_groups(frame: pd.DataFrame, score_precision: str) -> pd.DataFrame:
-    ordered = order_run(frame, score_precision)  # type: ignore[arg-type]
+def _ranked_with_groups(frame: pd.DataFrame, score_precision: str, *, work: Workspace = NO_WORKSPACE) -> pd.DataFrame:
+    ordered = order_run(frame, score_precision, work=work)  # type: ignore[arg-type]
     scores = ordered[SCORE].to_numpy(dtype=np.float64)
     if score_precision == "float32":
         scores = scores.astype(np.float32).astype(np.float64)
@@ -92,7 +98,7 @@ def _blocks(ordered: pd.DataFrame) -> _Blocks:
     return _Blocks(starts, lengths, qids)
 
 
-def _top_rows(blocks: _Blocks, which: np.ndarray, k: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+def top_rows(blocks: _Blocks, which: np.ndarray, k: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
     """Row positions of the first ``k`` rows (at most the block's length) of the blocks ``which``, block after
     block, and the index into ``which`` of each."""
     n = np.minimum(blocks.lengths[which], k)
@@ -107,41 +113,48 @@ def _index_in(values: pa.Array | pa.ChunkedArray, value_set: pa.Array) -> np.nda
     return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _run_blocks(frame: pd.DataFrame, score_precision: str) -> _Blocks:
+def _run_blocks(frame: pd.DataFrame, score_precision: str, *, work: Workspace = NO_WORKSPACE) -> _Blocks:
     """``_blocks`` of a run frame in trec_eval order (once per frame)."""
-    return shared(
+    return work.once(
         "query_blocks",
         (frame,),
         (score_precision,),
-        lambda: _blocks(order_run(frame, score_precision)),  # type: ignore[arg-type]
+        lambda: _blocks(order_run(frame, score_precision, work=work)),  # type: ignore[arg-type]
     )
 
 
-def known_blocks(frame: pd.DataFrame) -> _Blocks | None:
-    """``_run_blocks`` of ``frame`` at any score precision when this ``shared_sorts`` scope has them (else None)."""
+def known_blocks(frame: pd.DataFrame, *, work: Workspace = NO_WORKSPACE) -> _Blocks | None:
+    """``_run_blocks`` of ``frame`` at any score precision when ``work`` has them (else None)."""
     for precision in SCORE_PRECISIONS:
-        if is_shared("query_blocks", (frame,), (precision,)):
-            return _run_blocks(frame, precision)
+        if work.has("query_blocks", (frame,), (precision,)):
+            return _run_blocks(frame, precision, work=work)
     return None
 
 
-def in_first_top(first: Run, frame: pd.DataFrame, k: int, score_precision: str = DEFAULT_SCORE_PRECISION) -> np.ndarray:
+def in_first_top(
+    first: Run,
+    frame: pd.DataFrame,
+    k: int,
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+    *,
+    work: Workspace = NO_WORKSPACE,
+) -> np.ndarray:
     """Per row of ``frame`` (query_id, doc_id): is the document among the first stage's top ``k`` of its query
     (trec_eval order at ``score_precision``); strings are looked up once per distinct query, and the (query,
     document) pairs in the hashed top ``k`` the alignments of reranked runs with ``first`` share
     (``_first_top``; every hit checked string for string), else in the first stage's vocabulary of ids, the top
     ``k`` compared as integers."""
-    fb = _run_blocks(first.frame, score_precision)
+    fb = _run_blocks(first.frame, score_precision, work=work)
     block = _index_in(arrow_of(frame[QUERY_ID]).cast(pa.large_string()), fb.qids)
-    f_docs = arrow_of(order_run(first.frame, score_precision)[DOC_ID])  # type: ignore[arg-type]
+    f_docs = arrow_of(order_run(first.frame, score_precision, work=work)[DOC_ID])  # type: ignore[arg-type]
     docs = arrow_of(frame[DOC_ID]).cast(pa.large_string())
     held = np.flatnonzero(block >= 0)
-    found = _hashed_lookup(_first_top(first.frame, k, score_precision), f_docs, block[held], docs, held)
+    found = _hashed_lookup(_first_top(first.frame, k, score_precision, work=work), f_docs, block[held], docs, held)
     if found is not None:
         out = np.zeros(len(frame), bool)
         out[held] = found >= 0
         return out
-    rows, owner = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), k)
+    rows, owner = top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), k)
     top_codes, codes = arrow_codes(take(f_docs, rows), docs)
     width = int(max(top_codes.max(initial=-1), codes.max(initial=-1))) + 1
     keys = np.sort(owner * width + top_codes)
@@ -169,8 +182,12 @@ class _Alignment:
     match: np.ndarray
 
 
-def _alignment(first: Run, reranked: Run, score_precision: str) -> _Alignment:
-    return shared("alignment", (first, reranked), (score_precision,), lambda: _align(first, reranked, score_precision))
+def alignment(first: Run, reranked: Run, score_precision: str, *, work: Workspace = NO_WORKSPACE) -> _Alignment:
+    """The ``_Alignment`` of a reranked run with its first stage, computed once per pair within a shared scope:
+    the depth curve, the decomposition and the listwise behaviour all read it."""
+    return work.once(
+        "alignment", (first, reranked), (score_precision,), lambda: _align(first, reranked, score_precision, work=work)
+    )
 
 
 def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -212,16 +229,18 @@ class _FirstTop:
     block: np.ndarray
 
 
-def _first_top(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstTop:
+def _first_top(first: pd.DataFrame, depth: int, score_precision: str, *, work: Workspace = NO_WORKSPACE) -> _FirstTop:
     """``_FirstTop`` of the first stage's top ``depth`` rows: once per first stage and depth however many
     reranked runs are aligned with it."""
-    return shared("first top", (first,), (depth, score_precision), lambda: _top_of(first, depth, score_precision))
+    return work.once(
+        "first top", (first,), (depth, score_precision), lambda: _top_of(first, depth, score_precision, work=work)
+    )
 
 
-def _top_of(first: pd.DataFrame, depth: int, score_precision: str) -> _FirstTop:
-    fb = _run_blocks(first, score_precision)
-    rows, block = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), depth)
-    fh = _pair_hashes(block, take(arrow_of(order_run(first, score_precision)[DOC_ID]), rows))  # type: ignore[arg-type]
+def _top_of(first: pd.DataFrame, depth: int, score_precision: str, *, work: Workspace = NO_WORKSPACE) -> _FirstTop:
+    fb = _run_blocks(first, score_precision, work=work)
+    rows, block = top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), depth)
+    fh = _pair_hashes(block, take(arrow_of(order_run(first, score_precision, work=work)[DOC_ID]), rows))  # type: ignore[arg-type]
     order = np.argsort(fh)
     keys = fh[order]
     if bool((keys[1:] == keys[:-1]).any()):
@@ -260,10 +279,13 @@ def _hashed_lookup(
     return found
 
 
-def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
-    f = ranked_with_groups(first.frame, score_precision)
-    r = order_run(reranked.frame, score_precision)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
-    fb, rb = _run_blocks(first.frame, score_precision), _run_blocks(reranked.frame, score_precision)
+def _align(first: Run, reranked: Run, score_precision: str, *, work: Workspace = NO_WORKSPACE) -> _Alignment:
+    f = ranked_with_groups(first.frame, score_precision, work=work)
+    r = order_run(reranked.frame, score_precision, work=work)[[QUERY_ID, DOC_ID, "rank"]]  # type: ignore[arg-type]
+    fb, rb = (
+        _run_blocks(first.frame, score_precision, work=work),
+        _run_blocks(reranked.frame, score_precision, work=work),
+    )
     f_rank, f_group = f["rank"].to_numpy(), f["group"].to_numpy()
     f_docs, r_docs = arrow_of(f[DOC_ID]), arrow_of(r[DOC_ID])
     in_first = _index_in(rb.qids, fb.qids)
@@ -274,9 +296,11 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     deepest = int(r_rank.max()) if len(r) else 0
     wanted = np.flatnonzero(r_fblock >= 0)
     # every query's top (block, document) hashes: made once for the runs reranking the same first stage
-    found = _hashed_lookup(_first_top(first.frame, deepest, score_precision), f_docs, r_fblock[wanted], r_docs, wanted)
+    found = _hashed_lookup(
+        _first_top(first.frame, deepest, score_precision, work=work), f_docs, r_fblock[wanted], r_docs, wanted
+    )
     if found is None:  # a hash shared by two of the first stage's pairs, or a hit that is not the same pair
-        top, block = _top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), deepest)
+        top, block = top_rows(fb, np.arange(len(fb.starts), dtype=np.int64), deepest)
         top_codes, r_codes = arrow_codes(take(f_docs, top), r_docs)
         width = int(max(top_codes.max(initial=-1), r_codes.max(initial=-1))) + 1
         pos = _lookup(block * width + top_codes, r_fblock[wanted] * width + r_codes[wanted])
@@ -300,15 +324,19 @@ def _align(first: Run, reranked: Run, score_precision: str) -> _Alignment:
     return _Alignment(r, rb, fb, f_rank, f_group, in_first, row, match)
 
 
-def aligned(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
+def aligned(
+    first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION, *, work: Workspace = NO_WORKSPACE
+) -> pd.DataFrame:
     """The reranked run in trec_eval order, one row per document: query_id, doc_id, ``rank``, ``first_rank``
     and ``group`` (the document's rank and tie group in the first stage; NaN when the first stage lacks it),
     and ``match``: whether the first stage's document at the same rank is in the same tie group."""
-    return shared("aligned", (first, reranked), (score_precision,), lambda: _aligned(first, reranked, score_precision))
+    return work.once(
+        "aligned", (first, reranked), (score_precision,), lambda: _aligned(first, reranked, score_precision, work=work)
+    )
 
 
-def _aligned(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
-    al = _alignment(first, reranked, score_precision)
+def _aligned(first: Run, reranked: Run, score_precision: str, *, work: Workspace = NO_WORKSPACE) -> pd.DataFrame:
+    al = alignment(first, reranked, score_precision, work=work)
     out = al.ordered.copy(deep=False)
     row = al.row_in_first
     found = row >= 0
@@ -323,13 +351,18 @@ def _aligned(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
 
 
 def reorder_counts(
-    first: Run, reranked: Run, depth: int | None, score_precision: str = DEFAULT_SCORE_PRECISION
+    first: Run,
+    reranked: Run,
+    depth: int | None,
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> dict:
     """What ``check_reordering`` counts beside the documents' kinds: the queries only one of the runs holds
     (sorted), and of the first stage's top ``depth`` (its whole lists when ``depth`` is None or 0) in the queries
     the reranked run holds, how many the reranked run holds (``candidates_kept``) and how many there are
     (``candidates_total``)."""
-    al = _alignment(first, reranked, score_precision)
+    al = alignment(first, reranked, score_precision, work=work)
     fb = al.first
     inner = al.block_in_first[al.block_in_first >= 0]
     in_reranked = np.zeros(len(fb.starts), bool)
@@ -346,16 +379,20 @@ def reorder_counts(
     }
 
 
-def rerank_shapes(first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION) -> pd.DataFrame:
+def rerank_shapes(
+    first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION, *, work: Workspace = NO_WORKSPACE
+) -> pd.DataFrame:
     """Per query both runs hold (index query_id): ``length`` (its list), ``first_length``,
     ``first_change`` and ``last_change`` (the first and last rank where it departs from the first stage's order;
     0 when it never does) and ``reorders``: its ranks above ``last_change`` are the first stage's documents
     above it (so the depth rule holds at every k >= last_change)."""
-    return shared("shapes", (first, reranked), (score_precision,), lambda: _shapes(first, reranked, score_precision))
+    return work.once(
+        "shapes", (first, reranked), (score_precision,), lambda: _shapes(first, reranked, score_precision, work=work)
+    )
 
 
-def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
-    al = _alignment(first, reranked, score_precision)
+def _shapes(first: Run, reranked: Run, score_precision: str, *, work: Workspace = NO_WORKSPACE) -> pd.DataFrame:
+    al = alignment(first, reranked, score_precision, work=work)
     rb, fb = al.blocks, al.first
     # a query only the reranked run holds has no first-stage order to compare with
     held = np.flatnonzero(al.block_in_first >= 0)
@@ -371,7 +408,7 @@ def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
         first_change = last_change = np.zeros(0, np.int64)
     # above last_change: the same multiset of first-stage tie groups as the first stage's own ranks there
     ok = np.minimum(last_change, fb.lengths[fblock]) == last_change
-    top_r, owner_r = _top_rows(rb, held, last_change)
+    top_r, owner_r = top_rows(rb, held, last_change)
     lacks = np.bincount(owner_r[al.row_in_first[top_r] < 0], minlength=len(held)) > 0
     ok &= ~lacks
     same = np.flatnonzero(ok)
@@ -384,7 +421,7 @@ def _shapes(first: Run, reranked: Run, score_precision: str) -> pd.DataFrame:
         groups_r = np.sort(groups_r)
     else:
         groups_r = groups_r[np.lexsort((groups_r, owner_r))]  # each query's groups sorted (owner_r is ascending)
-    top_f, _ = _top_rows(fb, fblock[same], last_change[same])
+    top_f, _ = top_rows(fb, fblock[same], last_change[same])
     differs = groups_r != al.first_group[top_f]
     ok[same] = np.bincount(owner_r[differs], minlength=len(held))[same] == 0
     out = pd.DataFrame(
@@ -447,12 +484,17 @@ class DepthDetection:
 
 
 def detect_depth(
-    first: Run, reranked: Run, score_precision: str = DEFAULT_SCORE_PRECISION, share: float = DETECT_SHARE
+    first: Run,
+    reranked: Run,
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+    share: float = DETECT_SHARE,
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> DepthDetection:
     """The smallest k >= 1 at which the depth rule (module docstring) holds for at least ``share`` of the
     queries both runs hold (the reranked run's other queries are counted as ``foreign``)."""
-    shapes = rerank_shapes(first, reranked, score_precision)
-    foreign = int((_alignment(first, reranked, score_precision).block_in_first < 0).sum())
+    shapes = rerank_shapes(first, reranked, score_precision, work=work)
+    foreign = int((alignment(first, reranked, score_precision, work=work).block_in_first < 0).sum())
     return detection_of(shapes, share, foreign)
 
 
@@ -472,7 +514,12 @@ def detection_of(shapes: pd.DataFrame, share: float = DETECT_SHARE, foreign: int
 
 
 def classify_documents(
-    first: Run, reranked: Run, depth: int | None, score_precision: str = DEFAULT_SCORE_PRECISION
+    first: Run,
+    reranked: Run,
+    depth: int | None,
+    score_precision: str = DEFAULT_SCORE_PRECISION,
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> pd.DataFrame:
     """The reranked run's documents (``aligned``) with ``kind``: ``candidate`` (in the first stage's top
     ``depth``; its whole list when ``depth`` is None), ``tail`` (below the depth in the first stage and placed
@@ -480,11 +527,15 @@ def classify_documents(
     else: not in the first stage at all, or a document from below the depth moved out of its first-stage
     place); and ``in_first_stage``."""
     args = (depth, score_precision)
-    return shared("classify", (first, reranked), args, lambda: _classify(first, reranked, depth, score_precision))
+    return work.once(
+        "classify", (first, reranked), args, lambda: _classify(first, reranked, depth, score_precision, work=work)
+    )
 
 
-def _classify(first: Run, reranked: Run, depth: int | None, score_precision: str) -> pd.DataFrame:
-    a = aligned(first, reranked, score_precision)
+def _classify(
+    first: Run, reranked: Run, depth: int | None, score_precision: str, *, work: Workspace = NO_WORKSPACE
+) -> pd.DataFrame:
+    a = aligned(first, reranked, score_precision, work=work)
     fr = a["first_rank"].to_numpy(dtype=np.float64)
     inside = ~np.isnan(fr)
     cand = inside if depth is None else inside & (fr <= depth)

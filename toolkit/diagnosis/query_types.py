@@ -7,7 +7,9 @@ question of eight words or more), identifier-like, entity/factoid (any other que
 queries: 'cost of interior concrete flooring'). The order settles overlaps: a comparison or a definition is
 that whatever its length; "how to" is a procedure before "how" makes it long-form; a why-question naming a
 code ("... enter ww1") is long-form. A rules file (``type<TAB>regex`` lines, or YAML ``[{type, pattern,
-meaning}]``) replaces them.
+meaning}]``) replaces them; its patterns are someone else's text, so they run on RE2, a linear-time engine
+(``toolkit.guard.patterns``), and one RE2 cannot run is refused at its line. The defaults, and rules built in
+code, run on Python's ``re``.
 """
 
 from __future__ import annotations
@@ -19,19 +21,30 @@ from dataclasses import dataclass
 
 from toolkit.data.trec_io import read_bytes
 from toolkit.errors import InputFormatError
+from toolkit.guard.patterns import Pattern, compile_pattern
 
 
 @dataclass(frozen=True)
 class TypeRule:
     """A query type, the regular expression that recognises it (searched in the lower-cased text), and what
-    the type means (shown in the report)."""
+    the type means (shown in the report). A rule read from a file (``load_type_rules``) carries its pattern
+    compiled on RE2 by the door; one built in code is compiled by Python's ``re``."""
 
     type: str
     pattern: str
     meaning: str = ""
 
-    def compiled(self) -> re.Pattern:
-        return re.compile(self.pattern)
+    def compiled(self) -> re.Pattern | Pattern:
+        # not a field: equality, ``asdict`` and the report see the rule as written
+        return self.__dict__.get("_door") or re.compile(self.pattern)
+
+    @classmethod
+    def from_file(cls, path: str, line: int | None, type: str, pattern: str, meaning: str = "") -> TypeRule:
+        """A rule read from ``path``: its pattern compiled on RE2 (``toolkit.guard.patterns``), or refused
+        there with the line."""
+        rule = cls(type, pattern, meaning)
+        object.__setattr__(rule, "_door", compile_pattern(pattern, path, line))
+        return rule
 
 
 _QUESTION = r"(what|who|whom|whose|when|where|which|why|how|is|are|was|were|do|does|did|can|could|should|will|would)"
@@ -108,8 +121,15 @@ def load_type_rules(path: str | os.PathLike) -> tuple[TypeRule, ...]:
             line = located.line(*top, i)
             if not isinstance(item, dict) or not {"type", "pattern"} <= set(item):
                 raise InputFormatError(path, line, f"rule {i + 1}: needs 'type' and 'pattern'")
-            rule = _rule(path, located.line(*top, i, "pattern"), str(item["type"]), str(item["pattern"]))
-            rules.append(TypeRule(rule.type, rule.pattern, str(item.get("meaning", ""))))
+            rules.append(
+                _rule(
+                    path,
+                    located.line(*top, i, "pattern"),
+                    str(item["type"]),
+                    str(item["pattern"]),
+                    str(item.get("meaning", "")),
+                )
+            )
     else:
         text = read_bytes(path).decode("utf-8-sig")
         for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
@@ -124,14 +144,10 @@ def load_type_rules(path: str | os.PathLike) -> tuple[TypeRule, ...]:
     return tuple(rules)
 
 
-def _rule(path: str, line: int | None, name: str, pattern: str) -> TypeRule:
+def _rule(path: str, line: int | None, name: str, pattern: str, meaning: str = "") -> TypeRule:
     if not name or not pattern:
         raise InputFormatError(path, line, "a rule needs a type name and a pattern")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise InputFormatError(path, line, f"bad regular expression {pattern!r}: {exc}") from None
-    return TypeRule(name, pattern)
+    return TypeRule.from_file(path, line, name, pattern, meaning)
 
 
 def classify_query(text: str, rules: Iterable[TypeRule] = DEFAULT_TYPE_RULES) -> str:

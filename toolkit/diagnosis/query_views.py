@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
+from toolkit.data.workspace import NO_WORKSPACE, Workspace
 
 _R = TypeVar("_R")
 
@@ -332,6 +333,8 @@ def views_of_runs(
     first: str,
     depth: int,
     n_missed: int,
+    *,
+    work: Workspace = NO_WORKSPACE,
 ) -> tuple[dict[str, dict], dict[str, list[dict]]]:
     """``side_by_side(query_ids, lists, list(runs), grades(qrels, query_ids), k)`` and, per query, ``best_missed``
     of it (``first``'s list, ``depth``, ``n_missed``) for the ranked lists of ``runs`` (trec_eval order under
@@ -343,7 +346,7 @@ def views_of_runs(
     held (~0.4 s of a diagnosis at 6,980 queries)."""
     from toolkit.data.columns import arrow_of, joint_codes, take
     from toolkit.data.ranking import order_run
-    from toolkit.evaluation.holes import query_index
+    from toolkit.quality.holes import query_index
 
     qids = list(query_ids)
     systems = list(runs)
@@ -354,7 +357,7 @@ def views_of_runs(
     # these)
     full = {}
     for s in systems:
-        o = order_run(runs[s].frame, score_precision)  # type: ignore[arg-type]
+        o = order_run(runs[s].frame, score_precision, work=work)  # type: ignore[arg-type]
         # int32 query indexes and the ranks as they are (no int64 copies of a first stage's every row): each batch's
         # rows are widened when taken
         where, rank, docs = query_index(o, qids).astype(np.int32), o["rank"].to_numpy(), arrow_of(o[DOC_ID])

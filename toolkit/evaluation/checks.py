@@ -11,7 +11,9 @@ refuses the input with a typed error naming the files, or issues a ``TwostageWar
 - id columns of an in-memory ``Run``/``Qrels`` that are not strings (integer query ids never
   equal the qrels' text ids, so every query would score 0): an error, never a silent cast;
 - every score of the run equal, or of some queries: their order is then the documents' ids;
-- a cutoff beyond every query's depth (``recall.1000`` on a top-100 run).
+- a cutoff beyond every query's depth (``recall.1000`` on a top-100 run);
+- ranx's bpref over qrels where some query has no judged non-relevant document (ranx's value is
+  0/0 there, NaN, and twostage gives ranx's value).
 
 Control characters and NULs inside ids are refused by the readers (``toolkit.data.trec_io``).
 """
@@ -27,10 +29,12 @@ import pyarrow.compute as pc
 
 from toolkit import notices
 from toolkit.data.columns import among, arrow_of, block_starts
-from toolkit.data.ranking import shared
-from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
+from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
+from toolkit.data.records import DOC_ID, ORIGIN, QUERY_ID, SCORE, QrelsOrigin, Run
+from toolkit.data.workspace import NO_WORKSPACE, Workspace
 from toolkit.errors import InputFormatError, NoCommonQueriesError, phrase
 from toolkit.measures.names import EvalSettings, Measure
+from toolkit.measures.ranx import warnings_for as ranx_warnings
 from toolkit.measures.registry import Params
 
 log = logging.getLogger(__name__)
@@ -87,16 +91,19 @@ def _examples(ids: pd.Series) -> str:
     return ", ".join(repr(str(q)) for q in first) or "none"
 
 
-def input_warnings(judgments, run: Run, measures, settings: EvalSettings) -> list[str]:
+def input_warnings(
+    judgments, run: Run, measures, settings: EvalSettings, *, work: Workspace = NO_WORKSPACE
+) -> list[str]:
     """Warnings about a run whose numbers may not mean what the user thinks; each is issued as a
     ``TwostageWarning`` (once per ``notices.once`` block)."""
-    stats = shared(  # once per run inside ranking.shared_sorts, however many settings it is evaluated under
+    stats = work.once(  # once per run in a workspace, however many settings it is evaluated under
         "query stats",
         (run.frame, judgments.frame),
         (settings.score_precision,),
         lambda: _query_stats(run, judgments, settings.score_precision),
     )
     warnings = _tie_warnings(stats, run) + _depth_warnings(stats, measures, settings)
+    warnings += ranx_warnings(judgments.frame, measures, settings.relevance_level)
     for w in warnings:
         notices.warn(w)
     return warnings
@@ -162,7 +169,8 @@ def _depth_warnings(stats: pd.DataFrame, measures, settings: EvalSettings) -> li
 
 
 def _rank_cutoff(m: Measure) -> int | None:
-    return int(m.cutoff) if m.spec.params is Params.LONG_CUTOFFS and m.cutoff is not None else None
+    ranks = m.spec.params in (Params.LONG_CUTOFFS, Params.RANX)  # P.10, ranx's precision@10
+    return int(m.cutoff) if ranks and m.cutoff is not None else None
 
 
 def input_provenance(warnings: list[str], settings: EvalSettings) -> dict:
@@ -175,4 +183,32 @@ def input_provenance(warnings: list[str], settings: EvalSettings) -> dict:
     return out
 
 
-__all__ = ["check_id_types", "input_provenance", "input_warnings", "require_common_queries"]
+def judged_by_origin(run: Run, origin: QrelsOrigin, depths: tuple[int, ...] = (10,)) -> dict:
+    """{"judged_K": {"human": x, "judge": y}}: the share of each query's top K documents (trec_eval's order; of
+    min(K, retrieved) when fewer were retrieved) that carry a human / a judge label (>= 0) in the merged qrels,
+    averaged over the run's queries that the merged qrels hold: twostage's judged@k, each origin apart (the two
+    add up to judged@k when every qrels query is in the run)."""
+    labels = origin.labels
+    queries = set(labels[QUERY_ID])
+    ordered = order_run(run.frame[run.frame[QUERY_ID].isin(queries)], DEFAULT_SCORE_PRECISION)
+    if ordered.empty:
+        return {f"judged_{k}": {"human": 0.0, "judge": 0.0} for k in depths}
+    tagged = ordered.merge(labels, on=[QUERY_ID, DOC_ID], how="left")
+    retrieved = tagged.groupby(QUERY_ID, sort=True).size()
+    out = {}
+    for k in depths:
+        top = tagged[tagged["rank"] <= k]
+        denominator = np.minimum(retrieved.to_numpy(), k)
+        out[f"judged_{k}"] = {
+            who: float(
+                np.mean(
+                    (top[ORIGIN] == who).groupby(top[QUERY_ID], sort=True).sum().reindex(retrieved.index).to_numpy()
+                    / denominator
+                )
+            )
+            for who in ("human", "judge")
+        }
+    return out
+
+
+__all__ = ["check_id_types", "input_provenance", "input_warnings", "judged_by_origin", "require_common_queries"]

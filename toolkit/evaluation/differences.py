@@ -7,12 +7,13 @@ rendered from this list (``readme_table``; a test checks they agree), and the di
 skipped and counted under that name, never silently passed. Nothing else may differ.
 
 ``fuzzed`` says whether the fuzzer generates cases of that kind (it makes only valid input, so the
-bad-input rows are tested by hand in ``tests/core/test_bad_input.py`` instead).
+bad-input rows are tested by hand in ``tests/data/test_malformed_inputs.py`` instead).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
 )
 
-BY_NAME = {d.name: d for d in DIFFERENCES}
+BY_NAME = MappingProxyType({d.name: d for d in DIFFERENCES})
 
 
 def readme_table() -> str:

@@ -3,7 +3,7 @@
 This module only orchestrates: it ranks the run against the judgments once
 (``ranked.py`` for qrels; per query for preferences; per judgment group for
 ``qrels_jg``), calls each requested family's compute function (declared in
-``registry.py``, defined in ``trec_measures.py`` / ``pref_measures.py``),
+``registry.py``, defined in ``trec.py`` / ``prefs.py``),
 applies ``-Z`` and averages as trec_eval does. Nothing here decides what a
 measure means.
 
@@ -24,18 +24,22 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from toolkit.data.ranking import group_starts, shared, trec_order, within_group_rank
+from toolkit.data.ranking import group_starts, trec_order, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, JudgmentGroups, Prefs, Qrels, Run
+from toolkit.data.workspace import NO_WORKSPACE, Workspace
 from toolkit.errors import UnknownMeasureError, phrase
 from toolkit.evaluation.checks import check_id_types, input_provenance, input_warnings, require_common_queries
 from toolkit.measures.names import EvalSettings, Measure
 from toolkit.measures.prefs import JgInput, build_prefs_input
 from toolkit.measures.ranked import QrelsIndex, build_ranked, index_qrels
+from toolkit.measures.ranx import describe as describe_ranx
+from toolkit.measures.ranx import own_level
 from toolkit.measures.trec import MIN_GEO_MEAN, Context
 from toolkit.version import __version__
 
@@ -103,25 +107,38 @@ class PreparedJudgments:
     index: QrelsIndex | None = None
 
 
-def prepare_judgments(judgments) -> PreparedJudgments:
-    """Factorise ``judgments`` (Qrels, Prefs or JudgmentGroups) once; a prepared value is returned as it is."""
+def prepare_judgments(judgments, *, work: Workspace = NO_WORKSPACE) -> PreparedJudgments:
+    """Factorise ``judgments`` (Qrels, Prefs or JudgmentGroups) once; a prepared value is returned as it is.
+    Diversity qrels are factorised as their judged (query, document) pairs (``diversity.collapse``); their
+    measures read the subtopics from the judgments themselves."""
     if isinstance(judgments, PreparedJudgments):
         return judgments
-    if judgment_format(judgments) == "qrels":
-        # inside ranking.shared_sorts one Qrels is factorised once, however many steps evaluate it
-        return shared("prepared judgments", (judgments, judgments.frame), (), lambda: _prepare_qrels(judgments))
+    if judgment_format(judgments) in ("qrels", "qrels_div"):
+        # in a workspace one Qrels is factorised once, however many steps evaluate it
+        return work.once("prepared judgments", (judgments, judgments.frame), (), lambda: _prepare_qrels(judgments))
     q_qidx, uniques = pd.factorize(judgments.frame[QUERY_ID], sort=True)
     return PreparedJudgments(judgments, np.array(uniques.tolist(), dtype=object), q_qidx)
 
 
 def _prepare_qrels(qrels: Qrels) -> PreparedJudgments:
-    index = index_qrels(qrels)
-    return PreparedJudgments(qrels, index.qids, index.q_qidx, index)
+    from toolkit.measures.diversity import collapse
+
+    index = index_qrels(collapse(qrels) if qrels.diversity else qrels)
+    qids, q_qidx = index.qids, index.q_qidx
+    if qrels.diversity:  # every diversity line's query, for the callers that read the judgments' lines
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from toolkit.data.columns import arrow_of
+
+        wanted = pa.array(qids.tolist(), type=pa.large_string())
+        q_qidx = pc.index_in(arrow_of(qrels.frame[QUERY_ID]), value_set=wanted).to_numpy(zero_copy_only=False)
+    return PreparedJudgments(qrels, qids, q_qidx, index)
 
 
-def run_query_ids(run: Run) -> frozenset[str]:
-    """The query ids ``run`` holds (once per run inside ``ranking.shared_sorts``)."""
-    return shared("query ids", (run.frame,), (), lambda: frozenset(pd.unique(run.frame[QUERY_ID]).tolist()))
+def run_query_ids(run: Run, *, work: Workspace = NO_WORKSPACE) -> frozenset[str]:
+    """The query ids ``run`` holds (once per run in ``work``)."""
+    return work.once("query ids", (run.frame,), (), lambda: frozenset(pd.unique(run.frame[QUERY_ID]).tolist()))
 
 
 def judgment_format(judgments) -> str:
@@ -129,7 +146,18 @@ def judgment_format(judgments) -> str:
         return judgments.kind
     if isinstance(judgments, JudgmentGroups):
         return "qrels_jg"
-    return "qrels"
+    if isinstance(judgments, PreparedJudgments):
+        return judgment_format(judgments.judgments)
+    return "qrels_div" if getattr(judgments, "diversity", False) else "qrels"
+
+
+def reads_format(measures, rel_format: str = "qrels") -> str:
+    """The judgments format to read for ``measures`` when ``rel_format`` was asked for: the diversity
+    measures (``alpha_nDCG@10``, ...) read diversity qrels, so qrels asked for by default (``qrels``) are read
+    as such when every measure is one of them; otherwise ``rel_format`` itself (``check_measures`` then
+    refuses a measure that reads another format, naming it)."""
+    kinds = {m.spec.rel_format for m in measures}
+    return "qrels_div" if rel_format == "qrels" and kinds == {"qrels_div"} else rel_format
 
 
 def check_measures(measures, settings: EvalSettings, rel_format: str) -> None:
@@ -142,6 +170,9 @@ def check_measures(measures, settings: EvalSettings, rel_format: str) -> None:
                 "qrels": phrase("rel_format='qrels'", "-R qrels") + " (the default)",
                 "prefs": phrase("rel_format='prefs'", "-R prefs") + " or " + phrase("'qrels_prefs'", "-R qrels_prefs"),
                 "qrels_jg": phrase("rel_format='qrels_jg'", "-R qrels_jg"),
+                "qrels_div": "diversity qrels (`qid subtopic docid rel`, "
+                + phrase("rel_format='qrels_div'", "-R qrels_div")
+                + "; read so when every measure asked is a diversity measure)",
             }[spec.rel_format]
             was = phrase(f"rel_format={rel_format!r}", f"-R {rel_format}")
             raise UnknownMeasureError(f"{m.name} needs {need}; the judgments were read as {was}")
@@ -165,13 +196,14 @@ def evaluate(
     *,
     zscores: dict | None = None,
     warn: bool = True,
+    work: Workspace = NO_WORKSPACE,
 ) -> EvalResult:
     """Evaluate ``run`` against ``judgments`` (Qrels, Prefs, JudgmentGroups, or those prepared by
     ``prepare_judgments``); see each family's definition. ``warn=False`` skips the input warnings, for runs the
     toolkit builds itself (an ideal ranking ties equal gains on purpose: nothing the user gave is wrong)."""
     settings = settings or EvalSettings()
     measures = tuple(sorted(set(measures), key=lambda m: m.sort_key))
-    prepared = prepare_judgments(judgments)
+    prepared = prepare_judgments(judgments, work=work)
     judgments = prepared.judgments
     rel_format = judgment_format(judgments)
     check_measures(measures, settings, rel_format)
@@ -179,16 +211,18 @@ def evaluate(
     qids = prepared.qids
     nq = len(qids)
     version = settings.trec_eval
-    run_queries = run_query_ids(run)
+    run_queries = run_query_ids(run, work=work)
     in_run = np.array([q in run_queries for q in qids.tolist()], dtype=bool)
     extra = len(run_queries - set(qids.tolist()))
     require_common_queries(judgments, run, int(in_run.sum()), nq, len(run_queries), settings)
-    warnings = input_warnings(judgments, run, measures, settings) if warn else []
+    warnings = input_warnings(judgments, run, measures, settings, work=work) if warn else []
+    if warn and rel_format == "qrels_div":
+        warnings += _one_subtopic(judgments)
     placeholder = settings.complete and version == 10 and not in_run.all()
     scored = _with_placeholders(run, qids[~in_run]) if placeholder else run
     evaluated = np.ones(nq, dtype=bool) if settings.complete else in_run
     ctx = _context(settings, version, judgments, run=run)
-    values = _compute(prepared, rel_format, scored, measures, settings, ctx)
+    values = _compute(prepared, rel_format, scored, measures, settings, ctx, work)
     pooled = {k[1]: v for k, v in list(values.items()) if isinstance(k, tuple)}
     values = {k: v for k, v in values.items() if not isinstance(k, tuple)}
     if placeholder:
@@ -223,7 +257,7 @@ def evaluate(
         }
     )
     printed = tuple(qids[evaluated if version == 10 else evaluated & in_run].tolist())
-    query_warnings = _query_warnings(nq, in_run, extra, n_eval, settings)
+    query_warnings = _query_warnings(nq, in_run, extra, n_eval, settings, measures)
     notes = query_warnings + _notes(run, judgments)
     provenance = build_provenance(
         judgments, run, measures, settings, nq=nq, n_run=int(in_run.sum()) + extra, n_eval=n_eval, zscores=zscores
@@ -245,6 +279,22 @@ def evaluate(
         columns={m: values[m][evaluated] for m in numeric},
         evaluated=tuple(ev_q.tolist()),
     )
+
+
+def _one_subtopic(qrels: Qrels) -> list[str]:
+    """A warning when no query of diversity qrels has two subtopics (ordinary qrels read with -R qrels_div)."""
+    from toolkit import notices
+    from toolkit.data.records import SUBTOPIC
+
+    per_query = qrels.frame.groupby(QUERY_ID, sort=False)[SUBTOPIC].nunique()
+    if len(per_query) and int(per_query.max()) > 1:
+        return []
+    text = (
+        "every query of the diversity qrels has a single subtopic (their second column): the intent-aware "
+        "measures then reduce to their plain forms; TREC diversity qrels list a document once per subtopic"
+    )
+    notices.warn(text)
+    return [text]
 
 
 def _context(settings: EvalSettings, version: int, judgments: Any, **more: Any) -> Context:
@@ -276,7 +326,7 @@ def coded_values(
     None where the run holds no judged query (``evaluate`` refuses it: the caller evaluates it to say why)."""
     import pyarrow as pa
 
-    from toolkit.measures.ranked import _codes, ranked_codes
+    from toolkit.measures.ranked import doc_codes, ranked_codes
 
     if prepared.index is None:
         raise ValueError("coded_values reads qrels (prepare_judgments of a Qrels)")
@@ -290,7 +340,7 @@ def coded_values(
     placeholder = settings.complete and version == 10 and not in_run.all()
     if placeholder:  # the placeholder document as the one row of each query the run lacks (_with_placeholders)
         missing = np.flatnonzero(~in_run).astype(qidx.dtype)
-        extra = _codes(prepared.index, missing, pa.array([PLACEHOLDER_DOC] * len(missing), type=pa.string()))
+        extra = doc_codes(prepared.index, missing, pa.array([PLACEHOLDER_DOC] * len(missing), type=pa.string()))
         qidx = np.concatenate([qidx[order], missing])
         code = np.concatenate([code[order], extra.astype(code.dtype)])
         order = np.argsort(qidx, kind="stable")
@@ -304,7 +354,11 @@ def coded_values(
         judged_only=settings.judged_only,
     )
     ctx = _context(settings, version, prepared.judgments)
-    values = {k: v for k, v in measure.spec.compute(ranked, [measure], ctx).items() if not isinstance(k, tuple)}
+    try:
+        computed = measure.spec.compute(ranked, [measure], ctx)
+    except ValueError as exc:  # a family that reads the rows' qrels lines or scores, which coded rows lack
+        raise UnknownMeasureError(f"{measure.name} ({measure.spec.source}) cannot be computed here: {exc}") from None
+    values = {k: v for k, v in computed.items() if not isinstance(k, tuple)}
     if placeholder:
         _clean_placeholders(values, ~in_run)
     value = np.asarray(values[measure], dtype=np.float64)
@@ -338,32 +392,42 @@ def _clean_placeholders(values: dict, missing: np.ndarray) -> None:
             values[m] = np.where(missing, "", v)
 
 
-def _compute(prepared: PreparedJudgments, rel_format, run, measures, settings, ctx) -> dict:
+def _compute(prepared: PreparedJudgments, rel_format, run, measures, settings, ctx, work: Workspace) -> dict:
     judgments, qids = prepared.judgments, prepared.qids
     by_family: dict[str, list[Measure]] = {}
     for m in measures:
         by_family.setdefault(m.family, []).append(m)
-    if rel_format == "qrels":
-        data = build_ranked(
-            judgments,
-            run,
-            level=settings.relevance_level,
-            score_precision=settings.score_precision,
-            max_docs=settings.max_docs,
-            judged_only=settings.judged_only,
-            index=prepared.index,
-        )
-    elif rel_format == "qrels_jg":
-        data = _jg_input(judgments, run, settings, qids)
+    values: dict = {}
+    if rel_format in ("qrels", "qrels_div"):
+        # one ranking per tie order and score precision the families ask for (trec_eval's for its own)
+        ranked: dict[tuple, Any] = {}
+        for ms in by_family.values():
+            spec = ms[0].spec
+            key = (spec.ties, spec.score_precision or settings.score_precision)
+            if key not in ranked:
+                ranked[key] = build_ranked(
+                    judgments,
+                    run,
+                    level=settings.relevance_level,
+                    score_precision=key[1],
+                    max_docs=settings.max_docs,
+                    judged_only=settings.judged_only,
+                    index=prepared.index,
+                    ties=key[0],
+                    work=work,
+                )
+            values.update(spec.compute(ranked[key], ms, ctx))
+        return values
+    if rel_format == "qrels_jg":
+        data = _jg_input(judgments, run, settings, qids, work)
     else:
         data = build_prefs_input(judgments.frame, qids, _retrieved_lists(run, qids, settings), judgments.path)
-    values: dict = {}
     for ms in by_family.values():
         values.update(ms[0].spec.compute(data, ms, ctx))
     return values
 
 
-def _jg_input(jg: JudgmentGroups, run: Run, settings: EvalSettings, qids: np.ndarray) -> JgInput:
+def _jg_input(jg: JudgmentGroups, run: Run, settings: EvalSettings, qids: np.ndarray, work: Workspace) -> JgInput:
     frame = jg.frame
     pos = {q: i for i, q in enumerate(qids.tolist())}
     groups = []
@@ -380,6 +444,7 @@ def _jg_input(jg: JudgmentGroups, run: Run, settings: EvalSettings, qids: np.nda
             judged_only=settings.judged_only,
             qids=qids,
             q_qidx=q_qidx,
+            work=work,
         )
         has = np.zeros(len(qids), dtype=bool)
         has[np.unique(q_qidx)] = True
@@ -455,18 +520,27 @@ def _aggregate(
         if nine_c:
             s += (n - int(present.sum())) * math.log(MIN_GEO_MEAN)
         return math.exp(s / n)
+    if agg == "mean_defined":  # the mean over the queries with a value (NaN: undefined there)
+        defined = v[evaluated][~np.isnan(v[evaluated])]
+        return _seq_sum(defined) / len(defined) if len(defined) else math.nan
+    if agg == "msmarco":  # MS MARCO's: / the qrels queries with a relevant document, in the run or not
+        relevant = judgments.frame[RELEVANCE].to_numpy() >= max(settings.relevance_level, 0)
+        n_relevant = judgments.frame[QUERY_ID][relevant].nunique()
+        return _seq_sum(v[evaluated]) / n_relevant if n_relevant else 0.0
     return _seq_sum(v[evaluated]) / n if n else 0.0
 
 
-def _query_warnings(nq, in_run, extra, n_eval, settings) -> list[str]:
+def _query_warnings(nq, in_run, extra, n_eval, settings, measures=()) -> list[str]:
     """What changes what the mean means: queries of one input missing from the other."""
     notes = []
     missing = int((~in_run).sum())
     if missing and not settings.complete:
+        counted = [m.name for m in measures if m.spec.aggregate == "msmarco"]
         notes.append(
             f"{missing} of {nq} qrels queries have no line in the run and were left out of the mean "
             "(as trec_eval 9.x does; trec_eval 10 stops with an error); pass "
             f"{phrase('complete=True', '-c')} to count them as 0"
+            + (f" ({', '.join(counted)} counts them as 0 already, as MS MARCO's script does)" if counted else "")
         )
     if extra:
         notes.append(f"{extra} run queries have no judgments and were ignored")
@@ -539,7 +613,7 @@ def build_provenance(
         "gain_applies_to": [m.name for m in measures if m.spec.gain],
         "discount": s["discount"],
         "relevance_level": s["relevance_level"],
-        "relevance_level_applies_to": [m.name for m in measures if m.spec.binary],
+        "relevance_level_applies_to": [m.name for m in measures if m.spec.binary and own_level(m) is None],
         "relevance_labels": labels,
         "relevance_map": (
             {"name": judgments.relevance_map_name or "custom", "map": {str(k): v for k, v in rmap.items()}}
@@ -559,9 +633,77 @@ def build_provenance(
         "duplicates_dropped": {"run": run.duplicates_dropped, "qrels": getattr(judgments, "duplicates_dropped", 0)},
         "comment_lines": {"run": run.comment_lines, "qrels": getattr(judgments, "comment_lines", 0)},
         "run_lines_with_text_after_tag": run.trailing_text_lines,
-        "run": {"path": run.path, "sha256": run.sha256, "tag": run.tag},
+        "run": run.identity(),
         "qrels": {"path": judgments.path, "sha256": judgments.sha256} | _origin(judgments, run, measures),
+    } | _definitions(measures, settings)
+
+
+#: The sources whose definitions the ``semantics`` line states already (trec_eval's, and twostage's judged.k).
+_TREC_SOURCES = ("trec_eval 9/10", "trec_eval 10", "twostage")
+
+
+def _definitions(measures, settings: EvalSettings) -> dict:
+    """``definitions``: for each measure defined by another tool than trec_eval, the definition its number
+    follows (``ERR@20 as gdeval``, ``RBP(rel=1) as cwl_eval: binary gains``, ``ndcg_burges@10 as ranx 0.3.21:
+    gain 2^label - 1, ...``); nothing when there is none."""
+    out = {m.name: definition(m, settings.relevance_level) for m in measures if m.spec.source not in _TREC_SOURCES}
+    return {"definitions": out} if out else {}
+
+
+def definition(m: Measure, level: int) -> str:
+    """``NAME as PROVIDER: ties ...``: whose definition ``m``'s number is and how that ranks a run (``level``:
+    the settings' relevance level, which a ranx measure without its own ``-lN`` follows)."""
+    spec = m.spec
+    if spec.source == "ranx":
+        return describe_ranx(m, level)
+    ties = {
+        "docid_desc": "ties by document id descending",
+        "docid_asc": "ties by document id ascending",
+        "input": "ties in the run's line order",
+    }[spec.ties]
+    how = [ties + (", scores as float64" if spec.score_precision == "float64" else "")]
+    note = _NOTES.get(spec.name)
+    if note:
+        how.insert(0, note(m))
+    if spec.aggregate == "msmarco":
+        how.insert(0, _msmarco_queries(level))
+    return f"{m.name} as {spec.source.split(': ')[-1]}: " + "; ".join(how)
+
+
+def _graded(m: Measure) -> str:
+    return f"graded gains (labels clipped to {m.value('min_rel')}..{m.value('max_rel')}, scaled to 0..1)"
+
+
+def _msmarco_queries(level: int) -> str:
+    """How MS MARCO's MRR@k counts queries, at relevance level ``level``."""
+    return (
+        f"relevant: label >= {level}; the mean is the sum over the queries divided by the number of qrels queries "
+        "with a relevant passage, as MS MARCO's script divides by the queries of its reference (which lists relevant "
+        "passages only): a qrels query missing from the run counts 0 (with or without -c), a query without a "
+        "relevant passage is left out; ranked by score (a run read in MS MARCO's format: by rank, its scores being "
+        "1/rank)"
+    )
+
+
+#: What each provider family adds to its definition line.
+_NOTES = MappingProxyType(
+    {
+        "RBP": lambda m: f"binary gains (label >= {m.value('rel')}), p={m.value('p')}, 1000 positions",
+        "SDCG": _graded,
+        "INST": _graded,
+        "INSQ": _graded,
+        "NERR8": _graded,
+        "NERR9": _graded,
+        "NERR10": _graded,
+        "NERR11": _graded,
+        "BPM": _graded,
+        "ERR": lambda m: "gains 2^label - 1 over 16, labels 0..4",
+        "gdeval_nDCG": lambda m: "gains 2^label - 1, natural log discount",
+        "msmarco_RR": lambda m: f"relevant: label >= {m.value('rel')}",
+        "Judged": lambda m: "judged: any qrels line",
+        "Accuracy": lambda m: "mean over the queries where it is defined",
     }
+)
 
 
 def _origin(judgments, run: Run, measures) -> dict:
@@ -570,7 +712,7 @@ def _origin(judgments, run: Run, measures) -> dict:
     origin = getattr(judgments, "origin", None)
     if origin is None:
         return {}
-    from toolkit.evaluation.qrels_origin import judged_by_origin
+    from toolkit.evaluation.checks import judged_by_origin
 
     depths = tuple(sorted({10} | {m.cutoff for m in measures if m.family == "judged" and m.cutoff}))
     return {"origin": origin.describe() | {"judged_by_origin": judged_by_origin(run, origin, depths)}}

@@ -37,6 +37,15 @@ def evaluate_groups(
     warnings = list(dict.fromkeys(w for _, r in results for w in r.provenance.get("input_warnings", [])))
     if warnings:
         provenance["input_warnings"] = warnings
+    definitions = {}
+    for g, r in results:  # each group's under its own labels (two groups may hold measures of one name)
+        names = {m.name: lm.name for m, lm in zip(g.measures, g.labelled())}
+        for k, v in r.provenance.get("definitions", {}).items():
+            definitions[names.get(k, k)] = v.replace(k, names.get(k, k), 1)
+    if definitions:
+        provenance["definitions"] = definitions
+    else:
+        provenance.pop("definitions", None)
     provenance["measure_settings"] = {
         m.name: _stated(m, g.overrides.apply(settings)) for g, r in results if g.overrides for m in g.labelled()
     }
@@ -93,16 +102,31 @@ def _columns_in(order: tuple[str, ...], results: list[EvalResult]) -> dict:
 
 
 def _stated(measure, settings: EvalSettings) -> dict:
-    """What an overridden measure is, as trec_eval would be asked for it."""
+    """What an overridden measure is, as trec_eval would be asked for it (another tool's measure: its settings
+    and whose definition it is)."""
+    if not measure.spec.source.startswith(("trec_eval", "twostage")):
+        from toolkit.evaluation.evaluate import definition
+
+        return {
+            "measure": measure.arg,
+            "judged_only": settings.judged_only,
+            "max_docs_per_query": settings.max_docs,
+            "definition": definition(measure, settings.relevance_level),
+        }
     flags = ["-c"] if settings.complete else []
     flags += ["-J"] if settings.judged_only else []
     flags += [f"-l {settings.relevance_level}"] + ([f"-M {settings.max_docs}"] if settings.max_docs else [])
-    return {
+    stated = {
         "measure": measure.arg,
         "relevance_level": settings.relevance_level,
         "max_docs_per_query": settings.max_docs,
         "trec_eval": f"trec_eval {' '.join(flags)} -m {measure.arg}",
     }
+    if settings.judged_only:
+        stated["judged_only"] = True
+    if settings.gain.kind == "relabel":  # ir_measures' gains=: pytrec_eval reads the qrels relabelled
+        stated["trec_eval"] += " on the qrels relabelled " + ",".join(f"{k}->{v:g}" for k, v in settings.gain.table)
+    return stated
 
 
 __all__ = ["evaluate_groups"]

@@ -60,6 +60,7 @@ PROVENANCE_KEYS = (
     "duplicates_dropped",
     "comment_lines",
     "measure_settings",
+    "definitions",
     "input_warnings",
     "no_common_queries",
 )
@@ -72,7 +73,10 @@ def provenance_lines(prov: dict) -> list[str]:
         for k in PROVENANCE_KEYS
         if k in prov
     ]
-    lines.append(f"# run: {prov['run']['path']} sha256:{prov['run']['sha256'][:16]}")
+    run_format = prov["run"].get("format")  # a run read from MS MARCO's format: how its scores were made
+    lines.append(
+        f"# run: {prov['run']['path']} sha256:{prov['run']['sha256'][:16]}" + (f" ({run_format})" if run_format else "")
+    )
     lines.append(f"# qrels: {prov['qrels']['path']} sha256:{prov['qrels']['sha256'][:16]}")
     origin = prov["qrels"].get("origin")
     if origin:  # merged human and judge labels: the policy, the counts and each origin's judged@k

@@ -14,9 +14,11 @@ def _load(folder: Path) -> tuple[dict, pd.DataFrame]:
     for p in (meta, table):
         if not p.is_file():
             raise InputFormatError(str(p), None, "no such file (not an experiment result folder)")
-    from toolkit.guard.readers import read_json_object
+    import io
 
-    return read_json_object(meta), pd.read_csv(table)
+    from toolkit.guard.readers import read_input, read_json_object
+
+    return read_json_object(meta), pd.read_csv(io.BytesIO(read_input(table)))  # through the inputs door
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

@@ -1,7 +1,7 @@
 """An experiment's grid points as small picklable tasks, and ``Warm``, the one holder that runs them.
 
 Every point the stage cache lacks is computed by ``Warm.run(point)``: in the driver without ``--ray``,
-and on each Ray actor with it (``toolkit.experiments.distributed``). Both paths build the same point
+and on each Ray actor with it (``toolkit.experiments.ray_grid``). Both paths build the same point
 from the same configuration and run the same code, so a run cannot depend on where it was made.
 
 A point carries what it needs and nothing it can look up: ``SearchPoint`` (Lucene index path, BM25/QL
@@ -82,9 +82,9 @@ class RerankPoint:
     ``embeddings``: the embedding cache folder of a bi-encoder (None: no cache). It is named by the
     driver, so every worker uses the driver's (on several machines: a folder they all see).
     ``threads``: torch's thread count for the model (the experiment's ``threads``, as the searches
-    use). Set on every point because it moves float32 results in the last bit on short texts, and a
-    process's default differs: torch's own in the driver, one thread in a Ray worker, or whatever a
-    dense stage set before.
+    use). Set on every point, while it runs (``models.torch_threads``), because it moves float32 results
+    in the last bit on short texts, and a process's default differs: torch's own in the driver, one
+    thread in a Ray worker.
     """
 
     first: Run
@@ -106,18 +106,23 @@ class RerankPoint:
         return ("embeddings", resolve_model(self.spec.model), self.spec.backend, self.embeddings)
 
     def compute(self, warm: Warm) -> Run:
-        from toolkit.reranking.job import rerank_run
+        from toolkit.models import torch_threads
+        from toolkit.reranking.rerank_job import rerank_run
 
-        if self.spec.backend == "torch":
-            import torch
-
-            torch.set_num_threads(max(1, self.threads))
-        built = warm.reranker(self.spec)
-        cache = warm.embedding_cache(self.embeddings, built) if self.spec.kind == "bi-encoder" else None
-        queries = dict(self.topics.as_dict())
-        res = rerank_run(
-            self.first, queries, warm.text_source(self.texts), built, depth=self.depth, progress=False, cache=cache
-        )
+        # the point's thread count while it runs; the process's own is back afterwards
+        with torch_threads(max(1, self.threads) if self.spec.backend == "torch" else None):
+            built = warm.reranker(self.spec)
+            cache = warm.embedding_cache(self.embeddings, built) if self.spec.kind == "bi-encoder" else None
+            queries = dict(self.topics.as_dict())
+            res = rerank_run(
+                self.first,
+                queries,
+                warm.text_source(self.texts),
+                built,
+                depth=self.depth,
+                progress=False,
+                cache=cache,
+            )
         return res.run
 
 
@@ -133,9 +138,9 @@ class FusePoint:
     lane = None  # any actor, in any order
 
     def compute(self, warm: Warm) -> Run:
-        from toolkit.retrieval.fusion import rrf
+        from toolkit.retrieval.fusion import FuseOptions, fuse
 
-        return rrf(list(self.runs), self.k, self.depth, self.hits)
+        return fuse(list(self.runs), FuseOptions("rrf", k=self.k, depth=self.depth, hits=self.hits)).run
 
 
 Point = SearchPoint | DensePoint | RerankPoint | FusePoint
@@ -178,7 +183,7 @@ class Warm:
         if folder is None:
             return None
         from toolkit.jobs.embed_cache import EmbeddingCache
-        from toolkit.reranking.job import embedding_namespace
+        from toolkit.reranking.rerank_job import embedding_namespace
 
         namespace = embedding_namespace(built.describe())
         key = (folder, json.dumps(namespace, sort_keys=True, default=str))

@@ -60,7 +60,7 @@ def grid_figure(table: pd.DataFrame, params: list[str], primary: str):
 
 def trust_html(table: pd.DataFrame, primary: str, measures: list[str] | None = None) -> str:
     """ "How far to trust each difference": per measure (``primary`` first, then the others of ``measures``), one
-    line per configuration tested against the baseline, its verdict (``experiments.trust``); empty without one."""
+    line per configuration tested against the baseline, its verdict (``experiments.trust_columns``); empty without one."""
     sections: list[str] = []
     for m in dict.fromkeys([primary, *(measures or [])]):
         col = f"verdict_{m}"

@@ -20,9 +20,9 @@ import pandas as pd
 
 from toolkit.data.records import QUERY_ID
 from toolkit.errors import ConfigError
-from toolkit.experiments.cache import StageCache
-from toolkit.experiments.runner import Config, Context, run_stages, topics_checksum
 from toolkit.experiments.spec import Experiment, parse_experiment, safe_name
+from toolkit.experiments.stage_cache import StageCache
+from toolkit.experiments.stages import Config, Context, run_stages, topics_checksum
 
 
 @dataclass
@@ -42,12 +42,13 @@ def _index(exp: Experiment, data_dir: str | None, say) -> str:
         p = p if p.is_absolute() else Path(exp.path).parent / p
         return str(check_lucene_index(p))
     from toolkit.data.corpus import resolve_corpus
-    from toolkit.experiments.cache import default_folder
+    from toolkit.experiments.stage_cache import building_index
     from toolkit.retrieval.indexing import build_lucene_index
 
     name = str(exp.index["collection"])
     corpus = resolve_corpus(name, data=data_dir)
-    info = build_lucene_index(corpus, default_folder().parent / "indexes" / safe_name(name), progress=False)
+    with building_index(safe_name(name)) as out:
+        info = build_lucene_index(corpus, out, progress=False)
     say(f"{'reused' if info.reused else 'built'} index {info.path} ({info.documents} documents)")
     return str(info.path)
 
@@ -111,8 +112,8 @@ def _baseline(exp: Experiment, configs: list[Config]) -> str | None:
 
 
 def _significance(exp: Experiment, tidy: pd.DataFrame, baseline: str | None) -> dict:
-    from toolkit.evaluation.compare import identical_runs
-    from toolkit.evaluation.significance import compare_table
+    from toolkit.stats.paired import identical_runs
+    from toolkit.stats.significance import compare_table
 
     if baseline is None or tidy["run"].nunique() < 2:
         return {}
@@ -123,7 +124,7 @@ def _significance(exp: Experiment, tidy: pd.DataFrame, baseline: str | None) -> 
     tested = tidy[~tidy["run"].isin(list(copies))]
     if tested["run"].nunique() < 2:
         return {}
-    from toolkit.experiments.trust import interval_options
+    from toolkit.experiments.trust_columns import interval_options
 
     rows = compare_table(
         tested, baseline, int(ev["permutations"]), int(ev["seed"]), str(ev["correction"]), **interval_options(ev)
@@ -169,8 +170,8 @@ def _table(exp, configs, measures, means, sig, baseline) -> pd.DataFrame:
 
 def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFrame) -> pd.DataFrame:
     """The table with every measure's hole bounds (where it has them), direction, overlap and verdict columns
-    (``experiments.trust``): the first measure's first, then the others' in the table's measure order."""
-    from toolkit.experiments.trust import group_bounds, trust_columns
+    (``experiments.trust_columns``): the first measure's first, then the others' in the table's measure order."""
+    from toolkit.experiments.trust_columns import group_bounds, trust_columns
     from toolkit.measures.names import parse_measure_groups
 
     groups = parse_measure_groups([str(m) for m in ctx.exp.evaluation["measures"]], ctx.settings.trec_eval)
@@ -184,8 +185,9 @@ def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFr
 
 
 def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) -> str:
-    from toolkit.diagnosis.diagnose import diagnose
-    from toolkit.report.diagnosis import write_diagnosis_report
+    from toolkit.data.workspace import Workspace
+    from toolkit.diagnosis.compute import diagnose
+    from toolkit.report.diagnosis_page import write_diagnosis_report
 
     first = by_name[c.input]
     # a grid depth beyond the first stage's lists reranked every candidate: the diagnosis reads it as the
@@ -204,8 +206,9 @@ def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) ->
         permutations=int(ctx.exp.evaluation["permutations"]),
         seed=int(ctx.exp.evaluation["seed"]),
         correction=str(ctx.exp.evaluation["correction"]),
+        work=Workspace(),  # this diagnosis's: every run sorted once; it goes when the diagnosis is done
     )
-    from toolkit.experiments.trust import with_uncertainty
+    from toolkit.experiments.trust_columns import with_uncertainty
 
     diag = with_uncertainty(diag, ctx.qrels, {first.name: first.run, c.name: c.run}, ctx.settings, ctx.exp.evaluation)
     folder = out / "diagnosis" / safe_name(c.name)
@@ -268,7 +271,7 @@ def run_experiment(
 ) -> ExperimentResult:
     """Run the experiment file ``path`` into ``out``; returns the results table (also in results.csv).
 
-    ``grid``: a ``toolkit.experiments.distributed.RayGrid`` (``--ray``) computes the missing search, dense and
+    ``grid``: a ``toolkit.experiments.ray_grid.RayGrid`` (``--ray``) computes the missing search, dense and
     rerank points on Ray; it is closed (workers stopped) once the stages are done.
     """
     from toolkit.guard.writer import check_target, result_folder
@@ -276,7 +279,9 @@ def run_experiment(
     started = time.perf_counter()
     exp = parse_experiment(path)  # every check before anything runs
     check_target(out, "experiment", OUTPUT_NAMES)  # a folder holding what twostage did not write is refused now
-    ctx = _context(exp, cache or StageCache(), data_dir, force, say)
+    cache = cache or StageCache()
+    cache.probe()  # a stage cache that cannot be written: one error now, not after the first stage
+    ctx = _context(exp, cache, data_dir, force, say)
     ctx.grid = grid
     try:
         configs = run_stages(ctx)

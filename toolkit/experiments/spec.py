@@ -24,68 +24,96 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from toolkit.errors import InputFormatError
 from toolkit.guard.specs import Located
 from toolkit.guard.specs import load_yaml as load_guarded
 
 #: Parameters each stage type takes, with their defaults (None: required).
-STAGE_PARAMS: dict[str, dict[str, object]] = {
-    "bm25": {"k1": 0.9, "b": 0.4},
-    "qld": {"mu": 1000.0},
-    "rm3": {"input": None, "fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5},
-    "rerank": {
-        "input": None,
-        "model": None,
-        "depth": 100,
-        "kind": "auto",
-        "batch_size": 64,
-        "max_length": None,
-        "backend": "torch",
-        "device": "auto",
-        "precision": "auto",
-    },
-    "fuse": {"inputs": None, "method": "rrf", "k": 60.0, "depth": 1000},
-    # A dense first stage: an existing dense index (``index``), or one built from ``collection`` (default:
-    # the experiment's index collection) with ``encoder`` and the build settings after it.
-    "dense": {
-        "index": None,
-        "collection": None,
-        "encoder": None,
-        "hits": None,
-        "batch_size": 32,
-        "device": "auto",
-        "precision": "auto",
-        "ef_search": 256,
-        "pooling": "mean",
-        "normalize": True,
-        "max_length": 256,
-        "hnsw": False,
-    },
-}
+STAGE_PARAMS: Mapping[str, dict[str, object]] = MappingProxyType(
+    {
+        "bm25": {"k1": 0.9, "b": 0.4},
+        "qld": {"mu": 1000.0},
+        "rm3": {"input": None, "fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5},
+        "rerank": {
+            "input": None,
+            "model": None,
+            "depth": 100,
+            "kind": "auto",
+            "batch_size": 64,
+            "max_length": None,
+            "backend": "torch",
+            "device": "auto",
+            "precision": "auto",
+        },
+        "fuse": {"inputs": None, "method": "rrf", "k": 60.0, "depth": 1000},
+        # A dense first stage: an existing dense index (``index``), or one built from ``collection`` (default:
+        # the experiment's index collection) with ``encoder`` and the build settings after it.
+        "dense": {
+            "index": None,
+            "collection": None,
+            "encoder": None,
+            "hits": None,
+            "batch_size": 32,
+            "device": "auto",
+            "precision": "auto",
+            "ef_search": 256,
+            "pooling": "mean",
+            "normalize": True,
+            "max_length": 256,
+            "hnsw": False,
+        },
+    }
+)
 #: Parameters whose default None means "not given" rather than "required".
-OPTIONAL = {"max_length", "index", "collection", "encoder", "hits"}
+OPTIONAL = frozenset({"max_length", "index", "collection", "encoder", "hits"})
 #: Parameters that are never grids (a list there is the value itself).
-LIST_VALUED = {"inputs"}
-STAGE_KEYS = {"type", "tune"}
-TOP_KEYS = {"name", "topics", "qrels", "index", "hits", "threads", "evaluation", "stages"}
-EVAL_KEYS = {
-    "measures",
-    "complete",
-    "level",
-    "trec_eval",
-    "baseline",
-    "correction",
-    "permutations",
-    "seed",
-    "ci",
-    "bootstrap",
-    "ci_method",
-}
-TUNE_KEYS = {"metric", "folds", "seed", "queries"}
-INDEX_KEYS = {"collection", "path"}
+LIST_VALUED = frozenset({"inputs"})
+STAGE_KEYS = frozenset({"type", "tune"})
+TOP_KEYS = frozenset({"name", "topics", "qrels", "index", "hits", "threads", "evaluation", "stages"})
+EVAL_KEYS = frozenset(
+    {
+        "measures",
+        "complete",
+        "level",
+        "trec_eval",
+        "baseline",
+        "correction",
+        "permutations",
+        "seed",
+        "ci",
+        "bootstrap",
+        "ci_method",
+    }
+)
+TUNE_KEYS = frozenset({"metric", "folds", "seed", "queries"})
+INDEX_KEYS = frozenset({"collection", "path"})
+
+
+#: Keys that would name a remote host. No stage of an experiment calls an endpoint (the listwise reranker and the
+#: LLM judge run from the command line, ``--endpoint URL``), and an experiment file sends nothing to a host the
+#: command line did not name: such a key is refused by name wherever it is, and so is a URL as any value, before
+#: the other checks (docs/security.md, "Specs and experiment files send nothing to a host you did not name").
+ENDPOINT_KEYS = frozenset(
+    {
+        "endpoint",
+        "endpoints",
+        "url",
+        "base_url",
+        "api_base",
+        "api_url",
+        "host",
+        "address",
+        "ray",
+        "ray_address",
+        "proxy",
+    }
+)
+_URL = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 #: The most values (mappings, lists, scalars) an experiment file may expand to. A YAML alias (``*name``) repeats
@@ -243,7 +271,13 @@ def _query_file(doc: Located, keys: tuple, name: str) -> list[str]:
     p = Path(name) if Path(name).is_absolute() else Path(doc.path).parent / name
     if not p.is_file():
         raise doc.error(keys, f"tuning query file {name} does not exist")
-    return [line.split()[0] for line in p.read_text().splitlines() if line.strip()]
+    from toolkit.guard.readers import read_input  # the inputs door: a regular file, no NUL byte
+
+    try:
+        text = read_input(p).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise doc.error(keys, f"tuning query file {name} is not valid UTF-8") from None
+    return [line.split()[0] for line in text.splitlines() if line.strip()]
 
 
 def _order(doc: Located, stages: dict[str, Stage]) -> tuple[str, ...]:
@@ -374,7 +408,7 @@ def config_names(stages: dict[str, Stage], order: tuple[str, ...]) -> list[str]:
 def _check_intervals(doc, ev: dict) -> None:
     """``ci`` (a level in (0, 1)), ``bootstrap`` (resamples >= 1), ``ci_method``: an error at their line."""
     from toolkit.errors import ConfigError
-    from toolkit.evaluation.mean_intervals import check_interval_request
+    from toolkit.stats.mean_intervals import check_interval_request
 
     defaults = {"ci": 0.95, "bootstrap": 10_000, "ci_method": "percentile"}
     for key, value in defaults.items():
@@ -389,9 +423,34 @@ def _check_intervals(doc, ev: dict) -> None:
             raise doc.error(("evaluation", key), f"{key}: {ev[key]!r} is not a number") from None
 
 
+def _refuse_hosts(doc: Located, keys: tuple, value) -> None:
+    """An ``InputFormatError`` at the first key of ``ENDPOINT_KEYS`` or URL value (see ``ENDPOINT_KEYS``)."""
+    named = None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if str(k).lower() in ENDPOINT_KEYS:
+                named = ((*keys, k), f"{k}: {v!r}")
+                break
+            _refuse_hosts(doc, (*keys, k), v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _refuse_hosts(doc, (*keys, i), v)
+    elif isinstance(value, str) and _URL.match(value):
+        named = (keys, f"{'.'.join(map(str, keys))}: {value!r}")
+    if named is not None:
+        where, what = named
+        raise doc.error(
+            where,
+            f"the experiment file names a host the command line did not name ({what}); nothing was run. No stage "
+            "of an experiment calls an endpoint, and an experiment file sends nothing to a host: run `twostage "
+            "judge --endpoint URL` or `twostage rerank --backend listwise --endpoint URL` on its runs instead",
+        )
+
+
 def parse_experiment(path: str | Path) -> Experiment:
     """Read and check an experiment file; every problem is an ``InputFormatError`` with its line."""
     doc = load_yaml(path)
+    _refuse_hosts(doc, (), doc.data)
     top = _mapping(doc, (), doc.data, "the experiment")
     _unknown(doc, (), top, TOP_KEYS, "key")
     for key in ("topics", "qrels", "index", "stages"):
@@ -412,6 +471,9 @@ def parse_experiment(path: str | Path) -> Experiment:
     ev.setdefault("correction", "holm")
     ev.setdefault("permutations", 10_000)
     ev.setdefault("seed", 42)
+    for key in ("level", "trec_eval", "permutations", "seed"):  # YAML integers (the spec loader bounds them)
+        if isinstance(ev[key], bool) or not isinstance(ev[key], int):
+            raise doc.error(("evaluation", key), f"{key} must be an integer, not {ev[key]!r}")
     _check_intervals(doc, ev)
     if not isinstance(ev["measures"], list) or not ev["measures"]:
         raise doc.error(("evaluation", "measures"), "measures must be a non-empty list")

@@ -28,12 +28,30 @@ reverse the text that follows it on screen ("Trojan Source"). CSV keeps every ch
 
 ``Raw`` marks a text the writer built itself in the target format (``**differs**`` in a Markdown cell):
 the table helpers pass it through unchanged.
+
+Terminals (``terminal_text``): a terminal acts on what it prints, so every string twostage prints (reports on
+stdout, ``Error:`` lines, warnings, log lines, progress bars) passes this escape, once per channel (the CLI's
+``toolkit.cli.terminal``; progress bars through ``progress_bar``). It shows, in the same ``[U+XXXX]`` style as
+above, every character a terminal would act on or that hides or reorders text: the C0 controls but the line
+feed and the tab (a report's lines and trec_eval's columns), so ESC (every escape sequence: ``ESC c`` resets the
+terminal, ``ESC ( 0`` switches its character set, OSC sets titles and links), BEL and the carriage return (it
+would let a text overwrite its own line); DEL; the C1 controls U+0080..U+009F (CSI and OSC on their own); every
+format character (Unicode category Cf: the bidi controls, U+200E/U+200F/U+061C marks, zero-width characters,
+the BOM, tag characters); the line and paragraph separators U+2028/U+2029; lone surrogates (a file name that was
+not UTF-8). The escape is injective: a ``[`` that would start a text reading ``[U+XXXX]`` is itself shown as
+``[U+005B]``, so every ``[U+XXXX]`` on screen stands for that one character and two different texts never look
+the same. A text printed as one line (an ``Error:`` line, a warning: ``terminal_line``) shows its line feeds too. Machine-read output (a TREC run, trec_eval's text, CSV: ``terminal_data``; JSON: ``terminal_json``)
+shows the same characters (JSON as ``\\uXXXX`` escapes, which read back as the same text) and leaves every
+``[`` as it is: ids may hold no control or format character, so valid data is printed byte for byte.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import re
+import unicodedata
+from types import MappingProxyType
 from typing import Any
 
 
@@ -102,24 +120,26 @@ def markdown_cell(value: object) -> str:
 
 
 # ------------------------------------------------------------------ LaTeX
-_LATEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-    "|": r"\textbar{}",
-    "\r\n": " ",
-    "\r": " ",
-    "\n": " ",
-}
+_LATEX = MappingProxyType(
+    {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+        "<": r"\textless{}",
+        ">": r"\textgreater{}",
+        "|": r"\textbar{}",
+        "\r\n": " ",
+        "\r": " ",
+        "\n": " ",
+    }
+)
 _LATEX_SPECIAL = re.compile("|".join(re.escape(k) for k in sorted(_LATEX, key=len, reverse=True)))
 
 
@@ -231,6 +251,111 @@ def _texts_of_distinct(values: Any, text: Any) -> list[str]:
     return list(map(texts.__getitem__, at.ravel().tolist()))
 
 
+# ------------------------------------------------------------------ terminals
+#: The Unicode categories a terminal must not receive raw: controls (Cc), format characters (Cf, bidi controls
+#: included), lone surrogates (Cs), line and paragraph separators (Zl, Zp).
+TERMINAL_SHOWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+#: The two controls a terminal text keeps: a report's line breaks and trec_eval's column separators.
+TERMINAL_KEPT = frozenset("\n\t")
+# A look-alike of what the escape writes: its ``[`` is shown too, so that the escape is injective.
+_LOOK_ALIKE = r"\[(?=U\+[0-9A-F]{4,6}\])"
+# In an ASCII text only these can be shown; in any other text every character outside printable ASCII is a
+# candidate, taken in runs and looked at one by one only when the run is not all printable.
+_ASCII_SHOWN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|" + _LOOK_ALIKE)
+_ASCII_SHOWN_DATA = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CANDIDATES = re.compile(r"[^\x20-\x7e\n\t]+|" + _LOOK_ALIKE)
+_CANDIDATES_DATA = re.compile(r"[^\x20-\x7e\n\t]+")
+
+
+def terminal_shown(char: str) -> bool:
+    """True for a character ``terminal_text`` shows as ``[U+XXXX]`` (what a terminal acts on or hides)."""
+    return char not in TERMINAL_KEPT and unicodedata.category(char) in TERMINAL_SHOWN_CATEGORIES
+
+
+def _shown_run(run: str, show) -> str:
+    if run.isprintable():  # letters, digits, marks and spaces of any script: nothing to show
+        return run
+    return "".join(show(c) if terminal_shown(c) else c for c in run)
+
+
+def _as_code_point(char: str) -> str:
+    return f"[U+{ord(char):04X}]"
+
+
+def _as_json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # outside the BMP: JSON writes the UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _escape(text: str, ascii_shown: re.Pattern, candidates: re.Pattern, show) -> str:
+    if text.isascii():
+        return ascii_shown.sub(lambda m: show(m.group()), text) if ascii_shown.search(text) else text
+    return candidates.sub(lambda m: _shown_run(m.group(), show) if m.group() != "[" else show("["), text)
+
+
+def terminal_text(value: object) -> str:
+    """``value`` as text a terminal prints as it is: each character it would act on or that hides or reorders
+    text (C0 controls but line feed and tab, DEL, C1 controls, format characters, U+2028/U+2029, lone
+    surrogates) shown as ``[U+XXXX]``, and a ``[`` starting a look-alike of that as ``[U+005B]`` (the module
+    docstring). A text without such characters is returned unchanged."""
+    return _escape(str(value), _ASCII_SHOWN, _CANDIDATES, _as_code_point)
+
+
+def terminal_line(value: object) -> str:
+    """``terminal_text`` for a text printed as one line (an ``Error:`` line, a warning): its line feeds are shown
+    too (``[U+000A]``), so a name holding one cannot start a line of its own."""
+    return terminal_text(value).replace("\n", "[U+000A]")
+
+
+def terminal_data(value: object) -> str:
+    """Machine-read text (a TREC run, trec_eval's output, CSV) for a terminal: the characters ``terminal_text``
+    shows, shown alike, every other character (``[`` included) kept, so valid data is printed byte for byte."""
+    return _escape(str(value), _ASCII_SHOWN_DATA, _CANDIDATES_DATA, _as_code_point)
+
+
+def terminal_json(text: str) -> str:
+    """JSON text for a terminal: each character ``terminal_text`` shows written as its JSON escape (``\\u202e``;
+    outside the BMP as a surrogate pair), which a JSON reader reads back as the same character. Such characters
+    occur only inside JSON strings (``json.dumps`` escapes the C0 controls itself), so the document means the
+    same."""
+    return _escape(text, _ASCII_SHOWN_DATA, _CANDIDATES_DATA, _as_json_escape)
+
+
+@functools.cache
+def _progress_class(auto: bool) -> Any:
+    if auto:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm import tqdm
+
+    class TerminalBar(tqdm):  # type: ignore[misc, valid-type]
+        """A tqdm bar whose description, postfix and unit, and the lines ``write`` prints, pass
+        ``terminal_text`` (what the bar shows is built from ``format_dict``, in the terminal and in notebooks)."""
+
+        @property
+        def format_dict(self) -> Any:
+            shown = super().format_dict
+            for key in ("prefix", "postfix", "unit"):
+                if isinstance(shown.get(key), str):
+                    shown[key] = terminal_text(shown[key])
+            return shown
+
+        @classmethod
+        def write(cls, s: str, file: Any = None, end: str = "\n", nolock: bool = False) -> None:
+            super().write(terminal_text(s), file=file, end=end, nolock=nolock)
+
+    return TerminalBar
+
+
+def progress_bar(*, auto: bool = True, **options: Any) -> Any:
+    """A tqdm progress bar (``tqdm.auto``'s, or plain ``tqdm``'s with ``auto=False``) whose description, postfix
+    and written lines pass ``terminal_text``: every progress bar of twostage is made here."""
+    return _progress_class(auto)(**options)
+
+
 __all__ = [
     "CSV_LINE_END",
     "Raw",
@@ -245,5 +370,11 @@ __all__ = [
     "markdown_code",
     "markdown_text",
     "plot_text",
+    "progress_bar",
+    "terminal_data",
+    "terminal_json",
+    "terminal_line",
+    "terminal_shown",
+    "terminal_text",
     "visible_controls",
 ]

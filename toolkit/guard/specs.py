@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from toolkit.errors import InputFormatError
+from toolkit.guard.numbers import NumberRefused, bounded_int, show
 
 #: The largest YAML file read (bytes). Real experiment files and specs are a few KB.
 MAX_BYTES = 256 << 10
@@ -40,7 +42,9 @@ MAX_VALUES = 100_000
 _YAML = "tag:yaml.org,2002:"
 #: The tags a file may give explicitly (``!!str 10``); the non-specific ``!`` means a string.
 KNOWN_TAGS = frozenset(_YAML + t for t in ("str", "int", "float", "bool", "null", "seq", "map"))
-_TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "a boolean", "null": "null", "timestamp": "a date"}
+_TYPE_NAMES = MappingProxyType(
+    {"int": "an integer", "float": "a number", "bool": "a boolean", "null": "null", "timestamp": "a date"}
+)
 
 
 @dataclass
@@ -61,15 +65,16 @@ class Located:
 
 
 def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES) -> str:
-    """The file as text, refused (with the line where it passes the bound) when larger than ``max_bytes``."""
+    """The file as text, refused (with the line where it passes the bound) when larger than ``max_bytes``.
+
+    Opened through the inputs door (``toolkit.guard.readers.open_input``): a regular file only (a FIFO, a device
+    or a folder is one error naming what it is), refused at its first NUL byte."""
+    from toolkit.guard.readers import open_input
+
     path = str(path)
     try:
-        with open(path, "rb") as fh:
+        with open_input(path) as fh:
             raw = fh.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise InputFormatError(path, None, "no such file") from None
-    except IsADirectoryError:
-        raise InputFormatError(path, None, "a folder, not a YAML file") from None
     except OSError as exc:
         raise InputFormatError(path, None, f"cannot read the file ({exc.strerror or exc})") from None
     if len(raw) > max_bytes:
@@ -288,10 +293,17 @@ class _Builder:
             return event.value
         node = y.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
         try:
-            return self.constructor.construct_object(node)
+            value = self.constructor.construct_object(node)
+            # the numbers door: an integer (0x.., 0b.., 1_000, 1:30) wider than 64 bits means nothing here, and
+            # one of more than 4,300 digits cannot even be printed
+            return bounded_int(value, what="integer") if type(value) is int else value
+        except NumberRefused as exc:
+            raise self.fail(
+                event.start_mark, f"{show(event.value)} is not an integer twostage reads ({exc.problem})"
+            ) from None
         except (y.YAMLError, ValueError, OverflowError) as exc:
             raise self.fail(
-                event.start_mark, f"{event.value[:80]!r} is not a valid {tag[len(_YAML) :]} ({exc})"
+                event.start_mark, f"{event.value[:80]!r} is not a valid {tag[len(_YAML) :]} ({str(exc)[:120]})"
             ) from None
 
     def on_alias(self, event, keys: tuple, is_key: bool, level: int) -> None:

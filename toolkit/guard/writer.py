@@ -26,11 +26,20 @@ Where. ``target`` is resolved first (``--out .``, ``--out "$PWD"``, relative par
 is followed and the set is written into the folder it points at; the link stays. The current folder, or a
 folder holding it, is refused (the swap would pull it from under the shell).
 
-Temporary folders are named ``.NAME.twostage-new-XXXXXXXX.tmp`` beside ``target`` and locked (``flock``) while
-a writer uses them; they are removed on failure. One left by a kill is removed by the next write into the same
-folder when it is older than a day, not locked, and owned by this user (older twostage versions named them
-``.NAME.XXXXXXXX.tmp``: those are removed only when they hold a manifest; their index builds
-``.NAME.buildingPID``: only when no process PID runs). Nothing else there is touched.
+Temporary folders. A write makes ``.NAME.twostage-new-TOKEN.tmp`` beside ``target`` (``TOKEN``: 32 random hex
+digits, ``secrets.token_hex``), locks it (``flock``) and writes into it, before anything else, its marker
+``.twostage-temporary.json``: the folder's name, the token, its device and inode, and the writing process. The
+marker is the proof that this module made the folder: the stale-folder sweep (``remove_stale``, run by the next
+write into the same parent) removes a folder only when its name carries a token, its marker (a regular file,
+not a link, owned by this user) holds that token, that very name and the folder's own device and inode (a
+marker copied into another folder, or a folder copied or renamed, does not match), and the folder is older
+than a day, not locked, owned by this user, and its process is gone. A name alone proves nothing: a user's
+``.thesis.building4194999/`` or ``.photos.20240101.tmp/`` beside ``--out`` is never touched, and neither are
+the temporary folders of earlier versions (``.NAME.XXXXXXXX.tmp``, ``.NAME.buildingPID``,
+``.NAME.twostage-new-XXXXXXXX.tmp``), which carry no marker: remove those by hand. A set swapped out is marked
+the same way before it is moved (so a kill while it is removed leaves it sweepable), and a marker is removed
+last when a folder is removed. A set just put in place loses its marker; one left there by a kill in between is
+recognised by its inode and replaced with the set.
 """
 
 from __future__ import annotations
@@ -42,9 +51,9 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import stat
-import tempfile
 import time
 import uuid
 from collections import deque
@@ -54,13 +63,13 @@ from pathlib import Path
 log = logging.getLogger("toolkit")
 
 MARKER = ".twostage-output.json"
-#: The temporary folders this module makes beside a target (``new``: being written; ``old``: a set moved aside).
-TEMP = re.compile(r"^\..+\.twostage-(?:new|old)-[a-z0-9_]{8}\.tmp$")
-#: The temporary folders of earlier versions, removed only when they hold a manifest.
-OLD_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
-#: The build folders of earlier versions' index builds (``.NAME.buildingPID``), removed only when their process
-#: is gone.
-OLD_BUILD = re.compile(r"^\..+\.building(\d+)$")
+#: The temporary folders this module makes beside a target (``new``: being written; ``old``: a set moved aside),
+#: each named with the random token its marker holds.
+TEMP = re.compile(r"^\..*\.twostage-(?:new|old)-([0-9a-f]{32})\.tmp$")
+#: The marker a temporary folder holds from its first instant (the module says what it proves).
+TEMP_MARKER = ".twostage-temporary.json"
+#: The most of ``target``'s name a temporary folder's name repeats (a long name would leave no room for the token).
+_NAME_PART = 64
 #: A temporary folder untouched this long (and not locked) was left by a kill.
 STALE_SECONDS = 24 * 3600
 
@@ -103,6 +112,8 @@ def first_foreign(
     if not os.path.lexists(marker):
         patterns = tuple(names)
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if entry.name == TEMP_MARKER and _marked(folder):
+                continue  # the marker of a set a kill left just after its rename: this module's own
             if not any(fnmatch.fnmatchcase(entry.name, p) for p in patterns) or entry.is_symlink():
                 return repr(entry.name) + (" (a symbolic link)" if entry.is_symlink() else "")
         return None
@@ -118,6 +129,8 @@ def first_foreign(
         rel_dir = todo.popleft()
         for entry in sorted(os.scandir(folder / rel_dir), key=lambda e: e.name):
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if rel == TEMP_MARKER and _marked(folder):
+                continue  # the marker of a set a kill left just after its rename: this module's own
             if entry.is_symlink():
                 return f"'{rel}' (a symbolic link)"
             if entry.is_dir():
@@ -222,7 +235,7 @@ def _manifest(folder: Path, kind: str, run_id: str, known: dict[str, str] | None
     folders: list[str] = []
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder).as_posix()
-        if p.is_symlink() or rel == MARKER:
+        if p.is_symlink() or rel in (MARKER, TEMP_MARKER):
             continue
         if p.is_dir():
             folders.append(rel)
@@ -254,62 +267,262 @@ def result_folder(
     Raises:
         ConfigError: ``target`` holds an entry twostage did not write, or is the current folder (before
             anything is written; ``check_target``), or such an entry appeared while the set was written.
+        OSError: the file system refused a write (full, over quota, over the file-size limit, read-only, no
+            permission, a path that cannot be made), naming ``target`` as given (or the file of the set under
+            it), never the temporary folder; ``target`` is left as it was.
     """
-    import fcntl
-
     from toolkit.data.trec_io import write_json
+    from toolkit.guard.preflight import make_folder
 
     names = tuple(names)
-    target = check_target(target, kind, names)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(target.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.twostage-new-", suffix=".tmp", dir=target.parent))
-    fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+    given = os.fspath(target)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # in use: the stale-folder sweep of another writer leaves it alone
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder the usual permissions
-        run_id = uuid.uuid4().hex
-        yield tmp
-        write_json(tmp / MARKER, _manifest(tmp, kind, run_id, known))
-        _install(tmp, target, kind, names)
+        target = check_target(target, kind, names)
+        make_folder(target.parent)
+    except OSError as exc:
+        raise as_given(exc, given) from exc
+    remove_stale(target.parent)
+    try:
+        tmp, token, fd = _make_temporary(target)
+    except OSError as exc:
+        raise as_given(exc, given) from exc
+    at_tmp: int | None = os.fstat(fd).st_ino  # what lies at tmp now: the new set, or after a swap the old one
+    installing = False
+    try:
+        try:
+            yield tmp
+            write_json(tmp / MARKER, _manifest(tmp, kind, run_id=uuid.uuid4().hex, known=known))
+            installing = True
+            at_tmp = _install(tmp, target, kind, names, token)
+        except OSError as exc:
+            raise as_given(exc, given, tmp) from exc
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # the failed set, or after a swap the previous one
+        if installing:  # the previous set after a swap, or the new one put back: only on the proof it is ours
+            _remove_ours(tmp, token, at_tmp)
+        else:  # the failed set, still where this process made it and holds it locked
+            _remove(tmp)
         os.close(fd)
 
 
-def _install(tmp: Path, target: Path, kind: str, names: tuple[str, ...]) -> None:
-    """Put the set at ``tmp`` in place of ``target``; the previous set, if any, is left at ``tmp``."""
+def as_given(exc: OSError, given: str, tmp: Path | None = None) -> OSError:
+    """``exc`` naming the path the caller was given (``given``, or the file under it) where it names the
+    temporary folder ``tmp``, another temporary folder of this module beside the target, the resolved target,
+    a folder on the way to it, or no file at all; an error naming another file (an input read inside the block)
+    is returned as it is."""
+    from toolkit.guard.preflight import FS_ERRNOS, naming
+
+    if exc.errno is None:
+        return exc
+    if exc.filename is None:
+        return naming(exc, given) if exc.errno in FS_ERRNOS else exc
+    name = os.path.abspath(os.fsdecode(exc.filename))
+    target = os.path.realpath(os.path.expanduser(given))
+    parent = os.path.dirname(target)
+    bases = [str(tmp)] if tmp is not None else []
+    if name.startswith(parent + os.sep) and TEMP.match(name[len(parent) + 1 :].split(os.sep, 1)[0]):
+        bases.append(os.path.join(parent, name[len(parent) + 1 :].split(os.sep, 1)[0]))
+    for base in [*bases, target]:
+        if name == base or name.startswith(base + os.sep):
+            rel = name[len(base) + 1 :]
+            inside = rel and rel != TEMP_MARKER  # the marker is this module's, not a file of the set
+            return naming(exc, os.path.join(given, rel) if inside else given)
+    if target.startswith(name.rstrip(os.sep) + os.sep):  # a folder on the way that could not be made
+        return naming(exc, given)
+    return exc
+
+
+def _make_temporary(target: Path) -> tuple[Path, str, int]:
+    """A fresh temporary folder beside ``target`` (named with a random token), locked, its marker written first;
+    (the folder, its token, the open descriptor holding the lock)."""
+    import fcntl
+
+    from toolkit.guard.preflight import current_umask
+
+    stem = os.fsdecode(os.fsencode(target.name)[:_NAME_PART])
+    for _ in range(8):
+        token = secrets.token_hex(16)
+        tmp = target.with_name(f".{stem}.twostage-new-{token}.tmp")
+        try:
+            os.mkdir(tmp, 0o700)  # private until the marker is written and the usual permissions given
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(errno.EEXIST, "no free name for a temporary folder", str(target))
+    fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # in use: the stale-folder sweep of another writer leaves it alone
+        _mark(tmp, tmp.name, token)
+        os.chmod(tmp, 0o777 & ~current_umask())
+    except BaseException:
+        _remove(tmp)
+        os.close(fd)
+        raise
+    return tmp, token, fd
+
+
+def _mark(folder: Path, name: str, token: str) -> None:
+    """Write ``folder``'s marker: it is (to be) named ``name``, carries ``token``, and is the folder with this
+    device and inode (a copy of the marker in another folder, or of the folder, proves nothing)."""
+    st = os.stat(folder, follow_symlinks=False)
+    doc = {
+        "token": token,
+        "folder": name,
+        "device": st.st_dev,
+        "inode": st.st_ino,
+        "pid": os.getpid(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    fd = os.open(folder / TEMP_MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, json.dumps(doc).encode())
+    finally:
+        os.close(fd)
+
+
+def _unmark(folder: Path) -> None:
+    """Take the marker out of a set now in place (one a kill leaves there is recognised by its inode)."""
+    with contextlib.suppress(OSError):
+        os.unlink(folder / TEMP_MARKER)
+
+
+def _marker(dir_fd: int) -> dict | None:
+    """The marker of the folder open as ``dir_fd`` when it is this module's and names this very folder: a
+    regular file (not a link, nor a FIFO) owned by this user, holding a token and a name, and the folder's own
+    device and inode; None otherwise."""
+    try:
+        fd = os.open(TEMP_MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_size > 4096:
+            return None
+        doc = json.loads(os.read(fd, 4096))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    here = os.fstat(dir_fd)
+    if not isinstance(doc, dict) or not isinstance(doc.get("token"), str) or not isinstance(doc.get("folder"), str):
+        return None
+    if type(doc.get("device")) is not int or type(doc.get("inode")) is not int:
+        return None
+    if (doc["device"], doc["inode"]) != (here.st_dev, here.st_ino):
+        return None
+    return doc
+
+
+def _marked(folder: Path) -> bool:
+    """Whether ``folder`` holds a marker of this module naming it (by device and inode)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        return _marker(fd) is not None
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path, fd: int | None = None) -> None:
+    """Remove a folder this module made, its marker last: a kill part-way leaves it marked, so still swept.
+    With ``fd`` (the folder, open, its marker checked), what it holds is removed through that descriptor, so a
+    folder put at ``path`` meanwhile loses nothing."""
+    try:
+        entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in os.scandir(fd if fd is not None else path)]
+    except OSError:
+        return
+    for name, is_dir in entries:
+        if name == TEMP_MARKER:
+            continue
+        if is_dir:
+            if fd is not None:
+                shutil.rmtree(name, ignore_errors=True, dir_fd=fd)
+            else:
+                shutil.rmtree(path / name, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(name if fd is not None else path / name, dir_fd=fd)
+    with contextlib.suppress(OSError):
+        os.unlink(TEMP_MARKER if fd is not None else path / TEMP_MARKER, dir_fd=fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)  # empty by now, or not the folder checked: then it stays
+
+
+def _remove_ours(path: Path, token: str, inode: int | None) -> None:
+    """Remove ``path`` when it is this write's: its marker holds ``token`` and its name, or it is the folder
+    (``inode``) this process put there."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return  # renamed into place, or never made
+    try:
+        marker = _marker(fd)
+        ours = marker is not None and marker["token"] == token and marker["folder"] == path.name
+        if ours or os.fstat(fd).st_ino == inode:
+            _remove(path, fd)
+    finally:
+        os.close(fd)
+
+
+def _install(tmp: Path, target: Path, kind: str, names: tuple[str, ...], token: str) -> int | None:
+    """Put the set at ``tmp`` in place of ``target``; the previous set, if any, is left at ``tmp``, marked with
+    ``token``. Returns the inode of what lies at ``tmp`` now (None: nothing)."""
     from toolkit.errors import ConfigError
 
     if not os.path.lexists(target):
         try:
             os.rename(tmp, target)  # onto nothing (or an empty folder, which POSIX rename replaces)
-            return
+            _unmark(target)
+            return None
         except OSError as exc:  # a folder with entries appeared there meanwhile: checked below
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
     foreign = first_foreign(target, kind, names)
     if foreign is not None:  # written there by someone else while this set was computed
         raise ConfigError(_foreign_message(target, kind, foreign) + " (it appeared while the set was written)")
+    previous = os.stat(target).st_ino
+    try:
+        _mark(target, tmp.name, token)  # marked before it moves: a kill while it is removed leaves it swept later
+    except OSError:
+        _unmark(target)  # the previous set as it was
+        raise
     if _exchange(tmp, target):
         late = first_foreign(tmp, kind, names, checksums=False)
         if late is not None:  # added in the instant between the check and the swap: put it all back
             _exchange(tmp, target)
+            _unmark(target)
             raise ConfigError(_foreign_message(target, kind, late) + " (it appeared while the set was written)")
-        return  # the previous set now lies at tmp, which the caller removes
+        _unmark(target)
+        return previous  # the previous set now lies at tmp, which the caller removes
     old = tmp.with_name(tmp.name.replace(".twostage-new-", ".twostage-old-"))
-    os.rename(target, old)
-    os.rename(tmp, target)
+    try:
+        _mark(target, old.name, token)
+        os.rename(target, old)
+    except OSError:
+        _unmark(target)  # the previous set as it was
+        raise
+    try:
+        os.rename(tmp, target)
+    except OSError:
+        os.rename(old, target)  # the previous set back in place
+        _unmark(target)
+        raise
     late = first_foreign(old, kind, names, checksums=False)
     if late is not None:
         os.rename(target, tmp)
         os.rename(old, target)
+        _unmark(target)
         raise ConfigError(_foreign_message(target, kind, late) + " (it appeared while the set was written)")
-    shutil.rmtree(old, ignore_errors=True)
+    _unmark(target)
+    _remove_ours(old, token, previous)
+    return None
 
 
 def remove_stale(parent: str | os.PathLike) -> list[Path]:
-    """Remove the temporary folders a killed writer left in ``parent`` (as the module says); returns them."""
+    """Remove the temporary folders a killed writer left in ``parent`` (as the module says: only those whose
+    marker proves this module made them); returns them."""
     import fcntl
 
     removed: list[Path] = []
@@ -319,10 +532,9 @@ def remove_stale(parent: str | os.PathLike) -> list[Path]:
         return removed
     now = time.time()
     for entry in entries:
-        current = TEMP.match(entry.name)
-        build = OLD_BUILD.match(entry.name)
-        if not current and not build and not OLD_TEMP.match(entry.name):
-            continue
+        named = TEMP.match(entry.name)
+        if not named:
+            continue  # a name proves nothing, but without this one there is no token to check
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
@@ -330,25 +542,30 @@ def remove_stale(parent: str | os.PathLike) -> list[Path]:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_SECONDS:
             continue
         path = Path(entry.path)
-        if build and _running(int(build.group(1))):
-            continue  # an earlier version's index build whose process may still be at work
-        if not current and not build and not (path / MARKER).is_file():
-            continue  # an earlier version's name without its manifest: it may be anyone's
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue  # a writer is using it
-        try:
-            shutil.rmtree(path)
+            here = os.fstat(fd)  # the folder opened is the one checked (not one put at its name meanwhile)
+            if (here.st_ino, here.st_uid) != (st.st_ino, os.getuid()) or now - here.st_mtime < STALE_SECONDS:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a writer is using it
+            marker = _marker(fd)
+            if marker is None or marker["token"] != named.group(1) or marker["folder"] != entry.name:
+                continue  # not proven this module's: a user's folder, a copy, or an earlier version's
+            pid = marker.get("pid")
+            if type(pid) is int and pid != os.getpid() and _running(pid):
+                continue  # its process (or one with its number) still runs
+            _remove(path, fd)
+            if os.path.lexists(path):
+                log.warning("twostage: could not remove the stale temporary folder %s", path)
+                continue
             removed.append(path)
             log.info("twostage: removed %s, a temporary folder left by an interrupted write", path)
-        except OSError as exc:
-            log.warning("twostage: could not remove the stale temporary folder %s (%s)", path, exc)
         finally:
             os.close(fd)
     return removed
@@ -362,9 +579,3 @@ def _running(pid: int) -> bool:
     except (OSError, OverflowError):
         return True  # another user's process (EPERM), or a pid the system cannot name: leave it be
     return True
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

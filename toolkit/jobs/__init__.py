@@ -1,4 +1,1 @@
-"""Sharded, resumable jobs: manifests, the in-process and Ray executors, the embedding cache.
-
-May import: the root modules.
-"""
+"""Sharded, resumable jobs: manifests, the in-process and Ray executors, the embedding cache."""

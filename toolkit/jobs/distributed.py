@@ -29,16 +29,19 @@ authentication is on with a token of its own in a 0600 file in a 0700 folder (ne
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from toolkit.errors import ConfigError, TwostageError
-from toolkit.jobs.shards import WorkerSpec, worker_identity
+from toolkit.guard.numbers import NumberRefused, natural
+from toolkit.jobs.shards import Sharding, WorkerSpec, worker_identity
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +124,13 @@ def reachable(address: str, timeout: float = 1.0) -> bool:
 
 def _split(address: str) -> tuple[str, int]:
     host, colon, port = address.removeprefix("ray://").rpartition(":")
-    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+    try:  # the numbers door: the digits 0-9 only (``--ray host:²`` is no port)
+        number = natural(port, what="port", max_digits=5) if colon else 0
+    except NumberRefused:
+        number = 0
+    if not 0 < number < 65536:
         raise ConfigError(f"--ray {address}: not an address (expected auto, HOST:PORT or ray://HOST:PORT)")
-    return host or "127.0.0.1", int(port)
+    return host or "127.0.0.1", number
 
 
 def _connect_error(address: str, timeout: float) -> str | None:
@@ -221,11 +228,20 @@ def connect(options: RayOptions):
     """Join (or start) the Ray cluster of ``options``; returns the ``ray`` module."""
     # Ray's C++ failure-signal handler would replace the JVM's SIGSEGV handler in a driver that has started
     # Java (Lucene texts, Pyserini): the JVM raises SIGSEGV on purpose (null checks, safepoints) and would
-    # then crash. The driver keeps its handlers; workers are separate processes and unaffected.
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
-    ray = import_ray()
-    if ray.is_initialized():
+    # then crash. The driver keeps its handlers; workers are separate processes and unaffected. The switch is
+    # the environment's while this driver's Ray runs: ``shutdown`` restores it, as it does ``PRIVATE_ENV``.
+    saved = os.environ.get(SIGNAL_SWITCH)
+    os.environ.setdefault(SIGNAL_SWITCH, "1")
+    try:
+        ray = import_ray()
+    except BaseException:
+        _restore_env(SIGNAL_SWITCH, saved)
+        raise
+    if ray.is_initialized():  # the caller's Ray: nothing is started here, so the switch is not needed
+        _restore_env(SIGNAL_SWITCH, saved)
         return ray
+    if not _PRIVATE.switch_set:  # else an earlier connect's value is kept, if shutdown did not run
+        _PRIVATE.switch_set, _PRIVATE.switch_before = True, saved
     _notices_to_stderr()
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     kwargs: dict[str, Any] = {
@@ -255,20 +271,60 @@ def connect(options: RayOptions):
             with this_machine_only(ray) if _loopback(address) else contextlib.nullcontext():
                 ray.init(address=address, **kwargs)
     except ConnectionError as exc:
+        _end_signal_switch()
         raise ConfigError(f"--ray {address}: cannot connect to a Ray cluster there ({exc})") from None
     except (ValueError, RuntimeError) as exc:
+        _end_signal_switch()
         raise ConfigError(f"--ray {address}: {exc}") from None
+    except BaseException:
+        _end_signal_switch()
+        raise
     return ray
+
+
+#: Ray's switch that keeps its C++ failure-signal handler out of the driver (``connect`` says why).
+SIGNAL_SWITCH = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+
+
+def _restore_env(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
+
+
+def _end_signal_switch() -> None:
+    """Restore ``SIGNAL_SWITCH`` as it was before ``connect`` set it."""
+    if _PRIVATE.switch_set:
+        _restore_env(SIGNAL_SWITCH, _PRIVATE.switch_before)
+        _PRIVATE.switch_set, _PRIVATE.switch_before = False, None
 
 
 #: The environment of the private local Ray, set while it runs and restored by ``shutdown``: token
 #: authentication with its own token (RAY_AUTH_TOKEN_PATH), whatever RAY_AUTH_MODE the user has.
-PRIVATE_ENV = {"RAY_AUTH_MODE": "token"}
+PRIVATE_ENV = MappingProxyType({"RAY_AUTH_MODE": "token"})
 #: Ray's switch for "this machine only" (its default on macOS and Windows): with it off, the node's address is
 #: 127.0.0.1 and a loopback address is not swapped for the machine's network address; Ray binds its servers
 #: to the node's address, so a cluster started so listens on loopback only.
 CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-_private_state: dict[str, Any] = {}
+
+
+@dataclasses.dataclass
+class _PrivateCluster:
+    """The private local Ray of this process (one at a time: Ray runs one driver per process): its folder and
+    the environment it replaced, while it runs; whether the exit hook that removes it is registered; Ray's
+    signal switch as ``connect`` found it."""
+
+    folder: str | None = None
+    saved: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    atexit_registered: bool = False
+    #: whether ``connect`` set ``SIGNAL_SWITCH`` (restored by ``shutdown``), and the value it had before
+    switch_set: bool = False
+    switch_before: str | None = None
+
+
+#: Declared: the process's one private cluster (set by ``private_cluster``, cleared by ``shutdown``).
+_PRIVATE = _PrivateCluster()
 
 
 @contextlib.contextmanager
@@ -286,12 +342,12 @@ def private_cluster(ray) -> Iterator[str]:
     with os.fdopen(fd, "w") as f:
         f.write(secrets.token_hex(32))
     env = {**PRIVATE_ENV, "RAY_AUTH_TOKEN_PATH": token}
-    if not _private_state.get("atexit"):  # a library user who never calls shutdown(): the folder still goes
+    if not _PRIVATE.atexit_registered:  # a library user who never calls shutdown(): the folder still goes
         import atexit
 
         atexit.register(shutdown)
-        _private_state["atexit"] = True
-    _private_state.update(folder=folder, saved={k: os.environ.get(k) for k in env})
+        _PRIVATE.atexit_registered = True
+    _PRIVATE.folder, _PRIVATE.saved = folder, {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     _refresh_ray_settings()
     try:
@@ -335,16 +391,13 @@ def _refresh_ray_settings() -> None:
 
 
 def _loopback(address: str) -> bool:
-    """Whether a ``host:port`` / ``ray://host:port`` address names this machine's loopback."""
-    import ipaddress
+    """Whether a ``host:port`` / ``ray://host:port`` address reaches this machine's loopback: decided on the
+    addresses the host resolves to, as the connection resolves it (``127.1`` and ``localhost`` are loopback),
+    by the one loopback decision of ``toolkit.guard.client``."""
+    from toolkit.guard.client import resolves_to_loopback
 
-    host = _split(address)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    host, port = _split(address)
+    return resolves_to_loopback(host, port)
 
 
 def _check_loopback(ray) -> None:
@@ -366,14 +419,13 @@ def _end_private() -> None:
     import shutil
     import sys
 
-    if "folder" not in _private_state:
+    if _PRIVATE.folder is None:
         return
-    for key, value in _private_state.pop("saved").items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    shutil.rmtree(_private_state.pop("folder"), ignore_errors=True)
+    folder, saved = _PRIVATE.folder, _PRIVATE.saved
+    _PRIVATE.folder, _PRIVATE.saved = None, {}
+    for key, value in saved.items():
+        _restore_env(key, value)
+    shutil.rmtree(folder, ignore_errors=True)
     if "ray" in sys.modules:
         _refresh_ray_settings()
 
@@ -410,6 +462,39 @@ def shutdown() -> None:
     if ray is not None and ray.is_initialized():
         ray.shutdown()
     _end_private()
+    _end_signal_switch()
+
+
+def ray_sharding(
+    ray: str | None,
+    shards: str | os.PathLike | None,
+    workers: int | None,
+    gpus_per_worker: float | None,
+    force: bool,
+    cpus_per_worker: float | None = None,
+    shard_size: int | None = None,
+    max_retries: int | None = None,
+) -> Sharding | None:
+    """The ``Sharding`` of the API's ``ray=`` (the job's manifest and shard results kept under ``shards``), with
+    the defaults of ``RayOptions`` for what is not given; None runs in this process."""
+    if ray is None:
+        return None
+    if shards is None:
+        raise ConfigError("ray= needs shards=FOLDER: where the job's manifest and shard results are kept")
+    options = RayOptions(
+        ray,
+        workers or 2,
+        gpus_per_worker or 0.0,
+        1.0 if cpus_per_worker is None else cpus_per_worker,
+        3 if max_retries is None else max_retries,
+    )
+    return Sharding(RayExecutor(options), Path(shards), shard_size, force)
+
+
+def close_sharding(sharding: Sharding | None) -> None:
+    """Ray shut down (and a private cluster ended) after a job that ran on it; nothing without a sharding."""
+    if sharding is not None:
+        shutdown()
 
 
 class _ShardActor:

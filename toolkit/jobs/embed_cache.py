@@ -12,8 +12,10 @@ dimension per distinct text (1.5 KiB per passage for a 384-dimensional model).
 Each part also holds ``check``: the sha256 of the namespace and of the part's keys and vectors, so a part
 is verified whenever it is read. A part that fails (truncated, damaged, edited, or copied in from another
 model's folder, or written before parts were checked) is reported with a warning naming the file, moved
-aside into ``damaged/`` and never used: its texts are embedded again. A cache folder that cannot be
-written (read-only, full, over quota) is a warning; the run goes on without storing vectors.
+aside into ``damaged/`` and never used: its texts are embedded again. A cache folder that cannot be made, read
+or written (read-only, full, over quota, no permission: ``FS_ERRNOS``) ends the run with one
+``CacheUnusableError`` naming the folder as it was set (``--embedding-cache``, ``$TWOSTAGE_CACHE`` or the
+default) and the fix (``--no-embedding-cache`` where the command has it); no output is written.
 
 The folder is opened through the one cache store (``toolkit.guard.store``): a namespace folder owned by another
 user or writable by group or others is neither read nor written (one warning; ``--trust-cache`` trusts it), and
@@ -29,30 +31,17 @@ import os
 import time
 import uuid
 import zipfile
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from toolkit.guard.preflight import UNWRITABLE
-from toolkit.guard.store import Store, seal
+from toolkit.guard.store import Setting, Store, seal
 
 KEY_BYTES = 16
 
 
 def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).digest()
-
-
-@lru_cache(maxsize=16)
-def model_fingerprint(model_path: str) -> str:
-    """sha256 over a local model folder's files (relative name and bytes); a hub name stands for itself."""
-    from toolkit.data.trec_io import folder_sha256
-
-    folder = Path(model_path)
-    if not folder.is_dir():
-        return "name:" + model_path
-    return folder_sha256(folder, skip=lambda p: "__pycache__" in p.parts or p.name.startswith("."))
 
 
 def default_folder() -> Path:
@@ -63,9 +52,13 @@ def default_folder() -> Path:
 
 class EmbeddingCache:
     """Vectors by text for one namespace; ``lookup`` finds what is there, ``add`` stores new ones. ``trust``: read
-    the folder even when another user owns it or may write to it (default: ``toolkit.guard.store.trusting``)."""
+    the folder even when another user owns it or may write to it (default: ``toolkit.guard.store.trusting``);
+    ``setting``: how ``folder`` was set, for the error saying it cannot be used (default: the default folder,
+    with no option to choose another)."""
 
-    def __init__(self, folder: str | os.PathLike, namespace: dict, trust: bool | None = None):
+    def __init__(
+        self, folder: str | os.PathLike, namespace: dict, trust: bool | None = None, setting: Setting | None = None
+    ):
         self.namespace = json.loads(json.dumps(namespace, sort_keys=True, default=str))
         self._digest = hashlib.sha256(json.dumps(self.namespace, sort_keys=True).encode()).hexdigest()
         self.folder = Path(folder) / self._digest[:24]
@@ -74,12 +67,17 @@ class EmbeddingCache:
         self.hits = 0
         self.misses = 0
         self.added = 0
-        self.store = Store(self.folder, "embedding cache", trust)
+        setting = setting or Setting()
+        if setting.folder is None:  # named as set: the folder given, not its namespace's
+            setting = Setting(folder, setting.given, setting.option, setting.off)
+        self.store = Store(self.folder, "embedding cache", trust, setting)
         self.set_aside = self.store.set_aside
         self.writable = self.store.usable
         if self.store.usable and self.folder.is_dir():
             self._check_namespace()
-            for p in sorted(self.folder.glob("part-*.npz")):
+            with self.store.guarded():  # a folder that cannot be listed: the store's error
+                parts = sorted(self.folder.glob("part-*.npz"))
+            for p in parts:
                 if self.store.readable(p):
                     self._load(p)
 
@@ -89,9 +87,17 @@ class EmbeddingCache:
         p = self.folder / "namespace.json"
         if not p.exists() or not self.store.readable(p):
             return
+        from toolkit.guard.preflight import FS_ERRNOS
+
         try:
             recorded = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            return  # removed since: written again with the next part
+        except OSError as exc:
+            if exc.errno in FS_ERRNOS:  # the file system refused it (no permission, ...): not damage
+                self.store.cannot(exc)
+            recorded = None
+        except ValueError:
             recorded = None
         if recorded != self.namespace:
             self.store.damaged(
@@ -111,11 +117,19 @@ class EmbeddingCache:
 
     def _load(self, p: Path) -> None:
         """Serve a part's vectors once it passes its check; else report it and move it aside."""
+        from toolkit.guard.preflight import FS_ERRNOS
+
         try:
             with np.load(p, allow_pickle=False) as z:
                 keys, vectors = z["keys"], z["vectors"]
                 check = z["check"] if "check" in z.files else None
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        except FileNotFoundError:
+            return None  # set aside by another process since it was listed: a miss
+        except OSError as exc:
+            if exc.errno in FS_ERRNOS:  # the file system refused it (no permission, ...): not damage
+                self.store.cannot(exc)
+            return self._set_aside(p, f"unreadable ({exc})")
+        except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             return self._set_aside(p, f"unreadable ({exc})")
         if check is None:
             return self._set_aside(p, "carries no checksum (written by an older twostage, or not by twostage)")
@@ -158,20 +172,8 @@ class EmbeddingCache:
         keys_arr = np.frombuffer(b"".join(keys[i] for i in fresh), dtype=np.uint8).reshape(len(fresh), KEY_BYTES)
         vecs = np.ascontiguousarray(vectors[fresh], dtype=np.float32)
         if self.writable:
-            try:
+            with self.store.guarded():  # the file system refuses the folder: the store's error, no output written
                 self._write_part(keys_arr, vecs)
-            except OSError as exc:
-                if exc.errno not in UNWRITABLE:
-                    raise
-                self.writable = False
-                from toolkit.errors import phrase
-                from toolkit.notices import warn
-
-                warn(
-                    f"the embedding cache {self.folder} cannot be written ({exc.strerror or exc}); going on without "
-                    f"storing vectors ({phrase('embedding_cache=FOLDER', '--embedding-cache')} chooses another "
-                    f"folder, {phrase('embedding_cache=False', '--no-embedding-cache')} turns it off)"
-                )
         part = len(self._parts)  # served for the rest of this run either way
         self._parts.append(vecs)
         for j, i in enumerate(fresh):

@@ -293,7 +293,7 @@ def run_job(
     keeps every finished shard; the message says how to resume. ``finish(shard, arrays)``
     completes a worker's arrays on the driver before they are written (cached rows).
     """
-    from tqdm.auto import tqdm
+    from toolkit.guard.escape import progress_bar
 
     total = len(manifest.ranges)
     todo = manifest.pending()
@@ -316,7 +316,7 @@ def run_job(
             manifest.folder / MANIFEST,
         )
     items = sum(hi - lo for lo, hi in (manifest.ranges[i] for i in todo))
-    bar = tqdm(
+    bar = progress_bar(
         total=items,
         desc=f"{label} ({len(todo)} shards)",
         unit=unit,

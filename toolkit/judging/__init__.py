@@ -1,3 +1,5 @@
-"""LLM relevance judges: prompt templates, backends (one table), a content-addressed cache, and the job that
-labels a run's top documents. Imports only the root modules; the calibration against human labels lives in
-``toolkit.api.judging``, which combines this package with ``toolkit.evaluation.assessors``."""
+"""LLM relevance judges: prompt templates and the job that labels a run's top documents.
+
+On the chat backends and answer cache of ``toolkit.llm``. The calibration against human labels lives in
+``toolkit.api.judging``, which combines this package with ``toolkit.quality.assessor_agreement``.
+"""

@@ -1,4 +1,1 @@
-"""What each measure is: the registry of families, gains and discounts, ranked lists, trec_eval's families and preference measures, measure names and evaluation settings.
-
-May import: the root modules (errors, records, columns, ranking, trec_io).
-"""
+"""What each measure is: the registry of families, gains and discounts, ranked lists, trec_eval's families and preference measures, measure names and evaluation settings."""

@@ -42,6 +42,9 @@ class Gain:
     - ``map``: an explicit table such as 0:0,1:1,2:4,3:10 (Järvelin &
       Kekäläinen 2002 compared 0,1,2,3 / 0,1,4,10 / 0,1,10,100). Every
       non-negative label in the qrels must be covered; gains are >= 0.
+    - ``relabel``: ir_measures' ``nDCG(gains={2:4,3:10})``: the listed labels
+      get the listed gain, every other label its own value (pytrec_eval is
+      given the qrels relabelled so); gains are whole numbers >= 0.
     Negative labels (unjudged) never contribute a gain.
     """
 
@@ -74,12 +77,16 @@ class Gain:
             return "linear: gain(l) = l (trec_eval)"
         if self.kind == "exp":
             return "exp: gain(l) = 2^l - 1"
+        if self.kind == "relabel":
+            return "relabel: " + ",".join(f"{k}:{v:g}" for k, v in self.table) + " (other labels: gain = label)"
         return "map: " + ",".join(f"{k}:{v:g}" for k, v in self.table)
 
     @property
     def label(self) -> str:
         if self.kind == "map":
             return ",".join(f"{k}:{v:g}" for k, v in self.table)
+        if self.kind == "relabel":
+            return "relabel " + ",".join(f"{k}:{v:g}" for k, v in self.table)
         return self.kind
 
     def value(self, label: int) -> float:
@@ -92,6 +99,8 @@ class Gain:
                     "give a gain map for labels above 1023"
                 )
             return 2.0**label - 1.0
+        if self.kind == "relabel":
+            return dict(self.table).get(label, float(label))
         return dict(self.table).get(label, 0.0)  # check_covers refuses labels the qrels have and the map lacks
 
     def check_covers(self, labels, where: str = "qrels") -> None:

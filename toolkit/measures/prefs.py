@@ -36,7 +36,7 @@ import pandas as pd
 
 from toolkit.errors import InputFormatError
 from toolkit.measures.registry import Params, family
-from toolkit.measures.trec import LONG_DEFAULTS, _ap, _rprec_mult, precision
+from toolkit.measures.trec import LONG_DEFAULTS, average_precision, precision, rprec_mult
 
 
 def _div(a: float, b: float) -> float:
@@ -457,7 +457,7 @@ class JgInput:
 @family("map_avgjg", rel_format="qrels_jg")
 def map_avgjg(ji: JgInput, ms, ctx) -> dict:
     """AP against each judgment group's judgments, averaged over the query's JGs (``m_map_avgjg.c``)."""
-    return {ms[0]: ji.average(_ap)}
+    return {ms[0]: ji.average(average_precision)}
 
 
 @family("P_avgjg", params=Params.LONG_CUTOFFS, defaults=LONG_DEFAULTS, rel_format="qrels_jg")
@@ -476,7 +476,7 @@ def Rprec_mult_avgjg(ji: JgInput, ms, ctx) -> dict:
     """Rprec_mult against each judgment group's judgments, averaged over the query's JGs (``m_Rprec_mult_avgjg.c``)."""
     out = {}
     for m in ms:
-        out[m] = ji.average(lambda r, m=m: _rprec_mult(r, [m], ctx)[m])
+        out[m] = ji.average(lambda r, m=m: rprec_mult(r, [m], ctx)[m])
     return out
 
 

@@ -19,6 +19,7 @@ Logarithms come from the C library (``math``), as trec_eval's do.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -28,16 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.data.columns import arrow_of
-from toolkit.data.ranking import (
-    group_starts,
-    is_shared,
-    known_in_trec_order,
-    order_run,
-    shared,
-    trec_order,
-    within_group_rank,
-)
+from toolkit.data.ranking import group_starts, order_run, trec_order, within_group_rank
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
+from toolkit.data.workspace import NO_WORKSPACE, Workspace
 
 #: Relevance code of a retrieved document absent from the qrels (trec_eval's RELVALUE_NONPOOL).
 NONPOOL = -1
@@ -64,6 +58,9 @@ class Ranked:
     level: int
     levels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the distinct judged labels >= 0
     extra_queries: int = 0
+    line: np.ndarray | None = None  # per kept row: its qrels line (a row of the qrels frame); None if not known
+    score: np.ndarray | None = None  # per kept row: its score (float64); None if not known
+    index: QrelsIndex | None = None  # the qrels these rows were coded against (their lines' labels, queries)
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -144,6 +141,17 @@ class Ranked:
 
         return self._memo("positions", calc)
 
+    def labels(self) -> np.ndarray:
+        """Per kept row, its qrels label as the qrels give it (negative ones included); where the rows' qrels
+        lines are not known (rows coded without them), a negative label reads as -1."""
+
+        def calc():
+            if self.index is not None and self.line is not None:
+                return self.index.labels[self.line].astype(np.int64)
+            return np.where(self.code >= 0, self.code, -1).astype(np.int64)
+
+        return self._memo("labels", calc)
+
     def _memo(self, key, fn):
         if key not in self._cache:
             self._cache[key] = fn()
@@ -156,7 +164,8 @@ class QrelsIndex:
 
     ``qids`` the sorted query ids (trec_eval's strcmp order), ``q_qidx`` each qrels line's query index,
     ``labels`` the labels in file order, ``rel_levels`` documents per (query, label >= 0), and the sorted
-    (query, document) keys with their relevance codes that ``_codes`` looks run rows up in.
+    (query, document) keys with their relevance codes that ``doc_codes`` looks run rows up in, and the qrels
+    line of each key (``qline``).
     """
 
     qids: np.ndarray
@@ -168,6 +177,7 @@ class QrelsIndex:
     n_docs: np.int64
     qkeys: np.ndarray
     qcodes: np.ndarray
+    qline: np.ndarray
 
 
 def index_qrels(qrels: Qrels, qids: np.ndarray | None = None, q_qidx: np.ndarray | None = None) -> QrelsIndex:
@@ -193,6 +203,7 @@ def index_qrels(qrels: Qrels, qids: np.ndarray | None = None, q_qidx: np.ndarray
         n_docs=n_docs,
         qkeys=qkeys[order],
         qcodes=np.where(labels >= 0, labels, UNJUDGED)[order].astype(np.int32),
+        qline=order.astype(np.int64),
     )
 
 
@@ -207,32 +218,46 @@ def build_ranked(
     qids: np.ndarray | None = None,
     q_qidx: np.ndarray | None = None,
     index: QrelsIndex | None = None,
+    ties: str = "docid_desc",
+    work: Workspace = NO_WORKSPACE,
 ) -> Ranked:
     """Join ``run`` to ``qrels`` and rank it as trec_eval does (see the module docstring).
 
     ``index``: the qrels already factorised (``index_qrels``), so evaluating one qrels many times
-    factorises it once."""
+    factorises it once. ``ties``: how score ties are broken (``ranking.trec_order``), for the families
+    that follow another tool's order; trec_eval's is ``docid_desc``."""
     index = index if index is not None else index_qrels(qrels, qids, q_qidx)
     # the judged rows in trec_eval order depend on the run, the qrels and the score precision alone (not on the
-    # level, -M or -J): inside ranking.shared_sorts, a run evaluated under several settings is ranked once
-    rows = shared(
+    # level, -M or -J): in a workspace, a run evaluated under several settings is ranked once
+    rows = work.once(
         "judged rows in trec_eval order",
         (run.frame, index),
-        (score_precision,),
-        lambda: _judged_rows(index, _ordered_if_made(run.frame, score_precision), score_precision),
+        (score_precision, ties),
+        lambda: _judged_rows(
+            index, _ordered_if_made(run.frame, score_precision, ties, work), score_precision, ties, work
+        ),
     )
     return _cut(index, rows, level=level, max_docs=max_docs, judged_only=judged_only)
 
 
-def _ordered_if_made(frame: pd.DataFrame, score_precision: str) -> pd.DataFrame:
-    """``frame``'s rows in trec_eval order when this ``shared_sorts`` scope has put them so already (its
-    judged rows are then ranked without a sort: the same rows, queries, ranks and codes), else ``frame``."""
-    if is_shared("order_run", (frame,), (score_precision,)):
-        return order_run(frame, score_precision)  # type: ignore[arg-type]
+def _ordered_if_made(
+    frame: pd.DataFrame, score_precision: str, ties: str = "docid_desc", work: Workspace = NO_WORKSPACE
+) -> pd.DataFrame:
+    """``frame``'s rows in trec_eval order when ``work`` has put them so already (its judged rows are then
+    ranked without a sort: the same rows, queries, ranks and codes), else ``frame``. Another tie order needs
+    the file's own order (``input``) or its own sort: ``frame`` itself."""
+    if ties == "docid_desc" and work.has("order_run", (frame,), (score_precision,)):
+        return order_run(frame, score_precision, work=work)  # type: ignore[arg-type]
     return frame
 
 
-def _judged_rows(index: QrelsIndex, frame: pd.DataFrame, score_precision: str) -> tuple:
+def _judged_rows(
+    index: QrelsIndex,
+    frame: pd.DataFrame,
+    score_precision: str,
+    ties: str = "docid_desc",
+    work: Workspace = NO_WORKSPACE,
+) -> tuple:
     queries = arrow_of(frame[QUERY_ID])
     qidx_all = pc.index_in(queries, value_set=pa.array(index.qids, type=pa.string()))
     doc = arrow_of(frame[DOC_ID])
@@ -245,16 +270,33 @@ def _judged_rows(index: QrelsIndex, frame: pd.DataFrame, score_precision: str) -
         score = score[keep.to_numpy(zero_copy_only=False)]
     qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
     del qidx_all
-    code = _codes(index, qidx, doc)  # in file order; permuted below
+    code = doc_codes(index, qidx, doc)  # in file order; permuted below
     pa.default_memory_pool().release_unused()
     # qids are sorted, so ordering by their index orders queries as trec_eval does; a frame already in that
     # order (``ranking.in_trec_order``, ``order_run``) keeps its rows' order: its judged queries' indices ascend
-    if known_in_trec_order(frame, score_precision) and not bool((qidx[1:] < qidx[:-1]).any()):
+    in_order = ties == "docid_desc" and work.is_ordered(frame, score_precision)
+    if in_order and not bool((qidx[1:] < qidx[:-1]).any()):
         order = np.arange(len(qidx), dtype=np.int64)
     else:
-        order = trec_order(qidx, score, doc, score_precision)
+        order = trec_order(qidx, score, doc, score_precision, ties)
+    q, rank, kept, counts, rows = _rows_in_order(index, qidx, code, order, with_rows=True)
+    line = _lines(index, qidx[rows], take_rows(doc, rows))
+    kept_score = np.asarray(score[rows], dtype=np.float64)
     del doc, score
-    return (*_rows_in_order(index, qidx, code, order), extra)
+    return q, rank, kept, counts, extra, line, kept_score
+
+
+def take_rows(values, rows: np.ndarray):
+    """The arrow ``values`` at ``rows``."""
+    return values.take(pa.array(rows))
+
+
+def _lines(index: QrelsIndex, qidx: np.ndarray, doc) -> np.ndarray:
+    """The qrels line of each (query index, document) pair, every pair being in the qrels."""
+    if not len(qidx):
+        return np.zeros(0, dtype=np.int64)
+    keys = qidx.astype(np.int64) * index.n_docs + pc.index_in(doc, value_set=index.docs).to_numpy(zero_copy_only=False)
+    return index.qline[np.searchsorted(index.qkeys, keys)]
 
 
 def ranked_codes(
@@ -269,38 +311,39 @@ def ranked_codes(
     extra_queries: int = 0,
 ) -> Ranked:
     """``build_ranked`` of a run already coded: each row's query index into ``index.qids`` (``qidx``), its
-    relevance code (``code``, as ``_codes`` gives it) and the rows in trec_eval order (``order``: grouped by
+    relevance code (``code``, as ``doc_codes`` gives it) and the rows in trec_eval order (``order``: grouped by
     ``qidx`` ascending, each query's rows in rank order). A run the toolkit builds as a permutation of rows
     it has coded once (the diagnosis's reorderings) is ranked without touching its strings again."""
-    rows = (*_rows_in_order(index, qidx, code, order), extra_queries)
+    rows = (*_rows_in_order(index, qidx, code, order), extra_queries, None, None)
     return _cut(index, rows, level=level, max_docs=max_docs, judged_only=judged_only)
 
 
-def _rows_in_order(
-    index: QrelsIndex, qidx: np.ndarray, code: np.ndarray, order: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(query, rank, code) of the rows in the qrels, in trec_eval order, and the rows per query."""
+def _rows_in_order(index: QrelsIndex, qidx: np.ndarray, code: np.ndarray, order: np.ndarray, with_rows: bool = False):
+    """(query, rank, code) of the rows in the qrels, in trec_eval order, and the rows per query (and, with
+    ``with_rows``, the positions of those rows in the arrays given)."""
     counts = np.bincount(qidx, minlength=len(index.qids))
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     pos = np.flatnonzero(code[order] != NONPOOL)
     rows = order[pos]
     q, kept = qidx[rows].astype(np.int64), code[rows].astype(np.int64)
     rank = (pos - starts[q] + 1).astype(np.int64)
-    return q, rank, kept, counts
+    return (q, rank, kept, counts, rows) if with_rows else (q, rank, kept, counts)
 
 
 def _cut(index: QrelsIndex, rows: tuple, *, level: int, max_docs: int | None, judged_only: bool) -> Ranked:
     """The ranked rows cut at ``-M`` and, under ``-J``, to the judged documents."""
-    q, rank, code, counts, extra = rows
+    q, rank, code, counts, extra, line, score = rows
     nq = len(index.qids)
     num_ret = counts.astype(np.int64)
     if max_docs is not None:
         cut = rank <= max_docs
         q, rank, code = q[cut], rank[cut], code[cut]
+        line, score = (x[cut] if x is not None else None for x in (line, score))
         num_ret = np.minimum(num_ret, max_docs)
     if judged_only:
         judged = code >= 0
         q, code = q[judged], code[judged]
+        line, score = (x[judged] if x is not None else None for x in (line, score))
         rank = within_group_rank(q).astype(np.int64)
         num_ret = np.bincount(q, minlength=nq).astype(np.int64)
     return Ranked(
@@ -314,6 +357,9 @@ def _cut(index: QrelsIndex, rows: tuple, *, level: int, max_docs: int | None, ju
         in_run=counts > 0,
         level=level,
         extra_queries=extra,
+        line=line,
+        score=score,
+        index=index,
     )
 
 
@@ -328,7 +374,7 @@ def code_rows(index: QrelsIndex, query_ids, doc_ids) -> tuple[np.ndarray, np.nda
     if len(rows) < len(keep):
         doc, qidx_all = doc.filter(pa.array(keep)), qidx_all.filter(pa.array(keep))
     qidx = qidx_all.to_numpy(zero_copy_only=False).astype(np.int32)
-    return rows, qidx, _codes(index, qidx, doc)
+    return rows, qidx, doc_codes(index, qidx, doc)
 
 
 def _rel_levels(q_qidx: np.ndarray, labels: np.ndarray, nq: int) -> tuple[np.ndarray, np.ndarray]:
@@ -341,7 +387,7 @@ def _rel_levels(q_qidx: np.ndarray, labels: np.ndarray, nq: int) -> tuple[np.nda
     return out, levels
 
 
-def _codes(index: QrelsIndex, qidx: np.ndarray, doc_id) -> np.ndarray:
+def doc_codes(index: QrelsIndex, qidx: np.ndarray, doc_id) -> np.ndarray:
     """Relevance code of each run row (``qidx``, ``doc_id``): its label, UNJUDGED or NONPOOL."""
     qkeys, qcodes, n_docs = index.qkeys, index.qcodes, index.n_docs
     r_d = pc.index_in(doc_id, value_set=index.docs)
@@ -366,6 +412,17 @@ def segment_cumsum(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     this adds position by position across all groups at once, so it costs one
     numpy step per position of the longest group.
     """
+    return _segment_running(values, groups, np.add)
+
+
+def segment_cumprod(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Running product of ``values`` within each run of equal ``groups`` (rows grouped), one multiplication at
+    a time, as a loop over a ranking multiplies (``segment_cumsum``'s order)."""
+    return _segment_running(values, groups, np.multiply)
+
+
+def _segment_running(values: np.ndarray, groups: np.ndarray, step: np.ufunc) -> np.ndarray:
+    """``step`` applied position by position within each group: out[i] = step(out[i - 1], values[i])."""
     values = np.asarray(values, dtype=np.float64)
     n = len(values)
     out = np.empty(n, dtype=np.float64)
@@ -378,19 +435,47 @@ def segment_cumsum(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     out[starts] = values[starts]
     for t in range(1, int(lengths[0])):
         live = starts[: np.searchsorted(-lengths, -t, side="left")]  # groups longer than t
-        out[live + t] = out[live + t - 1] + values[live + t]
+        out[live + t] = step(out[live + t - 1], values[live + t])
     return out
 
 
-_LOG2_TABLE: list[np.ndarray] = [np.zeros(0)]
+def before_in_group(running: np.ndarray, groups: np.ndarray, first: float) -> np.ndarray:
+    """The running value before each row (``first`` at a group's first row) from the running value at each."""
+    out = np.empty(len(running), dtype=np.float64)
+    if not len(running):
+        return out
+    out[1:] = running[:-1]
+    out[group_starts(groups)] = first
+    return out
+
+
+def powers(base: float, n: int) -> np.ndarray:
+    """1, base, base*base, ...: ``n`` values, each the previous times ``base`` (a loop's ``w *= base``)."""
+    return np.concatenate(([1.0], np.cumprod(np.full(max(n - 1, 0), base)))) if n else np.zeros(0)
+
+
+def c_power_table(base: float, n: int) -> np.ndarray:
+    """``t[d] = base ** d`` for 0 <= d < n, each from the C library's ``pow`` (numpy's ``power`` is not the C
+    library's on every CPU: its AVX-512 kernels differ from it in the last bit, so a figure summed from them would
+    move with the machine)."""
+    return np.fromiter((base**d for d in range(n)), dtype=np.float64, count=max(n, 0))
+
+
+def exp2_int(x: np.ndarray) -> np.ndarray:
+    """2 ** x of whole numbers, exactly (``ldexp``: no rounding on any CPU)."""
+    return np.ldexp(1.0, np.asarray(x).astype(np.int64))
 
 
 def log2_table(n: int) -> np.ndarray:
-    """``t[i] = log2(i)`` for 0 < i <= n from the C library (t[0] is unused)."""
-    if len(_LOG2_TABLE[0]) <= n:
-        size = max(n + 1, 2 * len(_LOG2_TABLE[0]), 1024)
-        _LOG2_TABLE[0] = np.array([-math.inf] + [math.log2(i) for i in range(1, size)])
-    return _LOG2_TABLE[0]
+    """``t[i] = log2(i)`` for 0 < i <= n from the C library (t[0] is unused); read-only."""
+    return _log2_table_of(max(1024, 1 << n.bit_length()))  # a power of two > n: few sizes, each made once
+
+
+@functools.cache
+def _log2_table_of(size: int) -> np.ndarray:
+    table = np.array([-math.inf] + [math.log2(i) for i in range(1, size)])
+    table.flags.writeable = False
+    return table
 
 
 def _c(fn):

@@ -118,7 +118,9 @@ def _precisions(r: Ranked) -> tuple[np.ndarray, np.ndarray]:
     return rows, d / r.rank[rows].astype(np.float64)
 
 
-def _ap(r: Ranked, k: int | None = None) -> np.ndarray:
+def average_precision(r: Ranked, k: int | None = None) -> np.ndarray:
+    """Per query, the sum of the precisions at each relevant document retrieved (in the top ``k`` when given) over
+    the relevant documents: ``map``, ``gm_map`` and ``map_cut.k``, and ``prefs``' ``map_avgjg`` per judgment group."""
     rows, prec = _precisions(r)
     if k is not None:
         keep = r.rank[rows] <= k
@@ -134,7 +136,7 @@ def map_(r: Ranked, ms, ctx) -> Values:
     Relevant documents not retrieved contribute 0. Buckley & Voorhees,
     'Retrieval System Evaluation', TREC: Experiment and Evaluation in IR,
     MIT Press 2005 (``m_map.c``)."""
-    return {ms[0]: _ap(r)}
+    return {ms[0]: average_precision(r)}
 
 
 @family("gm_map", aggregate="gm", per_query=False)
@@ -143,13 +145,13 @@ def gm_map(r: Ranked, ms, ctx) -> Values:
 
     With ``-c`` a query missing from the run counts as log(0.00001). Not
     printed per query (``m_gm_map.c``); Robertson, 'On GMAP', CIKM 2006."""
-    return {ms[0]: c_log(np.maximum(_ap(r), MIN_GEO_MEAN))}
+    return {ms[0]: c_log(np.maximum(average_precision(r), MIN_GEO_MEAN))}
 
 
 @family("map_cut", params=Params.LONG_CUTOFFS, defaults=LONG_DEFAULTS, label="MAP")
 def map_cut(r: Ranked, ms, ctx) -> Values:
     """AP@k: (1/R) * sum over relevant documents at ranks <= k of P@rank; 0 when R = 0 (``m_map_cut.c``)."""
-    return {m: _ap(r, m.cutoff) for m in ms}
+    return {m: average_precision(r, m.cutoff) for m in ms}
 
 
 # --------------------------------------------------------------- precision
@@ -211,10 +213,11 @@ def Rprec_mult(r: Ranked, ms, ctx) -> Values:
 
     When c > N the missing documents count as non-relevant (relevant
     retrieved / c); c = 0 gives 0 (``m_Rprec_mult.c``)."""
-    return _rprec_mult(r, ms, ctx)
+    return rprec_mult(r, ms, ctx)
 
 
-def _rprec_mult(r: Ranked, ms, ctx) -> Values:
+def rprec_mult(r: Ranked, ms, ctx) -> Values:
+    """``Rprec_mult``'s values (see its family), shared with ``prefs``' ``Rprec_mult_avgjg``."""
     rel = r.rel
     pcts = np.array([_param(ctx, m.cutoff) for m in ms])
     cuts = _rprec_cutoffs(pcts, r.num_rel, ctx)

@@ -1,12 +1,15 @@
-"""Model plumbing shared by dense retrieval and reranking: devices, precision, model folders, length-sorted batching.
+"""Model plumbing shared by dense retrieval and reranking: devices, precision, model folders, batching by width.
 
 torch is imported inside the functions that need it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -40,7 +43,7 @@ def packaged_minilm() -> Path | None:
     return path if (path / "config.json").exists() else None
 
 
-_MINILM_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "minilm"}
+_MINILM_NAMES = frozenset({"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "minilm"})
 
 
 def resolve_model(name_or_path: str) -> str:
@@ -52,6 +55,17 @@ def resolve_model(name_or_path: str) -> str:
         if local is not None:
             return str(local)
     return name_or_path
+
+
+@lru_cache(maxsize=16)
+def model_fingerprint(model_path: str) -> str:
+    """sha256 over a local model folder's files (relative name and bytes); a hub name stands for itself."""
+    from toolkit.data.trec_io import folder_sha256
+
+    folder = Path(model_path)
+    if not folder.is_dir():
+        return "name:" + model_path
+    return folder_sha256(folder, skip=lambda p: "__pycache__" in p.parts or p.name.startswith("."))
 
 
 def read_json_object(path: Path) -> dict:
@@ -98,14 +112,16 @@ def model_load_error(model: str, exc: Exception) -> ConfigError:
 
 PRECISIONS = ("auto", "fp32", "fp16", "tf32", "bf16")
 
-#: What each precision changes against fp32, from measured runs (DL19 BM25 top 100, all-MiniLM-L6-v2,
-#: one H200: ../shared/tools/gpu/README.md, gpu_precision.py); the sidecar and the diagnosis page quote it.
-PRECISION_EFFECTS = {
-    "fp32": "none: exact (cuda fp32 vs cpu fp32 on DL19: scores within 4.8e-7, every top 10 identical; H200)",
-    "tf32": "TF32 matmuls on CUDA: top 10 identical to fp32 on 97.7 % of DL19 queries (H200)",
-    "fp16": "half precision: top 10 identical to fp32 on 93.0 % of DL19 queries, nDCG@10 0.6424 -> 0.6425 (H200)",
-    "bf16": "bfloat16: top 10 identical to fp32 on 67.4 % of DL19 queries (H200)",
-}
+#: What each precision changes against fp32, from measured runs (DL19 BM25 top 100, all-MiniLM-L6-v2, one H200:
+#: ../shared/tools/gpu/README.md, ../shared/tools/gpu/gpu_precision.py); the sidecar and the diagnosis page quote it.
+PRECISION_EFFECTS = MappingProxyType(
+    {
+        "fp32": "none: exact (cuda fp32 vs cpu fp32 on DL19: scores within 4.8e-7, every top 10 identical; H200)",
+        "tf32": "TF32 matmuls on CUDA: top 10 identical to fp32 on 97.7 % of DL19 queries (H200)",
+        "fp16": "half precision: top 10 identical to fp32 on 93.0 % of DL19 queries, nDCG@10 0.6424 -> 0.6425 (H200)",
+        "bf16": "bfloat16: top 10 identical to fp32 on 67.4 % of DL19 queries (H200)",
+    }
+)
 
 
 def resolve_precision(precision: str, device: str) -> str:
@@ -130,35 +146,91 @@ def precision_effect(precision: str) -> str:
 
 
 def apply_precision(model, precision: str) -> None:
-    """Casts ``model`` (a torch module) to ``precision``; ``tf32`` keeps fp32 weights and lets CUDA matmuls
-    use TF32 (a process-wide torch setting); fp32 turns it off again."""
+    """Casts ``model`` (a torch module) to ``precision``; ``tf32`` keeps fp32 weights (its CUDA matmuls use
+    TF32 inside ``matmul_precision``, around each forward pass)."""
     import torch
 
     if precision == "fp16":
         model.half()
     elif precision == "bf16":
         model.to(torch.bfloat16)
-    if torch.cuda.is_available():
-        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = precision == "tf32"
 
 
-def batched_by_length(
-    texts: list[str], lengths: np.ndarray, batch_size: int, forward: Callable[[list[str]], np.ndarray]
+@contextlib.contextmanager
+def matmul_precision(precision: str) -> Iterator[None]:
+    """Within the block, CUDA matmuls and cuDNN use TF32 when ``precision`` is ``tf32`` and never otherwise
+    (torch's two process-wide flags); both are restored when it ends, so neither the next model nor the
+    caller's own torch code inherits a model's precision. Nothing changes where CUDA is not available."""
+    import torch
+
+    if not torch.cuda.is_available():
+        yield
+        return
+    # read and restored through the legacy flags the block sets (torch refuses reads that mix the two APIs)
+    saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cudnn.allow_tf32 = saved[1]
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Within the block, torch's intra-op thread count is ``threads`` (None or 0: left as it is); the caller's
+    count is restored when it ends. The count moves float32 results in the last bit, so a model runs with the
+    count it was given, and whatever runs after it with its own."""
+    if not threads:
+        yield
+        return
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def library_versions(*distributions: str) -> dict:
+    """The installed version of each distribution (None: not installed), read without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict = {}
+    for name in distributions:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def batched_by_width(
+    texts: list[str],
+    lengths: np.ndarray,
+    batch_size: int,
+    forward: Callable[[list[str], int], np.ndarray],
+    max_length: int,
 ) -> np.ndarray:
-    """``forward`` over batches of texts of similar token length (longest first), rows back in input order.
+    """``forward(texts, width)`` over batches of texts of one width (widest first), rows back in input order.
 
-    Sorting by tokens rather than characters (what sentence-transformers' ``encode`` does)
-    leaves almost no padding in a batch, which is where the time goes on a CPU; longest
-    first makes an out-of-memory batch fail at once, not hours in.
+    A text's width is its token length rounded up to ``toolkit.models.batching.WIDTH_MULTIPLE`` (at most
+    ``max_length``): a function of the text alone, so that its vector does not depend on the texts batched
+    with it (the module ``toolkit.models.batching`` says why). Widest first makes an out-of-memory batch fail
+    at once, not hours in.
     """
+    from toolkit.models.batching import WIDTH_MULTIPLE, plan_batches, widths
+
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    order = np.argsort(-np.asarray(lengths), kind="stable")
+    lengths = np.asarray(lengths)
     out: np.ndarray | None = None
-    for i in range(0, len(texts), batch_size):
-        idx = order[i : i + batch_size]
-        vecs = forward([texts[j] for j in idx])
+    for idx in plan_batches(lengths, batch_size, WIDTH_MULTIPLE, max_length):
+        width = int(widths(lengths[idx[:1]], WIDTH_MULTIPLE, max_length)[0])
+        vecs = forward([texts[j] for j in idx], width)
         if out is None:
             out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
         out[idx] = vecs

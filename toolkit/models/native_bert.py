@@ -6,7 +6,7 @@ small ``twostage rerank`` against 1.1 s for torch (docs/gpu.md). The common rera
 BERT with mean or CLS pooling (all-MiniLM-L6-v2 and its kind) or a BERT with a classification head
 (cross-encoders such as ms-marco-MiniLM-L-6-v2); this module runs those with the same operations in
 the same order as transformers' ``BertModel`` (sdpa attention) and sentence-transformers' pooling, so
-the outputs are bit-identical on a CPU (tests/reranking/test_native_bert.py checks it against both).
+the outputs are bit-identical on a CPU (tests/models/test_native_bert.py checks it against both).
 
 ``plan`` says whether a model folder is one of those (``None``: anything else, which the callers run
 through sentence-transformers as before): a ``bert`` config (absolute positions, gelu, an encoder),
@@ -19,7 +19,6 @@ torch is imported by this module: import it only when a model is built.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,9 +81,12 @@ def _default_max_length(folder: Path, config: dict) -> int:
 
 
 def _bi_encoder(folder: Path, config: dict, max_length: int | None) -> Plan | None:
-    try:
-        modules_list = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from toolkit.errors import InputFormatError
+    from toolkit.guard.readers import read_json
+
+    try:  # through the inputs door: a regular file, bounded in size and nesting
+        modules_list = read_json(folder / "modules.json", max_bytes=64 << 20)
+    except InputFormatError:
         return None
     if not isinstance(modules_list, list) or not all(isinstance(m, dict) for m in modules_list):
         return None
@@ -304,7 +306,10 @@ def _state_dict(p: Plan) -> dict:
     from safetensors.torch import load
 
     with profiling.phase("read weights", part_of="model load"):  # read here, not paged in by the first batch
-        raw = load((p.folder / "model.safetensors").read_bytes())
+        from toolkit.guard.readers import open_regular
+
+        with open_regular(p.folder / "model.safetensors") as fh:  # a regular file (never a FIFO or a device)
+            raw = load(fh.read())
     out = {}
     for name, tensor in raw.items():
         if name.endswith(("position_ids", "token_type_ids")) or name.startswith("cls."):

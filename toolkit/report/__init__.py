@@ -2,8 +2,9 @@
 
 - ``html``: shared helpers (inline CSS, escaping, tables, PNG data URIs, number formatting);
 - ``eval_tables``: tables of evaluation results and paired significance;
-- ``diagnosis``: ``twostage diagnose``'s report folder;
-- ``comparison``: ``twostage compare``'s text, JSON and HTML;
+- ``eval_many``: many runs' results as one wide CSV or JSON table (``twostage eval QRELS RUN RUN ...``);
+- ``diagnosis_page``: ``twostage diagnose``'s report folder (its sections in ``diagnosis_*``);
+- ``compare_page``: ``twostage compare``'s text, JSON and HTML;
 - ``reproduction``: ``twostage reproduce``'s Markdown, HTML and JSON.
 
 Modules read the computed results (diagnosis, comparison document, reproduction) and never compute a measure.

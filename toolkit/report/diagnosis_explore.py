@@ -28,7 +28,7 @@ import json
 import re
 from importlib import resources
 
-from toolkit.diagnosis.diagnose import Diagnosis, json_ready
+from toolkit.diagnosis.compute import Diagnosis, json_ready
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import script_json
 
@@ -42,7 +42,7 @@ GZIP_LEVEL = 4
 #: large as the rest of the page several times over); it points to per_query.csv instead.
 NOSCRIPT_ROWS = 1_000
 _BIG = ("rows", "detail_rows", "views", "missed")
-_VIEW_KEYS = {"top", "ranks", "snippets", "terms"}
+_VIEW_KEYS = frozenset({"top", "ranks", "snippets", "terms"})
 
 
 def explore_data(diag: Diagnosis) -> dict:

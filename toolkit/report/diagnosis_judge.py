@@ -1,5 +1,5 @@
 """The diagnosis page's "Labels from a judge" section, shown when the qrels were merged with an LLM judge's labels
-(``toolkit.evaluation.qrels_origin``) and some of the judge's labels were used.
+(``toolkit.quality.qrels_origin``) and some of the judge's labels were used.
 
 It reads ``diag.settings["qrels_origin"]`` (``records.QrelsOrigin.describe()``: the policy, the counts of labels of
 each origin, the sources, and the judge's sidecar record: backend, model, prompt checksum and, when
@@ -15,18 +15,21 @@ value is escaped by ``Table``/``Part`` (``toolkit.guard.escape``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
-from toolkit.evaluation.qrels_origin import near_chance
 from toolkit.guard.escape import markdown_code, markdown_text
+from toolkit.quality.qrels_origin import near_chance
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc
 from toolkit.report.sections import Part
 
-POLICY_MEANING = {
-    "human": "the human labels only; the judge's were read and left out",
-    "fill": "the human labels, and the judge's for the documents of human-judged queries that no human judged",
-    "judge": "the judge's labels only",
-}
+POLICY_MEANING = MappingProxyType(
+    {
+        "human": "the human labels only; the judge's were read and left out",
+        "fill": "the human labels, and the judge's for the documents of human-judged queries that no human judged",
+        "judge": "the judge's labels only",
+    }
+)
 
 
 def origin_of(diag) -> Mapping:

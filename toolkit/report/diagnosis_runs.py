@@ -5,15 +5,16 @@ windows in input order). Read from ``Pipeline.detection``, ``Pipeline.repeats`` 
 
 from __future__ import annotations
 
+from toolkit.diagnosis.compute import Diagnosis
 from toolkit.diagnosis.depths import DEPTH_RULE
-from toolkit.diagnosis.diagnose import Diagnosis
+from toolkit.diagnosis.listwise_behaviour import REPAIR_EFFECTS
 from toolkit.guard.escape import markdown_text as md
 from toolkit.guard.escape import plot_text
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc, pyplot
 from toolkit.report.sections import Part
 
-#: Colours of the systems in every plot of the diagnosis (``toolkit.report.diagnosis`` uses them too).
+#: Colours of the systems in every plot of the diagnosis (``toolkit.report.diagnosis_page`` uses them too).
 SYSTEM_COLOURS = ("#0969da", "#bf3989", "#1a7f37", "#9a6700", "#6e40c9", "#cf222e", "#116329", "#57606a")
 
 
@@ -200,8 +201,60 @@ def behaviour_table(diag: Diagnosis) -> Table:
     )
 
 
+def _queries(qs: list[str], shown: int = 5) -> str:
+    """The first ``shown`` query ids, and how many more."""
+    return ", ".join(qs[:shown]) + (f" and {len(qs) - shown} more" if len(qs) > shown else "")
+
+
+def record_table(diag: Diagnosis) -> Table | None:
+    """Per listwise run whose sidecar records its windows: the answers per repair kind and the queries they
+    touched, and the windows its answers left in their input order."""
+    rows = []
+    for p in diag.pipelines:
+        rec = (p.behaviour or {}).get("listwise_record")
+        if not rec:
+            continue
+        left = rec["left_in_input_order"]
+        row: list[object] = [p.name, rec["windows"], rec["repaired"]]
+        for kind in REPAIR_EFFECTS:
+            r = rec["repairs"][kind]
+            qs = r["queries"]
+            row.append(f"{r['answers']} ({len(qs)} queries: {_queries(qs)})" if r["answers"] else "0")
+        lq = list(left["queries"])
+        row.append(
+            f"{left['count']} of {rec['windows']}: {left['none_parsed']} without an identifier read, "
+            f"{left['answered']} ranked as given" + (f" ({len(lq)} queries: {_queries(lq)})" if lq else "")
+        )
+        rows.append(row)
+    if not rows:
+        return None
+    return Table(
+        [
+            "reranked run",
+            "windows",
+            "repaired answers",
+            *(f"repair: {k}" for k in REPAIR_EFFECTS),
+            "windows left in input order",
+        ],
+        rows,
+        numeric={1, 2},
+        table_id="listwise-record",
+    )
+
+
+#: the sentence about repairs: what each of them does, true for each kind
+REPAIRS_SENTENCE = (
+    "Repairs (rank_llm's, counted per answer in the sidecar of `twostage rerank --backend listwise`): "
+    + "; ".join(f"{kind}: {effect}" for kind, effect in REPAIR_EFFECTS.items())
+    + ". Only an answer without an identifier read leaves its window in its input order; the others keep the "
+    "order of the identifiers the LLM named. Windows left in input order are read from each window's own "
+    "answer: those no identifier was read from, and those the LLM ranked in the order given."
+)
+
+
 def behaviour_parts(diag: Diagnosis) -> list[Part]:
     level = next((p.behaviour["relevance_level"] for p in diag.pipelines if p.behaviour), 1)
+    record = record_table(diag)
     return [
         Part.table(promotion_table(diag)),
         _muted(
@@ -213,7 +266,8 @@ def behaviour_parts(diag: Diagnosis) -> list[Part]:
         Part.table(behaviour_table(diag)),
         _muted(
             "Unchanged queries: the reranked top N is the first stage's top N in the first stage's order (a "
-            "failed or repaired listwise call returns its input). Windows in input order (with --window and "
+            "listwise answer without an identifier read returns its window's input; so does one that ranks it as "
+            "given). Windows in input order (with --window and "
             "--stride, or the window and stride the run's sidecar records): the ranks of each sliding window, from the bottom up as rank_llm slides it, hold their "
             "documents in the first stage's order in the final list: exact while the windows before it kept "
             "their input, an approximation after one that changed it. Order probe (from the sidecar of "
@@ -223,6 +277,14 @@ def behaviour_parts(diag: Diagnosis) -> list[Part]:
             "With `--qrels`: per query the largest minus the smallest nDCG@10 over the K shuffled runs, the "
             "mean over the judged queries (nDCG@10 mean range), beside the run's nDCG@10, the lowest and highest "
             "mean nDCG@10 of a shuffled run and their standard deviation."
+        ),
+        *(
+            [
+                Part.table(record),
+                Part(f'<p class="muted" id="listwise-repairs">{esc(REPAIRS_SENTENCE)}</p>', (md(REPAIRS_SENTENCE), "")),
+            ]
+            if record is not None
+            else []
         ),
     ]
 

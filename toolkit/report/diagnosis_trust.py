@@ -1,16 +1,16 @@
 """The diagnosis page's "How far to trust each comparison" section: per comparison the direction, the bootstrap
 interval of the difference, d_z, the hole bounds of both systems and the one-line verdict
-(``toolkit.diagnosis.uncertainty``). Names and texts are escaped by ``Table``/``Part`` (``toolkit.guard.escape``)."""
+(``toolkit.stats.annotate``). Names and texts are escaped by ``Table``/``Part`` (``toolkit.guard.escape``)."""
 
 from __future__ import annotations
 
-from toolkit.evaluation.trust import bounds_text, dz_text, interval_text
 from toolkit.guard.escape import markdown_text
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc
 from toolkit.report.sections import Part
+from toolkit.stats.trust import bounds_text, dz_text, interval_text
 
-HEADERS = ["family", "A", "B", "Δ (B − A)", "direction", "interval", "d_z", "bounds A", "bounds B", "verdict"]
+HEADERS = ("family", "A", "B", "Δ (B − A)", "direction", "interval", "d_z", "bounds A", "bounds B", "verdict")
 
 
 def has_verdicts(diag) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from toolkit.report.html import esc, fmt, html_table, markdown_table, p_value
 
-SIGNIFICANCE_HEADERS = ["mean", "delta", "p (t-test)", "p (randomization)", "p adjusted", "W/T/L"]
+SIGNIFICANCE_HEADERS = ("mean", "delta", "p (t-test)", "p (randomization)", "p adjusted", "W/T/L")
 
 
 def wtl(r: Mapping) -> str:

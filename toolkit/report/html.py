@@ -1,7 +1,7 @@
 """Shared building blocks of every report: self-contained HTML (inline CSS, images as data URIs), Markdown tables,
 number formatting and matplotlib figures as PNG bytes.
 
-matplotlib is imported only inside ``pyplot`` and ``figure_png``, so importing a report module stays light.
+matplotlib is imported only when a figure is made, so importing a report module stays light.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+from types import MappingProxyType
 
 from toolkit.guard.escape import html_text, markdown_cell
 
@@ -95,30 +96,42 @@ def p_value(p: float | None) -> str:
 
 
 # ------------------------------------------------------------------ figures
-def pyplot():
-    """matplotlib's pyplot on the Agg backend (no display needed)."""
-    import matplotlib
+class _AggFigures:
+    """What the report's plotting code asks of pyplot (``subplots`` and ``close``), without pyplot: each figure
+    is a ``matplotlib.figure.Figure`` on its own Agg canvas (no display needed), so no backend is switched,
+    pyplot's list of figures (the caller's own) is left alone, and a figure is freed with its last reference."""
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    @staticmethod
+    def subplots(nrows: int = 1, ncols: int = 1, *, figsize=None, **kwargs):
+        """``pyplot.subplots``'s figure and axes, drawn by Agg."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
-    return plt
+        fig = Figure(figsize=figsize)
+        FigureCanvasAgg(fig)
+        return fig, fig.subplots(nrows, ncols, **kwargs)
+
+    @staticmethod
+    def close(fig=None) -> None:
+        """Nothing to close: pyplot never held the figure."""
+
+
+def pyplot() -> _AggFigures:
+    """The figures of the report's plots, drawn on Agg (no display needed), pyplot and its backend untouched."""
+    return _AggFigures()
 
 
 #: The resolution of every figure's PNG.
 FIGURE_DPI = 110
 #: Pillow's options for every figure's PNG: zlib level 3 (of the report's figures, both faster to write and
 #: smaller than Pillow's default 6).
-PNG_OPTIONS = {"compress_level": 3}
+PNG_OPTIONS = MappingProxyType({"compress_level": 3})
 
 
 def figure_png(fig) -> bytes:
-    """A matplotlib figure as PNG bytes (closed afterwards), cut to its artists (``bbox_inches="tight"``)."""
-    import matplotlib.pyplot as plt
-
+    """A matplotlib figure as PNG bytes, cut to its artists (``bbox_inches="tight"``)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight", pil_kwargs=dict(PNG_OPTIONS))
-    plt.close(fig)
     return buf.getvalue()
 
 

@@ -22,7 +22,7 @@ def _fmt(value: float | None, d: int, with_sign: bool = False) -> str:
     return signed(value, d) if with_sign else f"{value:.{d}f}"
 
 
-_TABLE_HEADERS = ["system", "measure", "settings", "published", "measured", "delta", "status", "source"]
+_TABLE_HEADERS = ("system", "measure", "settings", "published", "measured", "delta", "status", "source")
 
 
 def _sources(rep: Reproduction) -> list[str]:

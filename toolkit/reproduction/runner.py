@@ -48,6 +48,13 @@ a spec shared by someone else would otherwise run their program with the user's 
 report lists every program that ran (``Reproduction.programs``: where, the command as run, its exit
 status).
 
+A spec sends nothing to a host the user did not name: a step of twostage's own verbs giving an option that names
+a host (``HOST_OPTIONS``: ``--endpoint URL``, ``--ray HOST:PORT``) is refused before anything runs, naming each
+such step, unless the command line allows that host (``allow_endpoints``: ``--allow-endpoint HOST`` or
+``HOST:PORT`` or the endpoint's URL, repeatable). The API keys of the environment (``CREDENTIAL_VARIABLES`` of
+``toolkit.guard.client``) are passed only to a step that calls an endpoint the command line allowed; every other
+step, and every program ``--allow-commands`` lets run, gets an environment without them.
+
 A cell's status:
 
 - ``match``: the measured value printed with the published number of
@@ -76,12 +83,13 @@ from typing import TYPE_CHECKING
 
 from toolkit.errors import ConfigError
 from toolkit.extras import COMMAND_EXTRAS, missing
+from toolkit.guard.client import CREDENTIAL_VARIABLES, host_port
 from toolkit.measures.names import EvalSettings
 
 if TYPE_CHECKING:
     from toolkit.data.catalog import QrelsSource
     from toolkit.data.records import Qrels
-from toolkit.reproduction.specs import _PLACEHOLDER, Cell, Column, Row, Spec, Step, package_path
+from toolkit.reproduction.schema import PLACEHOLDER, Cell, Column, Row, Spec, Step, package_path
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +228,48 @@ def own_verb(argv: tuple[str, ...]) -> bool:
     return len(argv) >= 2 and argv[0] == "twostage" and argv[1] != "reproduce"
 
 
+#: The options of twostage's verbs whose value names a remote host: ``--endpoint URL`` (``judge``, ``rerank
+#: --backend listwise``) and ``--ray ADDRESS`` (``HOST:PORT``, ``ray://HOST:PORT``; ``local`` and ``auto`` name
+#: none). The CLI marks each as a ``toolkit.cli.options.HostOption``; tests/reproduction/test_spec_endpoints.py
+#: checks that every marked option is here.
+HOST_OPTIONS = ("--endpoint", "--ray")
+#: ``--ray`` values naming no host: a private local Ray (``--ray`` alone), the user's own cluster (``auto``).
+_RAY_HERE = frozenset({"local", "auto"})
+
+
+def named_hosts(args: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
+    """(option, value) of each ``HOST_OPTIONS`` a verb's arguments give, read as click reads them: ``--opt
+    VALUE`` or ``--opt=VALUE``; ``--ray`` last or before another option is a local Ray. Every token is read, a
+    value of another option and a token after ``--`` included, so that what click reads is always among what
+    is found (a step is refused for more, never let through for less)."""
+    found: list[tuple[str, str]] = []
+    for i, token in enumerate(map(str, args)):
+        name, eq, value = token.partition("=")
+        if name not in HOST_OPTIONS:
+            continue
+        if not eq:
+            after = str(args[i + 1]) if i + 1 < len(args) else None
+            if name == "--ray" and (after is None or (after[:1] == "-" and len(after) > 1)):
+                value = "local"  # click's flag value of --ray given alone
+            elif after is not None:
+                value = after
+        if not (name == "--ray" and value in _RAY_HERE):
+            found.append((name, value))
+    return found
+
+
+def allowed_hosts(values: list[str] | tuple[str, ...]) -> tuple[tuple[str, int | None], ...]:
+    """``--allow-endpoint`` values (HOST, HOST:PORT or a URL) as (canonical host, port or None: any port);
+    ``ConfigError`` naming one that is none of these."""
+    allowed = []
+    for value in values:
+        try:
+            allowed.append(host_port(value))
+        except ValueError as exc:
+            raise ConfigError(f"--allow-endpoint {value}: {exc}") from None
+    return tuple(allowed)
+
+
 def shown(argv) -> str:
     """A command as one line a shell would read back (control characters escaped)."""
     import shlex
@@ -245,6 +295,7 @@ class Runner:
     run_command: Callable[[list[str], dict[str, str]], CommandResult] = _subprocess_runner
     commands: set[str] | None = None  # the twostage subcommands installed (injected by the CLI; None: not checked)
     allow_commands: bool = False  # run programs other than twostage's own verbs (--allow-commands)
+    allow_endpoints: tuple[str, ...] = ()  # hosts a step may name (--allow-endpoint: HOST, HOST:PORT or a URL)
     programs: list[dict] = field(default_factory=list, init=False)  # what ran, in order (Reproduction.programs)
     _setup_state: str | None = field(default=None, init=False, repr=False)  # None: not run; "": ok; else why not
     _setup_failed: bool = field(default=False, init=False, repr=False)
@@ -268,7 +319,7 @@ class Runner:
                 raise _Missing(f"{{{name}}} not found: package {pkg_name!r} is not installed or holds no {sub!r}")
             return str(pkg)
 
-        return _PLACEHOLDER.sub(sub, text)
+        return PLACEHOLDER.sub(sub, text)
 
     def path(self, text: str, row: Row | None = None) -> Path:
         expanded = Path(self.expand(text, row))
@@ -301,16 +352,45 @@ class Runner:
             return verb_argv(args[1:])
         return args
 
-    def env(self) -> dict[str, str]:
+    def env(self, credentials: bool = False) -> dict[str, str]:
+        """The environment of a step: this one, ``TWOSTAGE_DATA`` set, and the API keys only with
+        ``credentials`` (a step calling an endpoint the command line allowed)."""
         env = dict(os.environ)
         if self.data is not None:
             env["TWOSTAGE_DATA"] = str(self.data)
+        if not credentials:
+            for name in CREDENTIAL_VARIABLES:
+                env.pop(name, None)
         return env
+
+    def _hosts(self, step: Step, row: Row | None) -> list[tuple[str, str, bool]]:
+        """(option, value, allowed) of each host an own-verb step names, placeholders expanded where they can
+        be; a value that names no host the command line allowed (or none readable) is not allowed."""
+        if not own_verb(step.argv):
+            return []
+        allowed = allowed_hosts(self.allow_endpoints)
+        hosts = []
+        for option, value in named_hosts([self._expanded(a, row) for a in step.argv[2:]]):
+            try:
+                host, port = host_port(value)
+            except ValueError:
+                ok = False
+            else:
+                ok = any(host == h and p in (None, port) for h, p in allowed)
+            hosts.append((option, value, ok))
+        return hosts
+
+    def _expanded(self, text: str, row: Row | None) -> str:
+        try:
+            return self.expand(text, row)
+        except (_Missing, ConfigError):
+            return text
 
     def run(self) -> Reproduction:
         """Every selected row: its run made or found, evaluated per column; then each cell judged."""
         rows = self._selected_rows()
         self._refuse_programs(rows)
+        self._refuse_endpoints(rows)
         self.programs = []
         row_results: dict[str, RowResult] = {}
         measured: dict[tuple[str, str], tuple[float, dict]] = {}
@@ -349,9 +429,37 @@ class Runner:
                 "Pass --allow-commands to run them"
             )
 
+    def _refuse_endpoints(self, rows: list[Row]) -> None:
+        """``ConfigError`` naming every step that names a host the command line did not allow."""
+        steps = [(f"setup[{i}]", s, None) for i, s in enumerate(self.spec.setup)]
+        steps += [(f"rows.{r.id}.commands[{i}]", s, r) for r in rows for i, s in enumerate(r.commands)]
+        foreign = [
+            (where, option, value) for where, s, row in steps for option, value, ok in self._hosts(s, row) if not ok
+        ]
+        if not foreign:
+            return
+        listed = "; ".join(f"{where}: {option} {shown([value])}" for where, option, value in foreign)
+        hosts = []
+        for _, _, value in foreign:
+            try:
+                host, port = host_port(value)
+            except ValueError:
+                continue
+            host = f"[{host}]" if ":" in host else host
+            hosts.append(f"--allow-endpoint {shown([host if port is None else f'{host}:{port}'])}")
+        allow = f" ({' '.join(dict.fromkeys(hosts))})" if hosts else ""
+        raise ConfigError(
+            f"{self.spec.path}: the spec sends requests to {len(foreign)} host(s) the command line did not name "
+            f"({listed}); nothing was run. Read the spec: such a step sends your passages and queries, and the API "
+            f"key in your environment, to that host. Pass --allow-endpoint HOST for each host you trust{allow}"
+        )
+
     def _execute(self, where: str, step: Step, argv: list[str], row: Row | None) -> CommandResult:
-        """Run one step and record it in ``programs``."""
-        res = self.run_command(argv, self.env())
+        """Run one step and record it in ``programs``; the API keys go only to a step calling an allowed
+        endpoint."""
+        hosts = self._hosts(step, row)
+        calls = any(option == "--endpoint" for option, _, _ in hosts) and all(ok for _, _, ok in hosts)
+        res = self.run_command(argv, self.env(credentials=calls))
         self.programs.append(
             {
                 "step": where,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
 import numpy as np
@@ -90,17 +91,19 @@ def _rerankers(spec: RerankerSpec, device: str) -> Reranker:
     return LibraryReranker(spec.model, str(spec.model_type), device, spec.batch_size, precision)
 
 
-BACKENDS: dict[str, Backend] = {
-    "torch": Backend({"bi-encoder": _torch("bi-encoder"), "cross-encoder": _torch("cross-encoder")}),
-    "onnx": Backend({"bi-encoder": _onnx(quantize=False)}, ("auto", "fp32"), _ONNX_WEIGHTS),
-    "onnx-int8": Backend({"bi-encoder": _onnx(quantize=True)}, ("auto", "fp32"), _ONNX_WEIGHTS),
-    # other model families through the rerankers library: the kind is the --model-type
-    rerankers_backend.BACKEND: Backend(
-        dict.fromkeys(rerankers_backend.MODEL_TYPES, _rerankers),
-        rerankers_backend.PRECISIONS,
-        rerankers_backend.WEIGHTS,
-    ),
-}
+BACKENDS: Mapping[str, Backend] = MappingProxyType(
+    {
+        "torch": Backend({"bi-encoder": _torch("bi-encoder"), "cross-encoder": _torch("cross-encoder")}),
+        "onnx": Backend({"bi-encoder": _onnx(quantize=False)}, ("auto", "fp32"), _ONNX_WEIGHTS),
+        "onnx-int8": Backend({"bi-encoder": _onnx(quantize=True)}, ("auto", "fp32"), _ONNX_WEIGHTS),
+        # other model families through the rerankers library: the kind is the --model-type
+        rerankers_backend.BACKEND: Backend(
+            dict.fromkeys(rerankers_backend.MODEL_TYPES, _rerankers),
+            rerankers_backend.PRECISIONS,
+            rerankers_backend.WEIGHTS,
+        ),
+    }
+)
 DEFAULT_BACKEND = "torch"
 #: The listwise LLM reranker (``toolkit.reranking.listwise``): not a scoring model, so not in ``BACKENDS``; it
 #: reorders windows of passages by an LLM's answer, over an endpoint or a local causal LM.

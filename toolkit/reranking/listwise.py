@@ -1,37 +1,50 @@
-"""The listwise LLM reranker: rank_llm's sliding windows over an OpenAI-compatible endpoint or a local causal LM,
-every window recorded, every answer cached by content, and the order probe.
+"""The listwise LLM reranker: castorini/rank_llm 0.26.0's sliding windows over an OpenAI-compatible endpoint or a
+local causal LM, every window recorded, every answer cached by what decides it, and the order probe.
 
-**Sliding windows** (rank_llm's ``sliding_windows``). Over a query's top ``depth`` candidates (``length`` of them,
-fewer when the first stage has fewer), from the bottom up: ``end = length; start = length - window``; while
-``end > 0 and start + stride != 0``: ``start = max(start, 0)``, the ranks ``[start, end)`` are reordered by one
-LLM call, then ``end -= stride; start -= stride``. Each window sees the order the windows before it left, so the
-calls of one query are made one after the other; the queries' calls are made concurrently. Where that loop makes
-no window at all (``length - window + stride == 0``, e.g. 10 candidates with window 20 and stride 10, which
-rank_llm leaves unranked), the whole list is one window. Below the depth, the first stage's order is kept.
+**Settings** (``ListwiseOptions``, one frozen object, validated once): rank_llm's window (20), stride (10;
+``0 < stride <= window``), passes (1), context size (4096), ``max_passage_words`` (300), template
+(``--prompt``, default rank_llm's RankZephyr template), few-shot examples, system message, variable passages,
+alphabetic identifiers (``alpha``), first-token reranking (``first_token``, FIRST), the API (``chat``:
+``{endpoint}/chat/completions``; ``responses``: ``{endpoint}/responses``, rank_llm's OpenAI client's), the
+tokenizer rank_llm's vLLM path counts with, the order probe, the answer cache and the HTTP policy.
 
-**The prompt** is a template file read like the judge's (YAML front matter, then the text; see
-``toolkit.judging.prompt.read_front_matter``): the text holds ``{query}``, ``{num}`` (the passages in the
-window) and ``{passages}``; the front matter's ``passage`` is how each passage is written there and must hold
-``{id}`` (its identifier, 1 to k) and ``{passage}``; ``system``, ``max_tokens`` and ``max_words`` (each passage
-cut to that many words, rank_llm's 300) are optional. A passage's own ``[N]`` is written ``(N)`` (as rank_llm
-does), so its text cannot pose as an identifier. The default is RankGPT's style as rank_llm sends it
-(``templates/rank-zephyr.md``).
+**Sliding windows** (rank_llm 0.26's ``sliding_windows``). Over a query's top ``depth`` candidates (``length``
+of them, fewer when the first stage has fewer), with ``w = min(window, length)``: ``end = length``,
+``start = max(length - w, 0)``; while ``end > start``: the ranks ``[start, end)`` are reordered by one LLM call;
+once ``start`` is 0 the list is done; else ``end -= stride``, ``start = max(start - stride, 0)``. Each window
+sees the order the windows before it left, so the calls of one query are made one after the other; the queries'
+calls are made concurrently. ``passes`` N runs the whole slide N times, each pass over the order the one before
+it left (rank_llm's ``--num-passes``). Below the depth, the first stage's order is kept.
 
-**Repair** (rank_llm's ``_clean_response`` and ``_receive_permutation``): after the last ``</think>`` if any,
-every non-digit becomes a space; the numbers minus 1 in order of appearance; a repeated one dropped
-(``duplicates``), one outside the window dropped (``unknown``), the window's positions not named appended in
-input order (``missing``). An answer with no number at all (``none_parsed``) keeps the window in input order.
-Each window's record lists its repair kinds; ``repairs`` counts answers per kind, ``repaired`` the answers that
-needed any.
+**The prompt** of each window is rank_llm's (``toolkit.reranking.listwise_prompt``: the template's messages, the
+passages cleaned as rank_llm cleans them, shortened to fit ``context_size`` by rank_llm's token count); the
+record keeps the sha256 of its messages (``rendered_prompt_sha256``, of ``messages_json``), the cache the
+messages themselves, the sidecar the template's text and sha256.
 
-**Cache.** Answers are kept in a judgments-style cache (``toolkit.judging.cache.JudgmentCache``, its own folder,
-default ``$TWOSTAGE_CACHE/listwise``), keyed by (the LLM's identity, the template file's sha256, the query, the
-rendered prompt) and committed as each arrives: the same command again sends nothing, and a killed job resumes
-(its finished windows are answered from the cache, so the next prompts are the same again).
+**Repair** (rank_llm's ``clean_ranking_response`` and ``receive_permutation``): after the last ``</think>`` if
+any (stripped), the digits rank_llm maps to ASCII (superscript, subscript, circled, negative circled, fullwidth
+and digit-comma digits) are mapped; with numeric identifiers every character that is no digit
+(``str.isdigit``) becomes a space, with ``alpha`` every letter ``c`` becomes ``ord(c) - 64`` and every other
+character a space; each run read as ``int()`` reads it, minus 1, in order of appearance; a repeated one
+dropped (``duplicates``), one outside the window dropped (``unknown``), the window's positions not named
+appended in input order (``missing``). An answer with no number (``none_parsed``) keeps the window in input
+order, and so does one ``int()`` refuses (a run of more than 4,300 digits, ``RANK_LLM_MAX_DIGITS``, or holding a
+digit that is no decimal digit, such as ``⓪``), as rank_llm 0.26 does. Numbers are read by the numbers door
+(``toolkit.guard.numbers``), never by ``int()`` on the answer. Each window's record lists its repair kinds;
+``repairs`` counts answers per kind, ``repaired`` the answers that needed any.
+
+**Cache.** Answers are kept in a judgments-style cache (``toolkit.llm.answer_cache.JudgmentCache``, its own folder,
+default ``$TWOSTAGE_CACHE/listwise``), keyed by what decides an answer: the backend's request key (the
+endpoint's URL and API path and the whole request body: the model, the messages, the sampling settings and
+``max_tokens``; for a local model its fingerprint and the same), beside the template's sha256, the query and the
+messages. It is committed as each answer arrives, once it parsed: the same command again sends nothing, a killed
+job resumes (its finished windows are answered from the cache, so the next prompts are the same again), and the
+same model name at another endpoint asks again. A cached answer is parsed again when read; one the parser
+refuses is set aside as a damaged entry and asked again.
 
 **Order probe.** With ``shuffles`` K, each query's candidates (those with a text) are reranked K more times,
 the input order of shuffle k a permutation drawn by ``numpy.random.default_rng([seed, k, crc32(query id)])``;
-the rank-biased overlap (p 0.9, ``toolkit.evaluation.agreement.rbo``) of each shuffled final top 10 with the
+the rank-biased overlap (p 0.9, ``toolkit.stats.rank_similarity.rbo``) of each shuffled final top 10 with the
 unshuffled one's, per query the mean over its shuffles, ``mean_rbo`` the mean over queries. A reranker whose
 order does not depend on its input order scores 1.0; one that returns its input order scores about what two
 random top 10s of the depth share. With ``qrels``, the probe also records how much the effectiveness moves with
@@ -44,155 +57,224 @@ and ``std`` (the standard deviation, ddof 1, of the K shuffled runs' mean nDCG@1
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import re
 import time
+import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
+from dataclasses import dataclass, field, fields
+from functools import partial
+from typing import Any
 
-from toolkit.errors import ConfigError, InputFormatError
+from toolkit.errors import ConfigError, phrase
+from toolkit.guard.client import RequestPolicy
+from toolkit.guard.numbers import NumberRefused, natural
+from toolkit.reranking.listwise_prompt import (
+    ALPH_START_IDX,
+    DEFAULT_CONTEXT_SIZE,
+    DEFAULT_MAX_PASSAGE_WORDS,
+    RANK_LLM_VERSION,
+    ListwiseTemplate,
+    fit_window,
+    load_listwise_template,
+    messages_json,
+)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TEMPLATE = "rank-zephyr.md"
 DEFAULT_WINDOW = 20
 DEFAULT_STRIDE = 10
-DEFAULT_MAX_TOKENS = 200
 #: the repair kinds, in the order they are counted
 REPAIR_KINDS = ("none_parsed", "duplicates", "unknown", "missing")
 #: the top ranks the order probe compares, and its RBO persistence
 PROBE_TOP = 10
 PROBE_P = 0.9
-TEMPLATE_KEYS = ("name", "system", "passage", "max_tokens", "max_words")
+APIS = ("chat", "responses")
 
 
-# ------------------------------------------------------------------ template
+# ------------------------------------------------------------------ settings
 @dataclass(frozen=True)
-class ListwiseTemplate:
-    """A parsed listwise template file (see the module docstring)."""
+class ListwiseOptions:
+    """Every setting of the listwise reranker (see the module docstring), validated once here: a value that
+    cannot be is a ``ConfigError`` naming the option as the caller wrote it (``passes=`` in the library,
+    ``--passes`` in the CLI). ``requests`` holds the HTTP settings shared with the judge."""
 
-    name: str
-    text: str
-    passage: str
-    system: str
-    max_tokens: int
-    max_words: int | None
-    path: str
-    sha256: str
+    endpoint: str | None = None
+    window: int = DEFAULT_WINDOW
+    stride: int = DEFAULT_STRIDE
+    prompt: str | os.PathLike | None = None
+    passes: int = 1
+    context_size: int = DEFAULT_CONTEXT_SIZE
+    max_passage_words: int = DEFAULT_MAX_PASSAGE_WORDS
+    variable_passages: bool | None = None
+    few_shot: str | os.PathLike | None = None
+    few_shot_examples: int | None = None
+    system_message: str | None = None
+    alpha: bool = False
+    first_token: bool = False
+    api: str = "chat"
+    tokenizer: str | None = None
+    shuffles: int = 0
+    seed: int = 42
+    qrels: Any = None
+    answer_cache: str | os.PathLike | bool = True
+    requests: RequestPolicy = field(default_factory=RequestPolicy)
 
-    def passage_text(self, text: str) -> str:
-        """A passage as it goes into the prompt: its ``[N]`` written ``(N)``, cut to ``max_words`` words."""
-        text = re.sub(r"\[(\d+)\]", r"(\1)", text.strip())
-        if self.max_words is not None:
-            words = text.split()
-            if len(words) > self.max_words:
-                text = " ".join(words[: self.max_words])
-        return text
+    def __post_init__(self) -> None:
+        def whole(name: str, flag: str, value: Any, low: int) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{phrase(name, flag)} must be a whole number >= {low}, not {value!r}")
 
-    def render(self, query: str, passages: Sequence[str]) -> str:
-        """The user message for one window: placeholders replaced literally, in one pass."""
-        block = "\n".join(
-            re.sub(
-                r"\{id\}|\{passage\}",
-                lambda m, i=i, p=p: str(i) if m.group(0) == "{id}" else self.passage_text(p),
-                self.passage,
+        whole("window", "--window", self.window, 2)
+        if isinstance(self.stride, bool) or not isinstance(self.stride, int) or not 0 < self.stride <= self.window:
+            raise ConfigError(
+                f"{phrase('stride', '--stride')} must be between 1 and the window ({self.window}), not "
+                f"{self.stride!r}: rank_llm's windows {self.window} passages wide move up by the stride"
             )
-            for i, p in enumerate(passages, start=1)
-        )
-        values = {"{query}": query, "{num}": str(len(passages)), "{passages}": block}
-        return re.sub(r"\{query\}|\{num\}|\{passages\}", lambda m: values[m.group(0)], self.text)
+        whole("passes", "--passes", self.passes, 1)
+        whole("context_size", "--context-size", self.context_size, 1)
+        whole("max_passage_words", "--max-passage-words", self.max_passage_words, 1)
+        whole("shuffles", "--shuffles", self.shuffles, 0)
+        if self.few_shot_examples is not None:
+            whole("few_shot_examples", "--few-shot-examples", self.few_shot_examples, 1)
+            if self.few_shot is None:
+                raise ConfigError(
+                    f"{phrase('few_shot_examples', '--few-shot-examples')} needs {phrase('few_shot', '--few-shot')} "
+                    "FILE, rank_llm's few-shot examples"
+                )
+        if self.api not in APIS:
+            raise ConfigError(f"{phrase('api', '--api')} must be one of {', '.join(APIS)}, not {self.api!r}")
+        if self.api == "responses" and self.endpoint is None:
+            raise ConfigError(
+                f"{phrase('api', '--api')} responses is an endpoint's: give {phrase('endpoint', '--endpoint')}"
+            )
+        if self.first_token and self.api == "responses":
+            raise ConfigError(
+                f"{phrase('first_token', '--first-token')} reads the first token's logprobs, which the chat API "
+                f"serves: drop {phrase('api', '--api')} responses"
+            )
+        if self.qrels is not None and not self.shuffles:
+            raise ConfigError(
+                f"{phrase('qrels', '--qrels')} is the order probe's nDCG@10 spread: give "
+                f"{phrase('shuffles', '--shuffles')} K (K >= 1) with it"
+            )
+        if self.endpoint is not None and not str(self.endpoint).strip():
+            raise ConfigError(f"{phrase('endpoint', '--endpoint')} is empty")
+
+    @classmethod
+    def keywords(cls) -> tuple[str, ...]:
+        """The keyword arguments ``from_keywords`` takes: the fields, and the HTTP policy's fields."""
+        own = tuple(f.name for f in fields(cls) if f.name != "requests")
+        return own + tuple(f.name for f in fields(RequestPolicy))
+
+    @classmethod
+    def from_keywords(cls, **kw: Any) -> ListwiseOptions:
+        """Options from flat keywords (``window=``, ``concurrency=``...): what ``ts.rerank`` takes."""
+        policy = {f.name: kw.pop(f.name) for f in fields(RequestPolicy) if f.name in kw and kw[f.name] is not None}
+        unknown = sorted(set(kw) - set(cls.keywords()))
+        if unknown:
+            raise ConfigError(f"{', '.join(unknown)}: no such listwise option")
+        return cls(**kw, requests=RequestPolicy(**policy))
+
+    def check(self, depth: int) -> None:
+        """The window against the depth: a window of at most the depth."""
+        if self.window > depth:
+            raise ConfigError(
+                f"{phrase('window', '--window')} {self.window} is larger than {phrase('depth', '--depth')} {depth}: "
+                "give a window of at most the depth"
+            )
+
+    def template(self) -> ListwiseTemplate:
+        """The template with the system message and the example ordering these options set."""
+        t = load_listwise_template(self.prompt, alpha=self.alpha)
+        return t.with_settings(self.system_message, self.variable_passages, self.alpha)
+
+    def few_shot_messages(self) -> list[dict[str, str]]:
+        from toolkit.reranking.listwise_prompt import read_few_shot
+
+        return read_few_shot(self.few_shot, self.few_shot_examples) if self.few_shot is not None else []
 
     def describe(self) -> dict:
-        return {"name": self.name, "path": self.path, "sha256": self.sha256, "max_words": self.max_words}
-
-
-def default_template_path() -> Path:
-    """The listwise template twostage ships (package data)."""
-    return Path(str(resources.files("toolkit.reranking") / "templates" / DEFAULT_TEMPLATE))
-
-
-def load_listwise_template(path: str | os.PathLike | None = None) -> ListwiseTemplate:
-    """Read and check a listwise template (default: the shipped one); one without the placeholders it needs is
-    an ``InputFormatError`` naming them."""
-    from toolkit.judging.prompt import read_front_matter
-
-    p = Path(path) if path is not None else default_template_path()
-    head, body, sha256 = read_front_matter(p, TEMPLATE_KEYS, "passage:, system:, max_tokens:")
-    missing = [ph for ph in ("{query}", "{passages}") if ph not in body]
-    if missing:
-        raise InputFormatError(
-            str(p),
-            None,
-            f"the prompt has no {' or '.join(missing)} placeholder; a listwise prompt needs {{query}} and "
-            "{passages} (the window's passages, each written as passage: says)",
-        )
-    passage = head.get("passage", "[{id}] {passage}")
-    if not isinstance(passage, str) or "{id}" not in passage or "{passage}" not in passage:
-        raise InputFormatError(
-            str(p),
-            None,
-            f"passage: {passage!r} must hold {{id}} (the identifier the answer ranks, 1 to k) and {{passage}}",
-        )
-    max_tokens = head.get("max_tokens", DEFAULT_MAX_TOKENS)
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise InputFormatError(str(p), None, f"max_tokens: {max_tokens!r} is not a positive integer")
-    max_words = head.get("max_words")
-    if max_words is not None and (not isinstance(max_words, int) or isinstance(max_words, bool) or max_words < 1):
-        raise InputFormatError(str(p), None, f"max_words: {max_words!r} is not a positive integer")
-    return ListwiseTemplate(
-        name=str(head.get("name") or p.stem),
-        text=body,
-        passage=passage,
-        system=str(head.get("system") or ""),
-        max_tokens=max_tokens,
-        max_words=max_words,
-        path=str(p),
-        sha256=sha256,
-    )
+        return {
+            "window": self.window,
+            "stride": self.stride,
+            "passes": self.passes,
+            "context_size": self.context_size,
+            "max_passage_words": self.max_passage_words,
+            "variable_passages": self.variable_passages,
+            "few_shot": str(self.few_shot) if self.few_shot is not None else None,
+            "few_shot_examples": self.few_shot_examples,
+            "system_message": self.system_message,
+            "alpha": self.alpha,
+            "first_token": self.first_token,
+            "api": self.api,
+            "tokenizer": self.tokenizer,
+        }
 
 
 # ------------------------------------------------------------ the algorithm
-def check_window(depth: int, window: int, stride: int) -> None:
-    """A window of 1..depth passages, a stride of 1..window-1; else a ``ConfigError`` saying which."""
-    if window < 2:
-        raise ConfigError(f"--window must be >= 2 (passages per LLM call), not {window}")
-    if window > depth:
-        raise ConfigError(f"--window {window} is larger than --depth {depth}: give a window of at most the depth")
-    if not 0 < stride < window:
-        raise ConfigError(
-            f"--stride must be between 1 and the window minus 1 ({window - 1}), not {stride}: windows {stride} "
-            "ranks apart must overlap for a passage to rise past one window"
-        )
-
-
 def window_spans(length: int, window: int, stride: int) -> list[tuple[int, int]]:
-    """0-based [start, end) of each window over a list of ``length``, in the order they are asked (module
-    docstring)."""
+    """0-based [start, end) of each window over a list of ``length``, in the order they are asked (rank_llm
+    0.26's ``sliding_windows``; module docstring)."""
     spans: list[tuple[int, int]] = []
-    end, start = length, length - window
-    while end > 0 and start + stride != 0:
-        start = max(start, 0)
+    w = min(window, length)
+    end, start = length, max(length - w, 0)
+    while end > start:
         spans.append((start, end))
+        if start == 0:
+            break
         end -= stride
-        start -= stride
-    if not spans and length > 0:
-        spans.append((0, length))
+        start = max(start - stride, 0)
     return spans
 
 
-def parse_answer(response: str, k: int) -> tuple[list[int], list[int], list[str]]:
-    """(the identifiers found, 1-based in order of appearance; the permutation, 0-based window positions in
-    their new order; the repair kinds) for a window of ``k`` passages (module docstring)."""
+#: The longest identifier rank_llm reads: it reads each with Python's ``int()``, which (Python 3.11 on; rank_llm
+#: 0.26 needs 3.12) refuses more than 4,300 digits, and then keeps the window's input order.
+RANK_LLM_MAX_DIGITS = 4300
+#: rank_llm 0.26's ``fake_numbers_map`` (``response_utils.clean_ranking_response``): digits it reads as ASCII
+FAKE_DIGITS = str.maketrans(
+    "⁰¹²³⁴⁵⁶⁷⁸⁹₀₁₂₃₄₅₆₇₈₉①②③④⑤⑥⑦⑧⑨❶❷❸❹❺❻❼❽❾０１２３４５６７８９🄀🄁🄂🄃🄄🄅🄆🄇🄈🄉",
+    "0123456789012345678912345678912345678901234567890123456789",
+)
+
+
+def clean_ranking_response(response: str, alpha: bool = False) -> str:
+    """rank_llm 0.26's ``clean_ranking_response``: the answer as whitespace-separated runs of digits."""
     if "</think>" in response:
-        response = response.rsplit("</think>", 1)[-1]
-    digits = re.sub(r"\D", " ", response).split()
-    found = [int(x) for x in digits]
+        response = response.split("</think>")[-1].strip()
+    response = response.translate(FAKE_DIGITS)
+    if alpha:
+        return "".join(str(ord(c) - ALPH_START_IDX) if c.isalpha() else " " for c in response).strip()
+    return "".join(c if c.isdigit() else " " for c in response).strip()
+
+
+def answer_identifiers(response: str, alpha: bool = False) -> list[int] | None:
+    """The identifiers of an answer in order of appearance (1-based), read from ``clean_ranking_response``'s
+    runs as ``int()`` reads them (decimal digits of any script) through the numbers door
+    (``toolkit.guard.numbers.natural``); None where rank_llm's ``int()`` fails and the whole answer is set
+    aside: a run of more than ``RANK_LLM_MAX_DIGITS`` digits, or one holding a digit that is no decimal digit
+    (``str.isdigit`` is true for ``⓪``, ``int()`` refuses it)."""
+    found = []
+    for run in clean_ranking_response(response, alpha).split():
+        if not run.isascii():
+            decimals = [unicodedata.decimal(c, None) for c in run]
+            if None in decimals:
+                return None
+            run = "".join(str(d) for d in decimals)
+        try:
+            found.append(natural(run, what="identifier", max_digits=RANK_LLM_MAX_DIGITS))
+        except NumberRefused:
+            return None
+    return found
+
+
+def parse_answer(response: str, k: int, alpha: bool = False) -> tuple[list[int], list[int], list[str]]:
+    """(the identifiers found, 1-based in order of appearance; the permutation, 0-based window positions in
+    their new order; the repair kinds) for a window of ``k`` passages (module docstring). Every text parses:
+    one with no number rank_llm reads keeps the window's input order (``none_parsed``)."""
+    found = answer_identifiers(response, alpha)
     if not found:
         return [], list(range(k)), ["none_parsed"]
     repairs: list[str] = []
@@ -238,18 +320,25 @@ class ListwiseCounts:
 
 @dataclass
 class _List:
-    """One list being reranked: a query's candidates (``docs``, in this list's input order), its windows."""
+    """One list being reranked: a query's candidates (``docs``, in this list's input order), the first stage's
+    score of each position (``scores``, what a template's ``{score}`` shows), its windows and passes."""
 
     key: tuple[str, int]  # (query id, shuffle: 0 the run itself)
     query: str
     docs: list[str]
+    scores: list[float | None]
     spans: list[tuple[int, int]]
+    passes: int
     step: int = 0
     failed: str = ""
 
     @property
     def done(self) -> bool:
-        return self.step >= len(self.spans) or bool(self.failed)
+        return self.step >= len(self.spans) * self.passes or bool(self.failed)
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.spans[self.step % len(self.spans)]
 
 
 @dataclass
@@ -262,97 +351,169 @@ class ListwiseOutcome:
     seconds: float
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """A window's request: the fitted prompt, the backend's prompt, its request key and how to read an answer."""
+
+    fitted: Any
+    prompt: Any
+    request: str
+    rendered: str
+    ids: list[str]
+
+
 def rerank_lists(
-    lists: Mapping[tuple[str, int], tuple[str, Sequence[str]]],
+    lists: Mapping[tuple[str, int], tuple[str, Sequence[str], Sequence[float | None]]],
     texts: Mapping[str, str],
     template: ListwiseTemplate,
     llm,
     cache,
-    window: int,
-    stride: int,
+    options: ListwiseOptions,
+    counter,
+    few_shot: Sequence[dict[str, str]] = (),
     progress=None,
 ) -> ListwiseOutcome:
-    """Rerank every list ``{(query id, shuffle): (query text, doc ids in input order)}`` by sliding windows.
+    """Rerank every list ``{(query id, shuffle): (query text, doc ids in input order, their first-stage scores)}``
+    by sliding windows, ``options.passes`` times.
 
-    ``llm`` is a judge backend (``toolkit.judging.backends``: ``answer(prompts)`` yields ``(index, Answer)`` as
-    each finishes); ``cache`` a ``JudgmentCache`` or None. A window whose request failed after every retry
-    stops its list (counted in ``http_failures``, the error in its record); the caller decides what to do."""
-    from toolkit.judging.backends import Prompt
+    ``llm`` is a judge backend (``toolkit.llm.chat``: ``listwise_prompt`` builds a window's request,
+    ``request_key`` says what decides its answer, ``answer(prompts)`` yields ``(index, Answer)`` as each
+    finishes); ``counter`` rank_llm's token count (``toolkit.reranking.listwise_prompt``); ``cache`` a
+    ``JudgmentCache`` or None. A window whose request failed after every retry stops its list (counted in
+    ``http_failures``, the error in its record); the caller decides what to do."""
+    import json
+
+    from toolkit.reranking.listwise_prompt import first_token_ranking
 
     started = time.perf_counter()
     llm_id = llm.identity()
     counts = ListwiseCounts()
     records: list[dict] = []
-    state = [_List(key, q, list(docs), window_spans(len(docs), window, stride)) for key, (q, docs) in lists.items()]
+    alpha = options.alpha
+    state = [
+        _List(key, q, list(docs), list(scores), window_spans(len(docs), options.window, options.stride), options.passes)
+        for key, (q, docs, scores) in lists.items()
+    ]
 
-    def window_prompt(lst: _List) -> tuple[str, list[str]]:
-        start, end = lst.spans[lst.step]
+    def ranking(raw: str, k: int) -> tuple[str, list | None]:
+        """The answer rank_llm repairs: the text, or (first-token reranking) the ranking of the logprobs."""
+        if not options.first_token:
+            return raw, None
+        pairs = json.loads(raw)
+        if not isinstance(pairs, list):
+            raise ValueError("cached first-token logprobs are not a list")
+        return first_token_ranking([(str(t), float(lp)) for t, lp in pairs], k, alpha), pairs
+
+    def readable(raw: str, k: int) -> object:
+        return parse_answer(ranking(raw, k)[0], k, alpha)
+
+    def ask(lst: _List) -> _Asked:
+        start, end = lst.span
         ids = lst.docs[start:end]
-        return template.render(lst.query, [texts[d] for d in ids]), ids
+        passages = [(texts[d], lst.scores[start + i]) for i, d in enumerate(ids)]
+        fitted = fit_window(
+            template,
+            lst.query,
+            passages,
+            counter,
+            context_size=options.context_size,
+            window=options.window,
+            max_passage_words=options.max_passage_words,
+            alpha=alpha,
+            few_shot=few_shot,
+        )
+        prompt = llm.listwise_prompt(fitted.messages, fitted.max_tokens, options.first_token)
+        return _Asked(fitted, prompt, llm.request_key(prompt), messages_json(fitted.messages), ids)
 
-    def apply(lst: _List, rendered: str, ids: list[str], response: str, from_cache: bool, attempts: int) -> None:
-        start, end = lst.spans[lst.step]
-        found, perm, repairs = parse_answer(response, len(ids))
-        lst.docs[start:end] = [ids[i] for i in perm]
+    def apply(lst: _List, asked: _Asked, raw: str, from_cache: bool, attempts: int) -> None:
+        start, end = lst.span
+        text, logprobs = ranking(raw, len(asked.ids))
+        found, perm, repairs = parse_answer(text, len(asked.ids), alpha)
+        lst.docs[start:end] = [asked.ids[i] for i in perm]
         counts.windows += 1
         counts.repaired += bool(repairs)
         for kind in repairs:
             counts.repairs[kind] += 1
-        records.append(
-            {
-                "query_id": lst.key[0],
-                "shuffle": lst.key[1],
-                "window": lst.step,
-                "ranks": [start + 1, end],
-                "docs": ids,
-                "rendered_prompt_sha256": hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
-                "response": response,
-                "identifiers": found,
-                "permutation": [i + 1 for i in perm],
-                "repairs": repairs,
-                "from_cache": from_cache,
-                "attempts": attempts,
-            }
-        )
+        record = {
+            "query_id": lst.key[0],
+            "shuffle": lst.key[1],
+            "pass": lst.step // len(lst.spans) + 1,
+            "window": lst.step,
+            "ranks": [start + 1, end],
+            "docs": asked.ids,
+            "rendered_prompt_sha256": _sha(asked.rendered),
+            "prompt_tokens": asked.fitted.tokens,
+            "passage_words": asked.fitted.max_length,
+            "max_tokens": asked.fitted.max_tokens,
+            "response": text,
+            "identifiers": found,
+            "permutation": [i + 1 for i in perm],
+            "repairs": repairs,
+            "from_cache": from_cache,
+            "attempts": attempts,
+        }
+        if logprobs is not None:
+            record["first_token_logprobs"] = logprobs
+        records.append(record)
         lst.step += 1
 
     while True:
-        pending: list[tuple[_List, str, list[str]]] = []
+        pending: list[tuple[_List, _Asked]] = []
         for lst in state:
             while not lst.done:
-                rendered, ids = window_prompt(lst)
-                hit = cache.get(llm_id, template.sha256, lst.query, rendered) if cache is not None else None
+                asked = ask(lst)
+                # a cached answer is parsed as a fresh one is; one that does not parse is set aside, asked again
+                hit = (
+                    cache.get(
+                        llm_id,
+                        template.sha256,
+                        lst.query,
+                        asked.rendered,
+                        parse=partial(readable, k=len(asked.ids)),
+                        request=asked.request,
+                    )
+                    if cache is not None
+                    else None
+                )
                 if hit is None:
-                    pending.append((lst, rendered, ids))
+                    pending.append((lst, asked))
                     break
                 counts.from_cache += 1
-                apply(lst, rendered, ids, hit, True, 0)
+                apply(lst, asked, hit, True, 0)
                 if progress:
                     progress(1)
         if not pending:
             break
         if cache is not None:
-            cache.put_prompts([r for _, r, _ in pending])
-        prompts = [Prompt(template.system, rendered, template.max_tokens) for _, rendered, _ in pending]
-        counts.asked += len(prompts)
-        for j, answer in llm.answer(prompts):
-            lst, rendered, ids = pending[j]
+            cache.put_prompts([a.rendered for _, a in pending])
+        counts.asked += len(pending)
+        for j, answer in llm.answer([a.prompt for _, a in pending]):
+            lst, asked = pending[j]
             counts.http_retries += answer.retries
-            if answer.text is None:
+            raw = answer.text
+            if raw is not None and options.first_token:
+                raw = json.dumps(answer.logprobs) if answer.logprobs is not None else None
+            if raw is None:
                 counts.http_failures += 1
                 lst.failed = answer.error or "no answer"
                 records.append(
                     {"query_id": lst.key[0], "shuffle": lst.key[1], "window": lst.step, "http_error": lst.failed}
                 )
                 continue
-            if cache is not None:
-                cache.put(llm_id, template.sha256, lst.query, rendered, answer.text)
-            apply(lst, rendered, ids, answer.text, False, answer.attempts)
+            apply(lst, asked, raw, False, answer.attempts)
+            if cache is not None:  # only once it parsed: a cached answer must read back as it did now
+                cache.put(llm_id, template.sha256, lst.query, asked.rendered, raw, request=asked.request)
             if progress:
                 progress(1)
     records.sort(key=lambda r: (r["query_id"], r["shuffle"], r["window"]))
     orders = {lst.key: lst.docs for lst in state}
     return ListwiseOutcome(orders, records, counts, time.perf_counter() - started)
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def total_windows(lengths: Sequence[int], window: int, stride: int) -> int:
@@ -367,7 +528,7 @@ def probe_summary(
     shuffles), ``per_query`` {query id: mean RBO}; with ``ndcg`` (``probe_ndcg``'s) under ``ndcg_cut_10``."""
     import numpy as np
 
-    from toolkit.evaluation.agreement import rbo
+    from toolkit.stats.rank_similarity import rbo
 
     per_query: dict[str, float] = {}
     for qid in sorted({q for q, _ in orders}):
@@ -433,6 +594,18 @@ def repair_counts(records: Sequence[dict]) -> Counter:
     return c
 
 
+def token_counter(llm, options: ListwiseOptions):
+    """rank_llm's token count for this backend: the local model's own tokenizer (rank_llm's in-process vLLM
+    path); over an endpoint ``options.tokenizer`` (its vLLM path) or tiktoken's cl100k_base (its OpenAI client)."""
+    from toolkit.reranking.listwise_prompt import TiktokenCount, TokenizerCount, load_tokenizer
+
+    if llm.backend == "transformers":
+        return TokenizerCount(llm.tokenizer(), llm.model, templated=True)
+    if options.tokenizer is not None:
+        return TokenizerCount(load_tokenizer(options.tokenizer), options.tokenizer)
+    return TiktokenCount(llm.model)
+
+
 def listwise_rerank_run(
     first_stage,
     queries: Mapping[str, str],
@@ -440,62 +613,71 @@ def listwise_rerank_run(
     llm,
     *,
     depth: int = 100,
-    window: int = DEFAULT_WINDOW,
-    stride: int = DEFAULT_STRIDE,
-    template: ListwiseTemplate | None = None,
+    options: ListwiseOptions | None = None,
     cache=None,
+    qrels=None,
     missing_text: str = "error",
     query_ids=None,
-    shuffles: int = 0,
-    seed: int = 42,
-    qrels=None,
     tag: str = "twostage-rerank",
     progress: bool = True,
+    input_order: str = "score",
 ):
-    """Rerank a first-stage run's top ``depth`` by sliding windows (module docstring); returns a
-    ``RerankResult`` whose settings are the sidecar's (``listwise: true``, ``window``, ``stride``, ``windows``,
-    ``repaired``, ``repairs``, ``records``, ``shuffles`` with the probe; with ``qrels``, a ``Qrels``, the probe's
-    nDCG@10 spread, see ``probe_ndcg``). The LLM is checked first (an endpoint
-    that does not answer fails before any input is read further); a window whose request failed after every
-    retry is a ``RequestsFailedError`` (the answers received are in the cache: the same command resumes)."""
+    """Rerank a first-stage run's top ``depth`` by sliding windows (module docstring; ``options``, default
+    rank_llm's settings). ``input_order``: ``score``, each query's candidates in trec_eval's order (score
+    descending, equal scores by document id descending), or ``file``, in the order the run lists them (a
+    candidates file's, as rank_llm takes them: its first ``depth`` of each query); returns a ``RerankResult`` whose settings are the sidecar's (``listwise: true``,
+    ``window``, ``stride``, ``passes``, ``windows``, ``repaired``, ``repairs``, ``records``, ``shuffles`` with
+    the probe; with ``qrels``, a ``Qrels``, the probe's nDCG@10 spread, see ``probe_ndcg``). The LLM is checked
+    first (an endpoint that does not answer fails before any input is read further); a window whose request
+    failed after every retry is a ``RequestsFailedError`` (the answers received are in the cache: the same
+    command resumes)."""
     import sys
 
-    from tqdm.auto import tqdm
-
     from toolkit.data.ranking import CANDIDATE_PRECISION, candidate_selection, top_k
-    from toolkit.data.records import DOC_ID, QUERY_ID, run_from_rows
+    from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, run_from_rows
     from toolkit.errors import RequestsFailedError
-    from toolkit.reranking.job import MISSING_TEXT_POLICIES, RerankResult, _candidates
+    from toolkit.guard.escape import progress_bar
+    from toolkit.reranking.rerank_job import MISSING_TEXT_POLICIES, RerankResult, candidates_of
     from toolkit.version import __version__
 
+    options = options or ListwiseOptions()
     if depth < 1:
-        raise ConfigError("--depth must be >= 1")
-    check_window(depth, window, stride)
-    if shuffles < 0:
-        raise ConfigError(f"--shuffles must be >= 0, not {shuffles}")
+        raise ConfigError(f"{phrase('depth', '--depth')} must be >= 1")
+    options.check(depth)
     if missing_text not in MISSING_TEXT_POLICIES:
         raise ConfigError(f"missing-text policy must be one of {MISSING_TEXT_POLICIES}")
-    if qrels is not None and not shuffles:
-        raise ConfigError("--qrels is the order probe's nDCG@10 spread: give --shuffles K (K >= 1) with it")
-    template = template or load_listwise_template()
+    if qrels is not None and not options.shuffles:
+        raise ConfigError(
+            f"{phrase('qrels', '--qrels')} is the order probe's nDCG@10 spread: give {phrase('shuffles', '--shuffles')} "
+            "K (K >= 1) with it"
+        )
+    template = options.template()
+    few_shot = options.few_shot_messages()
     llm.check()
-    work = _candidates(first_stage, queries, texts, depth, missing_text, query_ids)
+    counter = token_counter(llm, options)
+    score_of = dict(zip(zip(first_stage.frame[QUERY_ID], first_stage.frame[DOC_ID]), first_stage.frame[SCORE]))
+    if input_order == "file":
+        first_stage = _in_listed_order(first_stage)
+    elif input_order != "score":
+        raise ConfigError(f"input_order must be score or file, not {input_order!r}")
+    work = candidates_of(first_stage, queries, texts, depth, missing_text, query_ids)
     if qrels is not None and not set(work.qids) & set(qrels.query_ids):
         raise ConfigError(
             f"{qrels.path} judges none of the {len(work.qids)} queries reranked (e.g. "
             f"{', '.join(repr(q) for q in work.qids[:3])}): wrong qrels for these candidates?"
         )
-    lists: dict[tuple[str, int], tuple[str, list[str]]] = {}
+    lists: dict[tuple[str, int], tuple[str, list[str], list[float | None]]] = {}
     for q in work.qids:
         docs = work.have_by_query[q]
-        lists[(q, 0)] = (queries[q], list(docs))
-        for k in range(1, shuffles + 1):
-            lists[(q, k)] = (queries[q], [docs[i] for i in probe_order(q, len(docs), seed, k)])
-    total = total_windows([len(d) for _, d in lists.values()], window, stride)
-    with tqdm(
+        scores = [float(score_of[(q, d)]) for d in docs]  # by position: rank_llm keeps each position's score
+        lists[(q, 0)] = (queries[q], list(docs), scores)
+        for k in range(1, options.shuffles + 1):
+            lists[(q, k)] = (queries[q], [docs[i] for i in probe_order(q, len(docs), options.seed, k)], scores)
+    total = options.passes * total_windows([len(d) for _, d, _ in lists.values()], options.window, options.stride)
+    with progress_bar(
         total=total, desc="rerank (listwise)", unit="window", file=sys.stderr, disable=not progress, dynamic_ncols=True
     ) as bar:
-        outcome = rerank_lists(lists, work.found, template, llm, cache, window, stride, bar.update)
+        outcome = rerank_lists(lists, work.found, template, llm, cache, options, counter, few_shot, bar.update)
     c = outcome.counts
     if c.http_failures:
         errors = Counter(r["http_error"] for r in outcome.records if r.get("http_error"))
@@ -526,6 +708,7 @@ def listwise_rerank_run(
         return run_from_rows(rows, tag=tag)
 
     run = written(0)
+    shuffles, seed = options.shuffles, options.seed
     ndcg = probe_ndcg(qrels, [run] + [written(k) for k in range(1, shuffles + 1)], shuffles) if qrels else None
     own = [r for r in outcome.records if r["shuffle"] == 0]
     repairs = repair_counts(own)
@@ -539,14 +722,19 @@ def listwise_rerank_run(
             "llm": llm.describe(),
             "llm_identity": llm.identity(),
             "prompt": template.describe(),
+            "token_count": counter.name,
         },
         "listwise": True,
+        "rank_llm": {"version": RANK_LLM_VERSION} | options.describe(),
         "depth": depth,
-        "window": window,
-        "stride": stride,
+        "window": options.window,
+        "stride": options.stride,
+        "passes": options.passes,
         "windows": len(own),
         "repaired": sum(bool(r["repairs"]) for r in own),
         "repairs": {k: repairs.get(k, 0) for k in REPAIR_KINDS},
+        "repaired_queries": repaired_queries(own),
+        "windows_in_input_order": windows_left_in_order(own),
         "requests": c.as_dict(),
         "candidate_selection": candidate_selection(),
         "missing_text": missing_text,
@@ -555,10 +743,43 @@ def listwise_rerank_run(
         "missing_texts": work.missing,
         "answer_cache": {"folder": str(cache.folder)} if cache is not None else None,
         "execution": {"engine": "in-process"},
-        "first_stage": {"path": first_stage.path, "sha256": first_stage.sha256, "tag": first_stage.tag},
+        "first_stage": first_stage.identity(),
         "texts": texts.describe(),
         "shuffles": probe_summary(outcome.orders, shuffles, seed, ndcg) if shuffles else None,
         "records": outcome.records,
         "seconds": round(outcome.seconds, 3),
     }
     return RerankResult(run, settings, outcome.seconds, len(work.qids), len(work.cands), work.missing)
+
+
+def _in_listed_order(run):
+    """The run with each query's scores replaced by its rows' order (the first listed highest): the order a
+    candidates file lists, which rank_llm reranks, as every ranking of the job reads it."""
+    from toolkit.data.records import QUERY_ID, SCORE, Run
+
+    frame = run.frame.copy()
+    frame[SCORE] = -frame.groupby(QUERY_ID, sort=False).cumcount().astype("float64")
+    return Run(frame=frame, path=run.path, tag=run.tag, sha256=run.sha256)
+
+
+def repaired_queries(records: Sequence[dict]) -> dict[str, list[str]]:
+    """Per repair kind, the queries (sorted) with an answer that needed it."""
+    out: dict[str, set[str]] = {k: set() for k in REPAIR_KINDS}
+    for r in records:
+        for kind in r.get("repairs", ()):
+            out.setdefault(kind, set()).add(r["query_id"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def windows_left_in_order(records: Sequence[dict]) -> dict:
+    """The windows whose order the answer left as it was (the permutation 1..k): ``count``, ``none_parsed``
+    (of them, because no identifier was read), ``answered`` (the LLM ranked them in their input order) and
+    ``queries`` (each with how many)."""
+    left = [r for r in records if r.get("permutation") == list(range(1, len(r.get("docs", ())) + 1))]
+    return {
+        "count": len(left),
+        "of": len(records),
+        "none_parsed": sum("none_parsed" in r["repairs"] for r in left),
+        "answered": sum("none_parsed" not in r["repairs"] for r in left),
+        "queries": dict(sorted(Counter(r["query_id"] for r in left).items())),
+    }

@@ -29,10 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.errors import ConfigError
+from toolkit.guard.readers import read_json
+from toolkit.models import library_versions
 
 log = logging.getLogger(__name__)
 
 OPSET = 17
+#: The libraries whose versions make an export what it is (the exporter, the model code, the quantiser).
+EXPORTER_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime")
 
 
 def _pipeline(model_dir: Path) -> tuple[str, bool, int | None]:
@@ -42,13 +46,14 @@ def _pipeline(model_dir: Path) -> tuple[str, bool, int | None]:
         raise ConfigError(
             f"--backend onnx needs a local sentence-transformers folder (modules.json); {model_dir} has none"
         )
-    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in json.loads(modules.read_text())]
+    modules_list = read_json(modules)  # through the inputs door: a regular file, bounded in size and nesting
+    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules_list]
     if kinds[:2] != ["Transformer", "Pooling"] or any(k not in ("Normalize",) for k in kinds[2:]):
         raise ConfigError(
             f"--backend onnx supports Transformer + Pooling [+ Normalize] models; {model_dir} has {kinds}"
         )
-    pool_dir = next(m["path"] for m in json.loads(modules.read_text()) if m.get("type", "").endswith("Pooling"))
-    pool = json.loads((model_dir / pool_dir / "config.json").read_text())
+    pool_dir = next(m["path"] for m in modules_list if m.get("type", "").endswith("Pooling"))
+    pool = read_json(model_dir / pool_dir / "config.json")
     if pool.get("pooling_mode_mean_tokens"):
         pooling = "mean"
     elif pool.get("pooling_mode_cls_token"):
@@ -56,7 +61,7 @@ def _pipeline(model_dir: Path) -> tuple[str, bool, int | None]:
     else:
         raise ConfigError(f"--backend onnx supports mean or CLS pooling; {model_dir} uses {pool}")
     bert = model_dir / "sentence_bert_config.json"
-    max_len = json.loads(bert.read_text()).get("max_seq_length") if bert.is_file() else None
+    max_len = read_json(bert).get("max_seq_length") if bert.is_file() else None
     return pooling, "Normalize" in kinds, max_len
 
 
@@ -171,24 +176,23 @@ class OnnxBiEncoder:
             else ["CPUExecutionProvider"]
         )
         # the export, checked against its recorded sha256 (or made again); loaded whole by ONNX Runtime, so a
-        # temporary export (the cache could not be written) may go once the session exists
-        with cached_onnx(self._path, cache_dir() / "onnx", self.quantize, _export_fp32, _quantize, OPSET) as (
-            onnx_file,
-            cached,
-        ):
+        # temporary export (the cache is not trusted) may go once the session exists
+        libraries = library_versions(*EXPORTER_LIBRARIES)
+        with cached_onnx(
+            self._path, cache_dir() / "onnx", self.quantize, _export_fp32, _quantize, OPSET, libraries=libraries
+        ) as (onnx_file, cached):
             self._session = ort.InferenceSession(str(onnx_file), opts, providers=providers)
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self._file = str(onnx_file) if cached else "(exported for this run only: the ONNX cache cannot be written)"
+        self._file = str(onnx_file) if cached else "(exported for this run only: the ONNX cache is not trusted)"
         self.model_calls = 0
 
     @property
     def backend(self) -> str:
         return "onnx-int8" if self.quantize else "onnx"
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
-        enc = self._tok(
-            texts, padding=True, truncation="longest_first", max_length=self.max_length, return_tensors="np"
-        )
+    def _forward(self, texts: list[str], width: int) -> np.ndarray:
+        """Embeddings of ``texts``, each padded to ``width`` tokens (their width: ``batched_by_width``)."""
+        enc = self._tok(texts, padding="max_length", truncation="longest_first", max_length=width, return_tensors="np")
         feeds = {k: enc[k].astype(np.int64) for k in self._inputs if k in enc}
         hidden = self._session.run(["last_hidden_state"], feeds)[0]
         self.model_calls += 1
@@ -205,10 +209,14 @@ class OnnxBiEncoder:
         return np.fromiter((len(ids) for ids in enc["input_ids"]), dtype=np.int64, count=len(texts))
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """L2-normalised embeddings (sentence-transformers normalises with ``normalize_embeddings=True``)."""
-        from toolkit.models import batched_by_length
+        """L2-normalised embeddings (sentence-transformers normalises with ``normalize_embeddings=True``), each a
+        function of its text alone: fp32 in batches of one width (``toolkit.models.batched_by_width``); int8 one
+        text at a time, since dynamic quantisation scales the activations of a whole batch together (a text's
+        int8 vector moved with its batch neighbours for 236 of 241 DL19 passages)."""
+        from toolkit.models import batched_by_width
 
-        return batched_by_length(texts, self.token_lengths(texts), self.batch_size, self._forward)
+        rows = 1 if self.quantize else self.batch_size
+        return batched_by_width(texts, self.token_lengths(texts), rows, self._forward, self.max_length)
 
     def score(self, query: str, texts: list[str]) -> np.ndarray:
         if not texts:

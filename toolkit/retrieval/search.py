@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run, Topics
+from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, Run
 from toolkit.errors import ConfigError
 
 DEFAULT_HITS = 1000
@@ -38,10 +38,3 @@ def results_frame(rows_q: list[str], rows_d: list[str], rows_s: list[float]) -> 
             SCORE: np.asarray(rows_s, dtype=np.float64),
         }
     )
-
-
-# ------------------------------------------------------------ utilities
-def limit_topics(topics: Topics, n: int | None) -> Topics:
-    if n is None:
-        return topics
-    return Topics(topics=topics.topics[:n], path=topics.path)

@@ -1,0 +1,252 @@
+"""A verb's keywords are the fields of its one frozen options object (``toolkit.options``): the ``@verb``
+decorator shows them in the signature and the docstring, builds the options once, and the verb gives the same
+result for ``options=X`` as for X's fields passed as keywords."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import warnings
+
+import pytest
+
+import toolkit as ts
+from toolkit.api.options import CompareOptions, EvaluationOptions
+from toolkit.errors import ConfigError, OptionConflictError, for_api, for_cli
+from toolkit.measures.names import build_settings, settings_values
+from toolkit.options import Options, nested, opt, verb
+from toolkit.stats.paired import TestOptions
+
+# ------------------------------------------------------------------ the decorator, on options of its own
+
+BUILT: list[tuple] = []  # every validate() call, in order
+
+
+def _piece(values: dict) -> tuple[int, int]:
+    return (int(values.get("low", 0)), int(values.get("high", 9)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyOptions(Options):
+    n: int = opt(3, doc="how many.")
+    mode: str = opt("fast", doc="fast or slow.")
+    span: tuple[int, int] = nested(
+        [("low", 0, "int", "the lowest."), ("high", 9, "int", "the highest.")],
+        _piece,
+        lambda span: {"low": span[0], "high": span[1]},
+        doc="a range",
+    )
+
+    def validate(self) -> None:
+        BUILT.append((self.n, self.mode, self.span))
+        if self.mode not in ("fast", "slow"):
+            raise ConfigError(f"mode must be fast or slow, not {self.mode!r}")
+
+
+@verb(ToyOptions, inputs=("a", "b"))
+def toy(a: int, b: int = 1, *, options: ToyOptions) -> tuple:
+    """Add, then scale.
+
+    Args:
+        a: the first.
+        b: the second.
+    """
+    return a + b, options
+
+
+def test_signature_lists_the_inputs_every_keyword_and_options():
+    sig = inspect.signature(toy)
+    assert list(sig.parameters) == ["a", "b", "n", "mode", "low", "high", "options"]
+    p = sig.parameters
+    assert p["a"].kind is p["a"].POSITIONAL_OR_KEYWORD and p["b"].default == 1
+    assert all(p[k].kind is p[k].KEYWORD_ONLY for k in ("n", "mode", "low", "high", "options"))
+    assert (p["n"].default, p["n"].annotation, p["high"].default, p["high"].annotation) == (3, "int", 9, "int")
+    assert p["options"].default is None and p["options"].annotation == "ToyOptions | None"
+
+
+def test_docstring_lists_each_keyword_after_the_inputs():
+    doc = toy.__doc__
+    args = doc.split("Args:\n", 1)[1].splitlines()
+    names = [line.strip().split(":", 1)[0] for line in args if line.startswith("        ") and ":" in line]
+    assert names == ["a", "b", "n", "mode", "low", "high", "options"]
+    assert "        n: how many." in doc and "        high: the highest." in doc
+
+
+def test_unknown_keyword_is_pythons_type_error_naming_the_verb():
+    with pytest.raises(TypeError, match=r"^toy\(\) got an unexpected keyword argument 'bogus' \(its other keywords: "):
+        toy(1, bogus=2)
+    with pytest.raises(TypeError, match=r"^toy\(\) missing a required argument: 'a'"):
+        toy(n=2)
+    with pytest.raises(TypeError, match=r"options= takes a ToyOptions, not dict"):
+        toy(1, options={"n": 2})
+
+
+def test_inputs_by_position_or_by_name():
+    assert toy(1, 2)[0] == 3 and toy(a=1, b=5)[0] == 6 and toy(4)[0] == 5
+
+
+def test_options_are_built_and_validated_once():
+    BUILT.clear()
+    _, o = toy(1, n=5, high=20)
+    assert BUILT == [(5, "fast", (0, 20))] and (o.n, o.span) == (5, (0, 20))
+    BUILT.clear()
+    given = ToyOptions(n=7)
+    assert BUILT == [(7, "fast", (0, 9))]
+    _, same = toy(1, options=given)
+    assert same is given and len(BUILT) == 1  # an options object is valid already: not checked again
+    with pytest.raises(ConfigError, match="mode must be fast or slow, not 'quick'"):
+        toy(1, mode="quick")
+
+
+def test_a_keyword_passed_replaces_the_value_options_hold_and_the_others_stay():
+    base = ToyOptions(n=7, mode="slow", span=(2, 4))
+    _, o = toy(1, options=base, n=3, low=1)  # n=3 is the default: passed, it still replaces 7
+    assert (o.n, o.mode, o.span) == (3, "slow", (1, 4))
+    assert base.n == 7  # options are values: the caller's object is unchanged
+
+
+def test_options_are_frozen_and_describe_their_keywords():
+    o = ToyOptions(n=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.n = 3  # type: ignore[misc]
+    assert o.describe() == {"n": 2, "mode": "fast", "low": 0, "high": 9}
+    assert ToyOptions.from_keywords(**o.describe()) == o
+
+
+# ------------------------------------------------------------------ the public verbs
+
+VERBS = {
+    "evaluate": (ts.evaluate, EvaluationOptions, ("qrels", "run", "measures"), ()),
+    "evaluate_many": (ts.evaluate_many, EvaluationOptions, ("qrels", "runs", "measures"), ("name",)),
+    "compare": (ts.compare, CompareOptions, ("qrels", "runs", "baseline", "measures"), ()),
+}
+
+
+@pytest.mark.parametrize("name", list(VERBS))
+def test_every_keyword_of_a_verb_is_a_field_of_its_options(name):
+    function, cls, inputs, excluded = VERBS[name]
+    params = inspect.signature(function).parameters
+    keywords = [p for p in params if p not in inputs and p != "options"]
+    assert keywords == [k for k in cls.keywords() if k not in excluded]
+    for k, spec in cls.keywords().items():
+        if k in params:
+            assert params[k].default == spec.default, k
+    assert function.options_class is cls
+    assert all(f"        {k}:" in function.__doc__ for k in keywords)  # each documented, from its field
+
+
+def test_the_public_names_include_the_options_classes():
+    assert ts.EvaluationOptions is EvaluationOptions and ts.CompareOptions is CompareOptions
+
+
+QRELS = {f"q{q}": {f"d{d}": (d + q) % 3 for d in range(6)} for q in range(1, 7)}
+RUN_A = {f"q{q}": {f"d{d}": float((d * 7 + q) % 11) for d in range(6)} for q in range(1, 7)}
+RUN_B = {f"q{q}": {f"d{d}": float((d * 5 + 2 * q) % 13) for d in range(6)} for q in range(1, 6)}
+
+
+@contextlib.contextmanager
+def quiet():
+    """The runs miss a query on purpose (a warning the test does not check)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ts.TwostageWarning)
+        yield
+
+
+FIELDS = [
+    {},
+    {"complete": True, "relevance_level": 2},
+    {"gain": "exp", "discount": "jk:2", "trec_eval": 10, "judged_only": True},
+    {"max_docs": 3, "ci": 0.9, "bootstrap": 200, "ci_method": "bca", "seed": 5},
+    {"holes": "retrieved", "name": "sys", "labels": {"ndcg_cut_3": "nDCG@3"}},
+]
+
+
+@pytest.mark.parametrize("fields", FIELDS, ids=range(len(FIELDS)))
+def test_evaluate_with_options_is_evaluate_with_its_fields(fields):
+    measures = ["ndcg_cut.3", "P.2", "map"]
+    options = EvaluationOptions.from_keywords(**fields)
+    with quiet():
+        by_keywords = ts.evaluate(QRELS, RUN_B, measures, **fields)
+    with quiet():
+        by_options = ts.evaluate(QRELS, RUN_B, measures, options=options)
+    assert by_options.to_json(per_query=True) == by_keywords.to_json(per_query=True)
+    assert by_options.provenance == by_keywords.provenance and by_options.name == by_keywords.name
+    assert by_options.intervals.equals(by_keywords.intervals)
+    with quiet():
+        many = ts.evaluate_many(QRELS, {"b": RUN_B}, measures, options=dataclasses.replace(options, name=None))
+    assert many["b"].to_json(per_query=True) == by_keywords.to_json(per_query=True)
+
+
+def test_compare_with_options_is_compare_with_its_fields():
+    fields = {"complete": True, "permutations": 300, "bootstrap": 300, "family": "all-pairs", "test": "t"}
+    runs = {"a": RUN_A, "b": RUN_B, "c": {q: {d: -s for d, s in r.items()} for q, r in RUN_A.items()}}
+    with quiet():
+        by_keywords = ts.compare(QRELS, runs, measures=["P.3", "map"], **fields)
+        by_options = ts.compare(QRELS, runs, measures=["P.3", "map"], options=CompareOptions.from_keywords(**fields))
+    assert by_options.to_json() == by_keywords.to_json()
+    assert by_keywords.doc["tests"]["family"] == "all-pairs" and by_keywords.doc["tests"]["test"] == "t"
+
+
+def test_settings_keywords_round_trip_through_the_settings():
+    for values in ({}, {"trec_eval": 10, "gain": "exp"}, {"score_precision": "float64", "discount": "jk:3"}):
+        s = build_settings(values)
+        assert build_settings(settings_values(s)) == s
+    # a generation's own precision follows a new generation; one given explicitly stays
+    nine = EvaluationOptions.from_keywords()
+    assert EvaluationOptions.from_call("evaluate", nine, {"trec_eval": 10}).settings.score_precision == "float64"
+    pinned = EvaluationOptions.from_keywords(score_precision="float64")
+    assert EvaluationOptions.from_call("evaluate", pinned, {"trec_eval": 10}).settings.score_precision == "float64"
+    pinned32 = EvaluationOptions.from_keywords(trec_eval=10, score_precision="float32")
+    assert EvaluationOptions.from_call("evaluate", pinned32, {"gain": "exp"}).settings.score_precision == "float32"
+
+
+@pytest.mark.parametrize(
+    ("cls", "given", "api", "cli"),
+    [
+        (
+            EvaluationOptions,
+            {"relevance_map": "1:0", "rel_format": "prefs"},
+            "relevance_map applies to rel_format='qrels' only",
+            "--relevance-map applies to -R qrels and qrels_div only",
+        ),
+        (
+            EvaluationOptions,
+            {"holes": True, "rel_format": "qrels_jg"},
+            "hole bounds need plain qrels (rel_format='qrels')",
+            "--holes needs -R qrels and no -Z",
+        ),
+        (
+            EvaluationOptions,
+            {"holes": "top-k", "zscores": "z.txt"},
+            "hole bounds are raw values; drop zscores",
+            "--holes needs -R qrels and no -Z",
+        ),
+        (
+            TestOptions,
+            {"test": "tukey"},
+            "the Tukey HSD test compares all pairs: use it with family='all-pairs'",
+            "--test tukey compares all pairs: add --family all-pairs",
+        ),
+        (
+            CompareOptions,
+            {"test": "tukey", "family": "baseline"},
+            "the Tukey HSD test compares all pairs: use it with family='all-pairs'",
+            "--test tukey compares all pairs: add --family all-pairs",
+        ),
+    ],
+)
+def test_a_rule_has_one_home_and_each_front_ends_words(cls, given, api, cli):
+    with pytest.raises(OptionConflictError) as caught:
+        cls.from_keywords(**given)
+    assert str(caught.value) == api and caught.value.for_cli() == cli
+    assert isinstance(caught.value, ConfigError)
+    assert for_api(api) == api and for_cli(cli) == cli
+
+
+def test_evaluate_refuses_conflicting_options_before_reading_anything(tmp_path):
+    missing = tmp_path / "absent.txt"  # never opened: the options are refused first
+    with pytest.raises(OptionConflictError, match=r"^relevance_map applies to rel_format='qrels' only$"):
+        ts.evaluate(missing, missing, "P.5", relevance_map="1:0", rel_format="prefs")
+    with pytest.raises(ConfigError, match=r"ci=1\.5: the interval level must lie strictly between 0 and 1"):
+        ts.evaluate(missing, missing, "P.5", ci=1.5)

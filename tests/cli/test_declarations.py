@@ -1,0 +1,89 @@
+"""Each command built on ``toolkit.cli.declare`` declares every keyword of its verb's options once: a flag of its
+table, or a keyword of the library alone (its ``API_ONLY``, with the reason); the flags' defaults are the
+options'; and a rule the options refuse reaches the command line as the usage error it always was."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolkit.api.options import CompareOptions, EvaluationOptions
+from toolkit.cli import compare as compare_cli
+from toolkit.cli import eval as eval_cli
+from toolkit.cli.declare import Flag, values_of
+
+TABLES = {
+    "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY),
+    "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY),
+}
+#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it).
+TWO_FLAGS = {"holes": ["--holes", "--holes-over"]}
+
+
+@pytest.mark.parametrize("command", list(TABLES))
+def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
+    cls, rows, api_only = TABLES[command]
+    flags = [row for row in rows if isinstance(row, Flag)]
+    keywords = cls.keywords()
+    assert all(f.keyword in keywords for f in flags), [f.keyword for f in flags if f.keyword not in keywords]
+    for k in keywords:
+        spelled = [d for f in flags if f.keyword == k for d in f.decls if d.startswith("-")]
+        if k in api_only:
+            assert not spelled and api_only[k], k
+        elif k in TWO_FLAGS:
+            assert spelled == TWO_FLAGS[k], k
+        else:
+            assert len(spelled) == 1, (k, spelled)
+    assert set(api_only) <= set(keywords)
+
+
+@pytest.mark.parametrize("command", list(TABLES))
+def test_a_flags_default_is_its_keywords_default(command):
+    cls, rows, _ = TABLES[command]
+    keywords = cls.keywords()
+    for f in (row for row in rows if isinstance(row, Flag)):
+        if f.settings.get("is_flag"):
+            assert keywords[f.keyword].default is False, f.keyword
+        elif f.settings.get("default") is not None:
+            convert = f.convert or (lambda v: v)
+            assert convert(f.settings["default"]) == keywords[f.keyword].default, f.keyword
+
+
+def test_flag_values_become_keywords_and_the_later_given_flag_wins():
+    rows = eval_cli.EVAL
+    params = {"holes": True, "holes_over": None, "trec_eval": "10", "rel_map": None, "per_query": True}
+    assert values_of(rows, params) == {"holes": True, "trec_eval": 10}
+    assert params == {"per_query": True}  # the command's own values stay for it
+    assert values_of(rows, {"holes": False, "holes_over": "retrieved"}) == {"holes": "retrieved"}
+    assert values_of(rows, {"holes": True, "holes_over": "retrieved"}) == {"holes": "retrieved"}
+
+
+#: The usage lines (in-process, click names the program ``main``; the bytes of ``twostage`` are checked by the
+#: commands' own tests).
+USAGE = {
+    "eval": "Usage: main eval [OPTIONS] QRELS [NAME=]RUN|-|FOLDER|GLOB [RUN ...]\nTry 'main eval --help' for help.\n\n",
+    "compare": "Usage: main compare [OPTIONS] RUNS...\nTry 'main compare --help' for help.\n\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (
+            ["eval", "-R", "prefs", "--relevance-map", "1:0", "q", "r"],
+            "--relevance-map applies to -R qrels and qrels_div only",
+        ),
+        (["eval", "--holes", "-R", "prefs", "q", "r"], "--holes needs -R qrels and no -Z"),
+        (["eval", "--holes-over", "retrieved", "-Z", "z", "q", "r"], "--holes needs -R qrels and no -Z"),
+        (["eval", "--gain", "bogus", "q", "r"], "Invalid value: gain='bogus': expected 'linear', 'exp' or a label map"),
+        (
+            ["compare", "--test", "tukey", "--qrels", "q", "a", "b"],
+            "--test tukey compares all pairs: add --family all-pairs",
+        ),
+        (["compare", "--discount", "jk:x", "--qrels", "q", "a", "b"], "Invalid value: discount="),
+    ],
+)
+def test_a_refused_option_is_the_commands_usage_error(cli, args, error):
+    res = cli(*args)
+    assert res.exit_code == 2
+    assert res.output.startswith(USAGE[args[0]] + "Error: " + error), res.output
+    assert res.output.count("\n") == 4  # one message line, no traceback

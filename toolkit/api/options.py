@@ -1,0 +1,145 @@
+"""The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``) and ``compare``
+(``twostage compare``), each one frozen object that the library's keywords and the command's flags build alike
+(``toolkit.options``; the flags in ``toolkit.cli.eval`` and ``toolkit.cli.compare``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.errors import OptionConflictError, phrase
+from toolkit.measures.names import EvalSettings, build_settings, settings_values
+from toolkit.measures.settings import SETTINGS
+from toolkit.options import Options, nested, opt
+from toolkit.stats.paired import TestOptions
+
+__all__ = ["CompareOptions", "EvaluationOptions", "evaluation_settings", "holes_over"]
+
+
+def evaluation_settings() -> Any:
+    """The evaluation settings as a nested piece of a verb's options: the keywords of ``measures.settings.SETTINGS``
+    (``complete``, ``relevance_level``, ...), built into one ``EvalSettings`` by ``build_settings``."""
+    return nested(
+        ((s.name, s.default, s.annotation, s.doc) for s in SETTINGS),
+        build_settings,
+        settings_values,
+        doc="the evaluation settings (``EvalSettings``)",
+    )
+
+
+_RELEVANCE_MAP = "relabel the qrels at load time (``1:0,2:1,3:1`` or a preset such as ``cranfield``)."
+_DEDUPE = "``error`` (a repeated (query, doc) is an error) or ``first`` (keep the first, count the rest)."
+_DATA_DIR = "where collection names are looked up (default ``$TWOSTAGE_DATA`` or ``../shared/data``)."
+_REL_FORMAT = (
+    "``-R``: ``qrels``, ``qrels_div`` (diversity qrels, ``qid subtopic docid rel``: what the diversity measures "
+    "read; taken when every measure asked is one), ``prefs``, ``qrels_prefs`` or ``qrels_jg`` (the last three "
+    "read files)."
+)
+_ZSCORES = "``-Z``: a file of ``qid measure mean stddev``; values become z-scores."
+_LABELS = (
+    'display names for measures, ``{name: label}`` (``{"ndcg_cut_10": "nDCG@10"}``); a name is any name of a '
+    "measure asked for. Tables, ``summary``, ``per_query``, JSON and CSV use the labels."
+)
+
+
+def holes_over(holes: Any) -> str | None:
+    """What ``holes=`` asks for: None (no bounds), ``top-k`` (``True``) or ``retrieved``."""
+    if holes is None or holes is False:
+        return None
+    from toolkit.quality.holes import check_over
+
+    return "top-k" if holes is True else check_over(str(holes))
+
+
+@dataclass(frozen=True)
+class EvaluationOptions(Options):
+    """The options of ``evaluate`` and ``evaluate_many`` (``twostage eval``): every keyword but the inputs."""
+
+    verb = "evaluate"
+
+    settings: EvalSettings = evaluation_settings()
+    relevance_map: str | None = opt(None, doc=_RELEVANCE_MAP)
+    dedupe: str = opt("error", doc=_DEDUPE)
+    rel_format: str = opt("qrels", doc=_REL_FORMAT)
+    zscores: str | os.PathLike | None = opt(None, doc=_ZSCORES)
+    data_dir: str | os.PathLike | None = opt(None, doc=_DATA_DIR)
+    labels: Mapping[str, str] | None = opt(None, doc=_LABELS)
+    name: str | None = opt(
+        None,
+        doc="the system's name (``summary``'s name, ``to_pyterrier``'s ``name``); default the run file's name, "
+        "else ``run``.",
+    )
+    holes: bool | str = opt(
+        False,
+        doc="also bound every ``ndcg_cut.k``, ``P.k`` and ``recall.k`` asked (``Evaluation.holes``): ``True`` or "
+        '``"top-k"`` over every labelling of the unjudged documents in the top k, the ideal ranking from the judged '
+        'documents plus those (``twostage eval --holes``); ``"retrieved"`` over every labelling of every unjudged '
+        "document the run retrieved, the ideal recomputed (``--holes-over retrieved``).",
+    )
+    ci: float | None = opt(
+        None,
+        doc="a level in (0, 1) (``0.95``): the bootstrap confidence interval of each measure's mean over the "
+        "queries, in ``Evaluation.intervals`` (``twostage eval --ci``); None (default): none.",
+    )
+    bootstrap: int = opt(10_000, doc="its resamples of the queries.")
+    ci_method: str = opt("percentile", doc="``percentile`` or ``bca`` (as ``scipy.stats.bootstrap``).")
+    seed: int = opt(42, doc="seed of ``numpy.random.default_rng``, fresh per measure.")
+
+    def validate(self) -> None:
+        if self.relevance_map and self.rel_format not in ("qrels", "qrels_div"):
+            raise OptionConflictError(
+                phrase(
+                    "relevance_map applies to rel_format='qrels' only",
+                    "--relevance-map applies to -R qrels and qrels_div only",
+                ),
+                keyword="relevance_map",
+                flag="--relevance-map",
+            )
+        if holes_over(self.holes):
+            if self.rel_format != "qrels":
+                raise OptionConflictError(
+                    phrase("hole bounds need plain qrels (rel_format='qrels')", "--holes needs -R qrels and no -Z"),
+                    keyword="holes",
+                    flag="--holes",
+                )
+            if self.zscores:
+                raise OptionConflictError(
+                    phrase("hole bounds are raw values; drop zscores", "--holes needs -R qrels and no -Z"),
+                    keyword="holes",
+                    flag="--holes",
+                )
+        if self.ci is not None:
+            from toolkit.stats.mean_intervals import check_interval_request
+
+            check_interval_request(self.ci, self.bootstrap, self.ci_method)
+
+
+@dataclass(frozen=True)
+class CompareOptions(Options):
+    """The options of ``compare`` (``twostage compare``): the paired tests' (``stats.paired.TestOptions``), how
+    each run is evaluated, and the hole bounds."""
+
+    verb = "compare"
+
+    tests: TestOptions = TestOptions.piece(doc="the paired tests (``stats.paired.TestOptions``)")
+    holes: bool | str = opt(
+        False,
+        doc="also bound each run's ``ndcg_cut.k``, ``P.k`` and ``recall.k``, as ``evaluate(holes=...)`` does: "
+        '``True`` / ``"top-k"`` over every labelling of the unjudged documents in the top k (the ideal ranking '
+        'from the judged documents plus those), ``"retrieved"`` over every unjudged document each run retrieved '
+        "(the ideal recomputed). Each test then carries ``baseline_bounds``, ``bounds`` and ``bounds_overlap``, "
+        'and its ``verdict`` says "bounds over the top-k holes overlap" (or "the retrieved holes") where those '
+        "holes could explain the difference (``toolkit.stats.trust``). Saved ``.json`` evaluations have no bounds.",
+    )
+    relevance_map: str | None = opt(None, doc="relabel the qrels at load time, as for ``evaluate``.")
+    dedupe: str = opt("error", doc="``error`` or ``first``, as for ``evaluate``.")
+    data_dir: str | os.PathLike | None = opt(None, doc="where collection names are looked up.")
+    labels: Mapping[str, str] | None = opt(None, doc="display names for measures, as for ``evaluate``.")
+    settings: EvalSettings = evaluation_settings()
+    rel_format: str = opt("qrels", doc="as for ``evaluate``.")
+    zscores: str | os.PathLike | None = opt(None, doc="as for ``evaluate``.")
+
+    def validate(self) -> None:
+        holes_over(self.holes)
