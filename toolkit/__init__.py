@@ -29,6 +29,7 @@ _PUBLIC = MappingProxyType(
         "CompareOptions": "options",
         "diagnose": "diagnosis",
         "Diagnosis": "diagnosis",
+        "DiagnosisOptions": "options",
         "Run": "run",
         "index": "pipeline",
         "bm25": "pipeline",
@@ -59,6 +60,7 @@ __all__ = [
     "CompareOptions",
     "Comparison",
     "Diagnosis",
+    "DiagnosisOptions",
     "Evaluation",
     "EvaluationOptions",
     "Experiment",
@@ -94,7 +96,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
-    from toolkit.api.options import CompareOptions, EvaluationOptions
+    from toolkit.api.options import CompareOptions, DiagnosisOptions, EvaluationOptions
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run

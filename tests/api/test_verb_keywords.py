@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 import toolkit as ts
-from toolkit.api.options import CompareOptions, EvaluationOptions
+from toolkit.api.options import CompareOptions, DiagnosisOptions, EvaluationOptions
 from toolkit.errors import ConfigError, OptionConflictError, for_api, for_cli
 from toolkit.measures.names import build_settings, settings_values
 from toolkit.options import Options, nested, opt, verb
@@ -86,6 +86,18 @@ def test_inputs_by_position_or_by_name():
     assert toy(1, 2)[0] == 3 and toy(a=1, b=5)[0] == 6 and toy(4)[0] == 5
 
 
+@verb(ToyOptions, inputs=("a", "extra"))
+def toy_keyword_input(a: int, *, extra: int = 0, options: ToyOptions) -> int:
+    """Add ``extra``, an input taken by name only."""
+    return a + extra + options.n
+
+
+def test_a_keyword_only_input_reaches_the_function():
+    assert toy_keyword_input(1, extra=10) == 14 and toy_keyword_input(1) == 4
+    with pytest.raises(TypeError, match="toy_keyword_input"):
+        toy_keyword_input(1, 10)
+
+
 def test_options_are_built_and_validated_once():
     BUILT.clear()
     _, o = toy(1, n=5, high=20)
@@ -120,6 +132,12 @@ VERBS = {
     "evaluate": (ts.evaluate, EvaluationOptions, ("qrels", "run", "measures"), ()),
     "evaluate_many": (ts.evaluate_many, EvaluationOptions, ("qrels", "runs", "measures"), ("name",)),
     "compare": (ts.compare, CompareOptions, ("qrels", "runs", "baseline", "measures"), ()),
+    "diagnose": (
+        ts.diagnose,
+        DiagnosisOptions,
+        ("qrels", "first_stage", "reranked", "topics", "candidates", "corpus", "index", "query_types", "type_rules"),
+        (),
+    ),
 }
 
 
@@ -138,6 +156,7 @@ def test_every_keyword_of_a_verb_is_a_field_of_its_options(name):
 
 def test_the_public_names_include_the_options_classes():
     assert ts.EvaluationOptions is EvaluationOptions and ts.CompareOptions is CompareOptions
+    assert ts.DiagnosisOptions is DiagnosisOptions
 
 
 QRELS = {f"q{q}": {f"d{d}": (d + q) % 3 for d in range(6)} for q in range(1, 7)}
@@ -186,6 +205,100 @@ def test_compare_with_options_is_compare_with_its_fields():
         by_options = ts.compare(QRELS, runs, measures=["P.3", "map"], options=CompareOptions.from_keywords(**fields))
     assert by_options.to_json() == by_keywords.to_json()
     assert by_keywords.doc["tests"]["family"] == "all-pairs" and by_keywords.doc["tests"]["test"] == "t"
+
+
+#: ``ts.diagnose``'s keywords and defaults before they became ``DiagnosisOptions``' fields (the evaluation
+#: settings then came through ``**options``): every caller's keyword still means what it meant.
+DIAGNOSE_KEYWORDS = {
+    "measure": "ndcg_cut.10",
+    "depth": None,
+    "curve_depths": (10, 20, 30, 50, 100),
+    "listwise": (),
+    "pairs": None,
+    "topics": None,
+    "candidates": (),
+    "corpus": None,
+    "index": None,
+    "query_types": None,
+    "type_rules": None,
+    "recall_level": None,
+    "complete": True,
+    "name": None,
+    "ok": 0.6,
+    "max_unjudged": 0.3,
+    "hurt": 0.05,
+    "worst_n": 10,
+    "most_changed_n": 10,
+    "disagree_n": 5,
+    "missed_shown": 5,
+    "explore_depth": 10,
+    "permutations": 10_000,
+    "seed": 42,
+    "correction": "holm",
+    "ci": 0.95,
+    "bootstrap": 10_000,
+    "ci_method": "percentile",
+    "relevance_map": None,
+    "dedupe": "error",
+    "data_dir": None,
+    "depth_as": "given",
+    "window": None,
+    "stride": None,
+    **{k: v for k, v in inspect.signature(ts.api.evaluation.settings).parameters.items() if k != "complete"},
+}
+
+
+def test_diagnose_keeps_every_keyword_and_default():
+    params = inspect.signature(ts.diagnose).parameters
+    for k, default in DIAGNOSE_KEYWORDS.items():
+        assert k in params, k
+        want = default.default if isinstance(default, inspect.Parameter) else default
+        assert params[k].default == want, k
+    assert list(params)[:3] == ["qrels", "first_stage", "reranked"]
+    assert set(params) - set(DIAGNOSE_KEYWORDS) == {"qrels", "first_stage", "reranked", "snippet_chars", "options"}
+
+
+def _reversed(run: dict) -> dict:
+    return {q: {d: -s for d, s in docs.items()} for q, docs in run.items()}
+
+
+def test_diagnose_with_options_is_diagnose_with_its_fields():
+    fields = {
+        "depth": 6,
+        "worst_n": 3,
+        "permutations": 200,
+        "bootstrap": 200,
+        "seed": 3,
+        "gain": "exp",
+        "ok": 0.5,
+        "name": "toy",
+        "curve_depths": (2, 4),
+    }
+    with quiet():
+        by_keywords = ts.diagnose(QRELS, {"a": RUN_A}, {"rev": _reversed(RUN_A)}, **fields)
+        options = DiagnosisOptions.from_keywords(**fields)
+        by_options = ts.diagnose(QRELS, {"a": RUN_A}, {"rev": _reversed(RUN_A)}, options=options)
+        more = ts.diagnose(QRELS, {"a": RUN_A}, {"rev": _reversed(RUN_A)}, options=options, worst_n=1)
+    assert by_options.summary == by_keywords.summary
+    assert by_options.per_query.equals(by_keywords.per_query) and by_options.pairs.equals(by_keywords.pairs)
+    assert by_keywords.summary["name"] == "toy" and by_keywords.result.settings["curve_depths"] == [2, 4]
+    assert len(by_keywords.summary["worst_queries"]) == 3 and len(more.summary["worst_queries"]) == 1
+    assert more.summary["name"] == "toy"  # the other fields of options= stay
+
+
+def test_diagnose_options_are_checked_before_anything_is_read(tmp_path):
+    missing = tmp_path / "no-such-qrels.txt"
+    for given, message in (
+        ({"worst_n": -1}, "worst-N must be >= 0"),
+        ({"ok": 1.5}, "threshold ok must be within"),
+        ({"ci": 1.0}, "ci=1.0: the interval level must lie strictly between 0 and 1"),
+        ({"measure": "judged.10"}, "judged_10 has no ceiling"),
+        ({"curve_depths": (10, 0)}, "curve_depths must be >= 1"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            ts.diagnose(missing, missing, missing, **given)
+        with pytest.raises(ConfigError, match=message):
+            DiagnosisOptions.from_keywords(**given)
 
 
 def test_settings_keywords_round_trip_through_the_settings():

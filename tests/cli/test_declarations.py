@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.api.options import CompareOptions, EvaluationOptions
+from toolkit.api.options import CompareOptions, DiagnosisOptions, EvaluationOptions
 from toolkit.cli import compare as compare_cli
+from toolkit.cli import diagnose as diagnose_cli
 from toolkit.cli import eval as eval_cli
 from toolkit.cli.declare import Flag, values_of
 
+#: command -> its options class, its table, its keywords without a flag and those the command sets itself
 TABLES = {
-    "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY),
-    "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY),
+    "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY, {}),
+    "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY, {}),
+    "diagnose": (DiagnosisOptions, diagnose_cli.DIAGNOSE, diagnose_cli.API_ONLY, diagnose_cli.SET_BY_COMMAND),
 }
 #: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it).
 TWO_FLAGS = {"holes": ["--holes", "--holes-over"]}
@@ -21,24 +24,25 @@ TWO_FLAGS = {"holes": ["--holes", "--holes-over"]}
 
 @pytest.mark.parametrize("command", list(TABLES))
 def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
-    cls, rows, api_only = TABLES[command]
+    cls, rows, api_only, by_command = TABLES[command]
     flags = [row for row in rows if isinstance(row, Flag)]
     keywords = cls.keywords()
     assert all(f.keyword in keywords for f in flags), [f.keyword for f in flags if f.keyword not in keywords]
     for k in keywords:
-        spelled = [d for f in flags if f.keyword == k for d in f.decls if d.startswith("-")]
-        if k in api_only:
-            assert not spelled and api_only[k], k
+        mine = [f for f in flags if f.keyword == k]
+        if k in api_only or k in by_command:
+            assert not mine and (api_only.get(k) or by_command.get(k)), k
         elif k in TWO_FLAGS:
-            assert spelled == TWO_FLAGS[k], k
-        else:
-            assert len(spelled) == 1, (k, spelled)
-    assert set(api_only) <= set(keywords)
+            assert [f.decls[0] for f in mine] == TWO_FLAGS[k], k
+        else:  # one flag (aliases such as -m/--measure are one flag)
+            assert len(mine) == 1, (k, [f.decls for f in mine])
+    assert set(api_only) <= set(keywords) and set(by_command) <= set(keywords)
+    assert not set(api_only) & set(by_command)
 
 
 @pytest.mark.parametrize("command", list(TABLES))
 def test_a_flags_default_is_its_keywords_default(command):
-    cls, rows, _ = TABLES[command]
+    cls, rows, *_ = TABLES[command]
     keywords = cls.keywords()
     for f in (row for row in rows if isinstance(row, Flag)):
         if f.settings.get("is_flag"):
@@ -62,7 +66,10 @@ def test_flag_values_become_keywords_and_the_later_given_flag_wins():
 USAGE = {
     "eval": "Usage: main eval [OPTIONS] QRELS [NAME=]RUN|-|FOLDER|GLOB [RUN ...]\nTry 'main eval --help' for help.\n\n",
     "compare": "Usage: main compare [OPTIONS] RUNS...\nTry 'main compare --help' for help.\n\n",
+    "diagnose": "Usage: main diagnose [OPTIONS]\nTry 'main diagnose --help' for help.\n\n",
 }
+#: what every diagnose below is given (the refusals come before anything is read)
+RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}"]
 
 
 @pytest.mark.parametrize(
@@ -80,10 +87,21 @@ USAGE = {
             "--test tukey compares all pairs: add --family all-pairs",
         ),
         (["compare", "--discount", "jk:x", "--qrels", "q", "a", "b"], "Invalid value: discount="),
+        (["diagnose", *RUNS, "--curve-depths", "10,0"], "Invalid value for '--curve-depths': depths must be >= 1"),
+        (
+            ["diagnose", *RUNS, "--curve-depths", "10,x"],
+            "Invalid value for '--curve-depths': expected depths like 10,20,50, got '10,x'",
+        ),
+        (["diagnose", *RUNS, "--pair", "rr"], "Invalid value for '--pair': expected RERANKED=FIRST_STAGE"),
+        (["diagnose", *RUNS, "-m", "judged.10"], "Invalid value for '-m': judged_10 has no ceiling"),
+        (
+            ["diagnose", *RUNS, "-m", "AP(rel=2)@100", "-l", "1"],
+            "Invalid value for '-m': --measure AP(rel=2)@100 sets relevance level 2, --recall-level 1 another",
+        ),
     ],
 )
-def test_a_refused_option_is_the_commands_usage_error(cli, args, error):
-    res = cli(*args)
+def test_a_refused_option_is_the_commands_usage_error(cli, tmp_path, args, error):
+    res = cli(*(str(a).replace("{tmp}", str(tmp_path / "out")) for a in args))
     assert res.exit_code == 2
     assert res.output.startswith(USAGE[args[0]] + "Error: " + error), res.output
     assert res.output.count("\n") == 4  # one message line, no traceback

@@ -1,6 +1,7 @@
 """The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``) and ``compare``
 (``twostage compare``), each one frozen object that the library's keywords and the command's flags build alike
-(``toolkit.options``; the flags in ``toolkit.cli.eval`` and ``toolkit.cli.compare``)."""
+(``toolkit.options``; the flags in ``toolkit.cli.eval`` and ``toolkit.cli.compare``); and, from the diagnosis that
+owns it, ``DiagnosisOptions`` (``diagnose``, ``twostage diagnose``)."""
 
 from __future__ import annotations
 
@@ -9,24 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.errors import OptionConflictError, phrase
-from toolkit.measures.names import EvalSettings, build_settings, settings_values
-from toolkit.measures.settings import SETTINGS
-from toolkit.options import Options, nested, opt
+from toolkit.measures.names import EvalSettings, evaluation_settings
+from toolkit.options import Options, opt
 from toolkit.stats.paired import TestOptions
 
-__all__ = ["CompareOptions", "EvaluationOptions", "evaluation_settings", "holes_over"]
-
-
-def evaluation_settings() -> Any:
-    """The evaluation settings as a nested piece of a verb's options: the keywords of ``measures.settings.SETTINGS``
-    (``complete``, ``relevance_level``, ...), built into one ``EvalSettings`` by ``build_settings``."""
-    return nested(
-        ((s.name, s.default, s.annotation, s.doc) for s in SETTINGS),
-        build_settings,
-        settings_values,
-        doc="the evaluation settings (``EvalSettings``)",
-    )
+__all__ = ["CompareOptions", "DiagnosisOptions", "EvaluationOptions", "evaluation_settings", "holes_over"]
 
 
 _RELEVANCE_MAP = "relabel the qrels at load time (``1:0,2:1,3:1`` or a preset such as ``cranfield``)."
