@@ -372,6 +372,7 @@ def diagnose(
     from toolkit.evaluation.groups import each_warning_once
 
     o = options
+    o.headline  # noqa: B018  (an unknown measure name: its error before anything is read)
     precision = cast(ScorePrecision, o.settings.score_precision)
     q = as_qrels(qrels, dedupe=o.dedupe, relevance_map=o.relevance_map, data_dir=o.data_dir)
     # what this diagnosis computes once and reads many times (every run is evaluated several times: sort once);

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, headline_measure, parse_headline_measure
 from toolkit.diagnosis.query_labels import Thresholds
-from toolkit.errors import OptionError, phrase
+from toolkit.errors import OptionError, UnknownMeasureError, phrase
 from toolkit.measures.names import EvalSettings, evaluation_settings
 from toolkit.options import Options, opt
 
@@ -96,11 +96,23 @@ class DiagnosisOptions(Options):
     stride: int | None = opt(None, doc="the window's stride [default: the window].")
     snippet_chars: int = opt(220, doc="the longest document snippet shown, in characters.")
 
+    def __post_init__(self) -> None:
+        # the depths and the listwise names held as tuples: read more than once (a generator given is read here)
+        object.__setattr__(self, "curve_depths", tuple(self.curve_depths))
+        if not isinstance(self.listwise, bool):
+            object.__setattr__(self, "listwise", tuple(self.listwise or ()))
+        super().__post_init__()
+
     def validate(self) -> None:
         from toolkit.stats.mean_intervals import check_interval_request
 
         check_interval_request(self.ci, self.bootstrap, self.ci_method)
-        parse_headline_measure(self.headline[0])  # one measure, with a ceiling
+        try:
+            measure = self.headline[0]
+        except UnknownMeasureError:  # no refusal of a value: the diagnosis says it where it reads the measure
+            measure = None
+        if measure is not None:
+            parse_headline_measure(measure)  # one measure, with a ceiling
         self.thresholds  # noqa: B018  (each threshold within [0, 1])
         for field, what, flag in _COUNTS:
             if getattr(self, field) < 0:
