@@ -323,18 +323,31 @@ class _RateLimit:
             time.sleep(start - now)
 
 
-# The deadline of the request this thread is making (time.monotonic() seconds), read by the network layer.
-_deadline = threading.local()
+#: The request extension (httpx's public ``extensions=``) that carries a request's deadline, in
+#: ``time.monotonic()`` seconds, to this door's transport.
+DEADLINE = "twostage.deadline"
 
 
-def _time_left(timeout: float | None, timeout_error: type[Exception]) -> float | None:
-    end = getattr(_deadline, "at", None)
+def _time_left(end: float | None, timeout: float | None, timeout_error: type[Exception]) -> float | None:
+    """What an operation may take: ``timeout`` at most, and no later than ``end`` (None: no deadline);
+    ``timeout_error`` once ``end`` has passed."""
     if end is None:
         return timeout
     left = end - time.monotonic()
     if left <= 0:
         raise timeout_error("the request's deadline passed")
     return left if timeout is None else min(timeout, left)
+
+
+class _Deadline(threading.local):
+    """A transport's deadlines, one per thread: that of the request the thread is making through it (set from the
+    request's ``DEADLINE`` extension while the request and its body are under way), read by each operation on
+    the connection."""
+
+    at: float | None = None
+
+    def left(self, timeout: float | None, timeout_error: type[Exception]) -> float | None:
+        return _time_left(self.at, timeout, timeout_error)
 
 
 @dataclass(frozen=True)
@@ -421,22 +434,22 @@ def _transport_class() -> Any:
     class Stream(httpcore.NetworkStream):
         """A connection each of whose operations gets at most the time to the request's deadline."""
 
-        def __init__(self, inner: Any):
+        def __init__(self, inner: Any, deadline: _Deadline):
             self.inner = inner
+            self.deadline = deadline
 
         def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            return self.inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+            return self.inner.read(max_bytes, self.deadline.left(timeout, httpcore.ReadTimeout))
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
-            self.inner.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+            self.inner.write(buffer, self.deadline.left(timeout, httpcore.WriteTimeout))
 
         def close(self) -> None:
             self.inner.close()
 
         def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None):
-            return Stream(
-                self.inner.start_tls(ssl_context, server_hostname, _time_left(timeout, httpcore.ConnectTimeout))
-            )
+            left = self.deadline.left(timeout, httpcore.ConnectTimeout)
+            return Stream(self.inner.start_tls(ssl_context, server_hostname, left), self.deadline)
 
         def get_extra_info(self, info: str) -> Any:
             return self.inner.get_extra_info(info)
@@ -444,24 +457,26 @@ def _transport_class() -> Any:
     class Backend(httpcore.NetworkBackend):
         """httpcore's synchronous backend under the deadline; a direct route connects only to its addresses."""
 
-        def __init__(self, way: Route) -> None:
+        def __init__(self, way: Route, deadline: _Deadline) -> None:
             self.inner = httpcore.SyncBackend()
             self.way = way
+            self.deadline = deadline
 
         def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
             way = self.way
             if way.proxy is not None:  # the proxy's own address: the user's setting, resolved as it says
-                left = _time_left(timeout, httpcore.ConnectTimeout)
-                return Stream(self.inner.connect_tcp(host, port, left, local_address, socket_options))
+                left = self.deadline.left(timeout, httpcore.ConnectTimeout)
+                return Stream(self.inner.connect_tcp(host, port, left, local_address, socket_options), self.deadline)
             if (host, port) != (way.host, way.port):
                 raise httpcore.ConnectError(f"not connecting to {host}:{port}: this client reaches {way.host} only")
             if not way.addresses:
                 raise httpcore.ConnectError(way.error or f"cannot resolve {host}")
             failed: Exception | None = None
             for address in way.addresses:  # in the resolver's order, as socket.create_connection tries them
-                left = _time_left(timeout, httpcore.ConnectTimeout)
+                left = self.deadline.left(timeout, httpcore.ConnectTimeout)
                 try:
-                    return Stream(self.inner.connect_tcp(address, port, left, local_address, socket_options))
+                    stream = self.inner.connect_tcp(address, port, left, local_address, socket_options)
+                    return Stream(stream, self.deadline)
                 except httpcore.ConnectError as exc:
                     failed = exc
             assert failed is not None  # addresses is not empty
@@ -474,12 +489,20 @@ def _transport_class() -> Any:
             self.inner.sleep(seconds)
 
     class Body(httpx.SyncByteStream):
-        def __init__(self, inner: Any):
+        """An answer's body, read under its request's deadline."""
+
+        def __init__(self, inner: Any, deadline: _Deadline, at: float | None):
             self.inner = inner
+            self.deadline = deadline
+            self.at = at
 
         def __iter__(self) -> Iterator[bytes]:
-            with as_httpx():
-                yield from self.inner
+            self.deadline.at = self.at
+            try:
+                with as_httpx():
+                    yield from self.inner
+            finally:
+                self.deadline.at = None
 
         def close(self) -> None:
             if hasattr(self.inner, "close"):
@@ -487,15 +510,17 @@ def _transport_class() -> Any:
 
     class Transport(httpx.BaseTransport):
         """httpx's ``HTTPTransport``, less its options, over a pool given ``Backend`` (httpcore's public
-        ``network_backend``): the route decides proxy or not, and the backend where a connection goes."""
+        ``network_backend``): the route decides proxy or not, and the backend where a connection goes. A
+        request's ``DEADLINE`` extension bounds every operation of its connection, its body's reads included."""
 
         def __init__(self, way: Route, max_connections: int) -> None:
+            self.deadline = _Deadline()
             pool: dict[str, Any] = {
                 "ssl_context": httpx.create_ssl_context(),
                 "max_connections": max_connections,
                 "max_keepalive_connections": 20,
                 "keepalive_expiry": 5.0,
-                "network_backend": Backend(way),
+                "network_backend": Backend(way, self.deadline),
             }
             if way.proxy is None:
                 self.pool = httpcore.ConnectionPool(**pool)
@@ -521,19 +546,24 @@ def _transport_class() -> Any:
 
         def handle_request(self, request: Any) -> Any:
             url = request.url
+            at = request.extensions.get(DEADLINE)
             sent = httpcore.Request(
                 method=request.method,
                 url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
                 headers=request.headers.raw,
                 content=request.stream,
-                extensions=request.extensions,
+                extensions={k: v for k, v in request.extensions.items() if k != DEADLINE},
             )
-            with as_httpx():
-                answer = self.pool.handle_request(sent)
+            self.deadline.at = at
+            try:
+                with as_httpx():
+                    answer = self.pool.handle_request(sent)
+            finally:
+                self.deadline.at = None
             return httpx.Response(
                 status_code=answer.status,
                 headers=answer.headers,
-                stream=Body(answer.stream),
+                stream=Body(answer.stream, self.deadline, at),
                 extensions=answer.extensions,
             )
 
@@ -623,13 +653,14 @@ class Endpoint:
         with self._lock:
             return self._routed(self.timeout).proxy
 
-    def _http(self) -> Any:
+    def _http(self, end: float) -> Any:
+        """The httpx client of this endpoint, made on first use (its host resolved by ``end`` at the latest)."""
         with self._lock:
             if self._client is None:
                 import httpx
 
                 try:
-                    way = self._routed(_time_left(self.timeout, TimeoutError))
+                    way = self._routed(_time_left(end, self.timeout, TimeoutError))
                 except TimeoutError as exc:
                     raise httpx.ConnectTimeout(str(exc)) from None
                 if not way.addresses and not way.proxy:
@@ -673,10 +704,11 @@ class Endpoint:
         import httpx
 
         url = self.url + "/" + path.lstrip("/")
-        _deadline.at = time.monotonic() + limit
+        end = time.monotonic() + limit
         timed_out = f"timed out after {limit:g}s (the deadline of the whole request)"
         try:
-            with self._http().stream(method, url, json=payload, headers=headers) as resp:
+            http = self._http(end)
+            with http.stream(method, url, json=payload, headers=headers, extensions={DEADLINE: end}) as resp:
                 status = resp.status_code
                 if 300 <= status < 400:
                     where = resp.headers.get("location", "")
@@ -691,14 +723,12 @@ class Endpoint:
                         retry_after=_retry_after(resp.headers.get("retry-after")),
                         status=status,
                     )
-                self._read(resp, timed_out, sink, bound)
+                self._read(resp, timed_out, sink, bound, end)
                 return status
         except httpx.TimeoutException:
             raise RequestFailed(timed_out, retryable=True) from None
         except httpx.TransportError as exc:
             raise RequestFailed(f"connection failed: {exc or type(exc).__name__}", retryable=True) from None
-        finally:
-            _deadline.at = None
 
     def request_json(
         self, method: str, path: str, payload: Any = None, *, timeout: float | None = None
@@ -716,8 +746,8 @@ class Endpoint:
         return status, data
 
     @staticmethod
-    def _read(resp: Any, timed_out: str, sink: Callable[[bytes], object], bound: int) -> None:
-        """The body into ``sink``, at most ``bound`` bytes after decoding, before the deadline."""
+    def _read(resp: Any, timed_out: str, sink: Callable[[bytes], object], bound: int, end: float) -> None:
+        """The body into ``sink``, at most ``bound`` bytes after decoding, before the deadline ``end``."""
         too_large = f"answer larger than {bound:,} bytes (max_response_bytes); not read further"
         declared = _header_integer(resp.headers.get("content-length"), "Content-Length")
         if declared is not None and declared > bound:
@@ -728,7 +758,7 @@ class Endpoint:
         inflate = None if coding in ("", "identity") else zlib.decompressobj(47)  # gzip or zlib, detected
         got = 0
         for chunk in resp.iter_raw():
-            if time.monotonic() > _deadline.at:
+            if time.monotonic() > end:
                 raise RequestFailed(timed_out, retryable=True)
             if inflate is not None:
                 try:
