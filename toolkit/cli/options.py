@@ -1,9 +1,11 @@
 """The one declaration of every option that more than one command takes.
 
 Shared groups are tuples of ``toolkit.cli.declare.Flag`` (``EVALUATION``, ``SIGNIFICANCE``, ``interval_flags``,
-``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``): each the CLI spelling of a keyword of the
-verbs' options objects, which the commands built on ``options_of`` (``eval``, ``compare``) put in their tables;
-the other commands add the same options with the decorators below (``evaluation_options``, ...).
+``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``, ``CLIENT``: the HTTP settings of
+``toolkit.guard.client.RequestPolicy``, ``ENDPOINT_FLAG``, ``DEVICE_FLAG``, ``TRUST_CACHE_FLAG``, ``prompt_flag``):
+each the CLI spelling of a keyword of the verbs' options objects, which the commands built on ``options_of``
+(``eval``, ``compare``, ``judge``) put in their tables; the other commands add the same options with the
+decorators below (``evaluation_options``, ``client_options``, ...).
 
 Evaluation settings: ``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
 options (trec_eval's flags plus twostage's nDCG choices); ``eval`` and ``compare`` receive them built into their
