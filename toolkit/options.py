@@ -14,7 +14,9 @@ with ``from_call`` and calls the function. The command line builds the same obje
 (``toolkit.cli.declare``). Adding an option to a verb is two edits: its field here, its flag there.
 
 Keywords and ``options=`` together: the options given are the start, and every keyword passed replaces its
-value (a keyword not passed leaves the value of ``options`` as it is, even where that is not the default).
+value (a keyword not passed leaves the value of ``options`` as it is, even where that is not the default). A
+field declared without a default (``judge``'s ``model``) is a required keyword: missing, it is Python's own
+``TypeError`` (``judge() missing 1 required keyword-only argument: 'model'``).
 """
 
 from __future__ import annotations
