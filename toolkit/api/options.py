@@ -1,6 +1,8 @@
 """The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``) and ``compare``
 (``twostage compare``), each one frozen object that the library's keywords and the command's flags build alike
-(``toolkit.options``; the flags in ``toolkit.cli.eval`` and ``toolkit.cli.compare``)."""
+(``toolkit.options``; the flags in ``toolkit.cli.eval`` and ``toolkit.cli.compare``). ``RequestPolicy``, the HTTP
+settings of the verbs that call an endpoint (``judge``'s ``JudgeOptions``, the listwise reranker's), is
+``toolkit.guard.client``'s, named here with the other options classes."""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.errors import OptionConflictError, phrase
+from toolkit.guard.client import RequestPolicy
 from toolkit.measures.names import EvalSettings, build_settings, settings_values
 from toolkit.measures.settings import SETTINGS
 from toolkit.options import Options, nested, opt
 from toolkit.stats.paired import TestOptions
 
-__all__ = ["CompareOptions", "EvaluationOptions", "evaluation_settings", "holes_over"]
+__all__ = ["CompareOptions", "EvaluationOptions", "RequestPolicy", "evaluation_settings", "holes_over"]
 
 
 def evaluation_settings() -> Any:

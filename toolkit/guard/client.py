@@ -56,6 +56,7 @@ from urllib.parse import urlsplit
 
 from toolkit.errors import ChecksumError, ConfigError
 from toolkit.guard.numbers import NumberRefused, http_integer, natural
+from toolkit.options import Options, opt
 
 log = logging.getLogger(__name__)
 
@@ -72,19 +73,44 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True)
-class RequestPolicy:
-    """The HTTP settings of a job that calls an endpoint (the listwise reranker's, the judge's): ``Endpoint``'s
-    ``concurrency``, ``timeout``, ``retries``, ``backoff``, ``rate`` and ``max_response_bytes``; checked where the
-    ``Endpoint`` is made."""
+class RequestPolicy(Options):
+    """The HTTP settings of a job that calls an endpoint (the judge's, the listwise reranker's; ``Endpoint``'s
+    keywords): the one declaration of their defaults and ranges, checked once where the policy is built. A verb's
+    options hold it as a nested piece (``RequestPolicy.piece(doc=...)``: its keywords become the verb's), the
+    command line's ``--concurrency --timeout --max-response-bytes --retries --backoff --rate`` set it
+    (``toolkit.cli.options.CLIENT``), and ``Endpoint(url, key, policy=...)`` takes it."""
 
-    concurrency: int = DEFAULT_CONCURRENCY
-    timeout: float = DEFAULT_TIMEOUT
-    retries: int = DEFAULT_RETRIES
-    backoff: float = DEFAULT_BACKOFF
-    rate: float | None = None
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    verb = "Endpoint"
+
+    concurrency: int = opt(DEFAULT_CONCURRENCY, doc="``openai``: requests in flight.")
+    timeout: float = opt(
+        DEFAULT_TIMEOUT,
+        doc="``openai``: the deadline of each request in seconds (connecting, sending and the whole answer).",
+    )
+    retries: int = opt(
+        DEFAULT_RETRIES, doc="``openai``: retries of a failed request (timeouts, refused connections, 429, 5xx)."
+    )
+    backoff: float = opt(DEFAULT_BACKOFF, doc="``openai``: first retry after this many seconds, doubling.")
+    rate: float | None = opt(None, doc="``openai``: at most this many requests per second.")
+    max_response_bytes: int = opt(
+        DEFAULT_MAX_RESPONSE_BYTES,
+        doc="``openai``: the longest answer read (default 4 MiB); a longer one is a failed request.",
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_response_bytes is None:  # None, as the judge has always taken it: the default bound
+            object.__setattr__(self, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
+        super().__post_init__()
+
+    def validate(self) -> None:
+        c, r, t, b, rate = self.concurrency, self.retries, self.timeout, self.backoff, self.rate
+        if c < 1 or r < 0 or t <= 0 or b < 0 or (rate is not None and rate <= 0):
+            raise ConfigError("concurrency >= 1, retries >= 0, timeout > 0, backoff >= 0 and rate > 0 are needed")
+        if self.max_response_bytes < 1:
+            raise ConfigError(f"max_response_bytes must be >= 1, not {self.max_response_bytes}")
 
     def endpoint_settings(self) -> dict:
+        """The policy as ``Endpoint``'s (and the chat clients') keywords."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -587,7 +613,10 @@ class Endpoint:
         retries: int = DEFAULT_RETRIES,
         backoff: float = DEFAULT_BACKOFF,
         rate: float | None = None,
+        policy: RequestPolicy | None = None,
     ):
+        """``policy`` (a ``RequestPolicy``) gives every HTTP setting at once; without it, the keywords build one
+        (checked alike)."""
         import httpx
 
         parts = urlsplit(url)
@@ -595,10 +624,15 @@ class Endpoint:
             raise ConfigError(f"endpoint {url!r} is not an http:// or https:// URL")
         if parts.username or parts.password:
             raise ConfigError(f"endpoint {parts.hostname}: give the key in the environment, not in the URL")
-        if concurrency < 1 or retries < 0 or timeout <= 0 or backoff < 0 or (rate is not None and rate <= 0):
-            raise ConfigError("concurrency >= 1, retries >= 0, timeout > 0, backoff >= 0 and rate > 0 are needed")
-        if max_response_bytes < 1:
-            raise ConfigError(f"max_response_bytes must be >= 1, not {max_response_bytes}")
+        if policy is None:
+            policy = RequestPolicy(
+                concurrency=concurrency,
+                timeout=timeout,
+                retries=retries,
+                backoff=backoff,
+                rate=rate,
+                max_response_bytes=max_response_bytes,
+            )
         try:  # the host and port as httpx reads them: those its connections ask the network backend for
             parsed = httpx.URL(url)
             self.connect_host = parsed.raw_host.decode("ascii")
@@ -609,14 +643,15 @@ class Endpoint:
         self.host = parts.hostname
         self.scheme = parts.scheme
         self.origin = f"{parts.scheme}://{parts.netloc}"  # scheme, host and port: where the key may go
-        self.timeout = float(timeout)
-        self.max_response_bytes = int(max_response_bytes)
-        self.concurrency = concurrency
-        self.retries = retries
-        self.backoff = backoff
-        self.rate = rate
+        self.policy = policy
+        self.timeout = float(policy.timeout)
+        self.max_response_bytes = int(policy.max_response_bytes)
+        self.concurrency = policy.concurrency
+        self.retries = policy.retries
+        self.backoff = policy.backoff
+        self.rate = policy.rate
         self._key = key
-        self._limit = _RateLimit(rate)
+        self._limit = _RateLimit(policy.rate)
         self._lock = threading.Lock()
         self._client: Any = None
         self._route: Route | None = None
