@@ -46,6 +46,8 @@ _PUBLIC = MappingProxyType(
         "agreement": "assessors",
         "Agreement": "assessors",
         "judge": "judging",
+        "JudgeOptions": "judging",
+        "RequestPolicy": "options",
         "Judgments": "judging",
         "calibrate_judge": "judging",
         "Calibration": "judging",
@@ -64,7 +66,9 @@ __all__ = [
     "Evaluation",
     "EvaluationOptions",
     "Experiment",
+    "JudgeOptions",
     "Judgments",
+    "RequestPolicy",
     "Risk",
     "Run",
     "TwostageWarning",
@@ -95,8 +99,8 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.diagnosis import Diagnosis, diagnose
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
-    from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
-    from toolkit.api.options import CompareOptions, DiagnosisOptions, EvaluationOptions
+    from toolkit.api.judging import Calibration, JudgeOptions, Judgments, calibrate_judge, judge, merge_qrels
+    from toolkit.api.options import CompareOptions, DiagnosisOptions, EvaluationOptions, RequestPolicy
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run

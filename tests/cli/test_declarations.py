@@ -10,16 +10,22 @@ from toolkit.api.options import CompareOptions, DiagnosisOptions, EvaluationOpti
 from toolkit.cli import compare as compare_cli
 from toolkit.cli import diagnose as diagnose_cli
 from toolkit.cli import eval as eval_cli
+from toolkit.cli import judge as judge_cli
 from toolkit.cli.declare import Flag, values_of
+from toolkit.judging.judge_options import JudgeOptions
 
 #: command -> its options class, its table, its keywords without a flag and those the command sets itself
 TABLES = {
     "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY, {}),
     "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY, {}),
     "diagnose": (DiagnosisOptions, diagnose_cli.DIAGNOSE, diagnose_cli.API_ONLY, diagnose_cli.SET_BY_COMMAND),
+    "judge": (JudgeOptions, judge_cli.JUDGE, judge_cli.API_ONLY, {}),
 }
-#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it).
-TWO_FLAGS = {"holes": ["--holes", "--holes-over"]}
+#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); judge's ``cache``, by
+#: ``--cache DIR`` and ``--no-cache``.
+TWO_FLAGS = {"holes": ["--holes", "--holes-over"], "cache": ["--cache", "--no-cache"]}
+#: Keywords whose flag, not given, stands for another value than the library's default (with the reason).
+CLI_DEFAULTS = {"judge": judge_cli.CLI_DEFAULTS}
 
 
 @pytest.mark.parametrize("command", list(TABLES))
@@ -44,12 +50,21 @@ def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
 def test_a_flags_default_is_its_keywords_default(command):
     cls, rows, *_ = TABLES[command]
     keywords = cls.keywords()
+    differ = CLI_DEFAULTS.get(command, {})
+    assert set(differ) <= set(keywords) and all(differ.values())
     for f in (row for row in rows if isinstance(row, Flag)):
+        convert = f.convert or (lambda v: v)
         if f.settings.get("is_flag"):
-            assert keywords[f.keyword].default is False, f.keyword
+            unset = convert(False)  # None: not given, the keyword keeps its default
+            if f.keyword in differ:
+                assert unset is not None and unset != keywords[f.keyword].default, f.keyword
+            else:
+                assert unset is None or unset == keywords[f.keyword].default is False, f.keyword
         elif f.settings.get("default") is not None:
-            convert = f.convert or (lambda v: v)
-            assert convert(f.settings["default"]) == keywords[f.keyword].default, f.keyword
+            if f.keyword in differ:
+                assert convert(f.settings["default"]) != keywords[f.keyword].default, f.keyword
+            else:
+                assert convert(f.settings["default"]) == keywords[f.keyword].default, f.keyword
 
 
 def test_flag_values_become_keywords_and_the_later_given_flag_wins():
@@ -67,6 +82,7 @@ USAGE = {
     "eval": "Usage: main eval [OPTIONS] QRELS [NAME=]RUN|-|FOLDER|GLOB [RUN ...]\nTry 'main eval --help' for help.\n\n",
     "compare": "Usage: main compare [OPTIONS] RUNS...\nTry 'main compare --help' for help.\n\n",
     "diagnose": "Usage: main diagnose [OPTIONS]\nTry 'main diagnose --help' for help.\n\n",
+    "judge": "Usage: main judge [OPTIONS]\nTry 'main judge --help' for help.\n\n",
 }
 #: what every diagnose below is given (the refusals come before anything is read)
 RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}"]
@@ -98,6 +114,34 @@ RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}
             ["diagnose", *RUNS, "-m", "AP(rel=2)@100", "-l", "1"],
             "Invalid value for '-m': --measure AP(rel=2)@100 sets relevance level 2, --recall-level 1 another",
         ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--holes-only", "--calibrate", "--qrels", "q"],
+            "--holes-only and --calibrate exclude each other\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--calibrate-sample", "5"],
+            "--calibrate-sample samples human-judged documents beside the holes: add --holes-only\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--backend", "openai"],
+            "--backend openai needs --endpoint URL\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--calibrate"],
+            "--holes-only and --calibrate need --qrels (the human judgments)\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--rank", "a", "--rank", "b"],
+            "--rank ranks systems in a calibration: --calibrate or --calibrate-sample\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--ray"],
+            "--ray needs --out (the job's shards are kept in OUT.shards)\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--workers", "2", "--out", "o"],
+            "--workers only apply with --ray\n",
+        ),
     ],
 )
 def test_a_refused_option_is_the_commands_usage_error(cli, tmp_path, args, error):
@@ -105,3 +149,21 @@ def test_a_refused_option_is_the_commands_usage_error(cli, tmp_path, args, error
     assert res.exit_code == 2
     assert res.output.startswith(USAGE[args[0]] + "Error: " + error), res.output
     assert res.output.count("\n") == 4  # one message line, no traceback
+
+
+def test_judge_flags_become_its_options():
+    params = {
+        "backend": "auto",
+        "cache_dir": "folder",
+        "no_cache": False,
+        "no_progress": False,
+        "query_ids": (),
+        "concurrency": 3,
+        "ray_address": None,
+        "fmt": "json",
+    }
+    given = values_of(judge_cli.JUDGE, params)
+    assert given == {"cache": "folder", "progress": True, "concurrency": 3}  # auto: the library's None
+    assert params == {"fmt": "json"}
+    given = values_of(judge_cli.JUDGE, {"backend": "openai", "cache_dir": "f", "no_cache": True, "query_ids": ("q",)})
+    assert given == {"backend": "openai", "cache": False, "query_ids": ["q"]}  # --no-cache wins over --cache DIR

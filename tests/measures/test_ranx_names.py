@@ -160,25 +160,42 @@ def test_a_typo_of_a_ranx_name_gets_the_ranx_name():
         parse_measures(["ndcg_burge@10"])
 
 
+def ranx_metric_names() -> set[str]:
+    """Every metric name ranx's evaluate accepts, read from ranx itself: the names ``ranx.metrics.metric_switch``
+    compares ``metric`` with (ranx keeps no list of them; the switch is what decides)."""
+    required("ranx", "ranx is the interop oracle (pip install .[test])")
+    import ast
+    import inspect
+    import textwrap
+
+    from ranx import metrics
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(metrics.metric_switch)))
+    names = {
+        node.comparators[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and isinstance(node.left, ast.Name)
+        and node.left.id == "metric"
+        and isinstance(node.comparators[0], ast.Constant)
+    }
+    for name in names:  # each is one ranx dispatches (the reading above found names, not something else)
+        assert callable(metrics.metric_switch(name)), name
+    assert len(names) >= 10, names
+    return names
+
+
 def test_every_ranx_metric_is_one_registry_family():
     ranx = {f: spec for f, spec in REGISTRY.items() if spec.source == "ranx"}
-    assert {spec.label for spec in ranx.values()} == {
-        "hits",
-        "hit_rate",
-        "precision",
-        "recall",
-        "f1",
-        "r-precision",
-        "mrr",
-        "map",
-        "dcg",
-        "dcg_burges",
-        "ndcg",
-        "ndcg_burges",
-        "bpref",
-        "rbp",
-    }
+    assert {spec.label for spec in ranx.values()} == ranx_metric_names()
     assert all(spec.binary and not spec.gain and spec.since == 0 for spec in ranx.values())
+
+
+def test_every_ranx_metric_is_among_the_names_checked_against_ranx():
+    # the spellings compared with ranx below cover every metric ranx has: a metric added to ranx fails here
+    bases = {re.sub(r"(@\d+)?(-l\d+)?$", "", name) for name in RANX_NAMES}
+    bases = {"rbp" if b.startswith("rbp.") else b for b in bases}
+    assert bases == ranx_metric_names()
 
 
 # ------------------------------------------------------------------ against ranx on real runs

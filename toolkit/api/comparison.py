@@ -7,7 +7,6 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
@@ -16,22 +15,6 @@ from toolkit import notices
 from toolkit.api.options import CompareOptions
 from toolkit.options import verb
 from toolkit.stats.paired import ComparisonResult
-
-#: Significance marks, one per baseline in order (stated under every table).
-SYMBOLS = ("†", "‡", "§", "¶", "*")
-_LATEX_SYMBOLS = MappingProxyType(
-    {
-        "†": r"\dagger",
-        "‡": r"\ddagger",
-        "§": r"\S",
-        "¶": r"\P",
-        "*": "*",
-        "▲": r"\uparrow",
-        "▼": r"\downarrow",
-    }
-)
-#: Direction of a significant difference: the marked system is better (▲) or worse (▼) than that baseline.
-UP, DOWN = "▲", "▼"
 
 
 def latex_escape(text: str) -> str:
@@ -161,68 +144,17 @@ class Comparison:
         """The JSON document ``twostage compare --format json`` prints."""
         return self.result.doc
 
-    # ------------------------------------------------------------- paper tables
-    def _cells(
-        self,
-        alpha: float,
-        digits: int,
-        bold: Callable[[str], str],
-        mark: Callable[[str], str],
-        escape: Callable[[object], str] = str,
-    ) -> tuple[list[list[str]], str]:
-        """The table's cells in one format: each name through ``escape`` (``toolkit.guard.escape``), the numbers
-        with ``bold`` and ``mark`` (markup of that format); and the legend (``legend``)."""
-        means = self.means
-        by = {(c.baseline, c.run, c.measure): c for c in self.result.tests}
-        rows = []
-        for name in self.systems:
-            cells = [escape(name)]
-            for m in self.measures:
-                v = float(means.at[name, m])  # type: ignore[arg-type]  # a float cell; pandas types it as any scalar
-                text = f"{v:.{digits}f}"
-                best = means[m].round(digits).max()
-                if round(v, digits) == best:
-                    text = bold(text)
-                marks = ""
-                for i, b in enumerate(self.baselines):
-                    c, sign = by.get((b, name, m)), 1.0
-                    if c is None:
-                        c, sign = by.get((name, b, m)), -1.0  # the baseline was tested against this system
-                    if c is not None and c.p_adjusted < alpha and c.delta != 0:
-                        marks += SYMBOLS[i % len(SYMBOLS)] + (UP if sign * c.delta > 0 else DOWN)
-                cells.append(text + (mark(marks) if marks else ""))
-            rows.append(cells)
-        return rows, self._legend(alpha)
-
+    # ------------------------------------------------------------- paper tables (report.paper_tables)
     @property
     def legend(self) -> Legend:
         """What the marks mean (at p < 0.05): symbol per baseline, the test, the correction and its family. A
         string; called, ``legend(alpha)`` gives it at another level (the method it once was)."""
         return Legend(self._legend(0.05), self._legend)
 
-    def _legend(self, alpha: float = 0.05, name: Callable[[object], str] = str) -> str:
-        """The legend at ``alpha``, each baseline's name through ``name`` (the escaper of the format it lands in)."""
-        t = self.result.doc["tests"]
-        test = {
-            "randomization": "paired randomization test",
-            "t": "paired t-test",
-            "wilcoxon": "Wilcoxon signed-rank test",
-            "sign": "sign test",
-        }.get(t["test"], "randomised Tukey HSD")
-        marks = "; ".join(f"{SYMBOLS[i % len(SYMBOLS)]} vs {name(b)}" for i, b in enumerate(self.baselines))
-        family = "all pairs of systems" if t.get("family") == "all-pairs" else "every system against the baseline(s)"
-        left = self.result.doc.get("identical") or {}
-        out = (
-            f"{marks}: p < {alpha:g} ({test}, two-sided, {t['correction']} correction of {t['correction_applies_to']}; "
-            f"family: {family}); {UP} better, {DOWN} worse than that baseline. "
-        )
-        if left:
-            out += (
-                "Left out of the family as identical: "
-                + ", ".join(f"{name(r)} (= {name(s)})" for r, s in left.items())
-                + ". "
-            )
-        return out + "Bold: the best value of each measure."
+    def _legend(self, alpha: float = 0.05) -> str:
+        from toolkit.report.paper_tables import legend
+
+        return legend(self.result, alpha)
 
     def notes(self, alpha: float = 0.05) -> list[str]:
         """How far to trust each test, for under a paper table: a heading line, then one line per (baseline,
@@ -237,43 +169,18 @@ class Comparison:
         """A systems x measures table in Markdown: significant differences marked (see ``legend``), best in bold;
         with ``notes``, under the legend one list item per test: its difference, interval, d_z, corrected p,
         verdict and, with ``holes=True``, the hole bounds (``notes``)."""
-        from toolkit.guard.escape import markdown_text
+        from toolkit.report.paper_tables import markdown_table
 
-        rows, _ = self._cells(alpha, digits, lambda s: f"**{s}**", lambda s: s, markdown_text)
-        head = ["system", *(markdown_text(m) for m in self.measures)]
-        lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(self.measures)) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        out = "\n".join(lines) + f"\n\n{self._legend(alpha, markdown_text)}\n"
-        if notes and self.result.tests:
-            head_line, *tests = self.notes(alpha)
-            out += f"\n{markdown_text(head_line)}\n\n" + "".join(f"- {markdown_text(t)}\n" for t in tests)
-        return out
+        said = self.notes(alpha) if notes and self.result.tests else []
+        return markdown_table(self.result, self.means, alpha, digits, said)
 
     def to_latex(self, alpha: float = 0.05, digits: int = 4, notes: bool = True) -> str:
         """A systems x measures ``tabular`` for a paper: significance as superscript marks, best in ``\\textbf``;
         the legend and (with ``notes``) one line per test (``notes``) follow as ``%`` comments, for a caption."""
-        from toolkit.guard.escape import latex_text
+        from toolkit.report.paper_tables import latex_table
 
-        def mark(s: str) -> str:
-            return "$^{" + "".join(_LATEX_SYMBOLS[c] for c in s) + "}$"
-
-        rows, legend = self._cells(alpha, digits, lambda s: rf"\textbf{{{s}}}", mark, latex_text)
-        lines = [
-            r"\begin{tabular}{l" + "r" * len(self.measures) + "}",
-            r"\toprule",
-            " & ".join(["System", *(latex_text(m) for m in self.measures)]) + r" \\",
-            r"\midrule",
-        ]
-        lines += [" & ".join(r) + r" \\" for r in rows]
-        lines += [r"\bottomrule", r"\end{tabular}"]
-        legend = latex_text(legend)
-        for sym, tex in _LATEX_SYMBOLS.items():
-            legend = legend.replace(f"{sym} vs", f"${tex}$ vs")
-        legend = legend.replace(f"{UP} better", r"$\uparrow$ better").replace(f"{DOWN} worse", r"$\downarrow$ worse")
-        out = "\n".join(lines) + f"\n% {legend}\n"
-        if notes and self.result.tests:
-            out += "".join(f"% {latex_text(t)}\n" for t in self.notes(alpha))
-        return out
+        said = self.notes(alpha) if notes and self.result.tests else []
+        return latex_table(self.result, self.means, alpha, digits, said)
 
     def to_text(self) -> str:
         """What ``twostage compare`` prints by default: per measure, every test against each baseline."""
@@ -299,12 +206,9 @@ class Comparison:
         )
 
     def _repr_html_(self) -> str:
-        from toolkit.guard.escape import html_text
+        from toolkit.report.paper_tables import html_table
 
-        rows, legend = self._cells(0.05, 4, lambda s: f"<b>{s}</b>", lambda s: f"<sup>{s}</sup>", html_text)
-        head = "".join(f"<th>{html_text(h)}</th>" for h in ["system", *self.measures])
-        body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{html_text(legend)}</p>"
+        return html_table(self.result, self.means)
 
 
 @verb(CompareOptions, inputs=("qrels", "runs", "baseline", "measures"))

@@ -89,8 +89,9 @@ class Diagnosis:
         The figure is the caller's, on its own Agg canvas: pyplot's figures and backend are left as they are.
         In IPython it is shown as a PNG (a PNG formatter for ``Figure`` is installed, the same each call)."""
         from toolkit.report.diagnosis_page import plot_decomposition
+        from toolkit.report.notebook import shown_in_notebooks
 
-        return _for_notebooks(plot_decomposition(self.result))
+        return shown_in_notebooks(plot_decomposition(self.result))
 
     def plot_depth_curve(self) -> Any:
         """A matplotlib figure: the measure against rerank depth, with the ceiling and the first stage's R@k.
@@ -98,8 +99,9 @@ class Diagnosis:
         The figure is the caller's, on its own Agg canvas: pyplot's figures and backend are left as they are.
         In IPython it is shown as a PNG (a PNG formatter for ``Figure`` is installed, the same each call)."""
         from toolkit.report.diagnosis_page import plot_depth_curve
+        from toolkit.report.notebook import shown_in_notebooks
 
-        return _for_notebooks(plot_depth_curve(self.result))
+        return shown_in_notebooks(plot_depth_curve(self.result))
 
     def write(self, folder: str | os.PathLike) -> dict[str, str]:
         """Write what ``twostage diagnose --out FOLDER`` writes (index.html, report.md, plots/, per_query.csv,
@@ -121,36 +123,10 @@ class Diagnosis:
         return f"Diagnosis({'; '.join(parts)})"
 
     def _repr_html_(self) -> str:
-        from toolkit.guard.escape import html_frame
-        from toolkit.guard.escape import html_text as escape
-        from toolkit.report.html import figure_data_uri
+        from toolkit.report.notebook import diagnosis_html
 
-        figs = "".join(
-            f'<img class="plot" alt="{a}" src="{figure_data_uri(f())}">'
-            for a, f in (("decomposition", self.plot_decomposition), ("depth curve", self.plot_depth_curve))
-        )
-        return (
-            f"<p><b>Diagnosis</b> {escape(repr(self))}</p>"
-            + html_frame(self.headline, index=False, float_format=lambda v: f"{v:.4f}")
-            + html_frame(self.decomposition, float_format=lambda v: f"{v:.4f}")
-            + figs
-        )
-
-
-def _for_notebooks(fig: Any) -> Any:
-    """The figure, owned by the caller (pyplot never held it, so no backend shows it a second time), and shown
-    as a PNG when it is a cell's value in IPython: the plots are drawn on their own Agg canvas, which registers
-    no display. The PNG formatter for ``Figure`` is IPython's own setting, left installed (the same each time)."""
-    import sys
-
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    if shell is not None:
-        from IPython.core.pylabtools import print_figure
-        from matplotlib.figure import Figure
-
-        shell.display_formatter.formatters["image/png"].for_type(Figure, lambda f: print_figure(f, "png"))
-    return fig
+        plots = (("decomposition", self.plot_decomposition), ("depth curve", self.plot_depth_curve))
+        return diagnosis_html(repr(self), self.headline, self.decomposition, plots)
 
 
 def _named(runs: Any, what: str) -> dict[str, Any]:

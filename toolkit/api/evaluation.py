@@ -194,20 +194,9 @@ class Evaluation:
         )
 
     def _repr_html_(self) -> str:
-        from toolkit.guard.escape import html_frame
-        from toolkit.guard.escape import html_text as escape
+        from toolkit.report.notebook import evaluation_html
 
-        table = html_frame(self.summary.to_frame(), float_format=lambda v: f"{v:.4f}")
-        notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
-        prov = "".join(
-            f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in self.provenance.items()
-        )
-        return (
-            f"<div><b>Evaluation</b> of {escape(self.name or 'run')} "
-            f"({self.provenance['queries_evaluated']} queries)</div>{table}"
-            + (f"<ul>{notes}</ul>" if notes else "")
-            + f"<details><summary>provenance</summary><table>{prov}</table></details>"
-        )
+        return evaluation_html(self.name or "run", self.summary, self.notes, self.provenance)
 
 
 def _with_header(text: str, lines: list[str]) -> str:

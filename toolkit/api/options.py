@@ -1,7 +1,9 @@
 """The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``) and ``compare``
 (``twostage compare``), each one frozen object that the library's keywords and the command's flags build alike
 (``toolkit.options``; the flags in ``toolkit.cli.eval`` and ``toolkit.cli.compare``); and, from the diagnosis that
-owns it, ``DiagnosisOptions`` (``diagnose``, ``twostage diagnose``)."""
+owns it, ``DiagnosisOptions`` (``diagnose``, ``twostage diagnose``). ``RequestPolicy``, the HTTP settings of the verbs
+that call an endpoint (``judge``'s ``JudgeOptions``, the listwise reranker's), is ``toolkit.guard.client``'s, named
+here with the other options classes."""
 
 from __future__ import annotations
 
@@ -12,11 +14,19 @@ from typing import Any
 
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.errors import OptionConflictError, phrase
+from toolkit.guard.client import RequestPolicy
 from toolkit.measures.names import EvalSettings, evaluation_settings
 from toolkit.options import Options, opt
 from toolkit.stats.paired import TestOptions
 
-__all__ = ["CompareOptions", "DiagnosisOptions", "EvaluationOptions", "evaluation_settings", "holes_over"]
+__all__ = [
+    "CompareOptions",
+    "DiagnosisOptions",
+    "EvaluationOptions",
+    "RequestPolicy",
+    "evaluation_settings",
+    "holes_over",
+]
 
 
 _RELEVANCE_MAP = "relabel the qrels at load time (``1:0,2:1,3:1`` or a preset such as ``cranfield``)."

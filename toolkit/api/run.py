@@ -118,8 +118,6 @@ class Run:
         return f"Run({self.tag or 'untagged'!r}, {len(self.query_ids)} queries, {n} rows, from {self.inner.path})"
 
     def _repr_html_(self) -> str:
-        from toolkit.guard.escape import html_frame
-        from toolkit.guard.escape import html_text as escape
+        from toolkit.report.notebook import run_html
 
-        head = html_frame(self.to_frame().head(10), index=False)
-        return f"<p><b>Run</b> {escape(repr(self))}</p>{head}"
+        return run_html(repr(self), self.to_frame().head(10))

@@ -334,6 +334,7 @@ def rerank(
 
     if profile:
         profiling.start()
+        click.get_current_context().call_on_close(profiling.stop)  # ended however the command ends
         _profile_imports(device if ray["ray_address"] is None and backend == "torch" else "cpu")
 
     _check_sources(candidates, run_path, topics, corpus, index_path)

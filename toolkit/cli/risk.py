@@ -11,12 +11,16 @@ RISK_FORMATS = ("text", "json", "csv")
 
 
 def _alpha(ctx, param, values):
-    """--alpha: numbers >= 0 (a usage error otherwise); none given means the library's default."""
-    from toolkit.stats.urisk import DEFAULT_ALPHA
+    """--alpha: finite numbers >= 0, by the library's own rule (``stats.urisk.check_alpha``), else a usage error
+    (exit 2) like any bad value of a flag; none given means the library's default."""
+    from toolkit.errors import ConfigError
+    from toolkit.stats.urisk import DEFAULT_ALPHA, check_alpha
 
     for v in values:
-        if not v >= 0:
-            raise click.BadParameter(f"the weight of a loss must be >= 0, got {v}")
+        try:
+            check_alpha(v)
+        except ConfigError:
+            raise click.BadParameter(f"the weight of a loss must be a finite number >= 0, got {v}") from None
     return tuple(values) or (DEFAULT_ALPHA,)
 
 

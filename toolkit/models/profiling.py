@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 IMPORTS = "imports (process start to command)"
 #: The phase that is the model work itself.
@@ -26,9 +27,19 @@ UNAVOIDABLE = ("import torch", "CUDA context", "read weights")
 #: The ratio "short calls stay short" asks for (outside the model work / unavoidable).
 TARGET_RATIO = 1.5
 
-_ACTIVE: dict[str, float] | None = None
-_PARENT: dict[str, str] = {}
-_STARTED = 0.0
+
+@dataclass
+class Profile:
+    """One ``--profile``: the seconds of each phase, the phase each nested one is part of, and when it began
+    (``time.perf_counter()``)."""
+
+    started: float
+    seconds: dict[str, float] = field(default_factory=dict)
+    parent: dict[str, str] = field(default_factory=dict)
+
+
+#: The profile under way (``start()`` to ``report()``), else None: phases are then not timed.
+_CURRENT: Profile | None = None
 
 
 def _since_process_start() -> float | None:
@@ -45,33 +56,38 @@ def _since_process_start() -> float | None:
 
 def start() -> None:
     """Begin profiling this process (``imports``: the time since it started)."""
-    global _ACTIVE, _STARTED
-    _ACTIVE = {}
-    _PARENT.clear()
-    _STARTED = time.perf_counter()
+    global _CURRENT
+    _CURRENT = Profile(time.perf_counter())
     since = _since_process_start()
     if since is not None:
-        _ACTIVE[IMPORTS] = since
+        _CURRENT.seconds[IMPORTS] = since
+
+
+def stop() -> None:
+    """End the profile under way without a report (a command that failed)."""
+    global _CURRENT
+    _CURRENT = None
 
 
 def active() -> bool:
-    return _ACTIVE is not None
+    return _CURRENT is not None
 
 
 @contextlib.contextmanager
 def phase(name: str, part_of: str | None = None) -> Iterator[None]:
     """Time the block as ``name`` (added up when repeated) while a profile is active; ``part_of``: the
     phase that contains it."""
-    if _ACTIVE is None:
+    profile = _CURRENT
+    if profile is None:
         yield
         return
     if part_of is not None:
-        _PARENT[name] = part_of
+        profile.parent[name] = part_of
     t = time.perf_counter()
     try:
         yield
     finally:
-        _ACTIVE[name] = _ACTIVE.get(name, 0.0) + time.perf_counter() - t
+        profile.seconds[name] = profile.seconds.get(name, 0.0) + time.perf_counter() - t
 
 
 def overhead(phases: dict[str, float]) -> dict[str, float]:
@@ -87,18 +103,21 @@ def overhead(phases: dict[str, float]) -> dict[str, float]:
 
 def report() -> dict[str, float]:
     """Print the phases to stderr, then the total (imports + the time since ``start()``) and the time outside
-    the model work against its unavoidable part; returns the phases."""
-    if _ACTIVE is None:
+    the model work against its unavoidable part; returns the phases. The profile ends here: later phases are
+    not timed (until the next ``start()``)."""
+    global _CURRENT
+    profile, _CURRENT = _CURRENT, None
+    if profile is None:
         return {}
-    phases = dict(_ACTIVE)
-    total = phases.get(IMPORTS, 0.0) + time.perf_counter() - _STARTED
-    timed = sum(s for name, s in phases.items() if name not in _PARENT)
+    phases = dict(profile.seconds)
+    total = phases.get(IMPORTS, 0.0) + time.perf_counter() - profile.started
+    timed = sum(s for name, s in phases.items() if name not in profile.parent)
     phases["other"] = max(0.0, total - timed)
     phases["total"] = total
-    top = [name for name in phases if name not in _PARENT]
+    top = [name for name in phases if name not in profile.parent]
     for name in top:
         print(f"profile: {name} {phases[name]:.3f} s", file=sys.stderr)
-        for child in (c for c, parent in _PARENT.items() if parent == name and c in phases):
+        for child in (c for c, parent in profile.parent.items() if parent == name and c in phases):
             print(f"profile:   {child} (part of {name}) {phases[child]:.3f} s", file=sys.stderr)
     o = overhead(phases)
     parts = " + ".join(name for name in UNAVOIDABLE if name in phases) or "none timed"
