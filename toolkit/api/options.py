@@ -1,12 +1,12 @@
 """The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``), ``compare``
-(``twostage compare``), ``risk``, ``power``/``paired_differences`` and ``pool_test``, each one frozen object that
+(``twostage compare``), ``risk``, ``power``/``paired_differences``, ``pool_test`` and ``agreement``, each one frozen object that
 the library's keywords and the command's flags build alike (``toolkit.options``; the flags in ``toolkit.cli``'s
 command modules)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from toolkit.stats.power import DEFAULT_ALPHA, DEFAULT_POWER, check_design
 from toolkit.stats.urisk import DEFAULT_ALPHA as DEFAULT_RISK_ALPHA
 
 __all__ = [
+    "AgreementOptions",
     "CompareOptions",
     "EvaluationOptions",
     "PoolTestOptions",
@@ -243,3 +244,47 @@ class PoolTestOptions(Options):
                 keyword="pool_depth",
                 flag="--pool-depth",
             )
+
+
+@dataclass(frozen=True)
+class AgreementOptions(Options):
+    """The options of ``agreement`` (``twostage agreement``): how the judgments are read and named, the label
+    scale, the paired test of the systems' ranking, and how the runs are evaluated."""
+
+    verb = "agreement"
+
+    rel_format: str = opt(
+        "qrels", doc="``qrels`` (two files) or ``qrels_jg`` (the groups of one file, named ``jg=NAME``)."
+    )
+    names: Sequence[str] | None = opt(None, doc="the names of the two sets (default: the file names).")
+    labels: Iterable[int] | None = opt(None, doc="the label scale of the confusion matrix (default: every label used).")
+    alpha: float = opt(0.05, doc="the level at which a pair of systems counts as significantly different.")
+    permutations: int = opt(10_000, doc="random sign flips of the randomization test (all 2^n when that is not more).")
+    seed: int = opt(42, doc="seed of ``numpy.random.default_rng`` for the test (the same for every set of judgments).")
+    correction: str = opt(
+        "holm",
+        doc="one of ``toolkit.stats.significance.CORRECTIONS`` (``holm``, ``bonferroni``, ``bh``, ``holm-sidak``, "
+        "``sidak``, ``fdr_bh``, ``fdr_by``, ``none``), over the family of all pairs of systems.",
+    )
+    dedupe: str = opt("error", doc="``error`` or ``first``, as for ``evaluate``.")
+    data_dir: str | os.PathLike | None = opt(None, doc="where collection names are looked up.")
+    settings: EvalSettings = evaluation_settings()
+    relevance_map: str | None = opt(None, doc="as for ``evaluate``, for the runs' evaluation.")
+    zscores: str | os.PathLike | None = opt(None, doc="as for ``evaluate``, for the runs' evaluation.")
+    holes: bool | str = opt(False, doc="as for ``evaluate``, for the runs' evaluation.")
+    ci: float | None = opt(None, doc="as for ``evaluate``, for the runs' evaluation.")
+    bootstrap: int = opt(10_000, doc="as for ``evaluate``, for the runs' evaluation.")
+    ci_method: str = opt("percentile", doc="as for ``evaluate``, for the runs' evaluation.")
+
+    def evaluation(self) -> EvaluationOptions:
+        """How each run is evaluated under each set of judgments (``evaluate_many``'s options)."""
+        return EvaluationOptions(
+            settings=self.settings,
+            dedupe=self.dedupe,
+            relevance_map=self.relevance_map,
+            zscores=self.zscores,
+            holes=self.holes,
+            ci=self.ci,
+            bootstrap=self.bootstrap,
+            ci_method=self.ci_method,
+        )
