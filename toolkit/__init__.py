@@ -39,11 +39,15 @@ _PUBLIC = MappingProxyType(
         "experiment": "experiment",
         "Experiment": "experiment",
         "power": "uncertainty",
+        "PowerOptions": "options",
         "pool_test": "uncertainty",
+        "PoolTestOptions": "options",
         "risk": "risk",
         "Risk": "risk",
+        "RiskOptions": "options",
         "agreement": "assessors",
         "Agreement": "assessors",
+        "AgreementOptions": "options",
         "judge": "judging",
         "Judgments": "judging",
         "calibrate_judge": "judging",
@@ -55,6 +59,7 @@ _PUBLIC = MappingProxyType(
 
 __all__ = [
     "Agreement",
+    "AgreementOptions",
     "Calibration",
     "CompareOptions",
     "Comparison",
@@ -63,7 +68,10 @@ __all__ = [
     "EvaluationOptions",
     "Experiment",
     "Judgments",
+    "PoolTestOptions",
+    "PowerOptions",
     "Risk",
+    "RiskOptions",
     "Run",
     "TwostageWarning",
     "__version__",
@@ -94,7 +102,14 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
-    from toolkit.api.options import CompareOptions, EvaluationOptions
+    from toolkit.api.options import (
+        AgreementOptions,
+        CompareOptions,
+        EvaluationOptions,
+        PoolTestOptions,
+        PowerOptions,
+        RiskOptions,
+    )
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run

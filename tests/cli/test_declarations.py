@@ -6,14 +6,28 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.api.options import CompareOptions, EvaluationOptions
+from toolkit.api.options import (
+    AgreementOptions,
+    CompareOptions,
+    EvaluationOptions,
+    PoolTestOptions,
+    PowerOptions,
+    RiskOptions,
+)
+from toolkit.cli import assessors as agreement_cli
 from toolkit.cli import compare as compare_cli
 from toolkit.cli import eval as eval_cli
+from toolkit.cli import risk as risk_cli
+from toolkit.cli import uncertainty as uncertainty_cli
 from toolkit.cli.declare import Flag, values_of
 
 TABLES = {
     "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY),
     "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY),
+    "risk": (RiskOptions, risk_cli.RISK, risk_cli.API_ONLY),
+    "power": (PowerOptions, uncertainty_cli.POWER, uncertainty_cli.POWER_API_ONLY),
+    "pool-test": (PoolTestOptions, uncertainty_cli.POOL_TEST, uncertainty_cli.POOL_TEST_API_ONLY),
+    "agreement": (AgreementOptions, agreement_cli.AGREEMENT, agreement_cli.API_ONLY),
 }
 #: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it).
 TWO_FLAGS = {"holes": ["--holes", "--holes-over"]}
@@ -62,6 +76,10 @@ def test_flag_values_become_keywords_and_the_later_given_flag_wins():
 USAGE = {
     "eval": "Usage: main eval [OPTIONS] QRELS [NAME=]RUN|-|FOLDER|GLOB [RUN ...]\nTry 'main eval --help' for help.\n\n",
     "compare": "Usage: main compare [OPTIONS] RUNS...\nTry 'main compare --help' for help.\n\n",
+    "risk": "Usage: main risk [OPTIONS] RUNS...\nTry 'main risk --help' for help.\n\n",
+    "power": "Usage: main power [OPTIONS] [[NAME=]A [NAME=]B]\nTry 'main power --help' for help.\n\n",
+    "pool-test": "Usage: main pool-test [OPTIONS] [NAME=]RUN [NAME=]RUN [RUN ...]\n"
+    "Try 'main pool-test --help' for help.\n\n",
 }
 
 
@@ -80,6 +98,25 @@ USAGE = {
             "--test tukey compares all pairs: add --family all-pairs",
         ),
         (["compare", "--discount", "jk:x", "--qrels", "q", "a", "b"], "Invalid value: discount="),
+        (
+            ["risk", "--alpha", "1", "--alpha", "-1", "--qrels", "q", "a", "b"],
+            "Invalid value for '--alpha': the weight of a loss must be a finite number >= 0, got -1.0",
+        ),
+        (["risk", "--gain", "bogus", "a", "b"], "Invalid value: gain='bogus'"),
+        (
+            ["power", "--sd", "0.2", "--delta", "0.05", "--power", "1"],
+            "Invalid value for '--power': --power must lie strictly between 0 and 1, got 1.0",
+        ),
+        (
+            ["power", "--sd", "0.2", "--delta", "0.05", "--alpha", "0"],
+            "Invalid value for '--alpha': --alpha must lie strictly between 0 and 1, got 0.0",
+        ),
+        (["power", "--sd", "0", "--delta", "0.05"], "Invalid value for '--sd': must be > 0"),
+        (["power", "--sd", "0.2", "--delta", "0"], "Invalid value for '--delta': must be non-zero"),
+        (
+            ["pool-test", "--qrels", "q", "--pool-depth", "0", "a", "b"],
+            "Invalid value for '--pool-depth': must be >= 1, got 0",
+        ),
     ],
 )
 def test_a_refused_option_is_the_commands_usage_error(cli, args, error):
