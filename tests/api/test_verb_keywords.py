@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import sys
 import warnings
 
 import pytest
@@ -147,6 +148,16 @@ def test_every_keyword_of_a_verb_is_a_field_of_its_options(name):
             assert params[k].default == spec.default, k
     assert function.options_class is cls
     assert all(f"        {k}:" in function.__doc__ for k in keywords)  # each documented, from its field
+
+
+@pytest.mark.parametrize("name", list(VERBS))
+def test_each_keywords_annotation_reads_in_the_verbs_module(name):
+    # pdoc and typing.get_type_hints evaluate the annotations (strings) in the module that defines the verb
+    function = VERBS[name][0]
+    namespace = dict(vars(sys.modules[function.__module__]))
+    for p in inspect.signature(function).parameters.values():
+        if isinstance(p.annotation, str):
+            eval(p.annotation, namespace)  # a NameError names what the module lacks
 
 
 def test_the_public_names_include_the_options_classes():

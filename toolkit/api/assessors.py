@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence  # noqa: F401  (Iterable: the keyword ``labels``'s annotation)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -3,6 +3,7 @@ over every labelling of the unjudged documents) and ``pool_test`` (leave-one-run
 
 from __future__ import annotations
 
+import os  # noqa: F401  (the verbs' keywords are annotated ``str | os.PathLike | None``: pdoc reads them here)
 from collections.abc import Mapping
 from typing import Any
 
