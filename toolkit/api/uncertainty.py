@@ -34,7 +34,14 @@ def paired_differences(
 ) -> pd.Series:
     """Per query, ``run_b``'s value minus ``run_a``'s, on the queries both were evaluated on (an error when none).
 
-    Every keyword is ``evaluate``'s (a field of ``EvaluationOptions``); ``options=`` takes one whole."""
+    Every keyword is ``evaluate``'s (a field of ``EvaluationOptions``); ``options=`` takes one whole.
+
+    Args:
+        qrels: as for ``evaluate``.
+        run_a: the run subtracted, as for ``evaluate``.
+        run_b: the other run.
+        measure: one numeric measure.
+    """
     from toolkit.errors import ConfigError
 
     a = _per_query(qrels, run_a, measure, options)
@@ -62,6 +69,12 @@ def power(
     ``queries`` (needed), and with queries at hand ``power_at_hand`` and ``min_detectable_delta``.
     Every keyword is a field of ``PowerOptions`` (``toolkit.api.options``): the design's, and every ``evaluate``
     keyword (``complete``, ``relevance_level``, ...) for the runs; ``options=`` takes one whole.
+
+    Args:
+        qrels: as for ``evaluate``, to evaluate the two runs (None with ``sd``).
+        run_a: the first run, as for ``evaluate`` (None with ``sd``).
+        run_b: the second run (None with ``sd``).
+        measure: the one measure whose per-query differences give sd.
     """
     from toolkit.errors import ConfigError
 
