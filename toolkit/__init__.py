@@ -49,6 +49,8 @@ _PUBLIC = MappingProxyType(
         "Agreement": "assessors",
         "AgreementOptions": "options",
         "judge": "judging",
+        "JudgeOptions": "judging",
+        "RequestPolicy": "options",
         "Judgments": "judging",
         "calibrate_judge": "judging",
         "Calibration": "judging",
@@ -67,9 +69,11 @@ __all__ = [
     "Evaluation",
     "EvaluationOptions",
     "Experiment",
+    "JudgeOptions",
     "Judgments",
     "PoolTestOptions",
     "PowerOptions",
+    "RequestPolicy",
     "Risk",
     "RiskOptions",
     "Run",
@@ -101,13 +105,14 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.diagnosis import Diagnosis, diagnose
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
-    from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
+    from toolkit.api.judging import Calibration, JudgeOptions, Judgments, calibrate_judge, judge, merge_qrels
     from toolkit.api.options import (
         AgreementOptions,
         CompareOptions,
         EvaluationOptions,
         PoolTestOptions,
         PowerOptions,
+        RequestPolicy,
         RiskOptions,
     )
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank

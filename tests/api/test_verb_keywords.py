@@ -23,6 +23,8 @@ from toolkit.api.options import (
 )
 from toolkit.api.uncertainty import paired_differences
 from toolkit.errors import ConfigError, OptionConflictError, OptionError, for_api, for_cli
+from toolkit.guard.client import RequestPolicy
+from toolkit.judging.judge_options import JudgeOptions
 from toolkit.measures.names import build_settings, settings_values
 from toolkit.options import Options, nested, opt, verb
 from toolkit.stats.paired import TestOptions
@@ -134,6 +136,12 @@ VERBS = {
     "paired_differences": (paired_differences, EvaluationOptions, ("qrels", "run_a", "run_b", "measure"), ()),
     "pool_test": (ts.pool_test, PoolTestOptions, ("qrels", "runs", "measure"), ()),
     "agreement": (ts.agreement, AgreementOptions, ("qrels_a", "qrels_b", "runs", "measure"), ()),
+    "judge": (
+        ts.judge,
+        JudgeOptions,
+        ("run", "candidates", "topics", "corpus", "index", "qrels", "out", "runs"),
+        (),
+    ),
 }
 
 
@@ -168,6 +176,7 @@ def test_the_public_names_include_the_options_classes():
         PoolTestOptions,
         AgreementOptions,
     )
+    assert ts.JudgeOptions is JudgeOptions and ts.RequestPolicy is RequestPolicy
 
 
 QRELS = {f"q{q}": {f"d{d}": (d + q) % 3 for d in range(6)} for q in range(1, 7)}
@@ -312,6 +321,25 @@ def test_settings_keywords_round_trip_through_the_settings():
             "the Tukey HSD test compares all pairs: use it with family='all-pairs'",
             "--test tukey compares all pairs: add --family all-pairs",
         ),
+        (
+            JudgeOptions,
+            {"model": "m", "holes_only": True, "calibration": True},
+            "holes_only and calibration exclude each other (holes have no human label to compare)",
+            "--holes-only and --calibrate exclude each other",
+        ),
+        (
+            JudgeOptions,
+            {"model": "m", "calibrate_sample": 5},
+            "calibrate_sample= samples human-judged documents beside the holes: it needs holes_only=True "
+            "(calibrate_judge judges every human-judged document of the top depth)",
+            "--calibrate-sample samples human-judged documents beside the holes: add --holes-only",
+        ),
+        (
+            JudgeOptions,
+            {"model": "m", "backend": "openai"},
+            "the openai backend needs endpoint= (e.g. http://localhost:8000/v1)",
+            "--backend openai needs --endpoint URL",
+        ),
     ],
 )
 def test_a_rule_has_one_home_and_each_front_ends_words(cls, given, api, cli):
@@ -384,3 +412,74 @@ def test_the_statistics_verbs_refuse_a_value_before_reading_anything(tmp_path):
         ts.agreement(missing, missing, name="x")
     with pytest.raises(TypeError, match=r"^risk\(\) got an unexpected keyword argument 'name'"):
         ts.risk(missing, [missing, missing], name="x")
+
+
+# ------------------------------------------------------------------ judge
+
+
+def _judge_collection(tmp_path, server) -> str:
+    from judge_server import write_candidates
+
+    queries = {}
+    for q in (1, 2):
+        docs = []
+        for i in range(4):
+            d = f"D{q}x{i}"
+            server.labels[d] = (q + i) % 4
+            docs.append((d, f"[doc {d}] passage {i} of topic {q}."))
+        queries[f"q{q}"] = docs
+    return write_candidates(tmp_path / "cand.json", queries)
+
+
+def test_judge_with_options_is_judge_with_its_fields(tmp_path, judge_server):
+    cand = _judge_collection(tmp_path, judge_server)
+    fields = {
+        "model": "test-judge",
+        "endpoint": judge_server.url,
+        "depth": 3,
+        "query_ids": ["q2"],
+        "cache": False,
+        "concurrency": 2,
+        "retries": 1,
+        "timeout": 20.0,
+        "max_response_bytes": 65536,
+    }
+    by_keywords = ts.judge(candidates=cand, **fields)
+    options = JudgeOptions.from_keywords(**fields)
+    by_options = ts.judge(candidates=cand, options=options)
+    assert by_options.to_trec() == by_keywords.to_trec() == "q2 0 D2x0 2\nq2 0 D2x1 3\nq2 0 D2x2 0\n"
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in by_keywords.records]
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in by_options.records] == strip
+    assert by_options.meta["judge"] == by_keywords.meta["judge"]
+    said = by_options.meta["judge"]
+    assert (said["concurrency"], said["retries"], said["timeout_s"], said["max_response_bytes"]) == (2, 1, 20.0, 65536)
+    assert options.requests == RequestPolicy(concurrency=2, retries=1, timeout=20.0, max_response_bytes=65536)
+    # a keyword passed with options= replaces its value
+    deeper = ts.judge(candidates=cand, options=options, depth=4)
+    assert deeper.counts["pairs"] == 4 and by_options.counts["pairs"] == 3
+
+
+def test_judge_needs_its_model_as_python_says_it(tmp_path):
+    with pytest.raises(TypeError, match=r"^judge\(\) missing 1 required keyword-only argument: 'model'$"):
+        ts.judge(candidates=str(tmp_path / "absent.json"))
+    with pytest.raises(TypeError, match=r"^judge\(\) got an unexpected keyword argument 'modle'"):
+        ts.judge(candidates=str(tmp_path / "absent.json"), modle="m")
+    assert inspect.signature(ts.judge).parameters["model"].default is inspect.Parameter.empty
+
+
+def test_judge_refuses_conflicting_options_before_reading_anything(tmp_path):
+    missing = tmp_path / "absent.json"  # never opened: the options are refused first
+    with pytest.raises(OptionConflictError, match=r"^holes_only and calibration exclude each other"):
+        ts.judge(candidates=missing, model="m", holes_only=True, calibration=True, qrels={"q": {"d": 1}})
+    with pytest.raises(ConfigError, match=r"^holes_only and calibration need qrels= \(the human judgments\)$"):
+        ts.judge(candidates=missing, model="m", holes_only=True)
+    with pytest.raises(ConfigError, match=r"^ray= needs out= \(the job's shards are kept in OUT.shards\)$"):
+        ts.judge(candidates=missing, model="m", ray="local")
+    with pytest.raises(ConfigError, match=r"^runs= are ranked in a calibration: give calibrate_sample="):
+        ts.judge(candidates=missing, model="m", runs={"a": "a.trec", "b": "b.trec"})
+    with pytest.raises(ConfigError, match=r"^calibrate_sample must be >= 0, not -1$"):
+        ts.judge(candidates=missing, model="m", calibrate_sample=-1)
+    with pytest.raises(ConfigError, match=r"^backend must be one of openai, transformers, not 'vllm'$"):
+        ts.judge(candidates=missing, model="m", backend="vllm")
+    with pytest.raises(ConfigError, match=r"^concurrency >= 1, retries >= 0, timeout > 0"):
+        ts.judge(candidates=missing, model="m", endpoint="http://127.0.0.1:9/v1", concurrency=0)

@@ -17,9 +17,11 @@ from toolkit.api.options import (
 from toolkit.cli import assessors as agreement_cli
 from toolkit.cli import compare as compare_cli
 from toolkit.cli import eval as eval_cli
+from toolkit.cli import judge as judge_cli
 from toolkit.cli import risk as risk_cli
 from toolkit.cli import uncertainty as uncertainty_cli
 from toolkit.cli.declare import Flag, values_of
+from toolkit.judging.judge_options import JudgeOptions
 
 TABLES = {
     "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY),
@@ -28,9 +30,13 @@ TABLES = {
     "power": (PowerOptions, uncertainty_cli.POWER, uncertainty_cli.POWER_API_ONLY),
     "pool-test": (PoolTestOptions, uncertainty_cli.POOL_TEST, uncertainty_cli.POOL_TEST_API_ONLY),
     "agreement": (AgreementOptions, agreement_cli.AGREEMENT, agreement_cli.API_ONLY),
+    "judge": (JudgeOptions, judge_cli.JUDGE, judge_cli.API_ONLY),
 }
-#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it).
-TWO_FLAGS = {"holes": ["--holes", "--holes-over"]}
+#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); judge's ``cache``, by
+#: ``--cache DIR`` and ``--no-cache``.
+TWO_FLAGS = {"holes": ["--holes", "--holes-over"], "cache": ["--cache", "--no-cache"]}
+#: Keywords whose flag, not given, stands for another value than the library's default (with the reason).
+CLI_DEFAULTS = {"judge": judge_cli.CLI_DEFAULTS}
 
 
 @pytest.mark.parametrize("command", list(TABLES))
@@ -54,12 +60,21 @@ def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
 def test_a_flags_default_is_its_keywords_default(command):
     cls, rows, _ = TABLES[command]
     keywords = cls.keywords()
+    differ = CLI_DEFAULTS.get(command, {})
+    assert set(differ) <= set(keywords) and all(differ.values())
     for f in (row for row in rows if isinstance(row, Flag)):
+        convert = f.convert or (lambda v: v)
         if f.settings.get("is_flag"):
-            assert keywords[f.keyword].default is False, f.keyword
+            unset = convert(False)  # None: not given, the keyword keeps its default
+            if f.keyword in differ:
+                assert unset is not None and unset != keywords[f.keyword].default, f.keyword
+            else:
+                assert unset is None or unset == keywords[f.keyword].default is False, f.keyword
         elif f.settings.get("default") is not None:
-            convert = f.convert or (lambda v: v)
-            assert convert(f.settings["default"]) == keywords[f.keyword].default, f.keyword
+            if f.keyword in differ:
+                assert convert(f.settings["default"]) != keywords[f.keyword].default, f.keyword
+            else:
+                assert convert(f.settings["default"]) == keywords[f.keyword].default, f.keyword
 
 
 def test_flag_values_become_keywords_and_the_later_given_flag_wins():
@@ -80,6 +95,7 @@ USAGE = {
     "power": "Usage: main power [OPTIONS] [[NAME=]A [NAME=]B]\nTry 'main power --help' for help.\n\n",
     "pool-test": "Usage: main pool-test [OPTIONS] [NAME=]RUN [NAME=]RUN [RUN ...]\n"
     "Try 'main pool-test --help' for help.\n\n",
+    "judge": "Usage: main judge [OPTIONS]\nTry 'main judge --help' for help.\n\n",
 }
 
 
@@ -117,6 +133,34 @@ USAGE = {
             ["pool-test", "--qrels", "q", "--pool-depth", "0", "a", "b"],
             "Invalid value for '--pool-depth': must be >= 1, got 0",
         ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--holes-only", "--calibrate", "--qrels", "q"],
+            "--holes-only and --calibrate exclude each other\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--calibrate-sample", "5"],
+            "--calibrate-sample samples human-judged documents beside the holes: add --holes-only\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--backend", "openai"],
+            "--backend openai needs --endpoint URL\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--calibrate"],
+            "--holes-only and --calibrate need --qrels (the human judgments)\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--rank", "a", "--rank", "b"],
+            "--rank ranks systems in a calibration: --calibrate or --calibrate-sample\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--ray"],
+            "--ray needs --out (the job's shards are kept in OUT.shards)\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--workers", "2", "--out", "o"],
+            "--workers only apply with --ray\n",
+        ),
     ],
 )
 def test_a_refused_option_is_the_commands_usage_error(cli, args, error):
@@ -124,3 +168,21 @@ def test_a_refused_option_is_the_commands_usage_error(cli, args, error):
     assert res.exit_code == 2
     assert res.output.startswith(USAGE[args[0]] + "Error: " + error), res.output
     assert res.output.count("\n") == 4  # one message line, no traceback
+
+
+def test_judge_flags_become_its_options():
+    params = {
+        "backend": "auto",
+        "cache_dir": "folder",
+        "no_cache": False,
+        "no_progress": False,
+        "query_ids": (),
+        "concurrency": 3,
+        "ray_address": None,
+        "fmt": "json",
+    }
+    given = values_of(judge_cli.JUDGE, params)
+    assert given == {"cache": "folder", "progress": True, "concurrency": 3}  # auto: the library's None
+    assert params == {"fmt": "json"}
+    given = values_of(judge_cli.JUDGE, {"backend": "openai", "cache_dir": "f", "no_cache": True, "query_ids": ("q",)})
+    assert given == {"backend": "openai", "cache": False, "query_ids": ["q"]}  # --no-cache wins over --cache DIR

@@ -1,7 +1,9 @@
 """The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``), ``compare``
-(``twostage compare``), ``risk``, ``power``/``paired_differences``, ``pool_test`` and ``agreement``, each one frozen object that
-the library's keywords and the command's flags build alike (``toolkit.options``; the flags in ``toolkit.cli``'s
-command modules)."""
+(``twostage compare``), ``risk``, ``power``/``paired_differences``, ``pool_test`` and ``agreement``, each one frozen
+object that the library's keywords and the command's flags build alike (``toolkit.options``; the flags in
+``toolkit.cli``'s command modules). ``RequestPolicy``, the HTTP settings of the verbs that call an endpoint
+(``judge``'s ``JudgeOptions``, the listwise reranker's), is ``toolkit.guard.client``'s, named here with the other
+options classes."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.errors import ConfigError, OptionConflictError, OptionError, phrase
+from toolkit.guard.client import RequestPolicy
 from toolkit.measures.names import EvalSettings, build_settings, settings_values
 from toolkit.measures.settings import SETTINGS
 from toolkit.options import Options, nested, opt
@@ -24,6 +27,7 @@ __all__ = [
     "EvaluationOptions",
     "PoolTestOptions",
     "PowerOptions",
+    "RequestPolicy",
     "RiskOptions",
     "evaluation_settings",
     "holes_over",
