@@ -6,11 +6,22 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.api.options import CompareOptions, DiagnosisOptions, EvaluationOptions
+from toolkit.api.options import (
+    AgreementOptions,
+    CompareOptions,
+    DiagnosisOptions,
+    EvaluationOptions,
+    PoolTestOptions,
+    PowerOptions,
+    RiskOptions,
+)
+from toolkit.cli import assessors as agreement_cli
 from toolkit.cli import compare as compare_cli
 from toolkit.cli import diagnose as diagnose_cli
 from toolkit.cli import eval as eval_cli
 from toolkit.cli import judge as judge_cli
+from toolkit.cli import risk as risk_cli
+from toolkit.cli import uncertainty as uncertainty_cli
 from toolkit.cli.declare import Flag, values_of
 from toolkit.judging.judge_options import JudgeOptions
 
@@ -19,6 +30,10 @@ TABLES = {
     "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY, {}),
     "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY, {}),
     "diagnose": (DiagnosisOptions, diagnose_cli.DIAGNOSE, diagnose_cli.API_ONLY, diagnose_cli.SET_BY_COMMAND),
+    "risk": (RiskOptions, risk_cli.RISK, risk_cli.API_ONLY, {}),
+    "power": (PowerOptions, uncertainty_cli.POWER, uncertainty_cli.POWER_API_ONLY, {}),
+    "pool-test": (PoolTestOptions, uncertainty_cli.POOL_TEST, uncertainty_cli.POOL_TEST_API_ONLY, {}),
+    "agreement": (AgreementOptions, agreement_cli.AGREEMENT, agreement_cli.API_ONLY, {}),
     "judge": (JudgeOptions, judge_cli.JUDGE, judge_cli.API_ONLY, {}),
 }
 #: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); judge's ``cache``, by
@@ -82,6 +97,10 @@ USAGE = {
     "eval": "Usage: main eval [OPTIONS] QRELS [NAME=]RUN|-|FOLDER|GLOB [RUN ...]\nTry 'main eval --help' for help.\n\n",
     "compare": "Usage: main compare [OPTIONS] RUNS...\nTry 'main compare --help' for help.\n\n",
     "diagnose": "Usage: main diagnose [OPTIONS]\nTry 'main diagnose --help' for help.\n\n",
+    "risk": "Usage: main risk [OPTIONS] RUNS...\nTry 'main risk --help' for help.\n\n",
+    "power": "Usage: main power [OPTIONS] [[NAME=]A [NAME=]B]\nTry 'main power --help' for help.\n\n",
+    "pool-test": "Usage: main pool-test [OPTIONS] [NAME=]RUN [NAME=]RUN [RUN ...]\n"
+    "Try 'main pool-test --help' for help.\n\n",
     "judge": "Usage: main judge [OPTIONS]\nTry 'main judge --help' for help.\n\n",
 }
 #: what every diagnose below is given (the refusals come before anything is read)
@@ -113,6 +132,25 @@ RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}
         (
             ["diagnose", *RUNS, "-m", "AP(rel=2)@100", "-l", "1"],
             "Invalid value for '-m': --measure AP(rel=2)@100 sets relevance level 2, --recall-level 1 another",
+        ),
+        (
+            ["risk", "--alpha", "1", "--alpha", "-1", "--qrels", "q", "a", "b"],
+            "Invalid value for '--alpha': the weight of a loss must be a finite number >= 0, got -1.0",
+        ),
+        (["risk", "--gain", "bogus", "a", "b"], "Invalid value: gain='bogus'"),
+        (
+            ["power", "--sd", "0.2", "--delta", "0.05", "--power", "1"],
+            "Invalid value for '--power': --power must lie strictly between 0 and 1, got 1.0",
+        ),
+        (
+            ["power", "--sd", "0.2", "--delta", "0.05", "--alpha", "0"],
+            "Invalid value for '--alpha': --alpha must lie strictly between 0 and 1, got 0.0",
+        ),
+        (["power", "--sd", "0", "--delta", "0.05"], "Invalid value for '--sd': must be > 0"),
+        (["power", "--sd", "0.2", "--delta", "0"], "Invalid value for '--delta': must be non-zero"),
+        (
+            ["pool-test", "--qrels", "q", "--pool-depth", "0", "a", "b"],
+            "Invalid value for '--pool-depth': must be >= 1, got 0",
         ),
         (
             ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--holes-only", "--calibrate", "--qrels", "q"],

@@ -4,13 +4,14 @@ Shared groups are tuples of ``toolkit.cli.declare.Flag`` (``EVALUATION``, ``SIGN
 ``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``, ``CLIENT``: the HTTP settings of
 ``toolkit.guard.client.RequestPolicy``, ``ENDPOINT_FLAG``, ``DEVICE_FLAG``, ``TRUST_CACHE_FLAG``, ``prompt_flag``):
 each the CLI spelling of a keyword of the verbs' options objects, which the commands built on ``options_of``
-(``eval``, ``compare``, ``diagnose``, ``judge``) put in their tables; the other commands add the same options with the
-decorators below (``evaluation_options``, ``client_options``, ...).
+(``eval``, ``compare``, ``diagnose``, ``judge``, ``risk``, ``power``, ``pool-test``, ``agreement``) put in their
+tables; the other commands add the same options with the decorators below (``evaluation_options``,
+``client_options``, ...).
 
-Evaluation settings: ``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
-options (trec_eval's flags plus twostage's nDCG choices); ``eval``, ``compare`` and ``diagnose`` receive them built
-into their options object, the others turn them into an ``EvalSettings`` with ``settings_from``; each option's parameter is
-the setting's one name (``toolkit.measures.settings``), which reproduction specs use as YAML keys
+Evaluation settings: ``eval``, ``compare``, ``diagnose``, ``risk``, ``power``, ``pool-test``, ``agreement`` and
+``gain-sensitivity`` take these options (trec_eval's flags plus twostage's nDCG choices); all but the last receive
+them built into their options object, ``gain-sensitivity`` turns them into an ``EvalSettings`` with
+``settings_from``; each option's parameter is the setting's one name (``toolkit.measures.settings``), which reproduction specs use as YAML keys
 and build with the same ``measures.build_settings``. Measure names are parsed by
 ``measures.parse_measures`` everywhere.
 
