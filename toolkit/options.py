@@ -197,7 +197,7 @@ def verb(
                 raise TypeError(f"{name}() {exc}") from None
             bound.apply_defaults()
             built = options_class.from_call(name, options, given, allowed=keywords)  # type: ignore[arg-type]
-            return function(*bound.args, options=built)
+            return function(*bound.args, **bound.kwargs, options=built)
 
         parameters = [
             *taken.parameters.values(),

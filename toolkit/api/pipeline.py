@@ -18,6 +18,8 @@ from typing import Any
 from toolkit.api.run import Run
 from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_from, topics_source
 from toolkit.jobs.distributed import close_sharding, ray_sharding
+from toolkit.options import verb
+from toolkit.retrieval.fusion import FuseOptions
 
 log = logging.getLogger(__name__)
 
@@ -315,13 +317,8 @@ def dense(
     return _searched(result, index, topics, t, notes, result.params | {"threads": threads}, hits, started)
 
 
-def fuse(
-    runs: Sequence[Any],
-    *,
-    options: Any = None,
-    train_qrels: Any = None,
-    **keywords: Any,
-) -> Run:
+@verb(FuseOptions, inputs=("runs", "train_qrels"))
+def fuse(runs: Sequence[Any], *, train_qrels: Any = None, options: FuseOptions) -> Run:
     """Fuse runs with any method of ranx 0.3.21, Pyserini 1.6 or trectools 0.0.50, by its name (the table and each
     definition: docs/retrieval.md, ``toolkit.retrieval.fusion.METHODS``). The settings are a
     ``toolkit.retrieval.fusion.FuseOptions`` (``options=``) or its fields as keywords (keywords override
@@ -341,35 +338,17 @@ def fuse(
 
     Args:
         runs: the runs (paths, ``Run``s, DataFrames, dicts, ranx Runs).
-        options: a ``FuseOptions``.
         train_qrels: judgments to learn from.
-        **keywords: ``FuseOptions`` fields (``method``, ``normalize``, ``weights``, ``params``, ``k``, ``depth``,
-            ``hits``, ``resort``) and ``alpha``.
     """
-    from dataclasses import fields
-
-    from toolkit.api.keywords import check_keywords
     from toolkit.data.adapters import as_qrels, as_run
     from toolkit.data.ranking import candidate_selection
-    from toolkit.errors import ConfigError
-    from toolkit.retrieval.fusion import FuseOptions, finite_scores
+    from toolkit.retrieval.fusion import finite_scores
     from toolkit.retrieval.fusion import fuse as fuse_pool
     from toolkit.retrieval.run_meta import run_meta
     from toolkit.retrieval.search import SearchResult
 
     started = time.perf_counter()
-    names = [f.name for f in fields(FuseOptions)]
-    check_keywords("fuse", keywords, [*names, "alpha"])
-    if options is not None and not isinstance(options, FuseOptions):
-        raise ConfigError(f"options must be a FuseOptions, not {type(options).__name__}")
-    settings = {n: getattr(options, n) for n in names} if options is not None else {}
-    if settings:  # RRF's k travels in the k field alone, so that a k keyword replaces the options' one
-        settings["params"] = {n: v for n, v in settings["params"].items() if n != "k"}
-    alpha = keywords.pop("alpha", None)
-    settings |= keywords
-    if alpha is not None:
-        settings["params"] = dict(settings.get("params") or {}) | {"alpha": alpha}
-    opts = FuseOptions(**settings)
+    opts = options
     # a method that reads scores, or a normalisation that rescales them, refuses an infinite one as the runs are
     # read (rank methods fuse such a run: they read ranks)
     finite = finite_scores(opts)

@@ -7,12 +7,15 @@ query count, queries that retrieved nothing, and time taken.
 
 from __future__ import annotations
 
+import functools
 import shlex
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 import click
 
+from toolkit.cli.declare import Row, apply, flag, values_of
 from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION, run_format_option, writable_file, writable_folder
 from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.cli.terminal import echo
@@ -413,65 +416,93 @@ def _fuse_params(given: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+#: ``twostage fuse``'s options, in --help's order: the flags of ``FuseOptions`` and the command's own.
+FUSE: tuple[Row, ...] = (
+    flag(
+        "method",
+        "--method",
+        type=click.Choice(list(METHODS)),
+        default="rrf",
+        show_default=True,
+        help="The fusion method, by the name ranx, Pyserini or trectools gives it (definitions: docs/retrieval.md).",
+    ),
+    flag(
+        "normalize",
+        "--normalize",
+        type=click.Choice(list(NORMALIZATION_NAMES)),
+        default="none",
+        show_default=True,
+        help="Per-query score normalisation of each run before fusing, as ranx's (minmax: a query whose scores are "
+        "all equal gets 0). A method that reads scores, or a normalisation that rescales them, reads only finite "
+        "scores: a run holding inf or -inf is refused, naming its line.",
+    ),
+    flag(
+        "weights", "--weights", default=None, metavar="W1,W2,...", help="One weight per run (wsum, wmnz, mixed, ...)."
+    ),
+    flag(
+        "params",
+        "--param",
+        "params",
+        multiple=True,
+        metavar="NAME=VALUE",
+        convert=_fuse_params,
+        help="A parameter of the method by the peer's name (k, phi, gamma, sigma, n_segments, w, p, alpha; the "
+        "search's metric, step, min_k, ...); repeatable.",
+    ),
+    click.option(
+        "--train-qrels",
+        default=None,
+        metavar="QRELS",
+        help="Judgments to learn from (probfuse, segfuse, slidefuse, mapfuse, bayesfuse, posfuse), and to search a "
+        "parameter not given (weights, k, phi, ...) as ranx's optimize_fusion does.",
+    ),
+    flag("k", "--rrf.k", "rrf_k", default=None, metavar="K", help="RRF's constant (Pyserini's --rrf.k) [60]."),
+    flag(
+        "alpha",
+        "--alpha",
+        default=None,
+        metavar="ALPHA",
+        help="Interpolation: weight of the first run (Pyserini's --alpha) [0.5].",
+    ),
+    flag(
+        "depth",
+        "--depth",
+        type=click.IntRange(min=1),
+        default=1000,
+        show_default=True,
+        help="Documents taken from each run.",
+    ),
+    flag(
+        "hits",
+        "--k",
+        "pyserini_k",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Documents per query (Pyserini's --k: --hits).",
+    ),
+    flag("hits", "--hits", type=int, default=None, help="Documents per query in the result.  [default: 1000]"),
+    flag(
+        "resort",
+        "--resort/--no-resort",
+        default=True,
+        show_default=True,
+        help="Rank each run by its scores in trec_eval's order (Pyserini's --resort); --no-resort: in the order of "
+        "its lines.",
+    ),
+    click.option("--out", required=True, type=click.Path(dir_okay=False), callback=writable_file),
+    click.option("--tag", default=None),
+    run_format_option,
+)
+
+#: The keywords of ``FuseOptions`` that have no flag of their own, and why.
+FUSE_API_ONLY = MappingProxyType({})
+
+
 @click.command("fuse")
 @click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN [RUN ...]")
-@click.option(
-    "--method",
-    type=click.Choice(list(METHODS)),
-    default="rrf",
-    show_default=True,
-    help="The fusion method, by the name ranx, Pyserini or trectools gives it (definitions: docs/retrieval.md).",
-)
-@click.option(
-    "--normalize",
-    type=click.Choice(list(NORMALIZATION_NAMES)),
-    default="none",
-    show_default=True,
-    help="Per-query score normalisation of each run before fusing, as ranx's (minmax: a query whose scores are "
-    "all equal gets 0). A method that reads scores, or a normalisation that rescales them, reads only finite "
-    "scores: a run holding inf or -inf is refused, naming its line.",
-)
-@click.option("--weights", default=None, metavar="W1,W2,...", help="One weight per run (wsum, wmnz, mixed, ...).")
-@click.option(
-    "--param",
-    "params",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="A parameter of the method by the peer's name (k, phi, gamma, sigma, n_segments, w, p, alpha; the "
-    "search's metric, step, min_k, ...); repeatable.",
-)
-@click.option(
-    "--train-qrels",
-    default=None,
-    metavar="QRELS",
-    help="Judgments to learn from (probfuse, segfuse, slidefuse, mapfuse, bayesfuse, posfuse), and to search a "
-    "parameter not given (weights, k, phi, ...) as ranx's optimize_fusion does.",
-)
-@click.option("--rrf.k", "rrf_k", default=None, metavar="K", help="RRF's constant (Pyserini's --rrf.k) [60].")
-@click.option(
-    "--alpha", default=None, metavar="ALPHA", help="Interpolation: weight of the first run (Pyserini's --alpha) [0.5]."
-)
-@click.option(
-    "--depth", type=click.IntRange(min=1), default=1000, show_default=True, help="Documents taken from each run."
-)
-@click.option(
-    "--k", "pyserini_k", type=click.IntRange(min=1), default=None, help="Documents per query (Pyserini's --k: --hits)."
-)
-@click.option("--hits", type=int, default=None, help="Documents per query in the result.  [default: 1000]")
-@click.option(
-    "--resort/--no-resort",
-    default=True,
-    show_default=True,
-    help="Rank each run by its scores in trec_eval's order (Pyserini's --resort); --no-resort: in the order of "
-    "its lines.",
-)
-@click.option("--out", required=True, type=click.Path(dir_okay=False), callback=writable_file)
-@click.option("--tag", default=None)
-@run_format_option
+@functools.partial(apply, FUSE)
 @click.pass_context
-def fuse(
-    ctx, runs, method, normalize, weights, params, train_qrels, rrf_k, alpha, depth, pyserini_k, hits, resort, out, tag
-):
+def fuse(ctx, runs, train_qrels, out, tag, **flags):
     """Fuse runs: every method of ranx, Pyserini and trectools, by their names.
 
     \b
@@ -485,30 +516,20 @@ def fuse(
     from toolkit.cli.options import named_runs
     from toolkit.retrieval.fusion import FuseOptions
 
+    pyserini_k, hits = flags["pyserini_k"], flags["hits"]
     if pyserini_k is not None and hits is not None and pyserini_k != hits:
         raise click.UsageError(f"--k {pyserini_k} and --hits {hits} both say how many documents per query: give one")
-    count = pyserini_k or hits or 1000
-    settings = _fuse_params(params)
-    if alpha is not None:
-        settings["alpha"] = alpha
-    if pyserini_k is not None and method == "rrf" and rrf_k is None and "k" not in settings:
+    given = values_of(FUSE, flags)
+    if pyserini_k is not None and given["method"] == "rrf" and "k" not in given and "k" not in given["params"]:
         echo(
             f"twostage: --k {pyserini_k} is the number of documents per query, as Pyserini's --k; RRF's constant is "
             "--rrf.k (60 here)",
             err=True,
         )
-    options = FuseOptions(
-        method=method,
-        normalize=normalize,
-        weights=weights,
-        params=settings,
-        k=rrf_k,
-        depth=depth,
-        hits=count,
-        resort=resort,
-    )
+    # a setting the fusion refuses is its error (exit status 1), as the library words it for the command line
+    options = FuseOptions.from_keywords(**given)
     run = fuse_runs(list(named_runs(runs).values()), options=options, train_qrels=train_qrels)
-    write_run_with_meta(ctx, run, out, count, tag)
+    write_run_with_meta(ctx, run, out, options.hits, tag)
 
 
 COMMANDS = (doctor, index, bm25, dense, fuse)
