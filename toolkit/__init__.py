@@ -27,6 +27,9 @@ _PUBLIC = MappingProxyType(
         "compare": "comparison",
         "Comparison": "comparison",
         "CompareOptions": "options",
+        "Bm25Options": "options",
+        "DenseOptions": "options",
+        "FuseOptions": "pipeline",
         "diagnose": "diagnosis",
         "Diagnosis": "diagnosis",
         "Run": "run",
@@ -55,13 +58,16 @@ _PUBLIC = MappingProxyType(
 
 __all__ = [
     "Agreement",
+    "Bm25Options",
     "Calibration",
     "CompareOptions",
     "Comparison",
+    "DenseOptions",
     "Diagnosis",
     "Evaluation",
     "EvaluationOptions",
     "Experiment",
+    "FuseOptions",
     "Judgments",
     "Risk",
     "Run",
@@ -94,8 +100,8 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
-    from toolkit.api.options import CompareOptions, EvaluationOptions
-    from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
+    from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions
+    from toolkit.api.pipeline import FuseOptions, bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run
     from toolkit.api.uncertainty import pool_test, power

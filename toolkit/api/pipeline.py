@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolkit.api.options import Bm25Options, DenseOptions
 from toolkit.api.run import Run
 from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_from, topics_source
 from toolkit.jobs.distributed import close_sharding, ray_sharding
@@ -206,23 +207,8 @@ def _searched(
     return Run(result.run, run_meta(result, hits, params, extra, started), notes)
 
 
-def bm25(
-    index: str | os.PathLike,
-    topics: Any,
-    *,
-    hits: int = 1000,
-    k1: float = 0.9,
-    b: float = 0.4,
-    qld: bool = False,
-    mu: float = 1000.0,
-    rm3: bool = False,
-    fb_terms: int = 10,
-    fb_docs: int = 10,
-    original_query_weight: float = 0.5,
-    threads: int = 2,
-    max_queries: int | None = None,
-    data_dir: str | os.PathLike | None = None,
-) -> Run:
+@verb(Bm25Options, inputs=("index", "topics"))
+def bm25(index: str | os.PathLike, topics: Any, *, options: Bm25Options) -> Run:
     """Lucene retrieval through Pyserini: BM25 (``k1``, ``b``), or query likelihood with Dirichlet smoothing
     (``qld=True``, ``mu``); ``rm3=True`` adds RM3 feedback (``fb_terms``, ``fb_docs``, ``original_query_weight``).
 
@@ -231,90 +217,41 @@ def bm25(
     Args:
         index: a Lucene index folder.
         topics: a topics file, a collection name, a Pyserini topics name, or ``{qid: text}``.
-        hits: documents per query.
-        k1: BM25 k1.
-        b: BM25 b.
-        qld: query likelihood instead of BM25.
-        mu: Dirichlet mu (with ``qld``).
-        rm3: RM3 pseudo-relevance feedback.
-        fb_terms: RM3 feedback terms.
-        fb_docs: RM3 feedback documents.
-        original_query_weight: RM3 weight of the original query.
-        threads: search threads.
-        max_queries: only the first N topics.
-        data_dir: where collection names are looked up.
     """
-    from toolkit.retrieval.lucene import RM3, LuceneRetriever
-    from toolkit.retrieval.search import validate_hits
+    from toolkit.retrieval.lucene import LuceneRetriever
 
     started = time.perf_counter()
-    validate_hits(hits)
-    rm3_params = RM3(fb_terms, fb_docs, original_query_weight) if rm3 else None
-    retriever = LuceneRetriever(index, "qld" if qld else "bm25", k1, b, mu, rm3_params)
-    t, notes = topics_from(topics, data_dir, max_queries)
-    result = retriever.search(t, hits, threads)
-    return _searched(result, index, topics, t, notes, retriever.params() | {"threads": threads}, hits, started)
+    o = options
+    retriever = LuceneRetriever(index, o.model, o.k1, o.b, o.mu, o.feedback())
+    t, notes = topics_from(topics, o.data_dir, o.max_queries)
+    result = retriever.search(t, o.hits, o.threads)
+    return _searched(result, index, topics, t, notes, retriever.params() | {"threads": o.threads}, o.hits, started)
 
 
-def dense(
-    index: str | os.PathLike,
-    topics: Any,
-    *,
-    hits: int = 1000,
-    batch_size: int = 32,
-    ef_search: int = 256,
-    device: str = "auto",
-    precision: str = "auto",
-    threads: int = 2,
-    max_queries: int | None = None,
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    shards: str | os.PathLike | None = None,
-    force: bool = False,
-    progress: bool = False,
-    data_dir: str | os.PathLike | None = None,
-    **ray_options: Any,
-) -> Run:
+@verb(DenseOptions, inputs=("index", "topics"))
+def dense(index: str | os.PathLike, topics: Any, *, options: DenseOptions) -> Run:
     """Dense retrieval over a FAISS index built by ``index(..., dense=True)``, queries encoded with the index's
     own encoder. The run's ``meta`` is the sidecar ``twostage dense --out`` writes, less the command line.
 
     Args:
         index: a dense index folder.
         topics: a topics file, a collection name, a Pyserini topics name, or ``{qid: text}``.
-        hits: documents per query.
-        batch_size: query encoding batch size.
-        ef_search: HNSW efSearch.
-        device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
-        precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
-        threads: search threads.
-        max_queries: only the first N topics.
-        ray: a Ray address: encode and search in shards on Ray workers.
-        workers: Ray workers.
-        gpus_per_worker: GPUs per Ray worker.
-        shards: with ``ray``: the folder of the job's manifest and shards (resumable).
-        force: with ``ray``: discard a different earlier job's shards.
-        progress: show progress bars.
-        data_dir: where collection names are looked up.
-        **ray_options: with ``ray``: ``cpus_per_worker``, ``shard_size``, ``max_retries`` (as ``--ray``'s).
     """
     from toolkit.retrieval.dense import DenseRetriever
-    from toolkit.retrieval.search import validate_hits
 
     started = time.perf_counter()
-    from toolkit.api.keywords import check_keywords
-
-    check_keywords("dense", ray_options, ("cpus_per_worker", "shard_size", "max_retries"))
-    validate_hits(hits)
-    sharding = ray_sharding(ray, shards, workers, gpus_per_worker, force, **ray_options)
-    retriever = DenseRetriever(index, batch_size=batch_size, ef_search=ef_search)
-    retriever.settings = _on_device(retriever.settings, device, precision, sharding, gpus_per_worker)
-    t, notes = topics_from(topics, data_dir, max_queries)
+    o = options
+    sharding = ray_sharding(
+        o.ray, o.shards, o.workers, o.gpus_per_worker, o.force, o.cpus_per_worker, o.shard_size, o.max_retries
+    )
+    retriever = DenseRetriever(index, batch_size=o.batch_size, ef_search=o.ef_search)
+    retriever.settings = _on_device(retriever.settings, o.device, o.precision, sharding, o.gpus_per_worker)
+    t, notes = topics_from(topics, o.data_dir, o.max_queries)
     try:
-        result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
+        result = retriever.search(t, o.hits, o.threads, sharding=sharding, progress=o.progress)
     finally:
         close_sharding(sharding)
-    return _searched(result, index, topics, t, notes, result.params | {"threads": threads}, hits, started)
+    return _searched(result, index, topics, t, notes, result.params | {"threads": o.threads}, o.hits, started)
 
 
 @verb(FuseOptions, inputs=("runs", "train_qrels"))

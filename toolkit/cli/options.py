@@ -1,8 +1,9 @@
 """The one declaration of every option that more than one command takes.
 
 Shared groups are tuples of ``toolkit.cli.declare.Flag`` (``EVALUATION``, ``SIGNIFICANCE``, ``interval_flags``,
-``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``): each the CLI spelling of a keyword of the
-verbs' options objects, which the commands built on ``options_of`` (``eval``, ``compare``) put in their tables;
+``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``, ``DEVICE_FLAG``, ``PRECISION_FLAG``): each
+the CLI spelling of a keyword of the verbs' options objects, which the commands built on ``toolkit.cli.declare``
+(``eval``, ``compare``, ``bm25``, ``dense``, ``fuse``) put in their tables;
 the other commands add the same options with the decorators below (``evaluation_options``, ...).
 
 Evaluation settings: ``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
@@ -59,7 +60,8 @@ DATA_DIR_FLAG = flag(
 )
 DATA_DIR = DATA_DIR_FLAG.option()
 
-DEVICE = click.option(
+DEVICE_FLAG = flag(
+    "device",
     "--device",
     default=DEFAULT_DEVICE,
     show_default=True,
@@ -67,6 +69,7 @@ DEVICE = click.option(
     "for index, dense and rerank: a GPU is used where there is one (with --ray: when workers hold one); "
     "pass cpu for the same scores on every machine.",
 )
+DEVICE = DEVICE_FLAG.option()
 
 #: ``--trust-cache``: read caches that another user owns or may write to (``toolkit.guard.store``), as
 #: ``trust_cache=True`` in the library.
@@ -79,7 +82,8 @@ TRUST_CACHE = click.option(
     "still checked against their key and checksum.",
 )
 
-PRECISION = click.option(
+PRECISION_FLAG = flag(
+    "precision",
     "--precision",
     type=click.Choice(PRECISIONS),
     default="auto",
@@ -87,6 +91,7 @@ PRECISION = click.option(
     help="auto: fp32 everywhere (the CPU's ranking, also on CUDA); tf32, fp16, bf16: faster on CUDA only, and "
     "they change some rankings (the run's sidecar states the measured change; see docs/gpu.md).",
 )
+PRECISION = PRECISION_FLAG.option()
 
 
 def trec_eval_flag(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str = "") -> Flag:

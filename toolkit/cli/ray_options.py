@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import click
 
+from toolkit.cli.declare import Flag, flag
 from toolkit.cli.options import HostOption
 from toolkit.cli.terminal import echo
 from toolkit.extras import require
 
-RAY_OPTIONS = (
-    click.option(
+#: The --ray flags, each the CLI spelling of a keyword of the library (``ray=``, ``workers=``, ...).
+RAY_FLAGS: tuple[Flag, ...] = (
+    flag(
+        "ray",
         "--ray",
         "ray_address",
         cls=HostOption,
@@ -26,28 +29,38 @@ RAY_OPTIONS = (
         "--ray auto joins $RAY_ADDRESS or the `ray start` cluster here; --ray HOST:PORT or "
         "ray://HOST:PORT joins that cluster.",
     ),
-    click.option("--workers", type=click.IntRange(min=1), default=None, help="Ray workers (one model each) [2]."),
-    click.option(
+    flag("workers", "--workers", type=click.IntRange(min=1), default=None, help="Ray workers (one model each) [2]."),
+    flag(
+        "gpus_per_worker",
         "--gpus-per-worker",
         type=click.FloatRange(min=0),
         default=None,
         help="GPUs per Ray worker (1: one GPU each, --device auto then picks cuda) [0].",
     ),
-    click.option("--cpus-per-worker", type=click.FloatRange(min=0), default=None, help="CPUs per Ray worker [1]."),
-    click.option(
+    flag(
+        "cpus_per_worker",
+        "--cpus-per-worker",
+        type=click.FloatRange(min=0),
+        default=None,
+        help="CPUs per Ray worker [1].",
+    ),
+    flag(
+        "shard_size",
         "--shard-size",
         type=click.IntRange(min=1),
         default=None,
         help="Items per shard (documents, passages or queries; rounded up to a multiple of the batch size "
         "where batches matter). Part of the job's identity: keep it when resuming.",
     ),
-    click.option(
+    flag(
+        "max_retries",
         "--max-retries",
         type=click.IntRange(min=0),
         default=None,
         help="Times Ray restarts a dead worker and re-runs its shard [3].",
     ),
 )
+RAY_OPTIONS = tuple(f.option() for f in RAY_FLAGS)
 
 
 def ray_options(f):

@@ -10,17 +10,31 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import click
 
+from toolkit.api.options import Bm25Options, DenseOptions
 from toolkit.cli.declare import Row, apply, flag, values_of
-from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION, run_format_option, writable_file, writable_folder
-from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.cli.options import (
+    DATA_DIR,
+    DATA_DIR_FLAG,
+    DEVICE,
+    DEVICE_FLAG,
+    PRECISION,
+    PRECISION_FLAG,
+    run_format_option,
+    writable_file,
+    writable_folder,
+)
+from toolkit.cli.ray_options import RAY_FLAGS, echo_job, ray_options, sharding_from_options, worker_device
 from toolkit.cli.terminal import echo
 from toolkit.errors import ConfigError
 from toolkit.extras import require_command
+from toolkit.options import OptionsT
 from toolkit.retrieval.fusion import METHODS, NORMALIZATION_NAMES
 
 
@@ -234,15 +248,17 @@ def index(
 
 
 # -------------------------------------------------------------------- bm25
-_RUN_OPTIONS = (
+#: The options ``bm25`` and ``dense`` share, in --help's order.
+_RUN_OPTIONS: tuple[Row, ...] = (
     click.option("--index", "index_path", required=True, type=click.Path(), help="Index folder."),
     click.option(
         "--topics",
         required=True,
         help="Topics: a file (TSV, JSONL, TREC, Anserini), a collection name, or a Pyserini name.",
     ),
-    click.option("--hits", type=int, default=1000, show_default=True, help="Documents per query."),
-    click.option(
+    flag("hits", "--hits", type=int, default=1000, show_default=True, help="Documents per query."),
+    flag(
+        "threads",
         "--threads",
         type=click.IntRange(min=1),
         default=2,
@@ -257,49 +273,44 @@ _RUN_OPTIONS = (
         help="Run file; RUN.meta.json is written beside it.",
     ),
     click.option("--tag", default=None, help="Run tag (6th column) [the model name]."),
-    click.option(
-        "--max-queries", type=click.IntRange(min=1), default=None, help="Only the first N topics (smoke runs)."
+    flag(
+        "max_queries",
+        "--max-queries",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Only the first N topics (smoke runs).",
     ),
-    DATA_DIR,
+    DATA_DIR_FLAG,
 )
 
 
-def run_options(f):
-    for opt in reversed(_RUN_OPTIONS):
-        f = opt(f)
-    return f
+#: ``twostage bm25``'s options, in --help's order: the flags of ``Bm25Options`` and the command's own.
+BM25: tuple[Row, ...] = (
+    *_RUN_OPTIONS,
+    flag("k1", "--k1", type=float, default=0.9, show_default=True),
+    flag("b", "--b", type=float, default=0.4, show_default=True),
+    flag("qld", "--qld", is_flag=True, help="Query likelihood with Dirichlet smoothing instead of BM25."),
+    flag("mu", "--mu", type=float, default=1000.0, show_default=True, help="Dirichlet mu (with --qld)."),
+    flag("rm3", "--rm3", is_flag=True, help="RM3 pseudo-relevance feedback."),
+    flag("fb_terms", "--fb-terms", type=int, default=10, show_default=True),
+    flag("fb_docs", "--fb-docs", type=int, default=10, show_default=True),
+    flag("original_query_weight", "--original-query-weight", type=float, default=0.5, show_default=True),
+)
+
+#: The keywords of ``Bm25Options`` that have no flag, and why.
+BM25_API_ONLY: Mapping[str, str] = MappingProxyType({})
+
+
+def _options(options_class: type[OptionsT], rows: tuple[Row, ...], flags: dict, **fixed: Any) -> OptionsT:
+    """The options from the values of the flags among ``rows`` (popped from ``flags``) and ``fixed``, built once;
+    a setting the library refuses is its error in the command line's words (exit status 1, as it always was)."""
+    return options_class.from_keywords(**values_of(rows, flags), **fixed)
 
 
 @click.command("bm25")
-@run_options
-@click.option("--k1", type=float, default=0.9, show_default=True)
-@click.option("--b", type=float, default=0.4, show_default=True)
-@click.option("--qld", is_flag=True, help="Query likelihood with Dirichlet smoothing instead of BM25.")
-@click.option("--mu", type=float, default=1000.0, show_default=True, help="Dirichlet mu (with --qld).")
-@click.option("--rm3", is_flag=True, help="RM3 pseudo-relevance feedback.")
-@click.option("--fb-terms", type=int, default=10, show_default=True)
-@click.option("--fb-docs", type=int, default=10, show_default=True)
-@click.option("--original-query-weight", type=float, default=0.5, show_default=True)
+@functools.partial(apply, BM25)
 @click.pass_context
-def bm25(
-    ctx,
-    index_path,
-    topics,
-    hits,
-    threads,
-    out,
-    tag,
-    max_queries,
-    data_dir,
-    k1,
-    b,
-    qld,
-    mu,
-    rm3,
-    fb_terms,
-    fb_docs,
-    original_query_weight,
-):
+def bm25(ctx, index_path, topics, out, tag, **flags):
     """Lucene retrieval: BM25 (k1, b), or --qld (mu); --rm3 adds RM3 feedback.
 
     \b
@@ -311,60 +322,52 @@ def bm25(
     from toolkit.api.pipeline import bm25 as search_bm25
 
     require_command("bm25")
-    run = search_bm25(
-        index_path,
-        topics,
-        hits=hits,
-        k1=k1,
-        b=b,
-        qld=qld,
-        mu=mu,
-        rm3=rm3,
-        fb_terms=fb_terms,
-        fb_docs=fb_docs,
-        original_query_weight=original_query_weight,
-        threads=threads,
-        max_queries=max_queries,
-        data_dir=data_dir,
-    )
-    write_run_with_meta(ctx, run, out, hits, tag)
+    options = _options(Bm25Options, BM25, flags)
+    run = search_bm25(index_path, topics, options=options)
+    write_run_with_meta(ctx, run, out, options.hits, tag)
+
+
+#: ``twostage dense``'s options, in --help's order: the flags of ``DenseOptions`` and the command's own.
+DENSE: tuple[Row, ...] = (
+    *_RUN_OPTIONS,
+    flag(
+        "batch_size",
+        "--batch-size",
+        type=click.IntRange(min=1),
+        default=32,
+        show_default=True,
+        help="Query encoding batch size.",
+    ),
+    flag(
+        "ef_search",
+        "--ef-search",
+        type=click.IntRange(min=1),
+        default=256,
+        show_default=True,
+        help="HNSW indexes: efSearch.",
+    ),
+    DEVICE_FLAG,
+    PRECISION_FLAG,
+    *RAY_FLAGS,
+    flag(
+        "force",
+        "--force",
+        is_flag=True,
+        help="With --ray: discard the shards of a different earlier job at OUT.shards.",
+    ),
+    flag("progress", "--progress/--no-progress", default=True, show_default=True),
+)
+
+#: The keywords of ``DenseOptions`` that have no flag, and why.
+DENSE_API_ONLY: Mapping[str, str] = MappingProxyType(
+    {"shards": "the command keeps the Ray job's shards beside the run, in OUT.shards"}
+)
 
 
 @click.command("dense")
-@run_options
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Query encoding batch size."
-)
-@click.option("--ef-search", type=click.IntRange(min=1), default=256, show_default=True, help="HNSW indexes: efSearch.")
-@DEVICE
-@PRECISION
-@ray_options
-@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@functools.partial(apply, DENSE)
 @click.pass_context
-def dense(
-    ctx,
-    index_path,
-    topics,
-    hits,
-    threads,
-    out,
-    tag,
-    max_queries,
-    data_dir,
-    batch_size,
-    ef_search,
-    device,
-    precision,
-    ray_address,
-    workers,
-    gpus_per_worker,
-    cpus_per_worker,
-    shard_size,
-    max_retries,
-    force,
-    progress,
-):
+def dense(ctx, index_path, topics, out, tag, **flags):
     """Dense retrieval over a FAISS index, queries encoded with the index's own encoder.
 
     \b
@@ -379,28 +382,21 @@ def dense(
     from toolkit.jobs.shards import shards_dir
 
     require_command("dense")
-    ray = _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries)
-    _check_ray_flags(**ray)
-    if ray_address is not None:
-        device, precision = worker_device(device, precision, gpus_per_worker)
-    run = search_dense(
-        index_path,
-        topics,
-        hits=hits,
-        batch_size=batch_size,
-        ef_search=ef_search,
-        device=device,
-        precision=precision,
-        threads=threads,
-        max_queries=max_queries,
-        shards=shards_dir(out),
-        force=force,
-        progress=progress,
-        data_dir=data_dir,
-        **ray,
+    ray_address = flags["ray_address"]
+    _check_ray_flags(
+        *(
+            flags[k]
+            for k in ("ray_address", "workers", "gpus_per_worker", "cpus_per_worker", "shard_size", "max_retries")
+        )
     )
+    if ray_address is not None:
+        flags["device"], flags["precision"] = worker_device(
+            flags["device"], flags["precision"], flags["gpus_per_worker"]
+        )
+    options = _options(DenseOptions, DENSE, flags, shards=shards_dir(out))
+    run = search_dense(index_path, topics, options=options)
     echo_job(ray_address, run.meta["parameters"].get("execution", {}))
-    write_run_with_meta(ctx, run, out, hits, tag)
+    write_run_with_meta(ctx, run, out, options.hits, tag)
 
 
 def _fuse_params(given: tuple[str, ...]) -> dict[str, str]:
@@ -495,7 +491,7 @@ FUSE: tuple[Row, ...] = (
 )
 
 #: The keywords of ``FuseOptions`` that have no flag of their own, and why.
-FUSE_API_ONLY = MappingProxyType({})
+FUSE_API_ONLY: Mapping[str, str] = MappingProxyType({})
 
 
 @click.command("fuse")
