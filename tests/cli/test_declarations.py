@@ -6,17 +6,30 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.api.options import CompareOptions, EvaluationOptions
+from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions
 from toolkit.cli import compare as compare_cli
 from toolkit.cli import eval as eval_cli
+from toolkit.cli import retrieval as retrieval_cli
 from toolkit.cli.declare import Flag, values_of
+from toolkit.retrieval.fusion import FuseOptions
 
 TABLES = {
     "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY),
     "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY),
+    "bm25": (Bm25Options, retrieval_cli.BM25, retrieval_cli.BM25_API_ONLY),
+    "dense": (DenseOptions, retrieval_cli.DENSE, retrieval_cli.DENSE_API_ONLY),
+    "fuse": (FuseOptions, retrieval_cli.FUSE, retrieval_cli.FUSE_API_ONLY),
 }
-#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it).
-TWO_FLAGS = {"holes": ["--holes", "--holes-over"]}
+#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); fuse's ``--k`` (Pyserini's
+#: spelling) and ``--hits``.
+TWO_FLAGS = {
+    "eval": {"holes": ["--holes", "--holes-over"]},
+    "compare": {"holes": ["--holes", "--holes-over"]},
+    "fuse": {"hits": ["--k", "--hits"]},
+}
+#: Flags whose default is the command line's own, not the library's: the commands show progress bars, the
+#: library none unless asked.
+CLI_DEFAULTS = {"dense": {"progress"}}
 
 
 @pytest.mark.parametrize("command", list(TABLES))
@@ -29,8 +42,8 @@ def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
         spelled = [d for f in flags if f.keyword == k for d in f.decls if d.startswith("-")]
         if k in api_only:
             assert not spelled and api_only[k], k
-        elif k in TWO_FLAGS:
-            assert spelled == TWO_FLAGS[k], k
+        elif k in TWO_FLAGS.get(command, {}):
+            assert spelled == TWO_FLAGS[command][k], k
         else:
             assert len(spelled) == 1, (k, spelled)
     assert set(api_only) <= set(keywords)
@@ -41,7 +54,9 @@ def test_a_flags_default_is_its_keywords_default(command):
     cls, rows, _ = TABLES[command]
     keywords = cls.keywords()
     for f in (row for row in rows if isinstance(row, Flag)):
-        if f.settings.get("is_flag"):
+        if f.keyword in CLI_DEFAULTS.get(command, ()):
+            assert f.settings["default"] != keywords[f.keyword].default, f.keyword  # still the command's own
+        elif f.settings.get("is_flag"):
             assert keywords[f.keyword].default is False, f.keyword
         elif f.settings.get("default") is not None:
             convert = f.convert or (lambda v: v)
@@ -55,6 +70,32 @@ def test_flag_values_become_keywords_and_the_later_given_flag_wins():
     assert params == {"per_query": True}  # the command's own values stay for it
     assert values_of(rows, {"holes": False, "holes_over": "retrieved"}) == {"holes": "retrieved"}
     assert values_of(rows, {"holes": True, "holes_over": "retrieved"}) == {"holes": "retrieved"}
+    fuse = {"pyserini_k": 2, "hits": None, "params": ("phi=0.8",), "rrf_k": None, "out": "f"}
+    assert values_of(retrieval_cli.FUSE, fuse) == {"hits": 2, "params": {"phi": "0.8"}}
+    assert fuse == {"out": "f"}
+    dense = {"ray_address": "auto", "workers": 3, "device": "cpu", "progress": False, "shard_size": None}
+    assert values_of(retrieval_cli.DENSE, dense) == {"ray": "auto", "workers": 3, "device": "cpu", "progress": False}
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["bm25", "--index", "i", "--topics", "t", "--hits", "0", "--out", "r"], "Error: --hits must be >= 1, not 0"),
+        (["bm25", "--index", "i", "--topics", "t", "--mu", "0", "--qld", "--out", "r"], "Error: query likelihood mu"),
+        (
+            ["dense", "--index", "i", "--topics", "t", "--hits", "-1", "--out", "r"],
+            "Error: --hits must be >= 1, not -1",
+        ),
+        (["fuse", "--method", "sum", "--alpha", "0.3", "a", "b", "--out", "r"], "Error: --param alpha=...: sum has no"),
+        (["fuse", "--method", "interpolation", "--alpha", "x", "a", "b", "--out", "r"], "Error: --param alpha: alpha"),
+    ],
+)
+def test_a_setting_the_first_stage_refuses_is_its_error_before_any_file_is_read(cli, tmp_path, args, error):
+    res = cli(*args)
+    assert res.exit_code == 1, res.output
+    errors = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith(error), res.output
+    assert "Traceback" not in res.output
 
 
 #: The usage lines (in-process, click names the program ``main``; the bytes of ``twostage`` are checked by the

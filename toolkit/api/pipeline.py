@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence  # noqa: F401  (Mapping: ``fuse``'s signature names it)
 from pathlib import Path
 from typing import Any
 
