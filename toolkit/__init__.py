@@ -29,6 +29,7 @@ _PUBLIC = MappingProxyType(
         "CompareOptions": "options",
         "Bm25Options": "options",
         "DenseOptions": "options",
+        "IndexOptions": "options",
         "FuseOptions": "pipeline",
         "diagnose": "diagnosis",
         "Diagnosis": "diagnosis",
@@ -68,6 +69,7 @@ __all__ = [
     "EvaluationOptions",
     "Experiment",
     "FuseOptions",
+    "IndexOptions",
     "Judgments",
     "Risk",
     "Run",
@@ -100,7 +102,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
-    from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions
+    from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions, IndexOptions
     from toolkit.api.pipeline import FuseOptions, bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run

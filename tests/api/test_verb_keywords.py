@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import re
 import warnings
 
 import pytest
 
 import toolkit as ts
-from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions
+from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions, IndexOptions
+from toolkit.api.pipeline import build_index
 from toolkit.errors import ConfigError, OptionConflictError, for_api, for_cli
 from toolkit.measures.names import build_settings, settings_values
 from toolkit.options import Options, nested, opt, verb
@@ -121,6 +123,8 @@ VERBS = {
     "evaluate": (ts.evaluate, EvaluationOptions, ("qrels", "run", "measures"), ()),
     "evaluate_many": (ts.evaluate_many, EvaluationOptions, ("qrels", "runs", "measures"), ("name",)),
     "compare": (ts.compare, CompareOptions, ("qrels", "runs", "baseline", "measures"), ()),
+    "index": (ts.index, IndexOptions, ("collection", "out"), ()),
+    "build_index": (build_index, IndexOptions, ("collection", "out"), ()),
     "bm25": (ts.bm25, Bm25Options, ("index", "topics"), ()),
     "dense": (ts.dense, DenseOptions, ("index", "topics"), ()),
     "fuse": (ts.fuse, FuseOptions, ("runs", "train_qrels"), ()),
@@ -143,6 +147,7 @@ def test_every_keyword_of_a_verb_is_a_field_of_its_options(name):
 def test_the_public_names_include_the_options_classes():
     assert ts.EvaluationOptions is EvaluationOptions and ts.CompareOptions is CompareOptions
     assert (ts.Bm25Options, ts.DenseOptions, ts.FuseOptions) == (Bm25Options, DenseOptions, FuseOptions)
+    assert ts.IndexOptions is IndexOptions
 
 
 QRELS = {f"q{q}": {f"d{d}": (d + q) % 3 for d in range(6)} for q in range(1, 7)}
@@ -320,7 +325,10 @@ def test_bm25_with_options_is_bm25_with_its_fields(tiny_corpus, fields):
 
     required("pyserini", "the [pyserini] extra is not installed")
     corpus, topics, folder = tiny_corpus
-    index = ts.index(str(corpus), folder / "lucene")
+    index = ts.index(str(corpus), folder / "lucene", threads=1, download=False)
+    assert ts.index(str(corpus), folder / "lucene", options=IndexOptions(threads=1, download=False)) == index
+    info, _ = build_index(str(corpus), folder / "lucene", options=IndexOptions(threads=1))
+    assert info.reused and info.path == index  # the same settings: the index built by keywords is reused
     by_keywords = ts.bm25(index, str(topics), **fields)
     _same_run(ts.bm25(index, str(topics), options=Bm25Options.from_keywords(**fields)), by_keywords)
 
@@ -344,8 +352,9 @@ def test_dense_with_options_is_dense_with_its_fields(tiny_corpus, minilm):
         ("bm25", {"rm3": True, "fb_terms": 0}, "--fb-terms must be >= 1, not 0"),
         ("bm25", {"qld": True, "mu": 0.0}, "query likelihood mu must be a finite number > 0"),
         ("dense", {"hits": 0}, "--hits must be >= 1, not 0"),
+        ("index", {"ray": "auto"}, "--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini"),
     ],
 )
 def test_first_stage_options_are_refused_before_the_index_is_opened(tmp_path, verb_name, given, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         getattr(ts, verb_name)(tmp_path / "absent", {"1": "text"}, **given)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions
+from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions, IndexOptions
 from toolkit.cli import compare as compare_cli
 from toolkit.cli import eval as eval_cli
 from toolkit.cli import retrieval as retrieval_cli
@@ -16,6 +16,7 @@ from toolkit.retrieval.fusion import FuseOptions
 TABLES = {
     "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY),
     "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY),
+    "index": (IndexOptions, retrieval_cli.INDEX, retrieval_cli.INDEX_API_ONLY),
     "bm25": (Bm25Options, retrieval_cli.BM25, retrieval_cli.BM25_API_ONLY),
     "dense": (DenseOptions, retrieval_cli.DENSE, retrieval_cli.DENSE_API_ONLY),
     "fuse": (FuseOptions, retrieval_cli.FUSE, retrieval_cli.FUSE_API_ONLY),
@@ -29,7 +30,7 @@ TWO_FLAGS = {
 }
 #: Flags whose default is the command line's own, not the library's: the commands show progress bars, the
 #: library none unless asked.
-CLI_DEFAULTS = {"dense": {"progress"}}
+CLI_DEFAULTS = {"index": {"progress"}, "dense": {"progress"}}
 
 
 @pytest.mark.parametrize("command", list(TABLES))
@@ -103,6 +104,7 @@ def test_a_setting_the_first_stage_refuses_is_its_error_before_any_file_is_read(
 USAGE = {
     "eval": "Usage: main eval [OPTIONS] QRELS [NAME=]RUN|-|FOLDER|GLOB [RUN ...]\nTry 'main eval --help' for help.\n\n",
     "compare": "Usage: main compare [OPTIONS] RUNS...\nTry 'main compare --help' for help.\n\n",
+    "index": "Usage: main index [OPTIONS]\nTry 'main index --help' for help.\n\n",
 }
 
 
@@ -121,6 +123,10 @@ USAGE = {
             "--test tukey compares all pairs: add --family all-pairs",
         ),
         (["compare", "--discount", "jk:x", "--qrels", "q", "a", "b"], "Invalid value: discount="),
+        (
+            ["index", "--collection", "absent", "--ray", "auto"],
+            "--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini",
+        ),
     ],
 )
 def test_a_refused_option_is_the_commands_usage_error(cli, args, error):

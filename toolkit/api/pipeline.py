@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence  # noqa: F401  (Mapping:
 from pathlib import Path
 from typing import Any
 
-from toolkit.api.options import Bm25Options, DenseOptions
+from toolkit.api.options import Bm25Options, DenseOptions, IndexOptions
 from toolkit.api.run import Run
 from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_from, topics_source
 from toolkit.jobs.distributed import close_sharding, ray_sharding
@@ -47,69 +47,46 @@ def _on_device(settings: Any, device: str, precision: str, sharding: Any, gpus_p
     return replace(settings, device=dev, precision=resolve_precision(precision, dev))
 
 
+@verb(IndexOptions, inputs=("collection", "out"))
 def build_index(
-    collection: str,
-    out: str | os.PathLike | None = None,
-    *,
-    collection_class: str | None = None,
-    dense: bool = False,
-    encoder: str = "all-MiniLM-L6-v2",
-    pooling: str = "mean",
-    normalize: bool = True,
-    max_length: int = 256,
-    batch_size: int = 32,
-    query_prefix: str = "",
-    doc_prefix: str = "",
-    hnsw: bool = False,
-    hnsw_m: int = 32,
-    limit: int | None = None,
-    threads: int = 2,
-    positions: bool = True,
-    docvectors: bool = True,
-    raw: bool = True,
-    device: str = "auto",
-    precision: str = "auto",
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    cpus_per_worker: float | None = None,
-    shard_size: int | None = None,
-    max_retries: int | None = None,
-    force: bool = False,
-    download: bool = True,
-    progress: bool = False,
-    data_dir: str | os.PathLike | None = None,
+    collection: str, out: str | os.PathLike | None = None, *, options: IndexOptions
 ) -> tuple[Any, tuple[str, ...]]:
     """``index`` with every option of ``twostage index``; returns the ``IndexInfo`` (path, kind, documents,
-    whether it was reused, seconds, its ``index.meta.json``) and what reading the collection noted."""
+    whether it was reused, seconds, its ``index.meta.json``) and what reading the collection noted.
+
+    Args:
+        collection: a collection name (``cacm``), a JSONL file or folder, or a BEIR folder.
+        out: the index folder [default: ``indexes/NAME`` or ``indexes/NAME.dense``].
+    """
     from toolkit.data.corpus import resolve_corpus
-    from toolkit.errors import ConfigError
     from toolkit.retrieval.indexing import EncoderSettings, build_dense_index, build_lucene_index
 
-    corpus = resolve_corpus(collection, collection_class, data_dir, download)
-    out = out or f"indexes/{corpus.name}{'.dense' if dense else ''}"
-    if ray is not None and not dense:
-        raise ConfigError("--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini")
-    if not dense:
-        return build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress), corpus.notes
+    o = options
+    corpus = resolve_corpus(collection, o.collection_class, o.data_dir, o.download)
+    out = out or f"indexes/{corpus.name}{'.dense' if o.dense else ''}"
+    if not o.dense:
+        info = build_lucene_index(corpus, out, o.threads, o.positions, o.docvectors, o.raw, o.force, o.progress)
+        return info, corpus.notes
     from toolkit.jobs.shards import shards_dir
 
     sharding = ray_sharding(
-        ray, shards_dir(out), workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries
+        o.ray, shards_dir(out), o.workers, o.gpus_per_worker, o.force, o.cpus_per_worker, o.shard_size, o.max_retries
     )
-    settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
-    settings = _on_device(settings, device, precision, sharding, gpus_per_worker)
+    settings = EncoderSettings(
+        o.encoder, o.pooling, o.normalize, o.max_length, o.batch_size, o.query_prefix, o.doc_prefix
+    )
+    settings = _on_device(settings, o.device, o.precision, sharding, o.gpus_per_worker)
     try:
         info = build_dense_index(
             corpus,
             out,
             settings,
-            hnsw=hnsw,
-            hnsw_m=hnsw_m,
-            threads=threads,
-            limit=limit,
-            force=force,
-            progress=progress,
+            hnsw=o.hnsw,
+            hnsw_m=o.hnsw_m,
+            threads=o.threads,
+            limit=o.limit,
+            force=o.force,
+            progress=o.progress,
             sharding=sharding,
         )
     finally:
@@ -117,78 +94,16 @@ def build_index(
     return info, corpus.notes
 
 
-def index(
-    collection: str,
-    out: str | os.PathLike | None = None,
-    *,
-    dense: bool = False,
-    encoder: str = "all-MiniLM-L6-v2",
-    pooling: str = "mean",
-    normalize: bool = True,
-    max_length: int = 256,
-    batch_size: int = 32,
-    hnsw: bool = False,
-    threads: int = 2,
-    device: str = "auto",
-    precision: str = "auto",
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    force: bool = False,
-    progress: bool = False,
-    data_dir: str | os.PathLike | None = None,
-    **options: Any,
-) -> Path:
+@verb(IndexOptions, inputs=("collection", "out"))
+def index(collection: str, out: str | os.PathLike | None = None, *, options: IndexOptions) -> Path:
     """Build (or reuse, when built with the same inputs and settings) a Lucene index, or a FAISS index with
     ``dense=True``, as ``twostage index`` does; returns its folder.
 
     Args:
         collection: a collection name (``cacm``), a JSONL file or folder, or a BEIR folder.
         out: the index folder [default: ``indexes/NAME`` or ``indexes/NAME.dense``].
-        dense: build a FAISS index of ``encoder`` embeddings instead of a Lucene index.
-        encoder: the dense encoder (a path or a model name).
-        pooling: ``mean`` or ``cls``.
-        normalize: L2-normalise the vectors (inner product is then cosine).
-        max_length: tokens per passage.
-        batch_size: passages per encoding batch.
-        hnsw: an HNSW index instead of a flat one.
-        threads: indexing threads.
-        device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
-        precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
-        ray: a Ray address: encode as a sharded job (dense only; shards in ``OUT.shards``).
-        workers: Ray workers.
-        gpus_per_worker: GPUs per Ray worker.
-        force: rebuild even when a matching index exists.
-        progress: show progress bars.
-        data_dir: where collection names are looked up.
-        **options: the other options of ``twostage index`` (``collection_class``, ``query_prefix``,
-            ``doc_prefix``, ``hnsw_m``, ``limit``, ``positions``, ``docvectors``, ``raw``, ``download``,
-            ``cpus_per_worker``, ``shard_size``, ``max_retries``): see ``build_index``.
     """
-    from toolkit.api.keywords import check_keywords, keywords_of
-
-    check_keywords("index", options, keywords_of(build_index) - keywords_of(index))
-    info, notes = build_index(
-        collection,
-        out,
-        dense=dense,
-        encoder=encoder,
-        pooling=pooling,
-        normalize=normalize,
-        max_length=max_length,
-        batch_size=batch_size,
-        hnsw=hnsw,
-        threads=threads,
-        device=device,
-        precision=precision,
-        ray=ray,
-        workers=workers,
-        gpus_per_worker=gpus_per_worker,
-        force=force,
-        progress=progress,
-        data_dir=data_dir,
-        **options,
-    )
+    info, notes = build_index(collection, out, options=options)
     for note in notes:
         log.info("%s", note)
     return info.path

@@ -7,6 +7,7 @@ query count, queries that retrieved nothing, and time taken.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shlex
 import sys
@@ -17,20 +18,18 @@ from typing import Any
 
 import click
 
-from toolkit.api.options import Bm25Options, DenseOptions
-from toolkit.cli.declare import Row, apply, flag, values_of
+from toolkit.api.options import Bm25Options, DenseOptions, IndexOptions
+from toolkit.cli.declare import Row, apply, flag, options_of, values_of
 from toolkit.cli.options import (
     DATA_DIR,
     DATA_DIR_FLAG,
-    DEVICE,
     DEVICE_FLAG,
-    PRECISION,
     PRECISION_FLAG,
     run_format_option,
     writable_file,
     writable_folder,
 )
-from toolkit.cli.ray_options import RAY_FLAGS, echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.cli.ray_options import RAY_FLAGS, echo_job, sharding_from_options, worker_device
 from toolkit.cli.terminal import echo
 from toolkit.errors import ConfigError
 from toolkit.extras import require_command
@@ -73,18 +72,6 @@ def _check_ray_flags(ray, workers, gpus_per_worker, cpus_per_worker, shard_size,
         sharding_from_options(None, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, "", False)
 
 
-def _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries) -> dict:
-    """The --ray options as the library's keywords."""
-    return {
-        "ray": ray_address,
-        "workers": workers,
-        "gpus_per_worker": gpus_per_worker,
-        "cpus_per_worker": cpus_per_worker,
-        "shard_size": shard_size,
-        "max_retries": max_retries,
-    }
-
-
 # ------------------------------------------------------------------ doctor
 @click.command("doctor")
 @DATA_DIR
@@ -100,96 +87,102 @@ def doctor(data_dir, no_jvm):
 
 
 # ------------------------------------------------------------------- index
+#: ``twostage index``'s options, in --help's order: the flags of ``IndexOptions`` and the command's own.
+INDEX: tuple[Row, ...] = (
+    click.option(
+        "--collection",
+        "collection",
+        required=True,
+        help="A collection name (cacm, cranfield), a JSONL file/folder (id, contents or title/text), "
+        "a BEIR folder, or a folder for --collection-class.",
+    ),
+    click.option(
+        "--out",
+        type=click.Path(file_okay=False),
+        default=None,
+        callback=writable_folder,
+        help="Index folder [indexes/NAME or indexes/NAME.dense].",
+    ),
+    flag(
+        "collection_class",
+        "--collection-class",
+        default=None,
+        help="Anserini collection class for other formats (TrecCollection, HtmlCollection, ...).",
+    ),
+    flag("threads", "--threads", type=click.IntRange(min=1), default=2, show_default=True),
+    flag(
+        "positions",
+        "--positions/--no-positions",
+        default=True,
+        show_default=True,
+        help="Store term positions (phrase queries).",
+    ),
+    flag(
+        "docvectors",
+        "--docvectors/--no-docvectors",
+        default=True,
+        show_default=True,
+        help="Store document vectors (needed by RM3).",
+    ),
+    flag("raw", "--raw/--no-raw", default=True, show_default=True, help="Store the raw document (for rerankers)."),
+    flag(
+        "dense",
+        "--dense",
+        is_flag=True,
+        help="Build a dense FAISS index with a Hugging Face encoder instead of Lucene.",
+    ),
+    flag(
+        "encoder", "--encoder", default="all-MiniLM-L6-v2", show_default=True, help="Encoder: HF name or local folder."
+    ),
+    flag("pooling", "--pooling", type=click.Choice(["mean", "cls"]), default="mean", show_default=True),
+    flag(
+        "normalize",
+        "--normalize/--no-normalize",
+        default=True,
+        show_default=True,
+        help="L2-normalise vectors (cosine).",
+    ),
+    flag("max_length", "--max-length", type=click.IntRange(min=1), default=256, show_default=True),
+    flag("batch_size", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True),
+    flag("query_prefix", "--query-prefix", default="", help='Prepended to queries, e.g. "query: " (E5).'),
+    flag("doc_prefix", "--doc-prefix", default="", help='Prepended to documents, e.g. "passage: " (E5).'),
+    flag("hnsw", "--hnsw", is_flag=True, help="FAISS HNSW instead of a flat (exact) index."),
+    flag("hnsw_m", "--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True),
+    flag(
+        "limit",
+        "--limit",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Dense: encode only the first N documents (smoke tests).",
+    ),
+    DEVICE_FLAG,
+    PRECISION_FLAG,
+    *RAY_FLAGS,
+    flag(
+        "force",
+        "--force",
+        is_flag=True,
+        help="Rebuild even when the recorded inputs and settings match (with --ray: "
+        "also discard the shards of a different earlier job).",
+    ),
+    flag(
+        "download",
+        "--download/--no-download",
+        default=True,
+        show_default=True,
+        help="Fetch missing collection files from their declared source.",
+    ),
+    flag("progress", "--progress/--no-progress", default=True, show_default=True),
+    DATA_DIR_FLAG,
+)
+
+#: The keywords of ``IndexOptions`` that have no flag, and why.
+INDEX_API_ONLY: Mapping[str, str] = MappingProxyType({})
+
+
 @click.command("index")
-@click.option(
-    "--collection",
-    "collection",
-    required=True,
-    help="A collection name (cacm, cranfield), a JSONL file/folder (id, contents or title/text), "
-    "a BEIR folder, or a folder for --collection-class.",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    callback=writable_folder,
-    help="Index folder [indexes/NAME or indexes/NAME.dense].",
-)
-@click.option(
-    "--collection-class",
-    default=None,
-    help="Anserini collection class for other formats (TrecCollection, HtmlCollection, ...).",
-)
-@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
-@click.option(
-    "--positions/--no-positions", default=True, show_default=True, help="Store term positions (phrase queries)."
-)
-@click.option(
-    "--docvectors/--no-docvectors", default=True, show_default=True, help="Store document vectors (needed by RM3)."
-)
-@click.option("--raw/--no-raw", default=True, show_default=True, help="Store the raw document (for rerankers).")
-@click.option("--dense", is_flag=True, help="Build a dense FAISS index with a Hugging Face encoder instead of Lucene.")
-@click.option("--encoder", default="all-MiniLM-L6-v2", show_default=True, help="Encoder: HF name or local folder.")
-@click.option("--pooling", type=click.Choice(["mean", "cls"]), default="mean", show_default=True)
-@click.option("--normalize/--no-normalize", default=True, show_default=True, help="L2-normalise vectors (cosine).")
-@click.option("--max-length", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--query-prefix", default="", help='Prepended to queries, e.g. "query: " (E5).')
-@click.option("--doc-prefix", default="", help='Prepended to documents, e.g. "passage: " (E5).')
-@click.option("--hnsw", is_flag=True, help="FAISS HNSW instead of a flat (exact) index.")
-@click.option("--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True)
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="Dense: encode only the first N documents (smoke tests)."
-)
-@DEVICE
-@PRECISION
-@ray_options
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Rebuild even when the recorded inputs and settings match (with --ray: "
-    "also discard the shards of a different earlier job).",
-)
-@click.option(
-    "--download/--no-download",
-    default=True,
-    show_default=True,
-    help="Fetch missing collection files from their declared source.",
-)
-@click.option("--progress/--no-progress", default=True, show_default=True)
-@DATA_DIR
-def index(
-    collection,
-    out,
-    collection_class,
-    threads,
-    positions,
-    docvectors,
-    raw,
-    dense,
-    encoder,
-    pooling,
-    normalize,
-    max_length,
-    batch_size,
-    query_prefix,
-    doc_prefix,
-    hnsw,
-    hnsw_m,
-    limit,
-    device,
-    precision,
-    ray_address,
-    workers,
-    gpus_per_worker,
-    cpus_per_worker,
-    shard_size,
-    max_retries,
-    force,
-    download,
-    progress,
-    data_dir,
-):
+@options_of(IndexOptions, INDEX)
+def index(options: IndexOptions, collection, out):
     """Build a Lucene index (Anserini IndexCollection) or, with --dense, a FAISS index.
 
     \b
@@ -205,43 +198,16 @@ def index(
     from toolkit.api.pipeline import build_index
 
     require_command("index")
-    ray = _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries)
-    if ray_address is not None and not dense:
-        raise click.UsageError("--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini")
-    _check_ray_flags(**ray)
-    if ray_address is not None:
-        device, precision = worker_device(device, precision, gpus_per_worker)
-    info, notes = build_index(
-        collection,
-        out,
-        collection_class=collection_class,
-        dense=dense,
-        encoder=encoder,
-        pooling=pooling,
-        normalize=normalize,
-        max_length=max_length,
-        batch_size=batch_size,
-        query_prefix=query_prefix,
-        doc_prefix=doc_prefix,
-        hnsw=hnsw,
-        hnsw_m=hnsw_m,
-        limit=limit,
-        threads=threads,
-        positions=positions,
-        docvectors=docvectors,
-        raw=raw,
-        device=device,
-        precision=precision,
-        force=force,
-        download=download,
-        progress=progress,
-        data_dir=data_dir,
-        **ray,
-    )
+    o = options
+    _check_ray_flags(o.ray, o.workers, o.gpus_per_worker, o.cpus_per_worker, o.shard_size, o.max_retries)
+    if o.ray is not None:
+        device, precision = worker_device(o.device, o.precision, o.gpus_per_worker)
+        options = dataclasses.replace(options, device=device, precision=precision)
+    info, notes = build_index(collection, out, options=options)
     for note in notes:
         echo(f"twostage: {note}", err=True)
     if not info.reused:
-        echo_job(ray_address, info.meta.get("execution", {}))
+        echo_job(options.ray, info.meta.get("execution", {}))
     verb = "reused" if info.reused else "built"
     echo(f"twostage: {verb} {info.kind} index {info.path} ({info.documents} documents, {info.seconds:.1f}s)", err=True)
     echo(str(info.path))
