@@ -43,12 +43,18 @@ _PUBLIC = MappingProxyType(
         "experiment": "experiment",
         "Experiment": "experiment",
         "power": "uncertainty",
+        "PowerOptions": "options",
         "pool_test": "uncertainty",
+        "PoolTestOptions": "options",
         "risk": "risk",
         "Risk": "risk",
+        "RiskOptions": "options",
         "agreement": "assessors",
         "Agreement": "assessors",
+        "AgreementOptions": "options",
         "judge": "judging",
+        "JudgeOptions": "judging",
+        "RequestPolicy": "options",
         "Judgments": "judging",
         "calibrate_judge": "judging",
         "Calibration": "judging",
@@ -59,6 +65,7 @@ _PUBLIC = MappingProxyType(
 
 __all__ = [
     "Agreement",
+    "AgreementOptions",
     "Bm25Options",
     "Calibration",
     "CompareOptions",
@@ -70,8 +77,13 @@ __all__ = [
     "Experiment",
     "FuseOptions",
     "IndexOptions",
+    "JudgeOptions",
     "Judgments",
+    "PoolTestOptions",
+    "PowerOptions",
+    "RequestPolicy",
     "Risk",
+    "RiskOptions",
     "Run",
     "TwostageWarning",
     "__version__",
@@ -101,8 +113,19 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.diagnosis import Diagnosis, diagnose
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
-    from toolkit.api.judging import Calibration, Judgments, calibrate_judge, judge, merge_qrels
-    from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions, IndexOptions
+    from toolkit.api.judging import Calibration, JudgeOptions, Judgments, calibrate_judge, judge, merge_qrels
+    from toolkit.api.options import (
+        AgreementOptions,
+        Bm25Options,
+        CompareOptions,
+        DenseOptions,
+        EvaluationOptions,
+        IndexOptions,
+        PoolTestOptions,
+        PowerOptions,
+        RequestPolicy,
+        RiskOptions,
+    )
     from toolkit.api.pipeline import FuseOptions, bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run

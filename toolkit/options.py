@@ -14,7 +14,9 @@ with ``from_call`` and calls the function. The command line builds the same obje
 (``toolkit.cli.declare``). Adding an option to a verb is two edits: its field here, its flag there.
 
 Keywords and ``options=`` together: the options given are the start, and every keyword passed replaces its
-value (a keyword not passed leaves the value of ``options`` as it is, even where that is not the default).
+value (a keyword not passed leaves the value of ``options`` as it is, even where that is not the default). A
+field declared without a default (``judge``'s ``model``) is a required keyword: missing, it is Python's own
+``TypeError`` (``judge() missing 1 required keyword-only argument: 'model'``).
 """
 
 from __future__ import annotations
@@ -135,6 +137,13 @@ class Options:
                 raise unknown_keyword(verb, k, names)
         if options is not None and not isinstance(options, cls):
             raise TypeError(f"{verb}() options= takes a {cls.__name__}, not {type(options).__name__}")
+        if options is None:  # a keyword without a default (``judge``'s ``model``) is required, as Python says it
+            missing = [k for k, spec in known.items() if spec.default is inspect.Parameter.empty and k not in given]
+            if missing:
+                raise TypeError(
+                    f"{verb}() missing {len(missing)} required keyword-only argument{'s' if len(missing) > 1 else ''}: "
+                    + " and ".join(repr(k) for k in missing)
+                )
         if not given:
             return options if options is not None else cls()
         values: dict[str, Any] = {}

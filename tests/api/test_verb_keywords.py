@@ -8,14 +8,28 @@ import contextlib
 import dataclasses
 import inspect
 import re
+import sys
 import warnings
 
 import pytest
 
 import toolkit as ts
-from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions, IndexOptions
+from toolkit.api.options import (
+    AgreementOptions,
+    Bm25Options,
+    CompareOptions,
+    DenseOptions,
+    EvaluationOptions,
+    IndexOptions,
+    PoolTestOptions,
+    PowerOptions,
+    RiskOptions,
+)
 from toolkit.api.pipeline import build_index
-from toolkit.errors import ConfigError, OptionConflictError, for_api, for_cli
+from toolkit.api.uncertainty import paired_differences
+from toolkit.errors import ConfigError, OptionConflictError, OptionError, for_api, for_cli
+from toolkit.guard.client import RequestPolicy
+from toolkit.judging.judge_options import JudgeOptions
 from toolkit.measures.names import build_settings, settings_values
 from toolkit.options import Options, nested, opt, verb
 from toolkit.retrieval.fusion import FuseOptions
@@ -123,6 +137,17 @@ VERBS = {
     "evaluate": (ts.evaluate, EvaluationOptions, ("qrels", "run", "measures"), ()),
     "evaluate_many": (ts.evaluate_many, EvaluationOptions, ("qrels", "runs", "measures"), ("name",)),
     "compare": (ts.compare, CompareOptions, ("qrels", "runs", "baseline", "measures"), ()),
+    "risk": (ts.risk, RiskOptions, ("qrels", "runs", "baseline", "measures"), ("name",)),
+    "power": (ts.power, PowerOptions, ("qrels", "run_a", "run_b", "measure"), ()),
+    "paired_differences": (paired_differences, EvaluationOptions, ("qrels", "run_a", "run_b", "measure"), ()),
+    "pool_test": (ts.pool_test, PoolTestOptions, ("qrels", "runs", "measure"), ()),
+    "agreement": (ts.agreement, AgreementOptions, ("qrels_a", "qrels_b", "runs", "measure"), ()),
+    "judge": (
+        ts.judge,
+        JudgeOptions,
+        ("run", "candidates", "topics", "corpus", "index", "qrels", "out", "runs"),
+        (),
+    ),
     "index": (ts.index, IndexOptions, ("collection", "out"), ()),
     "build_index": (build_index, IndexOptions, ("collection", "out"), ()),
     "bm25": (ts.bm25, Bm25Options, ("index", "topics"), ()),
@@ -144,8 +169,25 @@ def test_every_keyword_of_a_verb_is_a_field_of_its_options(name):
     assert all(f"        {k}:" in function.__doc__ for k in keywords)  # each documented, from its field
 
 
+@pytest.mark.parametrize("name", list(VERBS))
+def test_each_keywords_annotation_reads_in_the_verbs_module(name):
+    # pdoc and typing.get_type_hints evaluate the annotations (strings) in the module that defines the verb
+    function = VERBS[name][0]
+    namespace = dict(vars(sys.modules[function.__module__]))
+    for p in inspect.signature(function).parameters.values():
+        if isinstance(p.annotation, str):
+            eval(p.annotation, namespace)  # a NameError names what the module lacks
+
+
 def test_the_public_names_include_the_options_classes():
     assert ts.EvaluationOptions is EvaluationOptions and ts.CompareOptions is CompareOptions
+    assert (ts.RiskOptions, ts.PowerOptions, ts.PoolTestOptions, ts.AgreementOptions) == (
+        RiskOptions,
+        PowerOptions,
+        PoolTestOptions,
+        AgreementOptions,
+    )
+    assert ts.JudgeOptions is JudgeOptions and ts.RequestPolicy is RequestPolicy
     assert (ts.Bm25Options, ts.DenseOptions, ts.FuseOptions) == (Bm25Options, DenseOptions, FuseOptions)
     assert ts.IndexOptions is IndexOptions
 
@@ -198,6 +240,54 @@ def test_compare_with_options_is_compare_with_its_fields():
     assert by_keywords.doc["tests"]["family"] == "all-pairs" and by_keywords.doc["tests"]["test"] == "t"
 
 
+def test_risk_with_options_is_risk_with_its_fields():
+    fields = {"alpha": [0, 2.5], "complete": True, "relevance_level": 2, "force": True}
+    runs = {"a": RUN_A, "b": RUN_B}
+    with quiet():
+        by_keywords = ts.risk(QRELS, runs, measures=["P.3", "map"], **fields)
+        by_options = ts.risk(QRELS, runs, measures=["P.3", "map"], options=RiskOptions.from_keywords(**fields))
+    assert by_options.to_json() == by_keywords.to_json()
+    assert by_keywords.doc["alphas"] == [0.0, 2.5] and len(by_keywords.results) == 4  # 2 measures x 2 weights
+
+
+def test_power_and_paired_differences_with_options_are_them_with_their_fields():
+    evaluation = {"complete": True, "gain": "exp", "relevance_level": 2}
+    fields = {"delta": 0.05, "alpha": 0.1, "power": 0.9, **evaluation}
+    with quiet():
+        by_keywords = ts.power(QRELS, RUN_A, RUN_B, "ndcg_cut.3", **fields)
+        by_options = ts.power(QRELS, RUN_A, RUN_B, "ndcg_cut.3", options=PowerOptions.from_keywords(**fields))
+    assert by_options.as_dict() == by_keywords.as_dict() and by_keywords.alpha == 0.1
+    given = {"sd": 0.2, "delta": 0.05, "queries": 40}
+    assert ts.power(**given).as_dict() == ts.power(options=PowerOptions(**given)).as_dict()
+    with quiet():
+        d = paired_differences(QRELS, RUN_A, RUN_B, "ndcg_cut.3", **evaluation)
+        same = paired_differences(
+            QRELS, RUN_A, RUN_B, "ndcg_cut.3", options=EvaluationOptions.from_keywords(**evaluation)
+        )
+    assert d.equals(same) and len(d) == 6  # complete=True: every judged query
+
+
+def test_pool_test_with_options_is_pool_test_with_its_fields():
+    fields = {"pool_depth": 2, "complete": True, "relevance_level": 2}
+    runs = {"a": RUN_A, "b": RUN_B}
+    with quiet():
+        by_keywords = ts.pool_test(QRELS, runs, "P.3", **fields)
+        by_options = ts.pool_test(QRELS, runs, "P.3", options=PoolTestOptions.from_keywords(**fields))
+    assert by_options.as_dict() == by_keywords.as_dict()
+
+
+def test_agreement_with_options_is_agreement_with_its_fields():
+    other = {q: {d: (g + 1) % 3 for d, g in docs.items()} for q, docs in QRELS.items()}
+    fields = {"permutations": 200, "seed": 3, "alpha": 0.1, "correction": "bonferroni", "labels": [0, 1, 2, 3]}
+    fields |= {"names": ["x", "y"], "complete": True}
+    runs = {"a": RUN_A, "b": RUN_B, "c": {q: {d: -s for d, s in r.items()} for q, r in RUN_A.items()}}
+    with quiet():
+        by_keywords = ts.agreement(QRELS, other, runs, "P.3", **fields)
+        by_options = ts.agreement(QRELS, other, runs, "P.3", options=AgreementOptions.from_keywords(**fields))
+    assert by_options.to_json() == by_keywords.to_json()
+    assert by_keywords.names == ("x", "y") and by_keywords.rankings[0].test["permutations"] == 200
+
+
 def test_settings_keywords_round_trip_through_the_settings():
     for values in ({}, {"trec_eval": 10, "gain": "exp"}, {"score_precision": "float64", "discount": "jk:3"}):
         s = build_settings(values)
@@ -244,6 +334,25 @@ def test_settings_keywords_round_trip_through_the_settings():
             "the Tukey HSD test compares all pairs: use it with family='all-pairs'",
             "--test tukey compares all pairs: add --family all-pairs",
         ),
+        (
+            JudgeOptions,
+            {"model": "m", "holes_only": True, "calibration": True},
+            "holes_only and calibration exclude each other (holes have no human label to compare)",
+            "--holes-only and --calibrate exclude each other",
+        ),
+        (
+            JudgeOptions,
+            {"model": "m", "calibrate_sample": 5},
+            "calibrate_sample= samples human-judged documents beside the holes: it needs holes_only=True "
+            "(calibrate_judge judges every human-judged document of the top depth)",
+            "--calibrate-sample samples human-judged documents beside the holes: add --holes-only",
+        ),
+        (
+            JudgeOptions,
+            {"model": "m", "backend": "openai"},
+            "the openai backend needs endpoint= (e.g. http://localhost:8000/v1)",
+            "--backend openai needs --endpoint URL",
+        ),
     ],
 )
 def test_a_rule_has_one_home_and_each_front_ends_words(cls, given, api, cli):
@@ -260,6 +369,133 @@ def test_evaluate_refuses_conflicting_options_before_reading_anything(tmp_path):
         ts.evaluate(missing, missing, "P.5", relevance_map="1:0", rel_format="prefs")
     with pytest.raises(ConfigError, match=r"ci=1\.5: the interval level must lie strictly between 0 and 1"):
         ts.evaluate(missing, missing, "P.5", ci=1.5)
+
+
+@pytest.mark.parametrize(
+    ("cls", "given", "api", "cli", "flag"),
+    [
+        (
+            RiskOptions,
+            {"alpha": [1, -1.0]},
+            "alpha (the risk weight of a loss) must be a number >= 0, got -1.0",
+            "the weight of a loss must be a finite number >= 0, got -1.0",
+            "--alpha",
+        ),
+        (RiskOptions, {"alpha": []}, "alpha: give at least one value", "alpha: give at least one value", "--alpha"),
+        (
+            PowerOptions,
+            {"power": 1.0},
+            "power must lie strictly between 0 and 1, got 1.0",
+            "--power must lie strictly between 0 and 1, got 1.0",
+            "--power",
+        ),
+        (
+            PowerOptions,
+            {"sd": 0.0},
+            "the standard deviation of the per-query differences must be > 0, got 0.0",
+            "must be > 0",
+            "--sd",
+        ),
+        (
+            PowerOptions,
+            {"delta": 0.0},
+            "the difference to detect (delta) must be a non-zero number, got 0.0",
+            "must be non-zero",
+            "--delta",
+        ),
+        (PoolTestOptions, {"pool_depth": 0}, "pool_depth must be an integer >= 1, got 0", "must be >= 1, got 0", None),
+    ],
+)
+def test_a_value_refused_is_worded_for_each_front_end(cls, given, api, cli, flag):
+    with pytest.raises(OptionError) as caught:
+        cls.from_keywords(**given)
+    assert str(caught.value) == api and caught.value.for_cli() == cli
+    assert caught.value.flag == (flag or "--pool-depth")
+
+
+def test_the_statistics_verbs_refuse_a_value_before_reading_anything(tmp_path):
+    missing = tmp_path / "absent.txt"  # never opened: the options are refused first
+    with pytest.raises(ConfigError, match=r"^alpha \(the risk weight of a loss\) must be a number >= 0, got inf$"):
+        ts.risk(missing, [missing, missing], alpha=float("inf"))
+    with pytest.raises(ConfigError, match=r"^alpha must lie strictly between 0 and 1, got 1.5$"):
+        ts.power(missing, missing, missing, alpha=1.5)
+    with pytest.raises(ConfigError, match=r"^pool_depth must be an integer >= 1, got True$"):
+        ts.pool_test(missing, [missing, missing], pool_depth=True)
+    with pytest.raises(TypeError, match=r"^agreement\(\) got an unexpected keyword argument 'name'"):
+        ts.agreement(missing, missing, name="x")
+    with pytest.raises(TypeError, match=r"^risk\(\) got an unexpected keyword argument 'name'"):
+        ts.risk(missing, [missing, missing], name="x")
+
+
+# ------------------------------------------------------------------ judge
+
+
+def _judge_collection(tmp_path, server) -> str:
+    from judge_server import write_candidates
+
+    queries = {}
+    for q in (1, 2):
+        docs = []
+        for i in range(4):
+            d = f"D{q}x{i}"
+            server.labels[d] = (q + i) % 4
+            docs.append((d, f"[doc {d}] passage {i} of topic {q}."))
+        queries[f"q{q}"] = docs
+    return write_candidates(tmp_path / "cand.json", queries)
+
+
+def test_judge_with_options_is_judge_with_its_fields(tmp_path, judge_server):
+    cand = _judge_collection(tmp_path, judge_server)
+    fields = {
+        "model": "test-judge",
+        "endpoint": judge_server.url,
+        "depth": 3,
+        "query_ids": ["q2"],
+        "cache": False,
+        "concurrency": 2,
+        "retries": 1,
+        "timeout": 20.0,
+        "max_response_bytes": 65536,
+    }
+    by_keywords = ts.judge(candidates=cand, **fields)
+    options = JudgeOptions.from_keywords(**fields)
+    by_options = ts.judge(candidates=cand, options=options)
+    assert by_options.to_trec() == by_keywords.to_trec() == "q2 0 D2x0 2\nq2 0 D2x1 3\nq2 0 D2x2 0\n"
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in by_keywords.records]
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in by_options.records] == strip
+    assert by_options.meta["judge"] == by_keywords.meta["judge"]
+    said = by_options.meta["judge"]
+    assert (said["concurrency"], said["retries"], said["timeout_s"], said["max_response_bytes"]) == (2, 1, 20.0, 65536)
+    assert options.requests == RequestPolicy(concurrency=2, retries=1, timeout=20.0, max_response_bytes=65536)
+    # a keyword passed with options= replaces its value
+    deeper = ts.judge(candidates=cand, options=options, depth=4)
+    assert deeper.counts["pairs"] == 4 and by_options.counts["pairs"] == 3
+
+
+def test_judge_needs_its_model_as_python_says_it(tmp_path):
+    with pytest.raises(TypeError, match=r"^judge\(\) missing 1 required keyword-only argument: 'model'$"):
+        ts.judge(candidates=str(tmp_path / "absent.json"))
+    with pytest.raises(TypeError, match=r"^judge\(\) got an unexpected keyword argument 'modle'"):
+        ts.judge(candidates=str(tmp_path / "absent.json"), modle="m")
+    assert inspect.signature(ts.judge).parameters["model"].default is inspect.Parameter.empty
+
+
+def test_judge_refuses_conflicting_options_before_reading_anything(tmp_path):
+    missing = tmp_path / "absent.json"  # never opened: the options are refused first
+    with pytest.raises(OptionConflictError, match=r"^holes_only and calibration exclude each other"):
+        ts.judge(candidates=missing, model="m", holes_only=True, calibration=True, qrels={"q": {"d": 1}})
+    with pytest.raises(ConfigError, match=r"^holes_only and calibration need qrels= \(the human judgments\)$"):
+        ts.judge(candidates=missing, model="m", holes_only=True)
+    with pytest.raises(ConfigError, match=r"^ray= needs out= \(the job's shards are kept in OUT.shards\)$"):
+        ts.judge(candidates=missing, model="m", ray="local")
+    with pytest.raises(ConfigError, match=r"^runs= are ranked in a calibration: give calibrate_sample="):
+        ts.judge(candidates=missing, model="m", runs={"a": "a.trec", "b": "b.trec"})
+    with pytest.raises(ConfigError, match=r"^calibrate_sample must be >= 0, not -1$"):
+        ts.judge(candidates=missing, model="m", calibrate_sample=-1)
+    with pytest.raises(ConfigError, match=r"^backend must be one of openai, transformers, not 'vllm'$"):
+        ts.judge(candidates=missing, model="m", backend="vllm")
+    with pytest.raises(ConfigError, match=r"^concurrency >= 1, retries >= 0, timeout > 0"):
+        ts.judge(candidates=missing, model="m", endpoint="http://127.0.0.1:9/v1", concurrency=0)
 
 
 # ------------------------------------------------------------------ the first stage: fuse, bm25, dense

@@ -6,31 +6,52 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.api.options import Bm25Options, CompareOptions, DenseOptions, EvaluationOptions, IndexOptions
+from toolkit.api.options import (
+    AgreementOptions,
+    Bm25Options,
+    CompareOptions,
+    DenseOptions,
+    EvaluationOptions,
+    IndexOptions,
+    PoolTestOptions,
+    PowerOptions,
+    RiskOptions,
+)
+from toolkit.cli import assessors as agreement_cli
 from toolkit.cli import compare as compare_cli
 from toolkit.cli import eval as eval_cli
+from toolkit.cli import judge as judge_cli
 from toolkit.cli import retrieval as retrieval_cli
+from toolkit.cli import risk as risk_cli
+from toolkit.cli import uncertainty as uncertainty_cli
 from toolkit.cli.declare import Flag, values_of
+from toolkit.judging.judge_options import JudgeOptions
 from toolkit.retrieval.fusion import FuseOptions
 
 TABLES = {
     "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY),
     "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY),
+    "risk": (RiskOptions, risk_cli.RISK, risk_cli.API_ONLY),
+    "power": (PowerOptions, uncertainty_cli.POWER, uncertainty_cli.POWER_API_ONLY),
+    "pool-test": (PoolTestOptions, uncertainty_cli.POOL_TEST, uncertainty_cli.POOL_TEST_API_ONLY),
+    "agreement": (AgreementOptions, agreement_cli.AGREEMENT, agreement_cli.API_ONLY),
+    "judge": (JudgeOptions, judge_cli.JUDGE, judge_cli.API_ONLY),
     "index": (IndexOptions, retrieval_cli.INDEX, retrieval_cli.INDEX_API_ONLY),
     "bm25": (Bm25Options, retrieval_cli.BM25, retrieval_cli.BM25_API_ONLY),
     "dense": (DenseOptions, retrieval_cli.DENSE, retrieval_cli.DENSE_API_ONLY),
     "fuse": (FuseOptions, retrieval_cli.FUSE, retrieval_cli.FUSE_API_ONLY),
 }
-#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); fuse's ``--k`` (Pyserini's
-#: spelling) and ``--hits``.
-TWO_FLAGS = {
-    "eval": {"holes": ["--holes", "--holes-over"]},
-    "compare": {"holes": ["--holes", "--holes-over"]},
-    "fuse": {"hits": ["--k", "--hits"]},
+#: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); judge's ``cache``, by
+#: ``--cache DIR`` and ``--no-cache``.
+TWO_FLAGS = {"holes": ["--holes", "--holes-over"], "cache": ["--cache", "--no-cache"]}
+#: A command's own keywords set by two flags: fuse's ``hits``, by ``--k`` (Pyserini's spelling) and ``--hits``.
+TWO_FLAGS_OF = {"fuse": {"hits": ["--k", "--hits"]}}
+#: Keywords whose flag, not given, stands for another value than the library's default (with the reason).
+CLI_DEFAULTS = {
+    "judge": judge_cli.CLI_DEFAULTS,
+    "index": retrieval_cli.INDEX_CLI_DEFAULTS,
+    "dense": retrieval_cli.DENSE_CLI_DEFAULTS,
 }
-#: Flags whose default is the command line's own, not the library's: the commands show progress bars, the
-#: library none unless asked.
-CLI_DEFAULTS = {"index": {"progress"}, "dense": {"progress"}}
 
 
 @pytest.mark.parametrize("command", list(TABLES))
@@ -43,8 +64,8 @@ def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
         spelled = [d for f in flags if f.keyword == k for d in f.decls if d.startswith("-")]
         if k in api_only:
             assert not spelled and api_only[k], k
-        elif k in TWO_FLAGS.get(command, {}):
-            assert spelled == TWO_FLAGS[command][k], k
+        elif k in (two := {**TWO_FLAGS, **TWO_FLAGS_OF.get(command, {})}):
+            assert spelled == two[k], k
         else:
             assert len(spelled) == 1, (k, spelled)
     assert set(api_only) <= set(keywords)
@@ -54,14 +75,21 @@ def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
 def test_a_flags_default_is_its_keywords_default(command):
     cls, rows, _ = TABLES[command]
     keywords = cls.keywords()
+    differ = CLI_DEFAULTS.get(command, {})
+    assert set(differ) <= set(keywords) and all(differ.values())
     for f in (row for row in rows if isinstance(row, Flag)):
-        if f.keyword in CLI_DEFAULTS.get(command, ()):
-            assert f.settings["default"] != keywords[f.keyword].default, f.keyword  # still the command's own
-        elif f.settings.get("is_flag"):
-            assert keywords[f.keyword].default is False, f.keyword
+        convert = f.convert or (lambda v: v)
+        if f.settings.get("is_flag"):
+            unset = convert(False)  # None: not given, the keyword keeps its default
+            if f.keyword in differ:
+                assert unset is not None and unset != keywords[f.keyword].default, f.keyword
+            else:
+                assert unset is None or unset == keywords[f.keyword].default is False, f.keyword
         elif f.settings.get("default") is not None:
-            convert = f.convert or (lambda v: v)
-            assert convert(f.settings["default"]) == keywords[f.keyword].default, f.keyword
+            if f.keyword in differ:
+                assert convert(f.settings["default"]) != keywords[f.keyword].default, f.keyword
+            else:
+                assert convert(f.settings["default"]) == keywords[f.keyword].default, f.keyword
 
 
 def test_flag_values_become_keywords_and_the_later_given_flag_wins():
@@ -104,6 +132,11 @@ def test_a_setting_the_first_stage_refuses_is_its_error_before_any_file_is_read(
 USAGE = {
     "eval": "Usage: main eval [OPTIONS] QRELS [NAME=]RUN|-|FOLDER|GLOB [RUN ...]\nTry 'main eval --help' for help.\n\n",
     "compare": "Usage: main compare [OPTIONS] RUNS...\nTry 'main compare --help' for help.\n\n",
+    "risk": "Usage: main risk [OPTIONS] RUNS...\nTry 'main risk --help' for help.\n\n",
+    "power": "Usage: main power [OPTIONS] [[NAME=]A [NAME=]B]\nTry 'main power --help' for help.\n\n",
+    "pool-test": "Usage: main pool-test [OPTIONS] [NAME=]RUN [NAME=]RUN [RUN ...]\n"
+    "Try 'main pool-test --help' for help.\n\n",
+    "judge": "Usage: main judge [OPTIONS]\nTry 'main judge --help' for help.\n\n",
     "index": "Usage: main index [OPTIONS]\nTry 'main index --help' for help.\n\n",
 }
 
@@ -124,6 +157,53 @@ USAGE = {
         ),
         (["compare", "--discount", "jk:x", "--qrels", "q", "a", "b"], "Invalid value: discount="),
         (
+            ["risk", "--alpha", "1", "--alpha", "-1", "--qrels", "q", "a", "b"],
+            "Invalid value for '--alpha': the weight of a loss must be a finite number >= 0, got -1.0",
+        ),
+        (["risk", "--gain", "bogus", "a", "b"], "Invalid value: gain='bogus'"),
+        (
+            ["power", "--sd", "0.2", "--delta", "0.05", "--power", "1"],
+            "Invalid value for '--power': --power must lie strictly between 0 and 1, got 1.0",
+        ),
+        (
+            ["power", "--sd", "0.2", "--delta", "0.05", "--alpha", "0"],
+            "Invalid value for '--alpha': --alpha must lie strictly between 0 and 1, got 0.0",
+        ),
+        (["power", "--sd", "0", "--delta", "0.05"], "Invalid value for '--sd': must be > 0"),
+        (["power", "--sd", "0.2", "--delta", "0"], "Invalid value for '--delta': must be non-zero"),
+        (
+            ["pool-test", "--qrels", "q", "--pool-depth", "0", "a", "b"],
+            "Invalid value for '--pool-depth': must be >= 1, got 0",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--holes-only", "--calibrate", "--qrels", "q"],
+            "--holes-only and --calibrate exclude each other\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--calibrate-sample", "5"],
+            "--calibrate-sample samples human-judged documents beside the holes: add --holes-only\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--backend", "openai"],
+            "--backend openai needs --endpoint URL\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--calibrate"],
+            "--holes-only and --calibrate need --qrels (the human judgments)\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--rank", "a", "--rank", "b"],
+            "--rank ranks systems in a calibration: --calibrate or --calibrate-sample\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--ray"],
+            "--ray needs --out (the job's shards are kept in OUT.shards)\n",
+        ),
+        (
+            ["judge", "--candidates", "c", "--model", "m", "--workers", "2", "--out", "o"],
+            "--workers only apply with --ray\n",
+        ),
+        (
             ["index", "--collection", "absent", "--ray", "auto"],
             "--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini",
         ),
@@ -134,3 +214,21 @@ def test_a_refused_option_is_the_commands_usage_error(cli, args, error):
     assert res.exit_code == 2
     assert res.output.startswith(USAGE[args[0]] + "Error: " + error), res.output
     assert res.output.count("\n") == 4  # one message line, no traceback
+
+
+def test_judge_flags_become_its_options():
+    params = {
+        "backend": "auto",
+        "cache_dir": "folder",
+        "no_cache": False,
+        "no_progress": False,
+        "query_ids": (),
+        "concurrency": 3,
+        "ray_address": None,
+        "fmt": "json",
+    }
+    given = values_of(judge_cli.JUDGE, params)
+    assert given == {"cache": "folder", "progress": True, "concurrency": 3}  # auto: the library's None
+    assert params == {"fmt": "json"}
+    given = values_of(judge_cli.JUDGE, {"backend": "openai", "cache_dir": "f", "no_cache": True, "query_ids": ("q",)})
+    assert given == {"backend": "openai", "cache": False, "query_ids": ["q"]}  # --no-cache wins over --cache DIR

@@ -20,8 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: (module, name) -> why this mutable module-level container stays.
 DECLARED = {
-    ("toolkit.guard.client", "_deadline"): "per thread, the deadline of the call under way, set and cleared around "
-    "each call by the client door; becomes an attribute of the transport",
     ("toolkit.jvm", "_QUIETED"): "Lucene's java.util.logging loggers, kept referenced as long as the JVM (the "
     "process) lives, since java.util.logging holds its loggers weakly and would forget their level",
 }

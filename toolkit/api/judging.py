@@ -6,18 +6,17 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence  # noqa: F401 (Iterable: in the annotation of judge's query_ids)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from toolkit.guard.client import DEFAULT_BACKOFF, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
+from toolkit.judging.judge_options import JudgeOptions
+from toolkit.options import verb
 
 log = logging.getLogger(__name__)
-
-BACKEND_NAMES = ("openai", "transformers")
 
 
 @dataclass(frozen=True)
@@ -47,44 +46,6 @@ class Judgments:
             write_json(str(path) + ".meta.json", meta)
 
 
-def build_judge(
-    backend: str,
-    model: str,
-    *,
-    endpoint: str | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    timeout: float = DEFAULT_TIMEOUT,
-    retries: int = DEFAULT_RETRIES,
-    backoff: float = DEFAULT_BACKOFF,
-    rate: float | None = None,
-    device: str = "auto",
-    batch_size: int = 8,
-    max_response_bytes: int | None = None,
-) -> Any:
-    """A judge backend from ``llm.chat.BACKENDS`` (``openai`` needs ``endpoint``)."""
-    from toolkit.errors import ConfigError
-    from toolkit.llm.chat import BACKENDS
-
-    if backend not in BACKENDS:
-        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if backend == "openai":
-        if not endpoint:
-            raise ConfigError("the openai backend needs endpoint= (e.g. http://localhost:8000/v1)")
-        return BACKENDS["openai"](
-            endpoint,
-            model,
-            concurrency=concurrency,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            rate=rate,
-            **({"max_response_bytes": max_response_bytes} if max_response_bytes is not None else {}),
-        )
-    if endpoint:
-        raise ConfigError("endpoint= is for the openai backend; the transformers backend runs model= locally")
-    return BACKENDS["transformers"](model, device=device, batch_size=batch_size)
-
-
 def _model_name(model: str) -> str:
     return Path(str(model).rstrip("/")).name.lower()
 
@@ -110,113 +71,36 @@ def same_model_warnings(judge_model: str, runs: Mapping[str, Any]) -> list[str]:
     return out
 
 
+@verb(JudgeOptions, inputs=("run", "candidates", "topics", "corpus", "index", "qrels", "out", "runs"))
 def judge(
     run: Any = None,
     *,
-    model: str,
-    endpoint: str | None = None,
-    backend: str | None = None,
     candidates: str | os.PathLike | None = None,
     topics: Any = None,
     corpus: str | os.PathLike | None = None,
     index: str | os.PathLike | None = None,
-    depth: int = 10,
-    holes_only: bool = False,
     qrels: Any = None,
-    calibration: bool = False,
-    query_ids: Iterable[str] | None = None,
-    prompt: str | os.PathLike | None = None,
-    cache: str | os.PathLike | bool = True,
-    trust_cache: bool = False,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    timeout: float = DEFAULT_TIMEOUT,
-    retries: int = DEFAULT_RETRIES,
-    backoff: float = DEFAULT_BACKOFF,
-    rate: float | None = None,
-    device: str = "auto",
-    batch_size: int = 8,
     out: str | os.PathLike | None = None,
-    progress: bool = False,
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    cpus_per_worker: float | None = None,
-    shard_size: int | None = None,
-    max_retries: int | None = None,
-    force: bool = False,
-    retry_unparsed: bool = False,
-    max_failures: int = 0,
-    max_response_bytes: int | None = None,
-    calibrate_sample: int = 0,
-    seed: int = 42,
     runs: Mapping[str, Any] | Sequence[Any] | None = None,
-    measure: str = "ndcg_cut.10",
-    alpha: float = 0.05,
-    permutations: int = 10_000,
-    correction: str = "holm",
-    kappa_threshold: float | None = None,
+    options: JudgeOptions,
 ) -> Judgments:
     """Ask an LLM for a graded relevance label of each of a run's top ``depth`` documents.
 
     Args:
         run: a first-stage or reranked run (a path, a ``Run``, a DataFrame, ...); or None with ``candidates``.
             With ``candidates`` too, the documents judged are the run's, their texts the candidates'.
-        model: the endpoint's model name (``openai``) or a local model folder (``transformers``).
-        endpoint: an OpenAI-compatible base URL (``http://localhost:8000/v1``); picks the ``openai`` backend.
-        backend: ``openai`` or ``transformers`` (default: ``openai`` with an endpoint, else ``transformers``).
         candidates: a candidates JSON (run, query and passage texts in one file), as ``rerank`` reads it: the
             run judged when ``run`` is None, else only the query and passage texts.
         topics: query texts (a file, a collection name, or ``{qid: text}``).
         corpus: passage texts from a JSONL corpus.
         index: passage texts stored in a Lucene index.
-        depth: judge each query's top ``depth`` documents (trec_eval's order).
-        holes_only: judge only the documents ``qrels`` does not judge.
         qrels: human judgments (for ``holes_only`` and ``calibration``). Qrels sharing no query with the run
             are refused (``NoCommonQueriesError``, as ``evaluate`` refuses them), before anything is asked; with
             ``holes_only``, run queries without a human label are warned about (each of their documents is a
             hole, and the ``fill`` policy uses none of them).
-        calibration: judge only the documents ``qrels`` judges (to measure the judge against them).
-        query_ids: judge only these queries.
-        prompt: a template file (default: the shipped UMBRELA-style 0-3 template).
-        cache: True (``$TWOSTAGE_CACHE/judgments``), a folder, or False (ask everything, store nothing). A
-            folder the file system refuses is ``CacheUnusableError``, never a cache silently not kept.
-        trust_cache: read the cache even when another user owns its folder or file, or may write to them
-            (without it such a cache is not read nor written: one warning; ``toolkit.guard.store``).
-        concurrency: ``openai``: requests in flight.
-        timeout: ``openai``: the deadline of each request in seconds (connecting, sending and the whole answer).
-        retries: ``openai``: retries of a failed request (timeouts, refused connections, 429, 5xx).
-        backoff: ``openai``: first retry after this many seconds, doubling.
-        rate: ``openai``: at most this many requests per second.
-        device: ``transformers``: auto, cpu, cuda, cuda:N, mps.
-        batch_size: ``transformers``: prompts per generation batch.
         out: write the qrels there and the records to ``out.meta.json``.
-        progress: a progress bar on stderr.
-        ray: spread the judge's calls over Ray workers (``auto``, ``local`` or an address), in shards recorded
-            in ``out.shards/manifest.json`` (needs ``out``); a killed job resumes at its unfinished shards.
-        workers: Ray actors (default 2).
-        gpus_per_worker: GPUs per actor (transformers judges).
-        cpus_per_worker: CPUs per actor (default 1).
-        shard_size: pairs per shard (default 256).
-        max_retries: retries of a failed shard on another actor (default 3).
-        force: discard the shards of a different earlier job at ``out.shards``.
-        max_failures: the failed requests (after their retries) a job may have; with more, or when every request
-            failed, ``RequestsFailedError`` is raised after ``out`` is written (its ``result`` holds the judgments).
-        max_response_bytes: ``openai``: the longest answer read (default 4 MiB); a longer one is a failed request.
-        retry_unparsed: ask again the pairs whose cached answer the template cannot parse (a fixed endpoint or
-            a model that answered badly once); the new answers replace the old in the cache.
-        calibrate_sample: with ``holes_only``: judge also a sample of this many documents of the run's top
-            ``depth`` that ``qrels`` judges (drawn with ``numpy.random.default_rng(seed)``), and record the
-            judge's agreement with the humans on them under ``calibration`` in ``out.meta.json`` (the sample's
-            labels stay in the records, marked ``calibration_sample``; ``out`` holds the holes' labels only).
-        seed: the sample's seed (and the randomization test's, with ``runs``).
         runs: with ``calibrate_sample``: systems ranked under the human qrels and under the human qrels filled
             with the judge's hole labels (as ``calibrate_judge`` ranks them).
-        measure: the measure that ranks ``runs``.
-        alpha: the level of a significant difference between ``runs``.
-        permutations: random sign flips of the randomization test over ``runs``.
-        correction: ``holm``, ``bonferroni`` or ``none`` over all pairs of ``runs``.
-        kappa_threshold: a calibration whose Cohen's kappa is below it is near chance: a warning now and at every
-            use of the labels (``merge_qrels``, eval, compare, diagnose, the diagnosis page); default 0.4.
 
     Raises:
         RequestsFailedError: more than ``max_failures`` requests failed, or all did (after writing ``out``).
@@ -228,99 +112,48 @@ def judge(
             without it.
     """
     from toolkit.data.texts import topics_source
-    from toolkit.errors import ConfigError
-    from toolkit.judging.judge_job import depth_used, items_with_texts, judge_items, select_pairs
+    from toolkit.judging.judge_job import depth_used, items_with_texts, judge_items
     from toolkit.judging.prompt import load_template
-    from toolkit.llm.answer_cache import JudgmentCache, default_folder
 
-    if holes_only and calibration:
-        raise ConfigError("holes_only and calibration exclude each other (holes have no human label to compare)")
-    if (holes_only or calibration) and qrels is None:
-        raise ConfigError("holes_only and calibration need qrels= (the human judgments)")
-    if calibrate_sample < 0:
-        raise ConfigError(f"calibrate_sample must be >= 0, not {calibrate_sample}")
-    if calibrate_sample and not holes_only:
-        raise ConfigError(
-            "calibrate_sample= samples human-judged documents beside the holes: it needs holes_only=True "
-            "(calibrate_judge judges every human-judged document of the top depth)"
-        )
-    if runs and not calibrate_sample:
-        raise ConfigError("runs= are ranked in a calibration: give calibrate_sample= (or use calibrate_judge)")
-    backend = backend or ("openai" if endpoint else "transformers")
-    template = load_template(prompt)
-    j = build_judge(
-        backend,
-        model,
-        endpoint=endpoint,
-        concurrency=concurrency,
-        timeout=timeout,
-        retries=retries,
-        backoff=backoff,
-        rate=rate,
-        device=device,
-        batch_size=batch_size,
-        max_response_bytes=max_response_bytes,
-    )
+    o = options
+    o.check_inputs(qrels=qrels, runs=runs, out=out)
+    template = load_template(o.prompt)
+    j = build_judge(o)
     cand, first, queries, texts = _judge_inputs(run, candidates, topics, corpus, index)
-    wanted = {str(q) for q in query_ids} if query_ids else None
+    wanted = {str(q) for q in o.query_ids} if o.query_ids else None
     human = None
     if qrels is not None:
         from toolkit.data.adapters import as_qrels
 
         human = as_qrels(qrels)
-        _require_matching_queries(human, first, wanted, holes_only)
-    pairs = select_pairs(
-        first,
-        depth,
-        holes=human.frame if holes_only and human is not None else None,
-        judged=human.frame if calibration and human is not None else None,
-        query_ids=wanted,
-    )
-    sample = None
-    if calibrate_sample and human is not None:
-        pairs, sample = _with_calibration_sample(pairs, first, depth, human, wanted, calibrate_sample, seed)
+        _require_matching_queries(human, first, wanted, o.holes_only)
+    pairs, sample = _pairs_to_judge(first, human, wanted, o)
     items = items_with_texts(pairs, queries, texts.lookup)
     if isinstance(run, (str, os.PathLike)):
-        same_model_warnings(model, {Path(str(run)).name: run})
+        same_model_warnings(o.model, {Path(str(run)).name: run})
     j.check()  # fail fast, before anything is asked or written
     sharding = spec = identity = None
-    if ray is not None:
+    if o.ray is not None:
         from toolkit.jobs.distributed import ray_sharding
         from toolkit.jobs.shards import shards_dir
         from toolkit.judging.judge_job import JudgeSpec, items_digest
 
-        if out is None:
-            raise ConfigError("ray= needs out= (the job's shards are kept in OUT.shards)")
+        assert out is not None  # check_inputs: ray= needs out=
         sharding = ray_sharding(
-            ray, shards_dir(out), workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries
+            o.ray,
+            shards_dir(out),
+            o.workers,
+            o.gpus_per_worker,
+            o.force,
+            o.cpus_per_worker,
+            o.shard_size,
+            o.max_retries,
         )
-        settings: dict[str, Any] = (
-            {
-                "endpoint": endpoint,
-                "concurrency": concurrency,
-                "timeout": timeout,
-                "retries": retries,
-                "backoff": backoff,
-                "rate": rate,
-                **({"max_response_bytes": max_response_bytes} if max_response_bytes is not None else {}),
-            }
-            if backend == "openai"
-            else {"device": device, "batch_size": batch_size}
-        )
-        spec = JudgeSpec(backend, model, tuple(sorted(settings.items())))
+        spec = JudgeSpec(o.backend_used, o.model, tuple(sorted(_backend_settings(o).items())))
         identity = {"judge": j.identity(), "prompt_sha256": template.sha256, "pairs": items_digest(items)}
-    store = None
-    if cache is not False:
-        from toolkit.errors import phrase
-        from toolkit.guard.store import Setting
-
-        folder = default_folder() if cache is True else cache
-        setting = Setting(
-            folder, cache is not True, phrase("cache=FOLDER", "--cache DIR"), phrase("cache=False", "--no-cache")
-        )
-        store = JudgmentCache(folder, trust=trust_cache, setting=setting)
+    store = _judgment_cache(o.cache, o.trust_cache)
     bar = None
-    if progress:
+    if o.progress:
         from toolkit.guard.escape import progress_bar
 
         bar = progress_bar(auto=False, total=len(items), desc="judging", unit="pair", file=None, disable=None)
@@ -334,7 +167,7 @@ def judge(
             sharding=sharding,
             spec=spec,
             identity=identity,
-            retry_unparsed=retry_unparsed,
+            retry_unparsed=o.retry_unparsed,
         )
     finally:
         if sharding is not None:
@@ -358,49 +191,109 @@ def judge(
         "run": {"path": first.path, "sha256": first.sha256} | first.format_fields(),
         "texts": texts.describe(),
         **topics_source(topics, cand),
-        "depth": depth_used(first, depth),  # the shorter of the option and the run's lists
-        "depth_option": depth,
-        "selection": "calibration" if calibration else "holes-only" if holes_only else "top-depth",
+        "depth": depth_used(first, o.depth),  # the shorter of the option and the run's lists
+        "depth_option": o.depth,
+        "selection": "calibration" if o.calibration else "holes-only" if o.holes_only else "top-depth",
         **({"calibration_sample": sample} if sample is not None else {}),
         "human_qrels": {"path": human.path, "sha256": human.sha256} if human is not None else None,
         "cache": str(store.path) if store is not None and store.usable else None,
         "seconds": round(outcome.seconds, 3),
-        "sharding": {"ray": ray, "shards": str(sharding.folder)} if sharding is not None else None,
-        "max_failures": max_failures,
+        "sharding": {"ray": o.ray, "shards": str(sharding.folder)} if sharding is not None else None,
+        "max_failures": o.max_failures,
         "counts": counts,
         "records": outcome.records,
     }
     labels = outcome.qrels_frame()
-    if sample is not None:  # OUT holds the holes' labels; the sample's are in the records and the calibration
-        sampled = pd.DataFrame(
-            [(r["query_id"], r["doc_id"]) for r in outcome.records if r["calibration_sample"]],
-            columns=["query_id", "doc_id"],
-        )
-        flag = labels.merge(sampled.assign(_s=True), on=["query_id", "doc_id"], how="left")["_s"].notna()
-        judged_sample, labels = labels[flag.to_numpy()], labels[~flag.to_numpy()].reset_index(drop=True)
     result = Judgments(qrels=labels, records=tuple(outcome.records), counts=counts, meta=meta)
     if sample is not None and human is not None:
-        if runs:
-            same_model_warnings(model, _named_runs(runs))
-        _, summary = calibration_summary(
-            human,
-            judged_sample.reset_index(drop=True),
-            labels,
-            template.labels,
-            runs=runs,
-            measure=measure,
-            alpha=alpha,
-            permutations=permutations,
-            seed=seed,
-            correction=correction,
-            kappa_threshold=kappa_threshold,
-        )
-        summary["sample"] = sample
-        result = Judgments(qrels=labels, records=result.records, counts=counts, meta=meta | {"calibration": summary})
+        result = _calibrated_on_sample(result, human, template.labels, sample, runs, o)
     if out is not None:
         result.write(out)
-    _check_failures(result, max_failures, out)
+    _check_failures(result, o.max_failures, out)
     return result
+
+
+def build_judge(options: JudgeOptions) -> Any:
+    """The judge backend of ``options`` (``llm.chat.BACKENDS``: ``openai`` with its endpoint and HTTP settings,
+    ``transformers`` with its device and batch size)."""
+    from toolkit.errors import ConfigError
+    from toolkit.llm.chat import BACKENDS
+
+    if options.backend_used == "transformers" and options.endpoint:
+        raise ConfigError("endpoint= is for the openai backend; the transformers backend runs model= locally")
+    return BACKENDS[options.backend_used](model=options.model, **_backend_settings(options))
+
+
+def _backend_settings(options: JudgeOptions) -> dict[str, Any]:
+    """The keywords the backend of ``options`` is built with (besides the model): what a Ray worker rebuilds it
+    from (``judge_job.JudgeSpec``)."""
+    if options.backend_used == "openai":
+        return {"endpoint": options.endpoint, **options.requests.endpoint_settings()}
+    return {"device": options.device, "batch_size": options.batch_size}
+
+
+def _pairs_to_judge(first: Any, human: Any, wanted: set[str] | None, o: JudgeOptions) -> tuple[pd.DataFrame, Any]:
+    """The (query, document) pairs to judge: the run's top ``depth``, its holes or its human-judged documents,
+    with the calibration sample (and the sample's record, None without one)."""
+    from toolkit.judging.judge_job import select_pairs
+
+    pairs = select_pairs(
+        first,
+        o.depth,
+        holes=human.frame if o.holes_only and human is not None else None,
+        judged=human.frame if o.calibration and human is not None else None,
+        query_ids=wanted,
+    )
+    if o.calibrate_sample and human is not None:
+        return _with_calibration_sample(pairs, first, o.depth, human, wanted, o.calibrate_sample, o.seed)
+    return pairs, None
+
+
+def _judgment_cache(cache: Any, trust: bool) -> Any:
+    """The judgments' answer cache (None with ``cache=False``)."""
+    if cache is False:
+        return None
+    from toolkit.errors import phrase
+    from toolkit.guard.store import Setting
+    from toolkit.llm.answer_cache import JudgmentCache, default_folder
+
+    folder = default_folder() if cache is True else cache
+    setting = Setting(
+        folder, cache is not True, phrase("cache=FOLDER", "--cache DIR"), phrase("cache=False", "--no-cache")
+    )
+    return JudgmentCache(folder, trust=trust, setting=setting)
+
+
+def _calibrated_on_sample(
+    result: Judgments, human: Any, scale: Sequence[int], sample: dict, runs: Any, o: JudgeOptions
+) -> Judgments:
+    """``result`` with the calibration on the sample of human-judged documents: ``qrels`` the holes' labels only
+    (the sample's stay in the records), the agreement under ``calibration`` in the meta."""
+    labels = result.qrels
+    sampled = pd.DataFrame(
+        [(r["query_id"], r["doc_id"]) for r in result.records if r["calibration_sample"]],
+        columns=["query_id", "doc_id"],
+    )
+    flag = labels.merge(sampled.assign(_s=True), on=["query_id", "doc_id"], how="left")["_s"].notna()
+    judged_sample, labels = labels[flag.to_numpy()], labels[~flag.to_numpy()].reset_index(drop=True)
+    if runs:
+        same_model_warnings(o.model, _named_runs(runs))
+    _, summary = calibration_summary(
+        human,
+        judged_sample.reset_index(drop=True),
+        labels,
+        scale,
+        runs=runs,
+        measure=o.measure,
+        alpha=o.alpha,
+        permutations=o.permutations,
+        seed=o.seed,
+        correction=o.correction,
+        kappa_threshold=o.kappa_threshold,
+    )
+    summary["sample"] = sample
+    meta = result.meta | {"calibration": summary}
+    return Judgments(qrels=labels, records=result.records, counts=result.counts, meta=meta)
 
 
 def _judge_inputs(run: Any, candidates: Any, topics: Any, corpus: Any, index: Any) -> tuple[Any, Any, dict, Any]:
@@ -713,7 +606,9 @@ def calibrate_judge(
     from toolkit.errors import ConfigError
     from toolkit.judging.prompt import load_template
 
-    check_keywords("calibrate_judge", options, keywords_of(judge, drop=("run", "qrels", "model", "calibration")))
+    check_keywords(
+        "calibrate_judge", options, keywords_of(judge, drop=("run", "qrels", "model", "calibration", "options"))
+    )
     human = as_qrels(qrels)
     j = judge(run, qrels=human, model=model, calibration=True, **options)
     if j.qrels.empty:

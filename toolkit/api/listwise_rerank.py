@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_source
+from toolkit.guard.client import RequestPolicy
 
 #: the options only ``backend="listwise"`` takes (``ListwiseOptions``'s keywords; ``listwise_job``)
 LISTWISE_OPTIONS = (
@@ -32,12 +33,7 @@ LISTWISE_OPTIONS = (
     "seed",
     "qrels",
     "answer_cache",
-    "concurrency",
-    "timeout",
-    "retries",
-    "backoff",
-    "rate",
-    "max_response_bytes",
+    *RequestPolicy.keywords(),  # the HTTP settings (``toolkit.guard.client.RequestPolicy``)
 )
 
 

@@ -74,8 +74,9 @@ def apply(rows: Sequence[Row], f: Callable) -> Callable:
 
 
 def values_of(rows: Sequence[Row], params: dict[str, Any]) -> dict[str, Any]:
-    """The options keywords the flags among ``rows`` were given (popped from ``params``); a value None is not
-    given, and where two flags set one keyword the later one that was given wins."""
+    """The options keywords the flags among ``rows`` were given (popped from ``params``); a value None (or one
+    its ``convert`` turns into None: ``--no-cache`` not given) is not given, and where two flags set one keyword
+    the later one that was given wins."""
     out: dict[str, Any] = {}
     for row in rows:
         if not isinstance(row, Flag) or row.param not in params:
@@ -83,7 +84,9 @@ def values_of(rows: Sequence[Row], params: dict[str, Any]) -> dict[str, Any]:
         value = params.pop(row.param)
         if value is None or (value is False and row.keyword in out):
             continue
-        out[row.keyword] = row.convert(value) if row.convert is not None else value
+        value = row.convert(value) if row.convert is not None else value
+        if value is not None:
+            out[row.keyword] = value
     return out
 
 

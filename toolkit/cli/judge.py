@@ -3,188 +3,215 @@
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 import click
 
+from toolkit.cli.declare import Row, flag, options_of
 from toolkit.cli.options import (
-    DEVICE,
-    ENDPOINT,
-    TRUST_CACHE,
-    client_options,
-    prompt_option,
+    CLIENT,
+    DEVICE_FLAG,
+    ENDPOINT_FLAG,
+    SIGNIFICANCE,
+    TRUST_CACHE_FLAG,
+    prompt_flag,
     run_format_option,
-    significance_options,
 )
-from toolkit.cli.ray_options import ray_options, sharding_from_options
+from toolkit.cli.ray_options import RAY_FLAGS, sharding_from_options
 from toolkit.cli.terminal import echo
+from toolkit.judging.judge_options import JudgeOptions
 from toolkit.quality.qrels_origin import DEFAULT_KAPPA_THRESHOLD
 
 BACKEND_CHOICES = ("auto", "openai", "transformers")
 
+#: ``twostage judge``'s options, in --help's order: the flags of ``JudgeOptions`` and the command's own (the
+#: inputs: the run, its texts, the human qrels, the systems to rank, where to write; and how to print).
+JUDGE: tuple[Row, ...] = (
+    click.option(
+        "--run",
+        "run_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="The TREC run to judge (its documents; with --candidates, their texts from the candidates).",
+    ),
+    click.option(
+        "--candidates",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Candidates JSON (run, query and passage texts in one file), as `twostage rerank` reads it; with "
+        "--run, only its query and passage texts.",
+    ),
+    click.option("--topics", default=None, help="Query texts: a file or a collection name (as `twostage rerank`)."),
+    click.option("--corpus", type=click.Path(dir_okay=False), default=None, help="Passage texts: a JSONL corpus."),
+    click.option(
+        "--index", "index_path", type=click.Path(file_okay=False), default=None, help="Passage texts: a Lucene index."
+    ),
+    flag(
+        "depth",
+        "--depth",
+        type=click.IntRange(min=1),
+        default=10,
+        show_default=True,
+        help="Judge each query's top N documents (trec_eval's order).",
+    ),
+    ENDPOINT_FLAG,
+    flag(
+        "model",
+        "--model",
+        required=True,
+        metavar="NAME_OR_PATH",
+        help="The endpoint's model name, or a local Hugging Face causal LM folder (transformers backend).",
+    ),
+    flag(
+        "backend",
+        "--backend",
+        type=click.Choice(BACKEND_CHOICES),
+        default="auto",
+        show_default=True,
+        help="auto: openai with --endpoint, else transformers (a local --model PATH).",
+        convert=lambda v: None if v == "auto" else v,
+    ),
+    prompt_flag(
+        "twostage's UMBRELA-style 0-3 template; front matter labels:, answer:, a text with {query} and {passage}"
+    ),
+    flag("holes_only", "--holes-only", is_flag=True, help="Judge only the documents --qrels does not judge."),
+    click.option(
+        "--qrels", default=None, help="Human qrels (file or collection name): for --holes-only and --calibrate."
+    ),
+    flag(
+        "calibration",
+        "--calibrate",
+        "calibrate",
+        is_flag=True,
+        help="Judge the documents --qrels judges too and report agreement with the humans (confusion, kappa, "
+        "weighted kappa, mean |difference|; with --rank, the systems' ranking under both).",
+    ),
+    flag(
+        "calibrate_sample",
+        "--calibrate-sample",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="--holes-only: judge also N documents of the top --depth that --qrels judges (sampled with --seed) "
+        "and record the judge's agreement with the humans on them in OUT.meta.json (calibration).",
+    ),
+    flag(
+        "kappa_threshold",
+        "--kappa-threshold",
+        type=click.FloatRange(-1, 1),
+        default=DEFAULT_KAPPA_THRESHOLD,
+        show_default=True,
+        help="--calibrate, --calibrate-sample: a judge whose kappa is below it is near chance (a warning here and "
+        "wherever its labels are used).",
+    ),
+    click.option(
+        "--rank",
+        "rank_runs",
+        multiple=True,
+        metavar="RUN",
+        help="--calibrate, --calibrate-sample: a system to rank under the human qrels and under the same qrels "
+        "with the judge's labels (repeatable; two or more).",
+    ),
+    flag("measure", "-m", "measure", default="ndcg_cut.10", show_default=True, help="--calibrate --rank: the measure."),
+    flag(
+        "alpha",
+        "--alpha",
+        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        default=0.05,
+        show_default=True,
+        help="--calibrate --rank: level of a significant difference.",
+    ),
+    *SIGNIFICANCE,
+    click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True),
+    flag(
+        "query_ids",
+        "--query-id",
+        "query_ids",
+        multiple=True,
+        metavar="QID",
+        help="Judge only these queries (repeatable).",
+        convert=lambda v: list(v) or None,
+    ),
+    flag(
+        "cache",
+        "--cache",
+        "cache_dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Answer cache folder [default: $TWOSTAGE_CACHE/judgments]; a rerun asks only what it lacks.",
+    ),
+    flag(
+        "cache",
+        "--no-cache",
+        is_flag=True,
+        help="Ask everything; store nothing (an interrupted job then restarts).",
+        convert=lambda v: False if v else None,  # not given: --cache's folder, or the default
+    ),
+    TRUST_CACHE_FLAG,
+    flag(
+        "retry_unparsed",
+        "--retry-unparsed",
+        is_flag=True,
+        help="Ask again the pairs whose cached answer does not parse (else they stay counted parse failures).",
+    ),
+    *CLIENT,
+    flag(
+        "max_failures",
+        "--max-failures",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Failed requests (after retries) allowed; with more, or when all fail, exit 1 after writing OUT.",
+    ),
+    DEVICE_FLAG,
+    flag(
+        "batch_size",
+        "--batch-size",
+        type=click.IntRange(min=1),
+        default=8,
+        show_default=True,
+        help="transformers: batch.",
+    ),
+    flag(
+        "progress",
+        "--no-progress",
+        "no_progress",
+        is_flag=True,
+        help="No progress bar on stderr.",
+        convert=lambda v: not v,
+    ),
+    *RAY_FLAGS,
+    flag(
+        "force",
+        "--force",
+        is_flag=True,
+        help="With --ray: discard the shards of a different earlier job at OUT.shards.",
+    ),
+    click.option(
+        "--out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="The judge's qrels (trec_eval format); records and counts go to OUT.meta.json. Required unless "
+        "--calibrate.",
+    ),
+    run_format_option,
+)
+
+#: The keywords of ``JudgeOptions`` that have no flag, and why.
+API_ONLY: MappingProxyType[str, str] = MappingProxyType({})
+
+#: The keywords whose value the command line sets where its flag is not given, unlike the library's default.
+CLI_DEFAULTS = MappingProxyType(
+    {
+        "progress": "the command shows a progress bar on stderr unless --no-progress",
+        "kappa_threshold": "--help shows the threshold the library's None stands for (0.4)",
+    }
+)
+
 
 @click.command("judge")
-@click.option(
-    "--run",
-    "run_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="The TREC run to judge (its documents; with --candidates, their texts from the candidates).",
-)
-@click.option(
-    "--candidates",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Candidates JSON (run, query and passage texts in one file), as `twostage rerank` reads it; with --run, "
-    "only its query and passage texts.",
-)
-@click.option("--topics", default=None, help="Query texts: a file or a collection name (as `twostage rerank`).")
-@click.option("--corpus", type=click.Path(dir_okay=False), default=None, help="Passage texts: a JSONL corpus.")
-@click.option(
-    "--index", "index_path", type=click.Path(file_okay=False), default=None, help="Passage texts: a Lucene index."
-)
-@click.option(
-    "--depth",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="Judge each query's top N documents (trec_eval's order).",
-)
-@ENDPOINT
-@click.option(
-    "--model",
-    required=True,
-    metavar="NAME_OR_PATH",
-    help="The endpoint's model name, or a local Hugging Face causal LM folder (transformers backend).",
-)
-@click.option(
-    "--backend",
-    type=click.Choice(BACKEND_CHOICES),
-    default="auto",
-    show_default=True,
-    help="auto: openai with --endpoint, else transformers (a local --model PATH).",
-)
-@prompt_option(
-    "twostage's UMBRELA-style 0-3 template; front matter labels:, answer:, a text with {query} and {passage}"
-)
-@click.option("--holes-only", is_flag=True, help="Judge only the documents --qrels does not judge.")
-@click.option("--qrels", default=None, help="Human qrels (file or collection name): for --holes-only and --calibrate.")
-@click.option(
-    "--calibrate",
-    is_flag=True,
-    help="Judge the documents --qrels judges too and report agreement with the humans (confusion, kappa, "
-    "weighted kappa, mean |difference|; with --rank, the systems' ranking under both).",
-)
-@click.option(
-    "--calibrate-sample",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="--holes-only: judge also N documents of the top --depth that --qrels judges (sampled with --seed) and "
-    "record the judge's agreement with the humans on them in OUT.meta.json (calibration).",
-)
-@click.option(
-    "--kappa-threshold",
-    type=click.FloatRange(-1, 1),
-    default=DEFAULT_KAPPA_THRESHOLD,
-    show_default=True,
-    help="--calibrate, --calibrate-sample: a judge whose kappa is below it is near chance (a warning here and "
-    "wherever its labels are used).",
-)
-@click.option(
-    "--rank",
-    "rank_runs",
-    multiple=True,
-    metavar="RUN",
-    help="--calibrate, --calibrate-sample: a system to rank under the human qrels and under the same qrels with "
-    "the judge's labels (repeatable; two or more).",
-)
-@click.option("-m", "measure", default="ndcg_cut.10", show_default=True, help="--calibrate --rank: the measure.")
-@click.option(
-    "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="--calibrate --rank: level of a significant difference.",
-)
-@significance_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--query-id", "query_ids", multiple=True, metavar="QID", help="Judge only these queries (repeatable).")
-@click.option(
-    "--cache",
-    "cache_dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Answer cache folder [default: $TWOSTAGE_CACHE/judgments]; a rerun asks only what it lacks.",
-)
-@click.option("--no-cache", is_flag=True, help="Ask everything; store nothing (an interrupted job then restarts).")
-@TRUST_CACHE
-@click.option(
-    "--retry-unparsed",
-    is_flag=True,
-    help="Ask again the pairs whose cached answer does not parse (else they stay counted parse failures).",
-)
-@client_options
-@click.option(
-    "--max-failures",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Failed requests (after retries) allowed; with more, or when all fail, exit 1 after writing OUT.",
-)
-@DEVICE
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="transformers: batch.")
-@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
-@ray_options
-@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="The judge's qrels (trec_eval format); records and counts go to OUT.meta.json. Required unless --calibrate.",
-)
-@run_format_option
-def judge_command(
-    run_path,
-    candidates,
-    topics,
-    corpus,
-    index_path,
-    depth,
-    endpoint,
-    model,
-    backend,
-    prompt_path,
-    holes_only,
-    qrels,
-    calibrate,
-    calibrate_sample,
-    kappa_threshold,
-    rank_runs,
-    measure,
-    alpha,
-    permutations,
-    seed,
-    correction,
-    fmt,
-    query_ids,
-    cache_dir,
-    no_cache,
-    trust_cache,
-    retry_unparsed,
-    concurrency,
-    timeout,
-    max_response_bytes,
-    max_failures,
-    retries,
-    backoff,
-    rate,
-    device,
-    batch_size,
-    no_progress,
-    force,
-    out,
-    **ray,
-):
+@options_of(JudgeOptions, JUDGE)
+def judge_command(options: JudgeOptions, run_path, candidates, topics, corpus, index_path, qrels, rank_runs, fmt, out):
     """Label a run's top documents with an LLM judge; write trec_eval qrels and OUT.meta.json.
 
     Each label keeps its record: the judge (backend, model, prompt sha256),
@@ -207,7 +234,8 @@ def judge_command(
     """
     from toolkit.api.judging import calibrate_judge as calibrate_fn
     from toolkit.api.judging import judge
-    from toolkit.errors import RequestsFailedError
+    from toolkit.cli.declare import usage_error
+    from toolkit.errors import OptionError, RequestsFailedError
 
     if not (candidates or run_path):
         raise click.UsageError("give --candidates, --run, or both (the run's documents, the candidates' texts)")
@@ -217,26 +245,27 @@ def judge_command(
         raise click.UsageError("--run needs a text source: --corpus JSONL, --index LUCENE_INDEX or --candidates")
     if corpus and index_path:
         raise click.UsageError("give at most one of --corpus or --index")
-    if (holes_only or calibrate) and not qrels:
-        raise click.UsageError("--holes-only and --calibrate need --qrels (the human judgments)")
-    if holes_only and calibrate:
-        raise click.UsageError("--holes-only and --calibrate exclude each other")
+    calibrate = options.calibration
+    runs = list(rank_runs) or None
+    try:  # the rules between the options and the inputs, as the library words them for the command line
+        options.check_inputs(qrels=qrels or None, runs=None if calibrate else runs, out=out or None)
+    except OptionError as exc:
+        raise usage_error(exc) from None
     if not calibrate and not out:
         raise click.UsageError("--out is required (the qrels to write), unless --calibrate")
-    if calibrate_sample and not holes_only:
-        raise click.UsageError("--calibrate-sample samples human-judged documents beside the holes: add --holes-only")
-    if rank_runs and not (calibrate or calibrate_sample):
-        raise click.UsageError("--rank ranks systems in a calibration: --calibrate or --calibrate-sample")
     if len(rank_runs) == 1:
         raise click.UsageError("--rank needs two or more runs")
-    if backend == "auto":
-        backend = "openai" if endpoint else "transformers"
-    if backend == "openai" and not endpoint:
-        raise click.UsageError("--backend openai needs --endpoint URL")
-    if ray["ray_address"] is None:  # --workers and friends without --ray are a usage error
-        sharding_from_options(**ray, out=out or "judge", force=force)
-    elif not out:
-        raise click.UsageError("--ray needs --out (the job's shards are kept in OUT.shards)")
+    if options.ray is None:  # --workers and friends without --ray are a usage error
+        sharding_from_options(
+            None,
+            options.workers,
+            options.gpus_per_worker,
+            options.cpus_per_worker,
+            options.shard_size,
+            options.max_retries,
+            out=out or "judge",
+            force=options.force,
+        )
     else:
         from toolkit.extras import require
 
@@ -245,49 +274,12 @@ def judge_command(
         from toolkit.extras import require
 
         require("pyserini", "twostage judge --index (texts stored in a Lucene index)")
-    options = {
-        "model": model,
-        "endpoint": endpoint,
-        "backend": backend,
-        "candidates": candidates,
-        "topics": topics,
-        "corpus": corpus,
-        "index": index_path,
-        "depth": depth,
-        "query_ids": list(query_ids) or None,
-        "prompt": prompt_path,
-        "cache": False if no_cache else (cache_dir or True),
-        "trust_cache": trust_cache,
-        "concurrency": concurrency,
-        "timeout": timeout,
-        "max_response_bytes": max_response_bytes,
-        "max_failures": max_failures,
-        "retries": retries,
-        "backoff": backoff,
-        "rate": rate,
-        "device": device,
-        "batch_size": batch_size,
-        "out": out,
-        "progress": not no_progress,
-        "ray": ray["ray_address"],
-        **{k: v for k, v in ray.items() if k != "ray_address"},
-        "force": force,
-        "retry_unparsed": retry_unparsed,
-    }
+    inputs = {"candidates": candidates, "topics": topics, "corpus": corpus, "index": index_path, "out": out}
     if calibrate:
+        keywords = options.describe()
+        del keywords["calibration"]  # what calibrate_judge is
         try:
-            result = calibrate_fn(
-                run_path,
-                qrels=qrels,
-                runs=list(rank_runs) or None,
-                measure=measure,
-                alpha=alpha,
-                permutations=permutations,
-                seed=seed,
-                correction=correction,
-                kappa_threshold=kappa_threshold,
-                **options,
-            )
+            result = calibrate_fn(run_path, qrels=qrels, runs=runs, **inputs, **keywords)
         except RequestsFailedError as exc:
             _report(exc.result, out)
             raise
@@ -298,20 +290,8 @@ def judge_command(
             echo(result.agreement.to_text(), nl=False)
             echo(_ranking_qrels_text(result.judgments.meta.get("calibration") or {}), nl=False)
         return
-    sampled = {}
-    if calibrate_sample:
-        sampled = {
-            "calibrate_sample": calibrate_sample,
-            "seed": seed,
-            "runs": list(rank_runs) or None,
-            "measure": measure,
-            "alpha": alpha,
-            "permutations": permutations,
-            "correction": correction,
-            "kappa_threshold": kappa_threshold,
-        }
     try:
-        j = judge(run_path, qrels=qrels, holes_only=holes_only, **sampled, **options)
+        j = judge(run_path, qrels=qrels, runs=runs, **inputs, options=options)
     except RequestsFailedError as exc:
         _report(exc.result, out)
         raise

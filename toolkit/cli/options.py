@@ -1,14 +1,16 @@
 """The one declaration of every option that more than one command takes.
 
 Shared groups are tuples of ``toolkit.cli.declare.Flag`` (``EVALUATION``, ``SIGNIFICANCE``, ``interval_flags``,
-``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``, ``DEVICE_FLAG``, ``PRECISION_FLAG``): each
-the CLI spelling of a keyword of the verbs' options objects, which the commands built on ``toolkit.cli.declare``
-(``eval``, ``compare``, ``bm25``, ``dense``, ``fuse``) put in their tables;
-the other commands add the same options with the decorators below (``evaluation_options``, ...).
+``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``, ``CLIENT``: the HTTP settings of
+``toolkit.guard.client.RequestPolicy``, ``ENDPOINT_FLAG``, ``DEVICE_FLAG``, ``PRECISION_FLAG``, ``TRUST_CACHE_FLAG``, ``prompt_flag``):
+each the CLI spelling of a keyword of the verbs' options objects, which the commands built on ``options_of``
+(``eval``, ``compare``, ``judge``, ``risk``, ``power``, ``pool-test``, ``agreement``, ``index``, ``bm25``, ``dense``,
+``fuse``) put in their tables; the other commands add the same options with the
+decorators below (``evaluation_options``, ``client_options``, ...).
 
-Evaluation settings: ``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
-options (trec_eval's flags plus twostage's nDCG choices); ``eval`` and ``compare`` receive them built into their
-options object, the others turn them into an ``EvalSettings`` with ``settings_from``; each option's parameter is
+Evaluation settings: ``eval``, ``compare``, ``risk``, ``power``, ``pool-test``, ``agreement``, ``gain-sensitivity``
+and ``diagnose`` take these options (trec_eval's flags plus twostage's nDCG choices); all but the last two receive
+them built into their options object, those two turn them into an ``EvalSettings`` with ``settings_from``; each option's parameter is
 the setting's one name (``toolkit.measures.settings``), which reproduction specs use as YAML keys
 and build with the same ``measures.build_settings``. Measure names are parsed by
 ``measures.parse_measures`` everywhere.
@@ -37,13 +39,7 @@ from toolkit.cli.declare import Flag, Row, apply, flag
 from toolkit.data.ranking import SCORE_PRECISIONS
 from toolkit.data.trec_io import DedupePolicy
 from toolkit.errors import TwostageError
-from toolkit.guard.client import (
-    DEFAULT_BACKOFF,
-    DEFAULT_CONCURRENCY,
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT,
-)
+from toolkit.guard.client import RequestPolicy
 from toolkit.measures.names import DEFAULT_TREC_EVAL, TREC_EVAL_VERSIONS, EvalSettings, build_settings
 from toolkit.measures.settings import JUDGED_COMPAT, SETTING_NAMES
 from toolkit.models import DEFAULT_DEVICE, PRECISIONS
@@ -73,7 +69,8 @@ DEVICE = DEVICE_FLAG.option()
 
 #: ``--trust-cache``: read caches that another user owns or may write to (``toolkit.guard.store``), as
 #: ``trust_cache=True`` in the library.
-TRUST_CACHE = click.option(
+TRUST_CACHE_FLAG = flag(
+    "trust_cache",
     "--trust-cache",
     "trust_cache",
     is_flag=True,
@@ -81,6 +78,7 @@ TRUST_CACHE = click.option(
     "user or writable by group or others; without it such a cache is not read (a warning says which). Entries are "
     "still checked against their key and checksum.",
 )
+TRUST_CACHE = TRUST_CACHE_FLAG.option()
 
 PRECISION_FLAG = flag(
     "precision",
@@ -510,73 +508,95 @@ class HostOption(click.Option):
     every such option; tests/reproduction/test_spec_endpoints.py checks the two agree)."""
 
 
-ENDPOINT = click.option(
+#: ``--endpoint URL``: the OpenAI-compatible endpoint of ``judge`` and ``rerank --backend listwise``.
+ENDPOINT_FLAG = flag(
+    "endpoint",
     "--endpoint",
     cls=HostOption,
     default=None,
     metavar="URL",
     help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1.",
 )
+ENDPOINT = ENDPOINT_FLAG.option()
 
-_CLIENT = (
-    click.option(
-        "--concurrency",
-        type=click.IntRange(min=1),
-        default=DEFAULT_CONCURRENCY,
-        show_default=True,
-        help="--endpoint: requests in flight.",
-    ),
-    click.option(
-        "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        default=DEFAULT_TIMEOUT,
-        show_default=True,
-        help="--endpoint: seconds, a deadline for each whole request (connecting, sending, the whole answer).",
-    ),
-    click.option(
-        "--max-response-bytes",
-        type=click.IntRange(min=1),
-        default=DEFAULT_MAX_RESPONSE_BYTES,
-        show_default=True,
-        help="--endpoint: the longest answer read; a longer one is a failed request.",
-    ),
-    click.option(
-        "--retries",
-        type=click.IntRange(min=0),
-        default=DEFAULT_RETRIES,
-        show_default=True,
-        help="--endpoint: retries of a timeout, refused connection, HTTP 429 or 5xx.",
-    ),
-    click.option(
-        "--backoff",
-        type=click.FloatRange(min=0),
-        default=DEFAULT_BACKOFF,
-        show_default=True,
-        help="--endpoint: seconds before the first retry, doubling each time.",
-    ),
-    click.option(
-        "--rate",
-        type=click.FloatRange(min=0, min_open=True),
-        default=None,
-        help="--endpoint: at most this many requests per second.",
-    ),
-)
+
+def _client_flags() -> tuple[Flag, ...]:
+    """The flags of ``RequestPolicy``'s keywords, their defaults the policy's own."""
+    policy = RequestPolicy.keywords()
+    return (
+        flag(
+            "concurrency",
+            "--concurrency",
+            type=click.IntRange(min=1),
+            default=policy["concurrency"].default,
+            show_default=True,
+            help="--endpoint: requests in flight.",
+        ),
+        flag(
+            "timeout",
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=policy["timeout"].default,
+            show_default=True,
+            help="--endpoint: seconds, a deadline for each whole request (connecting, sending, the whole answer).",
+        ),
+        flag(
+            "max_response_bytes",
+            "--max-response-bytes",
+            type=click.IntRange(min=1),
+            default=policy["max_response_bytes"].default,
+            show_default=True,
+            help="--endpoint: the longest answer read; a longer one is a failed request.",
+        ),
+        flag(
+            "retries",
+            "--retries",
+            type=click.IntRange(min=0),
+            default=policy["retries"].default,
+            show_default=True,
+            help="--endpoint: retries of a timeout, refused connection, HTTP 429 or 5xx.",
+        ),
+        flag(
+            "backoff",
+            "--backoff",
+            type=click.FloatRange(min=0),
+            default=policy["backoff"].default,
+            show_default=True,
+            help="--endpoint: seconds before the first retry, doubling each time.",
+        ),
+        flag(
+            "rate",
+            "--rate",
+            type=click.FloatRange(min=0, min_open=True),
+            default=policy["rate"].default,
+            help="--endpoint: at most this many requests per second.",
+        ),
+    )
+
+
+#: The HTTP client's settings (``toolkit.guard.client.RequestPolicy``, one flag per keyword) of every command
+#: that calls an endpoint: ``judge`` and ``rerank --backend listwise``.
+CLIENT: tuple[Flag, ...] = _client_flags()
 
 
 def client_options(f):
-    """The HTTP client's settings (``toolkit.guard.client.Endpoint``) of every command that calls an endpoint."""
-    for option in reversed(_CLIENT):
-        f = option(f)
-    return f
+    """``CLIENT``'s options, for a command that reads their values itself (``rerank``)."""
+    return apply(CLIENT, f)
 
 
-def prompt_option(default: str):
+def prompt_flag(default: str) -> Flag:
     """``--prompt FILE``: a prompt template (YAML front matter, then the text); ``default`` says what is used
     without it."""
-    return click.option(
+    return flag(
+        "prompt",
         "--prompt",
         "prompt_path",
         type=click.Path(dir_okay=False),
         default=None,
         help=f"Prompt template file: YAML front matter, then the text [default: {default}].",
     )
+
+
+def prompt_option(default: str):
+    """``prompt_flag``'s click option."""
+    return prompt_flag(default).option()

@@ -14,7 +14,7 @@ from toolkit.cli.options import HostOption
 from toolkit.cli.terminal import echo
 from toolkit.extras import require
 
-#: The --ray flags, each the CLI spelling of a keyword of the library (``ray=``, ``workers=``, ...).
+#: The Ray options as flags of the options keywords ``ray``, ``workers``, ... (``JudgeOptions``, ``IndexOptions``, ``DenseOptions``).
 RAY_FLAGS: tuple[Flag, ...] = (
     flag(
         "ray",
@@ -60,6 +60,8 @@ RAY_FLAGS: tuple[Flag, ...] = (
         help="Times Ray restarts a dead worker and re-runs its shard [3].",
     ),
 )
+
+
 RAY_OPTIONS = tuple(f.option() for f in RAY_FLAGS)
 
 

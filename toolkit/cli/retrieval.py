@@ -178,6 +178,10 @@ INDEX: tuple[Row, ...] = (
 
 #: The keywords of ``IndexOptions`` that have no flag, and why.
 INDEX_API_ONLY: Mapping[str, str] = MappingProxyType({})
+#: The keywords whose flag, not given, stands for another value than the library's default, and why.
+INDEX_CLI_DEFAULTS: Mapping[str, str] = MappingProxyType(
+    {"progress": "the command shows progress bars unless --no-progress; the library none unless asked"}
+)
 
 
 @click.command("index")
@@ -328,6 +332,8 @@ DENSE: tuple[Row, ...] = (
 DENSE_API_ONLY: Mapping[str, str] = MappingProxyType(
     {"shards": "the command keeps the Ray job's shards beside the run, in OUT.shards"}
 )
+#: The keywords whose flag, not given, stands for another value than the library's default, and why.
+DENSE_CLI_DEFAULTS: Mapping[str, str] = INDEX_CLI_DEFAULTS
 
 
 @click.command("dense")

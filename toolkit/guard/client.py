@@ -56,6 +56,7 @@ from urllib.parse import urlsplit
 
 from toolkit.errors import ChecksumError, ConfigError
 from toolkit.guard.numbers import NumberRefused, http_integer, natural
+from toolkit.options import Options, opt
 
 log = logging.getLogger(__name__)
 
@@ -72,19 +73,44 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True)
-class RequestPolicy:
-    """The HTTP settings of a job that calls an endpoint (the listwise reranker's, the judge's): ``Endpoint``'s
-    ``concurrency``, ``timeout``, ``retries``, ``backoff``, ``rate`` and ``max_response_bytes``; checked where the
-    ``Endpoint`` is made."""
+class RequestPolicy(Options):
+    """The HTTP settings of a job that calls an endpoint (the judge's, the listwise reranker's; ``Endpoint``'s
+    keywords): the one declaration of their defaults and ranges, checked once where the policy is built. A verb's
+    options hold it as a nested piece (``RequestPolicy.piece(doc=...)``: its keywords become the verb's), the
+    command line's ``--concurrency --timeout --max-response-bytes --retries --backoff --rate`` set it
+    (``toolkit.cli.options.CLIENT``), and ``Endpoint(url, key, policy=...)`` takes it."""
 
-    concurrency: int = DEFAULT_CONCURRENCY
-    timeout: float = DEFAULT_TIMEOUT
-    retries: int = DEFAULT_RETRIES
-    backoff: float = DEFAULT_BACKOFF
-    rate: float | None = None
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    verb = "Endpoint"
+
+    concurrency: int = opt(DEFAULT_CONCURRENCY, doc="``openai``: requests in flight.")
+    timeout: float = opt(
+        DEFAULT_TIMEOUT,
+        doc="``openai``: the deadline of each request in seconds (connecting, sending and the whole answer).",
+    )
+    retries: int = opt(
+        DEFAULT_RETRIES, doc="``openai``: retries of a failed request (timeouts, refused connections, 429, 5xx)."
+    )
+    backoff: float = opt(DEFAULT_BACKOFF, doc="``openai``: first retry after this many seconds, doubling.")
+    rate: float | None = opt(None, doc="``openai``: at most this many requests per second.")
+    max_response_bytes: int = opt(
+        DEFAULT_MAX_RESPONSE_BYTES,
+        doc="``openai``: the longest answer read (default 4 MiB); a longer one is a failed request.",
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_response_bytes is None:  # None, as the judge has always taken it: the default bound
+            object.__setattr__(self, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
+        super().__post_init__()
+
+    def validate(self) -> None:
+        c, r, t, b, rate = self.concurrency, self.retries, self.timeout, self.backoff, self.rate
+        if c < 1 or r < 0 or t <= 0 or b < 0 or (rate is not None and rate <= 0):
+            raise ConfigError("concurrency >= 1, retries >= 0, timeout > 0, backoff >= 0 and rate > 0 are needed")
+        if self.max_response_bytes < 1:
+            raise ConfigError(f"max_response_bytes must be >= 1, not {self.max_response_bytes}")
 
     def endpoint_settings(self) -> dict:
+        """The policy as ``Endpoint``'s (and the chat clients') keywords."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -323,18 +349,31 @@ class _RateLimit:
             time.sleep(start - now)
 
 
-# The deadline of the request this thread is making (time.monotonic() seconds), read by the network layer.
-_deadline = threading.local()
+#: The request extension (httpx's public ``extensions=``) that carries a request's deadline, in
+#: ``time.monotonic()`` seconds, to this door's transport.
+DEADLINE = "twostage.deadline"
 
 
-def _time_left(timeout: float | None, timeout_error: type[Exception]) -> float | None:
-    end = getattr(_deadline, "at", None)
+def _time_left(end: float | None, timeout: float | None, timeout_error: type[Exception]) -> float | None:
+    """What an operation may take: ``timeout`` at most, and no later than ``end`` (None: no deadline);
+    ``timeout_error`` once ``end`` has passed."""
     if end is None:
         return timeout
     left = end - time.monotonic()
     if left <= 0:
         raise timeout_error("the request's deadline passed")
     return left if timeout is None else min(timeout, left)
+
+
+class _Deadline(threading.local):
+    """A transport's deadlines, one per thread: that of the request the thread is making through it (set from the
+    request's ``DEADLINE`` extension while the request and its body are under way), read by each operation on
+    the connection."""
+
+    at: float | None = None
+
+    def left(self, timeout: float | None, timeout_error: type[Exception]) -> float | None:
+        return _time_left(self.at, timeout, timeout_error)
 
 
 @dataclass(frozen=True)
@@ -421,22 +460,22 @@ def _transport_class() -> Any:
     class Stream(httpcore.NetworkStream):
         """A connection each of whose operations gets at most the time to the request's deadline."""
 
-        def __init__(self, inner: Any):
+        def __init__(self, inner: Any, deadline: _Deadline):
             self.inner = inner
+            self.deadline = deadline
 
         def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            return self.inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+            return self.inner.read(max_bytes, self.deadline.left(timeout, httpcore.ReadTimeout))
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
-            self.inner.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+            self.inner.write(buffer, self.deadline.left(timeout, httpcore.WriteTimeout))
 
         def close(self) -> None:
             self.inner.close()
 
         def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None):
-            return Stream(
-                self.inner.start_tls(ssl_context, server_hostname, _time_left(timeout, httpcore.ConnectTimeout))
-            )
+            left = self.deadline.left(timeout, httpcore.ConnectTimeout)
+            return Stream(self.inner.start_tls(ssl_context, server_hostname, left), self.deadline)
 
         def get_extra_info(self, info: str) -> Any:
             return self.inner.get_extra_info(info)
@@ -444,24 +483,26 @@ def _transport_class() -> Any:
     class Backend(httpcore.NetworkBackend):
         """httpcore's synchronous backend under the deadline; a direct route connects only to its addresses."""
 
-        def __init__(self, way: Route) -> None:
+        def __init__(self, way: Route, deadline: _Deadline) -> None:
             self.inner = httpcore.SyncBackend()
             self.way = way
+            self.deadline = deadline
 
         def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
             way = self.way
             if way.proxy is not None:  # the proxy's own address: the user's setting, resolved as it says
-                left = _time_left(timeout, httpcore.ConnectTimeout)
-                return Stream(self.inner.connect_tcp(host, port, left, local_address, socket_options))
+                left = self.deadline.left(timeout, httpcore.ConnectTimeout)
+                return Stream(self.inner.connect_tcp(host, port, left, local_address, socket_options), self.deadline)
             if (host, port) != (way.host, way.port):
                 raise httpcore.ConnectError(f"not connecting to {host}:{port}: this client reaches {way.host} only")
             if not way.addresses:
                 raise httpcore.ConnectError(way.error or f"cannot resolve {host}")
             failed: Exception | None = None
             for address in way.addresses:  # in the resolver's order, as socket.create_connection tries them
-                left = _time_left(timeout, httpcore.ConnectTimeout)
+                left = self.deadline.left(timeout, httpcore.ConnectTimeout)
                 try:
-                    return Stream(self.inner.connect_tcp(address, port, left, local_address, socket_options))
+                    stream = self.inner.connect_tcp(address, port, left, local_address, socket_options)
+                    return Stream(stream, self.deadline)
                 except httpcore.ConnectError as exc:
                     failed = exc
             assert failed is not None  # addresses is not empty
@@ -474,12 +515,20 @@ def _transport_class() -> Any:
             self.inner.sleep(seconds)
 
     class Body(httpx.SyncByteStream):
-        def __init__(self, inner: Any):
+        """An answer's body, read under its request's deadline."""
+
+        def __init__(self, inner: Any, deadline: _Deadline, at: float | None):
             self.inner = inner
+            self.deadline = deadline
+            self.at = at
 
         def __iter__(self) -> Iterator[bytes]:
-            with as_httpx():
-                yield from self.inner
+            self.deadline.at = self.at
+            try:
+                with as_httpx():
+                    yield from self.inner
+            finally:
+                self.deadline.at = None
 
         def close(self) -> None:
             if hasattr(self.inner, "close"):
@@ -487,15 +536,17 @@ def _transport_class() -> Any:
 
     class Transport(httpx.BaseTransport):
         """httpx's ``HTTPTransport``, less its options, over a pool given ``Backend`` (httpcore's public
-        ``network_backend``): the route decides proxy or not, and the backend where a connection goes."""
+        ``network_backend``): the route decides proxy or not, and the backend where a connection goes. A
+        request's ``DEADLINE`` extension bounds every operation of its connection, its body's reads included."""
 
         def __init__(self, way: Route, max_connections: int) -> None:
+            self.deadline = _Deadline()
             pool: dict[str, Any] = {
                 "ssl_context": httpx.create_ssl_context(),
                 "max_connections": max_connections,
                 "max_keepalive_connections": 20,
                 "keepalive_expiry": 5.0,
-                "network_backend": Backend(way),
+                "network_backend": Backend(way, self.deadline),
             }
             if way.proxy is None:
                 self.pool = httpcore.ConnectionPool(**pool)
@@ -521,19 +572,24 @@ def _transport_class() -> Any:
 
         def handle_request(self, request: Any) -> Any:
             url = request.url
+            at = request.extensions.get(DEADLINE)
             sent = httpcore.Request(
                 method=request.method,
                 url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
                 headers=request.headers.raw,
                 content=request.stream,
-                extensions=request.extensions,
+                extensions={k: v for k, v in request.extensions.items() if k != DEADLINE},
             )
-            with as_httpx():
-                answer = self.pool.handle_request(sent)
+            self.deadline.at = at
+            try:
+                with as_httpx():
+                    answer = self.pool.handle_request(sent)
+            finally:
+                self.deadline.at = None
             return httpx.Response(
                 status_code=answer.status,
                 headers=answer.headers,
-                stream=Body(answer.stream),
+                stream=Body(answer.stream, self.deadline, at),
                 extensions=answer.extensions,
             )
 
@@ -557,7 +613,10 @@ class Endpoint:
         retries: int = DEFAULT_RETRIES,
         backoff: float = DEFAULT_BACKOFF,
         rate: float | None = None,
+        policy: RequestPolicy | None = None,
     ):
+        """``policy`` (a ``RequestPolicy``) gives every HTTP setting at once; without it, the keywords build one
+        (checked alike)."""
         import httpx
 
         parts = urlsplit(url)
@@ -565,10 +624,15 @@ class Endpoint:
             raise ConfigError(f"endpoint {url!r} is not an http:// or https:// URL")
         if parts.username or parts.password:
             raise ConfigError(f"endpoint {parts.hostname}: give the key in the environment, not in the URL")
-        if concurrency < 1 or retries < 0 or timeout <= 0 or backoff < 0 or (rate is not None and rate <= 0):
-            raise ConfigError("concurrency >= 1, retries >= 0, timeout > 0, backoff >= 0 and rate > 0 are needed")
-        if max_response_bytes < 1:
-            raise ConfigError(f"max_response_bytes must be >= 1, not {max_response_bytes}")
+        if policy is None:
+            policy = RequestPolicy(
+                concurrency=concurrency,
+                timeout=timeout,
+                retries=retries,
+                backoff=backoff,
+                rate=rate,
+                max_response_bytes=max_response_bytes,
+            )
         try:  # the host and port as httpx reads them: those its connections ask the network backend for
             parsed = httpx.URL(url)
             self.connect_host = parsed.raw_host.decode("ascii")
@@ -579,14 +643,15 @@ class Endpoint:
         self.host = parts.hostname
         self.scheme = parts.scheme
         self.origin = f"{parts.scheme}://{parts.netloc}"  # scheme, host and port: where the key may go
-        self.timeout = float(timeout)
-        self.max_response_bytes = int(max_response_bytes)
-        self.concurrency = concurrency
-        self.retries = retries
-        self.backoff = backoff
-        self.rate = rate
+        self.policy = policy
+        self.timeout = float(policy.timeout)
+        self.max_response_bytes = int(policy.max_response_bytes)
+        self.concurrency = policy.concurrency
+        self.retries = policy.retries
+        self.backoff = policy.backoff
+        self.rate = policy.rate
         self._key = key
-        self._limit = _RateLimit(rate)
+        self._limit = _RateLimit(policy.rate)
         self._lock = threading.Lock()
         self._client: Any = None
         self._route: Route | None = None
@@ -623,13 +688,14 @@ class Endpoint:
         with self._lock:
             return self._routed(self.timeout).proxy
 
-    def _http(self) -> Any:
+    def _http(self, end: float) -> Any:
+        """The httpx client of this endpoint, made on first use (its host resolved by ``end`` at the latest)."""
         with self._lock:
             if self._client is None:
                 import httpx
 
                 try:
-                    way = self._routed(_time_left(self.timeout, TimeoutError))
+                    way = self._routed(_time_left(end, self.timeout, TimeoutError))
                 except TimeoutError as exc:
                     raise httpx.ConnectTimeout(str(exc)) from None
                 if not way.addresses and not way.proxy:
@@ -673,10 +739,11 @@ class Endpoint:
         import httpx
 
         url = self.url + "/" + path.lstrip("/")
-        _deadline.at = time.monotonic() + limit
+        end = time.monotonic() + limit
         timed_out = f"timed out after {limit:g}s (the deadline of the whole request)"
         try:
-            with self._http().stream(method, url, json=payload, headers=headers) as resp:
+            http = self._http(end)
+            with http.stream(method, url, json=payload, headers=headers, extensions={DEADLINE: end}) as resp:
                 status = resp.status_code
                 if 300 <= status < 400:
                     where = resp.headers.get("location", "")
@@ -691,14 +758,12 @@ class Endpoint:
                         retry_after=_retry_after(resp.headers.get("retry-after")),
                         status=status,
                     )
-                self._read(resp, timed_out, sink, bound)
+                self._read(resp, timed_out, sink, bound, end)
                 return status
         except httpx.TimeoutException:
             raise RequestFailed(timed_out, retryable=True) from None
         except httpx.TransportError as exc:
             raise RequestFailed(f"connection failed: {exc or type(exc).__name__}", retryable=True) from None
-        finally:
-            _deadline.at = None
 
     def request_json(
         self, method: str, path: str, payload: Any = None, *, timeout: float | None = None
@@ -716,8 +781,8 @@ class Endpoint:
         return status, data
 
     @staticmethod
-    def _read(resp: Any, timed_out: str, sink: Callable[[bytes], object], bound: int) -> None:
-        """The body into ``sink``, at most ``bound`` bytes after decoding, before the deadline."""
+    def _read(resp: Any, timed_out: str, sink: Callable[[bytes], object], bound: int, end: float) -> None:
+        """The body into ``sink``, at most ``bound`` bytes after decoding, before the deadline ``end``."""
         too_large = f"answer larger than {bound:,} bytes (max_response_bytes); not read further"
         declared = _header_integer(resp.headers.get("content-length"), "Content-Length")
         if declared is not None and declared > bound:
@@ -728,7 +793,7 @@ class Endpoint:
         inflate = None if coding in ("", "identity") else zlib.decompressobj(47)  # gzip or zlib, detected
         got = 0
         for chunk in resp.iter_raw():
-            if time.monotonic() > _deadline.at:
+            if time.monotonic() > end:
                 raise RequestFailed(timed_out, retryable=True)
             if inflate is not None:
                 try:

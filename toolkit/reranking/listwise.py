@@ -167,16 +167,16 @@ class ListwiseOptions:
     def keywords(cls) -> tuple[str, ...]:
         """The keyword arguments ``from_keywords`` takes: the fields, and the HTTP policy's fields."""
         own = tuple(f.name for f in fields(cls) if f.name != "requests")
-        return own + tuple(f.name for f in fields(RequestPolicy))
+        return own + tuple(RequestPolicy.keywords())
 
     @classmethod
     def from_keywords(cls, **kw: Any) -> ListwiseOptions:
         """Options from flat keywords (``window=``, ``concurrency=``...): what ``ts.rerank`` takes."""
-        policy = {f.name: kw.pop(f.name) for f in fields(RequestPolicy) if f.name in kw and kw[f.name] is not None}
+        policy = {k: kw.pop(k) for k in RequestPolicy.keywords() if k in kw and kw[k] is not None}
         unknown = sorted(set(kw) - set(cls.keywords()))
         if unknown:
             raise ConfigError(f"{', '.join(unknown)}: no such listwise option")
-        return cls(**kw, requests=RequestPolicy(**policy))
+        return cls(**kw, requests=RequestPolicy.from_keywords(**policy))
 
     def check(self, depth: int) -> None:
         """The window against the depth: a window of at most the depth."""
