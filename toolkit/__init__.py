@@ -27,6 +27,10 @@ _PUBLIC = MappingProxyType(
         "compare": "comparison",
         "Comparison": "comparison",
         "CompareOptions": "options",
+        "Bm25Options": "options",
+        "DenseOptions": "options",
+        "IndexOptions": "options",
+        "FuseOptions": "pipeline",
         "diagnose": "diagnosis",
         "Diagnosis": "diagnosis",
         "DiagnosisOptions": "options",
@@ -63,14 +67,18 @@ _PUBLIC = MappingProxyType(
 __all__ = [
     "Agreement",
     "AgreementOptions",
+    "Bm25Options",
     "Calibration",
     "CompareOptions",
     "Comparison",
+    "DenseOptions",
     "Diagnosis",
     "DiagnosisOptions",
     "Evaluation",
     "EvaluationOptions",
     "Experiment",
+    "FuseOptions",
+    "IndexOptions",
     "JudgeOptions",
     "Judgments",
     "PoolTestOptions",
@@ -110,15 +118,18 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.judging import Calibration, JudgeOptions, Judgments, calibrate_judge, judge, merge_qrels
     from toolkit.api.options import (
         AgreementOptions,
+        Bm25Options,
         CompareOptions,
+        DenseOptions,
         DiagnosisOptions,
         EvaluationOptions,
+        IndexOptions,
         PoolTestOptions,
         PowerOptions,
         RequestPolicy,
         RiskOptions,
     )
-    from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
+    from toolkit.api.pipeline import FuseOptions, bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run
     from toolkit.api.uncertainty import pool_test, power

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import re
 import sys
 import warnings
 
@@ -15,19 +16,24 @@ import pytest
 import toolkit as ts
 from toolkit.api.options import (
     AgreementOptions,
+    Bm25Options,
     CompareOptions,
+    DenseOptions,
     DiagnosisOptions,
     EvaluationOptions,
+    IndexOptions,
     PoolTestOptions,
     PowerOptions,
     RiskOptions,
 )
+from toolkit.api.pipeline import build_index
 from toolkit.api.uncertainty import paired_differences
 from toolkit.errors import ConfigError, OptionConflictError, OptionError, for_api, for_cli
 from toolkit.guard.client import RequestPolicy
 from toolkit.judging.judge_options import JudgeOptions
 from toolkit.measures.names import build_settings, settings_values
 from toolkit.options import Options, nested, opt, verb
+from toolkit.retrieval.fusion import FuseOptions
 from toolkit.stats.paired import TestOptions
 
 # ------------------------------------------------------------------ the decorator, on options of its own
@@ -161,6 +167,11 @@ VERBS = {
         ("run", "candidates", "topics", "corpus", "index", "qrels", "out", "runs"),
         (),
     ),
+    "index": (ts.index, IndexOptions, ("collection", "out"), ()),
+    "build_index": (build_index, IndexOptions, ("collection", "out"), ()),
+    "bm25": (ts.bm25, Bm25Options, ("index", "topics"), ()),
+    "dense": (ts.dense, DenseOptions, ("index", "topics"), ()),
+    "fuse": (ts.fuse, FuseOptions, ("runs", "train_qrels"), ()),
 }
 
 
@@ -197,6 +208,8 @@ def test_the_public_names_include_the_options_classes():
         AgreementOptions,
     )
     assert ts.JudgeOptions is JudgeOptions and ts.RequestPolicy is RequestPolicy
+    assert (ts.Bm25Options, ts.DenseOptions, ts.FuseOptions) == (Bm25Options, DenseOptions, FuseOptions)
+    assert ts.IndexOptions is IndexOptions
 
 
 QRELS = {f"q{q}": {f"d{d}": (d + q) % 3 for d in range(6)} for q in range(1, 7)}
@@ -597,3 +610,101 @@ def test_judge_refuses_conflicting_options_before_reading_anything(tmp_path):
         ts.judge(candidates=missing, model="m", backend="vllm")
     with pytest.raises(ConfigError, match=r"^concurrency >= 1, retries >= 0, timeout > 0"):
         ts.judge(candidates=missing, model="m", endpoint="http://127.0.0.1:9/v1", concurrency=0)
+
+
+# ------------------------------------------------------------------ the first stage: fuse, bm25, dense
+
+FUSE_FIELDS = [
+    {},
+    {"method": "rrf", "k": 10, "depth": 4, "hits": 3, "resort": False},
+    {"method": "interpolation", "alpha": 0.25, "normalize": "minmax"},
+    {"method": "wsum", "normalize": "zmuv", "weights": "0.3,0.7"},
+    {"method": "rbc", "params": {"phi": 0.6}},
+]
+
+
+@pytest.mark.parametrize("fields", FUSE_FIELDS, ids=range(len(FUSE_FIELDS)))
+def test_fuse_with_options_is_fuse_with_its_fields(fields):
+    by_keywords = ts.fuse([RUN_A, RUN_B], **fields)
+    by_options = ts.fuse([RUN_A, RUN_B], options=FuseOptions.from_keywords(**fields))
+    assert by_options.to_frame().equals(by_keywords.to_frame())
+    stable = {k: v for k, v in by_keywords.meta.items() if "seconds" not in k and k != "created"}
+    assert {k: by_options.meta[k] for k in stable} == stable
+
+
+def test_a_fuse_keyword_replaces_what_the_options_hold():
+    base = FuseOptions("rrf", params={"k": 1})
+    assert FuseOptions.from_call("fuse", base, {"k": 60}).params["k"] == 60.0  # params' k too
+    assert FuseOptions.from_call("fuse", base, {"hits": 5}) == FuseOptions("rrf", k=1, hits=5)
+    mixed = FuseOptions.from_call("fuse", FuseOptions("interpolation", params={"alpha": 0.2}), {"alpha": 0.4})
+    assert dict(mixed.params) == {"alpha": 0.4}
+    assert FuseOptions("interpolation", alpha=0.3) == FuseOptions.from_keywords(method="interpolation", alpha=0.3)
+    with pytest.raises(ConfigError, match="k is given twice"):
+        FuseOptions.from_call("fuse", base, {"params": {"k": 5}})  # the options' k stays beside params' other k
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    from samples import write_tiny_corpus
+
+    folder = tmp_path_factory.mktemp("tiny-verbs")
+    corpus, topics = write_tiny_corpus(folder)
+    return corpus, topics, folder
+
+
+def _same_run(a, b) -> None:
+    assert a.to_frame().equals(b.to_frame())
+    volatile = ("seconds", "search_seconds", "created")
+    assert {k: v for k, v in a.meta.items() if k not in volatile} == {
+        k: v for k, v in b.meta.items() if k not in volatile
+    }
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"hits": 3, "k1": 1.2, "b": 0.7, "threads": 1},
+        {"rm3": True, "fb_docs": 2, "fb_terms": 5},
+        {"qld": True, "mu": 50.0},
+    ],
+    ids=["defaults", "bm25", "rm3", "qld"],
+)
+def test_bm25_with_options_is_bm25_with_its_fields(tiny_corpus, fields):
+    from needs import required
+
+    required("pyserini", "the [pyserini] extra is not installed")
+    corpus, topics, folder = tiny_corpus
+    index = ts.index(str(corpus), folder / "lucene", threads=1, download=False)
+    assert ts.index(str(corpus), folder / "lucene", options=IndexOptions(threads=1, download=False)) == index
+    info, _ = build_index(str(corpus), folder / "lucene", options=IndexOptions(threads=1))
+    assert info.reused and info.path == index  # the same settings: the index built by keywords is reused
+    by_keywords = ts.bm25(index, str(topics), **fields)
+    _same_run(ts.bm25(index, str(topics), options=Bm25Options.from_keywords(**fields)), by_keywords)
+
+
+def test_dense_with_options_is_dense_with_its_fields(tiny_corpus, minilm):
+    from needs import required
+
+    required("faiss", "the [pyserini] extra is not installed")
+    corpus, topics, folder = tiny_corpus
+    index = ts.index(str(corpus), folder / "dense", dense=True, encoder=minilm, device="cpu")
+    fields = {"hits": 4, "device": "cpu", "batch_size": 2, "max_queries": 2}
+    by_keywords = ts.dense(index, str(topics), **fields)
+    _same_run(ts.dense(index, str(topics), options=DenseOptions.from_keywords(**fields)), by_keywords)
+
+
+@pytest.mark.parametrize(
+    ("verb_name", "given", "message"),
+    [
+        ("bm25", {"hits": 0}, "--hits must be >= 1, not 0"),
+        ("bm25", {"k1": -1.0}, "BM25 k1 must be a finite number >= 0"),
+        ("bm25", {"rm3": True, "fb_terms": 0}, "--fb-terms must be >= 1, not 0"),
+        ("bm25", {"qld": True, "mu": 0.0}, "query likelihood mu must be a finite number > 0"),
+        ("dense", {"hits": 0}, "--hits must be >= 1, not 0"),
+        ("index", {"ray": "auto"}, "--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini"),
+    ],
+)
+def test_first_stage_options_are_refused_before_the_index_is_opened(tmp_path, verb_name, given, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        getattr(ts, verb_name)(tmp_path / "absent", {"1": "text"}, **given)

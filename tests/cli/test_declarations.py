@@ -8,9 +8,12 @@ import pytest
 
 from toolkit.api.options import (
     AgreementOptions,
+    Bm25Options,
     CompareOptions,
+    DenseOptions,
     DiagnosisOptions,
     EvaluationOptions,
+    IndexOptions,
     PoolTestOptions,
     PowerOptions,
     RiskOptions,
@@ -20,10 +23,12 @@ from toolkit.cli import compare as compare_cli
 from toolkit.cli import diagnose as diagnose_cli
 from toolkit.cli import eval as eval_cli
 from toolkit.cli import judge as judge_cli
+from toolkit.cli import retrieval as retrieval_cli
 from toolkit.cli import risk as risk_cli
 from toolkit.cli import uncertainty as uncertainty_cli
 from toolkit.cli.declare import Flag, values_of
 from toolkit.judging.judge_options import JudgeOptions
+from toolkit.retrieval.fusion import FuseOptions
 
 #: command -> its options class, its table, its keywords without a flag and those the command sets itself
 TABLES = {
@@ -35,12 +40,22 @@ TABLES = {
     "pool-test": (PoolTestOptions, uncertainty_cli.POOL_TEST, uncertainty_cli.POOL_TEST_API_ONLY, {}),
     "agreement": (AgreementOptions, agreement_cli.AGREEMENT, agreement_cli.API_ONLY, {}),
     "judge": (JudgeOptions, judge_cli.JUDGE, judge_cli.API_ONLY, {}),
+    "index": (IndexOptions, retrieval_cli.INDEX, retrieval_cli.INDEX_API_ONLY, {}),
+    "bm25": (Bm25Options, retrieval_cli.BM25, retrieval_cli.BM25_API_ONLY, {}),
+    "dense": (DenseOptions, retrieval_cli.DENSE, retrieval_cli.DENSE_API_ONLY, {}),
+    "fuse": (FuseOptions, retrieval_cli.FUSE, retrieval_cli.FUSE_API_ONLY, {}),
 }
 #: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); judge's ``cache``, by
 #: ``--cache DIR`` and ``--no-cache``.
 TWO_FLAGS = {"holes": ["--holes", "--holes-over"], "cache": ["--cache", "--no-cache"]}
+#: A command's own keywords set by two flags: fuse's ``hits``, by ``--k`` (Pyserini's spelling) and ``--hits``.
+TWO_FLAGS_OF = {"fuse": {"hits": ["--k", "--hits"]}}
 #: Keywords whose flag, not given, stands for another value than the library's default (with the reason).
-CLI_DEFAULTS = {"judge": judge_cli.CLI_DEFAULTS}
+CLI_DEFAULTS = {
+    "judge": judge_cli.CLI_DEFAULTS,
+    "index": retrieval_cli.INDEX_CLI_DEFAULTS,
+    "dense": retrieval_cli.DENSE_CLI_DEFAULTS,
+}
 
 
 @pytest.mark.parametrize("command", list(TABLES))
@@ -53,8 +68,8 @@ def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
         mine = [f for f in flags if f.keyword == k]
         if k in api_only or k in by_command:
             assert not mine and (api_only.get(k) or by_command.get(k)), k
-        elif k in TWO_FLAGS:
-            assert [f.decls[0] for f in mine] == TWO_FLAGS[k], k
+        elif k in (two := {**TWO_FLAGS, **TWO_FLAGS_OF.get(command, {})}):
+            assert [f.decls[0] for f in mine] == two[k], k
         else:  # one flag (aliases such as -m/--measure are one flag)
             assert len(mine) == 1, (k, [f.decls for f in mine])
     assert set(api_only) <= set(keywords) and set(by_command) <= set(keywords)
@@ -89,6 +104,32 @@ def test_flag_values_become_keywords_and_the_later_given_flag_wins():
     assert params == {"per_query": True}  # the command's own values stay for it
     assert values_of(rows, {"holes": False, "holes_over": "retrieved"}) == {"holes": "retrieved"}
     assert values_of(rows, {"holes": True, "holes_over": "retrieved"}) == {"holes": "retrieved"}
+    fuse = {"pyserini_k": 2, "hits": None, "params": ("phi=0.8",), "rrf_k": None, "out": "f"}
+    assert values_of(retrieval_cli.FUSE, fuse) == {"hits": 2, "params": {"phi": "0.8"}}
+    assert fuse == {"out": "f"}
+    dense = {"ray_address": "auto", "workers": 3, "device": "cpu", "progress": False, "shard_size": None}
+    assert values_of(retrieval_cli.DENSE, dense) == {"ray": "auto", "workers": 3, "device": "cpu", "progress": False}
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["bm25", "--index", "i", "--topics", "t", "--hits", "0", "--out", "r"], "Error: --hits must be >= 1, not 0"),
+        (["bm25", "--index", "i", "--topics", "t", "--mu", "0", "--qld", "--out", "r"], "Error: query likelihood mu"),
+        (
+            ["dense", "--index", "i", "--topics", "t", "--hits", "-1", "--out", "r"],
+            "Error: --hits must be >= 1, not -1",
+        ),
+        (["fuse", "--method", "sum", "--alpha", "0.3", "a", "b", "--out", "r"], "Error: --param alpha=...: sum has no"),
+        (["fuse", "--method", "interpolation", "--alpha", "x", "a", "b", "--out", "r"], "Error: --param alpha: alpha"),
+    ],
+)
+def test_a_setting_the_first_stage_refuses_is_its_error_before_any_file_is_read(cli, tmp_path, args, error):
+    res = cli(*args)
+    assert res.exit_code == 1, res.output
+    errors = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith(error), res.output
+    assert "Traceback" not in res.output
 
 
 #: The usage lines (in-process, click names the program ``main``; the bytes of ``twostage`` are checked by the
@@ -102,6 +143,7 @@ USAGE = {
     "pool-test": "Usage: main pool-test [OPTIONS] [NAME=]RUN [NAME=]RUN [RUN ...]\n"
     "Try 'main pool-test --help' for help.\n\n",
     "judge": "Usage: main judge [OPTIONS]\nTry 'main judge --help' for help.\n\n",
+    "index": "Usage: main index [OPTIONS]\nTry 'main index --help' for help.\n\n",
 }
 #: what every diagnose below is given (the refusals come before anything is read)
 RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}"]
@@ -179,6 +221,10 @@ RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}
         (
             ["judge", "--candidates", "c", "--model", "m", "--workers", "2", "--out", "o"],
             "--workers only apply with --ray\n",
+        ),
+        (
+            ["index", "--collection", "absent", "--ray", "auto"],
+            "--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini",
         ),
     ],
 )

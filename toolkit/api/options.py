@@ -1,7 +1,8 @@
 """The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``), ``compare``
-(``twostage compare``), ``risk``, ``power``/``paired_differences``, ``pool_test`` and ``agreement``, each one frozen
-object that the library's keywords and the command's flags build alike (``toolkit.options``; the flags in
-``toolkit.cli``'s command modules). ``RequestPolicy``, the HTTP settings of the verbs that call an endpoint
+(``twostage compare``), ``risk``, ``power``/``paired_differences``, ``pool_test`` and ``agreement``, and of the first
+stage, ``index``/``build_index``, ``bm25`` and ``dense``: each one frozen object that the library's keywords and the
+command's flags build alike (``toolkit.options``; the flags in ``toolkit.cli``'s command modules). ``fuse``'s are
+``toolkit.retrieval.fusion.FuseOptions``. ``RequestPolicy``, the HTTP settings of the verbs that call an endpoint
 (``judge``'s ``JudgeOptions``, the listwise reranker's), is ``toolkit.guard.client``'s, and ``DiagnosisOptions``
 (``diagnose``, ``twostage diagnose``) the diagnosis' own, both named here with the other options classes."""
 
@@ -23,9 +24,12 @@ from toolkit.stats.urisk import DEFAULT_ALPHA as DEFAULT_RISK_ALPHA
 
 __all__ = [
     "AgreementOptions",
+    "Bm25Options",
     "CompareOptions",
+    "DenseOptions",
     "DiagnosisOptions",
     "EvaluationOptions",
+    "IndexOptions",
     "PoolTestOptions",
     "PowerOptions",
     "RequestPolicy",
@@ -282,3 +286,129 @@ class AgreementOptions(Options):
             bootstrap=self.bootstrap,
             ci_method=self.ci_method,
         )
+
+
+# ------------------------------------------------------------------ the first stage: bm25, dense
+_HITS = "documents per query."
+_THREADS = "search threads."
+_MAX_QUERIES = "only the first N topics."
+_TOPICS_DATA_DIR = "where collection names are looked up."
+_DEVICE = "``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``."
+_PRECISION = "``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``."
+
+
+@dataclass(frozen=True)
+class Bm25Options(Options):
+    """The options of ``bm25`` (``twostage bm25``): BM25 (``k1``, ``b``) or query likelihood (``qld``, ``mu``),
+    RM3 feedback, and how the topics are searched. Checked once, with the rules of ``retrieval.lucene``."""
+
+    verb = "bm25"
+
+    hits: int = opt(1000, doc=_HITS)
+    k1: float = opt(0.9, doc="BM25 k1.")
+    b: float = opt(0.4, doc="BM25 b.")
+    qld: bool = opt(False, doc="query likelihood instead of BM25.")
+    mu: float = opt(1000.0, doc="Dirichlet mu (with ``qld``).")
+    rm3: bool = opt(False, doc="RM3 pseudo-relevance feedback.")
+    fb_terms: int = opt(10, doc="RM3 feedback terms.")
+    fb_docs: int = opt(10, doc="RM3 feedback documents.")
+    original_query_weight: float = opt(0.5, doc="RM3 weight of the original query.")
+    threads: int = opt(2, doc=_THREADS)
+    max_queries: int | None = opt(None, doc=_MAX_QUERIES)
+    data_dir: str | os.PathLike | None = opt(None, doc=_TOPICS_DATA_DIR)
+
+    @property
+    def model(self) -> str:
+        """The Lucene model: ``qld`` or ``bm25``."""
+        return "qld" if self.qld else "bm25"
+
+    def feedback(self) -> Any:
+        """RM3's settings (``retrieval.lucene.RM3``), None without ``rm3``."""
+        from toolkit.retrieval.lucene import RM3
+
+        return RM3(self.fb_terms, self.fb_docs, self.original_query_weight) if self.rm3 else None
+
+    def validate(self) -> None:
+        from toolkit.retrieval.lucene import check_params
+        from toolkit.retrieval.search import validate_hits
+
+        validate_hits(self.hits)
+        check_params(self.model, self.k1, self.b, self.mu, self.feedback())
+
+
+@dataclass(frozen=True)
+class DenseOptions(Options):
+    """The options of ``dense`` (``twostage dense``): query encoding, the FAISS search, and the Ray job that may
+    run them (``ray=``)."""
+
+    verb = "dense"
+
+    hits: int = opt(1000, doc=_HITS)
+    batch_size: int = opt(32, doc="query encoding batch size.")
+    ef_search: int = opt(256, doc="HNSW efSearch.")
+    device: str = opt("auto", doc=_DEVICE)
+    precision: str = opt("auto", doc=_PRECISION)
+    threads: int = opt(2, doc=_THREADS)
+    max_queries: int | None = opt(None, doc=_MAX_QUERIES)
+    ray: str | None = opt(None, doc="a Ray address: encode and search in shards on Ray workers.")
+    workers: int | None = opt(None, doc="Ray workers.")
+    gpus_per_worker: float | None = opt(None, doc="GPUs per Ray worker.")
+    shards: str | os.PathLike | None = opt(
+        None, doc="with ``ray``: the folder of the job's manifest and shards (resumable)."
+    )
+    force: bool = opt(False, doc="with ``ray``: discard a different earlier job's shards.")
+    progress: bool = opt(False, doc="show progress bars.")
+    data_dir: str | os.PathLike | None = opt(None, doc=_TOPICS_DATA_DIR)
+    cpus_per_worker: float | None = opt(None, doc="with ``ray``: CPUs per Ray worker (1).")
+    shard_size: int | None = opt(None, doc="with ``ray``: queries per shard.")
+    max_retries: int | None = opt(None, doc="with ``ray``: times Ray restarts a dead worker and re-runs its shard (3).")
+
+    def validate(self) -> None:
+        from toolkit.retrieval.search import validate_hits
+
+        validate_hits(self.hits)
+
+
+# ------------------------------------------------------------------ the first stage: index
+@dataclass(frozen=True)
+class IndexOptions(Options):
+    """The options of ``index`` and ``build_index`` (``twostage index``): a Lucene index (Anserini's
+    IndexCollection), or with ``dense`` a FAISS index of an encoder's vectors, encoded here or as a Ray job."""
+
+    verb = "index"
+
+    collection_class: str | None = opt(
+        None, doc="Anserini's collection class for other formats (``TrecCollection``, ``HtmlCollection``, ...)."
+    )
+    dense: bool = opt(False, doc="build a FAISS index of ``encoder`` embeddings instead of a Lucene index.")
+    encoder: str = opt("all-MiniLM-L6-v2", doc="the dense encoder (a path or a model name).")
+    pooling: str = opt("mean", doc="``mean`` or ``cls``.")
+    normalize: bool = opt(True, doc="L2-normalise the vectors (inner product is then cosine).")
+    max_length: int = opt(256, doc="tokens per passage.")
+    batch_size: int = opt(32, doc="passages per encoding batch.")
+    query_prefix: str = opt("", doc='prepended to queries (``"query: "``, E5).')
+    doc_prefix: str = opt("", doc='prepended to documents (``"passage: "``, E5).')
+    hnsw: bool = opt(False, doc="an HNSW index instead of a flat one.")
+    hnsw_m: int = opt(32, doc="the HNSW graph's M.")
+    limit: int | None = opt(None, doc="dense: encode only the first N documents (smoke tests).")
+    threads: int = opt(2, doc="indexing threads.")
+    positions: bool = opt(True, doc="Lucene: store term positions (phrase queries).")
+    docvectors: bool = opt(True, doc="Lucene: store document vectors (needed by RM3).")
+    raw: bool = opt(True, doc="Lucene: store the raw document (for rerankers).")
+    device: str = opt("auto", doc=_DEVICE)
+    precision: str = opt("auto", doc=_PRECISION)
+    ray: str | None = opt(None, doc="a Ray address: encode as a sharded job (dense only; shards in ``OUT.shards``).")
+    workers: int | None = opt(None, doc="Ray workers.")
+    gpus_per_worker: float | None = opt(None, doc="GPUs per Ray worker.")
+    cpus_per_worker: float | None = opt(None, doc="with ``ray``: CPUs per Ray worker (1).")
+    shard_size: int | None = opt(None, doc="with ``ray``: documents per shard.")
+    max_retries: int | None = opt(None, doc="with ``ray``: times Ray restarts a dead worker and re-runs its shard (3).")
+    force: bool = opt(False, doc="rebuild even when a matching index exists.")
+    download: bool = opt(True, doc="fetch missing collection files from their declared source.")
+    progress: bool = opt(False, doc="show progress bars.")
+    data_dir: str | os.PathLike | None = opt(None, doc=_TOPICS_DATA_DIR)
+
+    def validate(self) -> None:
+        if self.ray is not None and not self.dense:
+            said = "--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini"
+            raise OptionConflictError(phrase(said, said), keyword="ray", flag="--ray")

@@ -11,13 +11,16 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence  # noqa: F401  (Mapping: ``fuse``'s signature names it)
 from pathlib import Path
 from typing import Any
 
+from toolkit.api.options import Bm25Options, DenseOptions, IndexOptions
 from toolkit.api.run import Run
 from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_from, topics_source
 from toolkit.jobs.distributed import close_sharding, ray_sharding
+from toolkit.options import verb
+from toolkit.retrieval.fusion import FuseOptions
 
 log = logging.getLogger(__name__)
 
@@ -44,69 +47,46 @@ def _on_device(settings: Any, device: str, precision: str, sharding: Any, gpus_p
     return replace(settings, device=dev, precision=resolve_precision(precision, dev))
 
 
+@verb(IndexOptions, inputs=("collection", "out"))
 def build_index(
-    collection: str,
-    out: str | os.PathLike | None = None,
-    *,
-    collection_class: str | None = None,
-    dense: bool = False,
-    encoder: str = "all-MiniLM-L6-v2",
-    pooling: str = "mean",
-    normalize: bool = True,
-    max_length: int = 256,
-    batch_size: int = 32,
-    query_prefix: str = "",
-    doc_prefix: str = "",
-    hnsw: bool = False,
-    hnsw_m: int = 32,
-    limit: int | None = None,
-    threads: int = 2,
-    positions: bool = True,
-    docvectors: bool = True,
-    raw: bool = True,
-    device: str = "auto",
-    precision: str = "auto",
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    cpus_per_worker: float | None = None,
-    shard_size: int | None = None,
-    max_retries: int | None = None,
-    force: bool = False,
-    download: bool = True,
-    progress: bool = False,
-    data_dir: str | os.PathLike | None = None,
+    collection: str, out: str | os.PathLike | None = None, *, options: IndexOptions
 ) -> tuple[Any, tuple[str, ...]]:
     """``index`` with every option of ``twostage index``; returns the ``IndexInfo`` (path, kind, documents,
-    whether it was reused, seconds, its ``index.meta.json``) and what reading the collection noted."""
+    whether it was reused, seconds, its ``index.meta.json``) and what reading the collection noted.
+
+    Args:
+        collection: a collection name (``cacm``), a JSONL file or folder, or a BEIR folder.
+        out: the index folder [default: ``indexes/NAME`` or ``indexes/NAME.dense``].
+    """
     from toolkit.data.corpus import resolve_corpus
-    from toolkit.errors import ConfigError
     from toolkit.retrieval.indexing import EncoderSettings, build_dense_index, build_lucene_index
 
-    corpus = resolve_corpus(collection, collection_class, data_dir, download)
-    out = out or f"indexes/{corpus.name}{'.dense' if dense else ''}"
-    if ray is not None and not dense:
-        raise ConfigError("--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini")
-    if not dense:
-        return build_lucene_index(corpus, out, threads, positions, docvectors, raw, force, progress), corpus.notes
+    o = options
+    corpus = resolve_corpus(collection, o.collection_class, o.data_dir, o.download)
+    out = out or f"indexes/{corpus.name}{'.dense' if o.dense else ''}"
+    if not o.dense:
+        info = build_lucene_index(corpus, out, o.threads, o.positions, o.docvectors, o.raw, o.force, o.progress)
+        return info, corpus.notes
     from toolkit.jobs.shards import shards_dir
 
     sharding = ray_sharding(
-        ray, shards_dir(out), workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries
+        o.ray, shards_dir(out), o.workers, o.gpus_per_worker, o.force, o.cpus_per_worker, o.shard_size, o.max_retries
     )
-    settings = EncoderSettings(encoder, pooling, normalize, max_length, batch_size, query_prefix, doc_prefix)
-    settings = _on_device(settings, device, precision, sharding, gpus_per_worker)
+    settings = EncoderSettings(
+        o.encoder, o.pooling, o.normalize, o.max_length, o.batch_size, o.query_prefix, o.doc_prefix
+    )
+    settings = _on_device(settings, o.device, o.precision, sharding, o.gpus_per_worker)
     try:
         info = build_dense_index(
             corpus,
             out,
             settings,
-            hnsw=hnsw,
-            hnsw_m=hnsw_m,
-            threads=threads,
-            limit=limit,
-            force=force,
-            progress=progress,
+            hnsw=o.hnsw,
+            hnsw_m=o.hnsw_m,
+            threads=o.threads,
+            limit=o.limit,
+            force=o.force,
+            progress=o.progress,
             sharding=sharding,
         )
     finally:
@@ -114,78 +94,16 @@ def build_index(
     return info, corpus.notes
 
 
-def index(
-    collection: str,
-    out: str | os.PathLike | None = None,
-    *,
-    dense: bool = False,
-    encoder: str = "all-MiniLM-L6-v2",
-    pooling: str = "mean",
-    normalize: bool = True,
-    max_length: int = 256,
-    batch_size: int = 32,
-    hnsw: bool = False,
-    threads: int = 2,
-    device: str = "auto",
-    precision: str = "auto",
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    force: bool = False,
-    progress: bool = False,
-    data_dir: str | os.PathLike | None = None,
-    **options: Any,
-) -> Path:
+@verb(IndexOptions, inputs=("collection", "out"))
+def index(collection: str, out: str | os.PathLike | None = None, *, options: IndexOptions) -> Path:
     """Build (or reuse, when built with the same inputs and settings) a Lucene index, or a FAISS index with
     ``dense=True``, as ``twostage index`` does; returns its folder.
 
     Args:
         collection: a collection name (``cacm``), a JSONL file or folder, or a BEIR folder.
         out: the index folder [default: ``indexes/NAME`` or ``indexes/NAME.dense``].
-        dense: build a FAISS index of ``encoder`` embeddings instead of a Lucene index.
-        encoder: the dense encoder (a path or a model name).
-        pooling: ``mean`` or ``cls``.
-        normalize: L2-normalise the vectors (inner product is then cosine).
-        max_length: tokens per passage.
-        batch_size: passages per encoding batch.
-        hnsw: an HNSW index instead of a flat one.
-        threads: indexing threads.
-        device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
-        precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
-        ray: a Ray address: encode as a sharded job (dense only; shards in ``OUT.shards``).
-        workers: Ray workers.
-        gpus_per_worker: GPUs per Ray worker.
-        force: rebuild even when a matching index exists.
-        progress: show progress bars.
-        data_dir: where collection names are looked up.
-        **options: the other options of ``twostage index`` (``collection_class``, ``query_prefix``,
-            ``doc_prefix``, ``hnsw_m``, ``limit``, ``positions``, ``docvectors``, ``raw``, ``download``,
-            ``cpus_per_worker``, ``shard_size``, ``max_retries``): see ``build_index``.
     """
-    from toolkit.api.keywords import check_keywords, keywords_of
-
-    check_keywords("index", options, keywords_of(build_index) - keywords_of(index))
-    info, notes = build_index(
-        collection,
-        out,
-        dense=dense,
-        encoder=encoder,
-        pooling=pooling,
-        normalize=normalize,
-        max_length=max_length,
-        batch_size=batch_size,
-        hnsw=hnsw,
-        threads=threads,
-        device=device,
-        precision=precision,
-        ray=ray,
-        workers=workers,
-        gpus_per_worker=gpus_per_worker,
-        force=force,
-        progress=progress,
-        data_dir=data_dir,
-        **options,
-    )
+    info, notes = build_index(collection, out, options=options)
     for note in notes:
         log.info("%s", note)
     return info.path
@@ -204,23 +122,8 @@ def _searched(
     return Run(result.run, run_meta(result, hits, params, extra, started), notes)
 
 
-def bm25(
-    index: str | os.PathLike,
-    topics: Any,
-    *,
-    hits: int = 1000,
-    k1: float = 0.9,
-    b: float = 0.4,
-    qld: bool = False,
-    mu: float = 1000.0,
-    rm3: bool = False,
-    fb_terms: int = 10,
-    fb_docs: int = 10,
-    original_query_weight: float = 0.5,
-    threads: int = 2,
-    max_queries: int | None = None,
-    data_dir: str | os.PathLike | None = None,
-) -> Run:
+@verb(Bm25Options, inputs=("index", "topics"))
+def bm25(index: str | os.PathLike, topics: Any, *, options: Bm25Options) -> Run:
     """Lucene retrieval through Pyserini: BM25 (``k1``, ``b``), or query likelihood with Dirichlet smoothing
     (``qld=True``, ``mu``); ``rm3=True`` adds RM3 feedback (``fb_terms``, ``fb_docs``, ``original_query_weight``).
 
@@ -229,99 +132,45 @@ def bm25(
     Args:
         index: a Lucene index folder.
         topics: a topics file, a collection name, a Pyserini topics name, or ``{qid: text}``.
-        hits: documents per query.
-        k1: BM25 k1.
-        b: BM25 b.
-        qld: query likelihood instead of BM25.
-        mu: Dirichlet mu (with ``qld``).
-        rm3: RM3 pseudo-relevance feedback.
-        fb_terms: RM3 feedback terms.
-        fb_docs: RM3 feedback documents.
-        original_query_weight: RM3 weight of the original query.
-        threads: search threads.
-        max_queries: only the first N topics.
-        data_dir: where collection names are looked up.
     """
-    from toolkit.retrieval.lucene import RM3, LuceneRetriever
-    from toolkit.retrieval.search import validate_hits
+    from toolkit.retrieval.lucene import LuceneRetriever
 
     started = time.perf_counter()
-    validate_hits(hits)
-    rm3_params = RM3(fb_terms, fb_docs, original_query_weight) if rm3 else None
-    retriever = LuceneRetriever(index, "qld" if qld else "bm25", k1, b, mu, rm3_params)
-    t, notes = topics_from(topics, data_dir, max_queries)
-    result = retriever.search(t, hits, threads)
-    return _searched(result, index, topics, t, notes, retriever.params() | {"threads": threads}, hits, started)
+    o = options
+    retriever = LuceneRetriever(index, o.model, o.k1, o.b, o.mu, o.feedback())
+    t, notes = topics_from(topics, o.data_dir, o.max_queries)
+    result = retriever.search(t, o.hits, o.threads)
+    return _searched(result, index, topics, t, notes, retriever.params() | {"threads": o.threads}, o.hits, started)
 
 
-def dense(
-    index: str | os.PathLike,
-    topics: Any,
-    *,
-    hits: int = 1000,
-    batch_size: int = 32,
-    ef_search: int = 256,
-    device: str = "auto",
-    precision: str = "auto",
-    threads: int = 2,
-    max_queries: int | None = None,
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    shards: str | os.PathLike | None = None,
-    force: bool = False,
-    progress: bool = False,
-    data_dir: str | os.PathLike | None = None,
-    **ray_options: Any,
-) -> Run:
+@verb(DenseOptions, inputs=("index", "topics"))
+def dense(index: str | os.PathLike, topics: Any, *, options: DenseOptions) -> Run:
     """Dense retrieval over a FAISS index built by ``index(..., dense=True)``, queries encoded with the index's
     own encoder. The run's ``meta`` is the sidecar ``twostage dense --out`` writes, less the command line.
 
     Args:
         index: a dense index folder.
         topics: a topics file, a collection name, a Pyserini topics name, or ``{qid: text}``.
-        hits: documents per query.
-        batch_size: query encoding batch size.
-        ef_search: HNSW efSearch.
-        device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
-        precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
-        threads: search threads.
-        max_queries: only the first N topics.
-        ray: a Ray address: encode and search in shards on Ray workers.
-        workers: Ray workers.
-        gpus_per_worker: GPUs per Ray worker.
-        shards: with ``ray``: the folder of the job's manifest and shards (resumable).
-        force: with ``ray``: discard a different earlier job's shards.
-        progress: show progress bars.
-        data_dir: where collection names are looked up.
-        **ray_options: with ``ray``: ``cpus_per_worker``, ``shard_size``, ``max_retries`` (as ``--ray``'s).
     """
     from toolkit.retrieval.dense import DenseRetriever
-    from toolkit.retrieval.search import validate_hits
 
     started = time.perf_counter()
-    from toolkit.api.keywords import check_keywords
-
-    check_keywords("dense", ray_options, ("cpus_per_worker", "shard_size", "max_retries"))
-    validate_hits(hits)
-    sharding = ray_sharding(ray, shards, workers, gpus_per_worker, force, **ray_options)
-    retriever = DenseRetriever(index, batch_size=batch_size, ef_search=ef_search)
-    retriever.settings = _on_device(retriever.settings, device, precision, sharding, gpus_per_worker)
-    t, notes = topics_from(topics, data_dir, max_queries)
+    o = options
+    sharding = ray_sharding(
+        o.ray, o.shards, o.workers, o.gpus_per_worker, o.force, o.cpus_per_worker, o.shard_size, o.max_retries
+    )
+    retriever = DenseRetriever(index, batch_size=o.batch_size, ef_search=o.ef_search)
+    retriever.settings = _on_device(retriever.settings, o.device, o.precision, sharding, o.gpus_per_worker)
+    t, notes = topics_from(topics, o.data_dir, o.max_queries)
     try:
-        result = retriever.search(t, hits, threads, sharding=sharding, progress=progress)
+        result = retriever.search(t, o.hits, o.threads, sharding=sharding, progress=o.progress)
     finally:
         close_sharding(sharding)
-    return _searched(result, index, topics, t, notes, result.params | {"threads": threads}, hits, started)
+    return _searched(result, index, topics, t, notes, result.params | {"threads": o.threads}, o.hits, started)
 
 
-def fuse(
-    runs: Sequence[Any],
-    *,
-    options: Any = None,
-    train_qrels: Any = None,
-    **keywords: Any,
-) -> Run:
+@verb(FuseOptions, inputs=("runs", "train_qrels"))
+def fuse(runs: Sequence[Any], *, train_qrels: Any = None, options: FuseOptions) -> Run:
     """Fuse runs with any method of ranx 0.3.21, Pyserini 1.6 or trectools 0.0.50, by its name (the table and each
     definition: docs/retrieval.md, ``toolkit.retrieval.fusion.METHODS``). The settings are a
     ``toolkit.retrieval.fusion.FuseOptions`` (``options=``) or its fields as keywords (keywords override
@@ -341,35 +190,17 @@ def fuse(
 
     Args:
         runs: the runs (paths, ``Run``s, DataFrames, dicts, ranx Runs).
-        options: a ``FuseOptions``.
         train_qrels: judgments to learn from.
-        **keywords: ``FuseOptions`` fields (``method``, ``normalize``, ``weights``, ``params``, ``k``, ``depth``,
-            ``hits``, ``resort``) and ``alpha``.
     """
-    from dataclasses import fields
-
-    from toolkit.api.keywords import check_keywords
     from toolkit.data.adapters import as_qrels, as_run
     from toolkit.data.ranking import candidate_selection
-    from toolkit.errors import ConfigError
-    from toolkit.retrieval.fusion import FuseOptions, finite_scores
+    from toolkit.retrieval.fusion import finite_scores
     from toolkit.retrieval.fusion import fuse as fuse_pool
     from toolkit.retrieval.run_meta import run_meta
     from toolkit.retrieval.search import SearchResult
 
     started = time.perf_counter()
-    names = [f.name for f in fields(FuseOptions)]
-    check_keywords("fuse", keywords, [*names, "alpha"])
-    if options is not None and not isinstance(options, FuseOptions):
-        raise ConfigError(f"options must be a FuseOptions, not {type(options).__name__}")
-    settings = {n: getattr(options, n) for n in names} if options is not None else {}
-    if settings:  # RRF's k travels in the k field alone, so that a k keyword replaces the options' one
-        settings["params"] = {n: v for n, v in settings["params"].items() if n != "k"}
-    alpha = keywords.pop("alpha", None)
-    settings |= keywords
-    if alpha is not None:
-        settings["params"] = dict(settings.get("params") or {}) | {"alpha": alpha}
-    opts = FuseOptions(**settings)
+    opts = options
     # a method that reads scores, or a normalisation that rescales them, refuses an infinite one as the runs are
     # read (rank methods fuse such a run: they read ranks)
     finite = finite_scores(opts)

@@ -2,11 +2,11 @@
 
 Shared groups are tuples of ``toolkit.cli.declare.Flag`` (``EVALUATION``, ``SIGNIFICANCE``, ``interval_flags``,
 ``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``, ``CLIENT``: the HTTP settings of
-``toolkit.guard.client.RequestPolicy``, ``ENDPOINT_FLAG``, ``DEVICE_FLAG``, ``TRUST_CACHE_FLAG``, ``prompt_flag``):
+``toolkit.guard.client.RequestPolicy``, ``ENDPOINT_FLAG``, ``DEVICE_FLAG``, ``PRECISION_FLAG``, ``TRUST_CACHE_FLAG``, ``prompt_flag``):
 each the CLI spelling of a keyword of the verbs' options objects, which the commands built on ``options_of``
-(``eval``, ``compare``, ``diagnose``, ``judge``, ``risk``, ``power``, ``pool-test``, ``agreement``) put in their
-tables; the other commands add the same options with the decorators below (``evaluation_options``,
-``client_options``, ...).
+(``eval``, ``compare``, ``diagnose``, ``judge``, ``risk``, ``power``, ``pool-test``, ``agreement``, ``index``, ``bm25``,
+``dense``, ``fuse``) put in their tables; the other commands add the same options with the decorators below
+(``evaluation_options``, ``client_options``, ...).
 
 Evaluation settings: ``eval``, ``compare``, ``diagnose``, ``risk``, ``power``, ``pool-test``, ``agreement`` and
 ``gain-sensitivity`` take these options (trec_eval's flags plus twostage's nDCG choices); all but the last receive
@@ -80,7 +80,8 @@ TRUST_CACHE_FLAG = flag(
 )
 TRUST_CACHE = TRUST_CACHE_FLAG.option()
 
-PRECISION = click.option(
+PRECISION_FLAG = flag(
+    "precision",
     "--precision",
     type=click.Choice(PRECISIONS),
     default="auto",
@@ -88,6 +89,7 @@ PRECISION = click.option(
     help="auto: fp32 everywhere (the CPU's ranking, also on CUDA); tf32, fp16, bf16: faster on CUDA only, and "
     "they change some rankings (the run's sidecar states the measured change; see docs/gpu.md).",
 )
+PRECISION = PRECISION_FLAG.option()
 
 
 def trec_eval_flag(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str = "") -> Flag:

@@ -14,7 +14,7 @@ from toolkit.cli.options import HostOption
 from toolkit.cli.terminal import echo
 from toolkit.extras import require
 
-#: The Ray options as flags of the options keywords ``ray``, ``workers``, ... (``judge``'s ``JudgeOptions``).
+#: The Ray options as flags of the options keywords ``ray``, ``workers``, ... (``JudgeOptions``, ``IndexOptions``, ``DenseOptions``).
 RAY_FLAGS: tuple[Flag, ...] = (
     flag(
         "ray",

@@ -7,17 +7,33 @@ query count, queries that retrieved nothing, and time taken.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import click
 
-from toolkit.cli.options import DATA_DIR, DEVICE, PRECISION, run_format_option, writable_file, writable_folder
-from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.api.options import Bm25Options, DenseOptions, IndexOptions
+from toolkit.cli.declare import Row, apply, flag, options_of, values_of
+from toolkit.cli.options import (
+    DATA_DIR,
+    DATA_DIR_FLAG,
+    DEVICE_FLAG,
+    PRECISION_FLAG,
+    run_format_option,
+    writable_file,
+    writable_folder,
+)
+from toolkit.cli.ray_options import RAY_FLAGS, echo_job, sharding_from_options, worker_device
 from toolkit.cli.terminal import echo
 from toolkit.errors import ConfigError
 from toolkit.extras import require_command
+from toolkit.options import OptionsT
 from toolkit.retrieval.fusion import METHODS, NORMALIZATION_NAMES
 
 
@@ -56,18 +72,6 @@ def _check_ray_flags(ray, workers, gpus_per_worker, cpus_per_worker, shard_size,
         sharding_from_options(None, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries, "", False)
 
 
-def _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries) -> dict:
-    """The --ray options as the library's keywords."""
-    return {
-        "ray": ray_address,
-        "workers": workers,
-        "gpus_per_worker": gpus_per_worker,
-        "cpus_per_worker": cpus_per_worker,
-        "shard_size": shard_size,
-        "max_retries": max_retries,
-    }
-
-
 # ------------------------------------------------------------------ doctor
 @click.command("doctor")
 @DATA_DIR
@@ -83,96 +87,106 @@ def doctor(data_dir, no_jvm):
 
 
 # ------------------------------------------------------------------- index
+#: ``twostage index``'s options, in --help's order: the flags of ``IndexOptions`` and the command's own.
+INDEX: tuple[Row, ...] = (
+    click.option(
+        "--collection",
+        "collection",
+        required=True,
+        help="A collection name (cacm, cranfield), a JSONL file/folder (id, contents or title/text), "
+        "a BEIR folder, or a folder for --collection-class.",
+    ),
+    click.option(
+        "--out",
+        type=click.Path(file_okay=False),
+        default=None,
+        callback=writable_folder,
+        help="Index folder [indexes/NAME or indexes/NAME.dense].",
+    ),
+    flag(
+        "collection_class",
+        "--collection-class",
+        default=None,
+        help="Anserini collection class for other formats (TrecCollection, HtmlCollection, ...).",
+    ),
+    flag("threads", "--threads", type=click.IntRange(min=1), default=2, show_default=True),
+    flag(
+        "positions",
+        "--positions/--no-positions",
+        default=True,
+        show_default=True,
+        help="Store term positions (phrase queries).",
+    ),
+    flag(
+        "docvectors",
+        "--docvectors/--no-docvectors",
+        default=True,
+        show_default=True,
+        help="Store document vectors (needed by RM3).",
+    ),
+    flag("raw", "--raw/--no-raw", default=True, show_default=True, help="Store the raw document (for rerankers)."),
+    flag(
+        "dense",
+        "--dense",
+        is_flag=True,
+        help="Build a dense FAISS index with a Hugging Face encoder instead of Lucene.",
+    ),
+    flag(
+        "encoder", "--encoder", default="all-MiniLM-L6-v2", show_default=True, help="Encoder: HF name or local folder."
+    ),
+    flag("pooling", "--pooling", type=click.Choice(["mean", "cls"]), default="mean", show_default=True),
+    flag(
+        "normalize",
+        "--normalize/--no-normalize",
+        default=True,
+        show_default=True,
+        help="L2-normalise vectors (cosine).",
+    ),
+    flag("max_length", "--max-length", type=click.IntRange(min=1), default=256, show_default=True),
+    flag("batch_size", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True),
+    flag("query_prefix", "--query-prefix", default="", help='Prepended to queries, e.g. "query: " (E5).'),
+    flag("doc_prefix", "--doc-prefix", default="", help='Prepended to documents, e.g. "passage: " (E5).'),
+    flag("hnsw", "--hnsw", is_flag=True, help="FAISS HNSW instead of a flat (exact) index."),
+    flag("hnsw_m", "--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True),
+    flag(
+        "limit",
+        "--limit",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Dense: encode only the first N documents (smoke tests).",
+    ),
+    DEVICE_FLAG,
+    PRECISION_FLAG,
+    *RAY_FLAGS,
+    flag(
+        "force",
+        "--force",
+        is_flag=True,
+        help="Rebuild even when the recorded inputs and settings match (with --ray: "
+        "also discard the shards of a different earlier job).",
+    ),
+    flag(
+        "download",
+        "--download/--no-download",
+        default=True,
+        show_default=True,
+        help="Fetch missing collection files from their declared source.",
+    ),
+    flag("progress", "--progress/--no-progress", default=True, show_default=True),
+    DATA_DIR_FLAG,
+)
+
+#: The keywords of ``IndexOptions`` that have no flag, and why.
+INDEX_API_ONLY: Mapping[str, str] = MappingProxyType({})
+#: The keywords whose flag, not given, stands for another value than the library's default, and why.
+INDEX_CLI_DEFAULTS: Mapping[str, str] = MappingProxyType(
+    {"progress": "the command shows progress bars unless --no-progress; the library none unless asked"}
+)
+
+
 @click.command("index")
-@click.option(
-    "--collection",
-    "collection",
-    required=True,
-    help="A collection name (cacm, cranfield), a JSONL file/folder (id, contents or title/text), "
-    "a BEIR folder, or a folder for --collection-class.",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    callback=writable_folder,
-    help="Index folder [indexes/NAME or indexes/NAME.dense].",
-)
-@click.option(
-    "--collection-class",
-    default=None,
-    help="Anserini collection class for other formats (TrecCollection, HtmlCollection, ...).",
-)
-@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
-@click.option(
-    "--positions/--no-positions", default=True, show_default=True, help="Store term positions (phrase queries)."
-)
-@click.option(
-    "--docvectors/--no-docvectors", default=True, show_default=True, help="Store document vectors (needed by RM3)."
-)
-@click.option("--raw/--no-raw", default=True, show_default=True, help="Store the raw document (for rerankers).")
-@click.option("--dense", is_flag=True, help="Build a dense FAISS index with a Hugging Face encoder instead of Lucene.")
-@click.option("--encoder", default="all-MiniLM-L6-v2", show_default=True, help="Encoder: HF name or local folder.")
-@click.option("--pooling", type=click.Choice(["mean", "cls"]), default="mean", show_default=True)
-@click.option("--normalize/--no-normalize", default=True, show_default=True, help="L2-normalise vectors (cosine).")
-@click.option("--max-length", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--query-prefix", default="", help='Prepended to queries, e.g. "query: " (E5).')
-@click.option("--doc-prefix", default="", help='Prepended to documents, e.g. "passage: " (E5).')
-@click.option("--hnsw", is_flag=True, help="FAISS HNSW instead of a flat (exact) index.")
-@click.option("--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True)
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="Dense: encode only the first N documents (smoke tests)."
-)
-@DEVICE
-@PRECISION
-@ray_options
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Rebuild even when the recorded inputs and settings match (with --ray: "
-    "also discard the shards of a different earlier job).",
-)
-@click.option(
-    "--download/--no-download",
-    default=True,
-    show_default=True,
-    help="Fetch missing collection files from their declared source.",
-)
-@click.option("--progress/--no-progress", default=True, show_default=True)
-@DATA_DIR
-def index(
-    collection,
-    out,
-    collection_class,
-    threads,
-    positions,
-    docvectors,
-    raw,
-    dense,
-    encoder,
-    pooling,
-    normalize,
-    max_length,
-    batch_size,
-    query_prefix,
-    doc_prefix,
-    hnsw,
-    hnsw_m,
-    limit,
-    device,
-    precision,
-    ray_address,
-    workers,
-    gpus_per_worker,
-    cpus_per_worker,
-    shard_size,
-    max_retries,
-    force,
-    download,
-    progress,
-    data_dir,
-):
+@options_of(IndexOptions, INDEX)
+def index(options: IndexOptions, collection, out):
     """Build a Lucene index (Anserini IndexCollection) or, with --dense, a FAISS index.
 
     \b
@@ -188,58 +202,33 @@ def index(
     from toolkit.api.pipeline import build_index
 
     require_command("index")
-    ray = _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries)
-    if ray_address is not None and not dense:
-        raise click.UsageError("--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini")
-    _check_ray_flags(**ray)
-    if ray_address is not None:
-        device, precision = worker_device(device, precision, gpus_per_worker)
-    info, notes = build_index(
-        collection,
-        out,
-        collection_class=collection_class,
-        dense=dense,
-        encoder=encoder,
-        pooling=pooling,
-        normalize=normalize,
-        max_length=max_length,
-        batch_size=batch_size,
-        query_prefix=query_prefix,
-        doc_prefix=doc_prefix,
-        hnsw=hnsw,
-        hnsw_m=hnsw_m,
-        limit=limit,
-        threads=threads,
-        positions=positions,
-        docvectors=docvectors,
-        raw=raw,
-        device=device,
-        precision=precision,
-        force=force,
-        download=download,
-        progress=progress,
-        data_dir=data_dir,
-        **ray,
-    )
+    o = options
+    _check_ray_flags(o.ray, o.workers, o.gpus_per_worker, o.cpus_per_worker, o.shard_size, o.max_retries)
+    if o.ray is not None:
+        device, precision = worker_device(o.device, o.precision, o.gpus_per_worker)
+        options = dataclasses.replace(options, device=device, precision=precision)
+    info, notes = build_index(collection, out, options=options)
     for note in notes:
         echo(f"twostage: {note}", err=True)
     if not info.reused:
-        echo_job(ray_address, info.meta.get("execution", {}))
+        echo_job(options.ray, info.meta.get("execution", {}))
     verb = "reused" if info.reused else "built"
     echo(f"twostage: {verb} {info.kind} index {info.path} ({info.documents} documents, {info.seconds:.1f}s)", err=True)
     echo(str(info.path))
 
 
 # -------------------------------------------------------------------- bm25
-_RUN_OPTIONS = (
+#: The options ``bm25`` and ``dense`` share, in --help's order.
+_RUN_OPTIONS: tuple[Row, ...] = (
     click.option("--index", "index_path", required=True, type=click.Path(), help="Index folder."),
     click.option(
         "--topics",
         required=True,
         help="Topics: a file (TSV, JSONL, TREC, Anserini), a collection name, or a Pyserini name.",
     ),
-    click.option("--hits", type=int, default=1000, show_default=True, help="Documents per query."),
-    click.option(
+    flag("hits", "--hits", type=int, default=1000, show_default=True, help="Documents per query."),
+    flag(
+        "threads",
         "--threads",
         type=click.IntRange(min=1),
         default=2,
@@ -254,49 +243,44 @@ _RUN_OPTIONS = (
         help="Run file; RUN.meta.json is written beside it.",
     ),
     click.option("--tag", default=None, help="Run tag (6th column) [the model name]."),
-    click.option(
-        "--max-queries", type=click.IntRange(min=1), default=None, help="Only the first N topics (smoke runs)."
+    flag(
+        "max_queries",
+        "--max-queries",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Only the first N topics (smoke runs).",
     ),
-    DATA_DIR,
+    DATA_DIR_FLAG,
 )
 
 
-def run_options(f):
-    for opt in reversed(_RUN_OPTIONS):
-        f = opt(f)
-    return f
+#: ``twostage bm25``'s options, in --help's order: the flags of ``Bm25Options`` and the command's own.
+BM25: tuple[Row, ...] = (
+    *_RUN_OPTIONS,
+    flag("k1", "--k1", type=float, default=0.9, show_default=True),
+    flag("b", "--b", type=float, default=0.4, show_default=True),
+    flag("qld", "--qld", is_flag=True, help="Query likelihood with Dirichlet smoothing instead of BM25."),
+    flag("mu", "--mu", type=float, default=1000.0, show_default=True, help="Dirichlet mu (with --qld)."),
+    flag("rm3", "--rm3", is_flag=True, help="RM3 pseudo-relevance feedback."),
+    flag("fb_terms", "--fb-terms", type=int, default=10, show_default=True),
+    flag("fb_docs", "--fb-docs", type=int, default=10, show_default=True),
+    flag("original_query_weight", "--original-query-weight", type=float, default=0.5, show_default=True),
+)
+
+#: The keywords of ``Bm25Options`` that have no flag, and why.
+BM25_API_ONLY: Mapping[str, str] = MappingProxyType({})
+
+
+def _options(options_class: type[OptionsT], rows: tuple[Row, ...], flags: dict, **fixed: Any) -> OptionsT:
+    """The options from the values of the flags among ``rows`` (popped from ``flags``) and ``fixed``, built once;
+    a setting the library refuses is its error in the command line's words (exit status 1, as it always was)."""
+    return options_class.from_keywords(**values_of(rows, flags), **fixed)
 
 
 @click.command("bm25")
-@run_options
-@click.option("--k1", type=float, default=0.9, show_default=True)
-@click.option("--b", type=float, default=0.4, show_default=True)
-@click.option("--qld", is_flag=True, help="Query likelihood with Dirichlet smoothing instead of BM25.")
-@click.option("--mu", type=float, default=1000.0, show_default=True, help="Dirichlet mu (with --qld).")
-@click.option("--rm3", is_flag=True, help="RM3 pseudo-relevance feedback.")
-@click.option("--fb-terms", type=int, default=10, show_default=True)
-@click.option("--fb-docs", type=int, default=10, show_default=True)
-@click.option("--original-query-weight", type=float, default=0.5, show_default=True)
+@functools.partial(apply, BM25)
 @click.pass_context
-def bm25(
-    ctx,
-    index_path,
-    topics,
-    hits,
-    threads,
-    out,
-    tag,
-    max_queries,
-    data_dir,
-    k1,
-    b,
-    qld,
-    mu,
-    rm3,
-    fb_terms,
-    fb_docs,
-    original_query_weight,
-):
+def bm25(ctx, index_path, topics, out, tag, **flags):
     """Lucene retrieval: BM25 (k1, b), or --qld (mu); --rm3 adds RM3 feedback.
 
     \b
@@ -308,60 +292,54 @@ def bm25(
     from toolkit.api.pipeline import bm25 as search_bm25
 
     require_command("bm25")
-    run = search_bm25(
-        index_path,
-        topics,
-        hits=hits,
-        k1=k1,
-        b=b,
-        qld=qld,
-        mu=mu,
-        rm3=rm3,
-        fb_terms=fb_terms,
-        fb_docs=fb_docs,
-        original_query_weight=original_query_weight,
-        threads=threads,
-        max_queries=max_queries,
-        data_dir=data_dir,
-    )
-    write_run_with_meta(ctx, run, out, hits, tag)
+    options = _options(Bm25Options, BM25, flags)
+    run = search_bm25(index_path, topics, options=options)
+    write_run_with_meta(ctx, run, out, options.hits, tag)
+
+
+#: ``twostage dense``'s options, in --help's order: the flags of ``DenseOptions`` and the command's own.
+DENSE: tuple[Row, ...] = (
+    *_RUN_OPTIONS,
+    flag(
+        "batch_size",
+        "--batch-size",
+        type=click.IntRange(min=1),
+        default=32,
+        show_default=True,
+        help="Query encoding batch size.",
+    ),
+    flag(
+        "ef_search",
+        "--ef-search",
+        type=click.IntRange(min=1),
+        default=256,
+        show_default=True,
+        help="HNSW indexes: efSearch.",
+    ),
+    DEVICE_FLAG,
+    PRECISION_FLAG,
+    *RAY_FLAGS,
+    flag(
+        "force",
+        "--force",
+        is_flag=True,
+        help="With --ray: discard the shards of a different earlier job at OUT.shards.",
+    ),
+    flag("progress", "--progress/--no-progress", default=True, show_default=True),
+)
+
+#: The keywords of ``DenseOptions`` that have no flag, and why.
+DENSE_API_ONLY: Mapping[str, str] = MappingProxyType(
+    {"shards": "the command keeps the Ray job's shards beside the run, in OUT.shards"}
+)
+#: The keywords whose flag, not given, stands for another value than the library's default, and why.
+DENSE_CLI_DEFAULTS: Mapping[str, str] = INDEX_CLI_DEFAULTS
 
 
 @click.command("dense")
-@run_options
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Query encoding batch size."
-)
-@click.option("--ef-search", type=click.IntRange(min=1), default=256, show_default=True, help="HNSW indexes: efSearch.")
-@DEVICE
-@PRECISION
-@ray_options
-@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@functools.partial(apply, DENSE)
 @click.pass_context
-def dense(
-    ctx,
-    index_path,
-    topics,
-    hits,
-    threads,
-    out,
-    tag,
-    max_queries,
-    data_dir,
-    batch_size,
-    ef_search,
-    device,
-    precision,
-    ray_address,
-    workers,
-    gpus_per_worker,
-    cpus_per_worker,
-    shard_size,
-    max_retries,
-    force,
-    progress,
-):
+def dense(ctx, index_path, topics, out, tag, **flags):
     """Dense retrieval over a FAISS index, queries encoded with the index's own encoder.
 
     \b
@@ -376,28 +354,21 @@ def dense(
     from toolkit.jobs.shards import shards_dir
 
     require_command("dense")
-    ray = _ray_keywords(ray_address, workers, gpus_per_worker, cpus_per_worker, shard_size, max_retries)
-    _check_ray_flags(**ray)
-    if ray_address is not None:
-        device, precision = worker_device(device, precision, gpus_per_worker)
-    run = search_dense(
-        index_path,
-        topics,
-        hits=hits,
-        batch_size=batch_size,
-        ef_search=ef_search,
-        device=device,
-        precision=precision,
-        threads=threads,
-        max_queries=max_queries,
-        shards=shards_dir(out),
-        force=force,
-        progress=progress,
-        data_dir=data_dir,
-        **ray,
+    ray_address = flags["ray_address"]
+    _check_ray_flags(
+        *(
+            flags[k]
+            for k in ("ray_address", "workers", "gpus_per_worker", "cpus_per_worker", "shard_size", "max_retries")
+        )
     )
+    if ray_address is not None:
+        flags["device"], flags["precision"] = worker_device(
+            flags["device"], flags["precision"], flags["gpus_per_worker"]
+        )
+    options = _options(DenseOptions, DENSE, flags, shards=shards_dir(out))
+    run = search_dense(index_path, topics, options=options)
     echo_job(ray_address, run.meta["parameters"].get("execution", {}))
-    write_run_with_meta(ctx, run, out, hits, tag)
+    write_run_with_meta(ctx, run, out, options.hits, tag)
 
 
 def _fuse_params(given: tuple[str, ...]) -> dict[str, str]:
@@ -413,65 +384,93 @@ def _fuse_params(given: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+#: ``twostage fuse``'s options, in --help's order: the flags of ``FuseOptions`` and the command's own.
+FUSE: tuple[Row, ...] = (
+    flag(
+        "method",
+        "--method",
+        type=click.Choice(list(METHODS)),
+        default="rrf",
+        show_default=True,
+        help="The fusion method, by the name ranx, Pyserini or trectools gives it (definitions: docs/retrieval.md).",
+    ),
+    flag(
+        "normalize",
+        "--normalize",
+        type=click.Choice(list(NORMALIZATION_NAMES)),
+        default="none",
+        show_default=True,
+        help="Per-query score normalisation of each run before fusing, as ranx's (minmax: a query whose scores are "
+        "all equal gets 0). A method that reads scores, or a normalisation that rescales them, reads only finite "
+        "scores: a run holding inf or -inf is refused, naming its line.",
+    ),
+    flag(
+        "weights", "--weights", default=None, metavar="W1,W2,...", help="One weight per run (wsum, wmnz, mixed, ...)."
+    ),
+    flag(
+        "params",
+        "--param",
+        "params",
+        multiple=True,
+        metavar="NAME=VALUE",
+        convert=_fuse_params,
+        help="A parameter of the method by the peer's name (k, phi, gamma, sigma, n_segments, w, p, alpha; the "
+        "search's metric, step, min_k, ...); repeatable.",
+    ),
+    click.option(
+        "--train-qrels",
+        default=None,
+        metavar="QRELS",
+        help="Judgments to learn from (probfuse, segfuse, slidefuse, mapfuse, bayesfuse, posfuse), and to search a "
+        "parameter not given (weights, k, phi, ...) as ranx's optimize_fusion does.",
+    ),
+    flag("k", "--rrf.k", "rrf_k", default=None, metavar="K", help="RRF's constant (Pyserini's --rrf.k) [60]."),
+    flag(
+        "alpha",
+        "--alpha",
+        default=None,
+        metavar="ALPHA",
+        help="Interpolation: weight of the first run (Pyserini's --alpha) [0.5].",
+    ),
+    flag(
+        "depth",
+        "--depth",
+        type=click.IntRange(min=1),
+        default=1000,
+        show_default=True,
+        help="Documents taken from each run.",
+    ),
+    flag(
+        "hits",
+        "--k",
+        "pyserini_k",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Documents per query (Pyserini's --k: --hits).",
+    ),
+    flag("hits", "--hits", type=int, default=None, help="Documents per query in the result.  [default: 1000]"),
+    flag(
+        "resort",
+        "--resort/--no-resort",
+        default=True,
+        show_default=True,
+        help="Rank each run by its scores in trec_eval's order (Pyserini's --resort); --no-resort: in the order of "
+        "its lines.",
+    ),
+    click.option("--out", required=True, type=click.Path(dir_okay=False), callback=writable_file),
+    click.option("--tag", default=None),
+    run_format_option,
+)
+
+#: The keywords of ``FuseOptions`` that have no flag of their own, and why.
+FUSE_API_ONLY: Mapping[str, str] = MappingProxyType({})
+
+
 @click.command("fuse")
 @click.argument("runs", nargs=-1, required=True, metavar="[NAME=]RUN [RUN ...]")
-@click.option(
-    "--method",
-    type=click.Choice(list(METHODS)),
-    default="rrf",
-    show_default=True,
-    help="The fusion method, by the name ranx, Pyserini or trectools gives it (definitions: docs/retrieval.md).",
-)
-@click.option(
-    "--normalize",
-    type=click.Choice(list(NORMALIZATION_NAMES)),
-    default="none",
-    show_default=True,
-    help="Per-query score normalisation of each run before fusing, as ranx's (minmax: a query whose scores are "
-    "all equal gets 0). A method that reads scores, or a normalisation that rescales them, reads only finite "
-    "scores: a run holding inf or -inf is refused, naming its line.",
-)
-@click.option("--weights", default=None, metavar="W1,W2,...", help="One weight per run (wsum, wmnz, mixed, ...).")
-@click.option(
-    "--param",
-    "params",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="A parameter of the method by the peer's name (k, phi, gamma, sigma, n_segments, w, p, alpha; the "
-    "search's metric, step, min_k, ...); repeatable.",
-)
-@click.option(
-    "--train-qrels",
-    default=None,
-    metavar="QRELS",
-    help="Judgments to learn from (probfuse, segfuse, slidefuse, mapfuse, bayesfuse, posfuse), and to search a "
-    "parameter not given (weights, k, phi, ...) as ranx's optimize_fusion does.",
-)
-@click.option("--rrf.k", "rrf_k", default=None, metavar="K", help="RRF's constant (Pyserini's --rrf.k) [60].")
-@click.option(
-    "--alpha", default=None, metavar="ALPHA", help="Interpolation: weight of the first run (Pyserini's --alpha) [0.5]."
-)
-@click.option(
-    "--depth", type=click.IntRange(min=1), default=1000, show_default=True, help="Documents taken from each run."
-)
-@click.option(
-    "--k", "pyserini_k", type=click.IntRange(min=1), default=None, help="Documents per query (Pyserini's --k: --hits)."
-)
-@click.option("--hits", type=int, default=None, help="Documents per query in the result.  [default: 1000]")
-@click.option(
-    "--resort/--no-resort",
-    default=True,
-    show_default=True,
-    help="Rank each run by its scores in trec_eval's order (Pyserini's --resort); --no-resort: in the order of "
-    "its lines.",
-)
-@click.option("--out", required=True, type=click.Path(dir_okay=False), callback=writable_file)
-@click.option("--tag", default=None)
-@run_format_option
+@functools.partial(apply, FUSE)
 @click.pass_context
-def fuse(
-    ctx, runs, method, normalize, weights, params, train_qrels, rrf_k, alpha, depth, pyserini_k, hits, resort, out, tag
-):
+def fuse(ctx, runs, train_qrels, out, tag, **flags):
     """Fuse runs: every method of ranx, Pyserini and trectools, by their names.
 
     \b
@@ -485,30 +484,20 @@ def fuse(
     from toolkit.cli.options import named_runs
     from toolkit.retrieval.fusion import FuseOptions
 
+    pyserini_k, hits = flags["pyserini_k"], flags["hits"]
     if pyserini_k is not None and hits is not None and pyserini_k != hits:
         raise click.UsageError(f"--k {pyserini_k} and --hits {hits} both say how many documents per query: give one")
-    count = pyserini_k or hits or 1000
-    settings = _fuse_params(params)
-    if alpha is not None:
-        settings["alpha"] = alpha
-    if pyserini_k is not None and method == "rrf" and rrf_k is None and "k" not in settings:
+    given = values_of(FUSE, flags)
+    if pyserini_k is not None and given["method"] == "rrf" and "k" not in given and "k" not in given["params"]:
         echo(
             f"twostage: --k {pyserini_k} is the number of documents per query, as Pyserini's --k; RRF's constant is "
             "--rrf.k (60 here)",
             err=True,
         )
-    options = FuseOptions(
-        method=method,
-        normalize=normalize,
-        weights=weights,
-        params=settings,
-        k=rrf_k,
-        depth=depth,
-        hits=count,
-        resort=resort,
-    )
+    # a setting the fusion refuses is its error (exit status 1), as the library words it for the command line
+    options = FuseOptions.from_keywords(**given)
     run = fuse_runs(list(named_runs(runs).values()), options=options, train_qrels=train_qrels)
-    write_run_with_meta(ctx, run, out, count, tag)
+    write_run_with_meta(ctx, run, out, options.hits, tag)
 
 
 COMMANDS = (doctor, index, bm25, dense, fuse)

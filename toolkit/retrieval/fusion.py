@@ -21,7 +21,7 @@ ascending (``TIES``, written in the run's sidecar).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 from types import MappingProxyType
@@ -38,6 +38,7 @@ from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, SCORE, Qrels, Run
 from toolkit.errors import ConfigError, phrase
 from toolkit.guard import numbers
 from toolkit.measures.ranked import c_log, c_power_table
+from toolkit.options import Options, opt
 from toolkit.retrieval.search import DEFAULT_HITS, validate_hits
 
 #: How a fused run orders equal scores (the sidecar says it).
@@ -189,25 +190,52 @@ def _number(value: Any, kind: type, what: str) -> Any:
 
 
 @dataclass(frozen=True)
-class FuseOptions:
+class FuseOptions(Options):
     """Every setting of a fusion, checked once here: ``method`` (a name of ``METHODS``), ``normalize`` (of
     ``NORMALIZATIONS``), ``weights`` (one per run, for the weighted methods; text ``"0.3,0.7"`` or numbers),
     ``params`` (the method's parameters by the peer's names, ``{"phi": 0.8}``; text values are read as the
     command line gives them), ``k`` (RRF's constant: ranx's ``k``, Pyserini's ``--rrf.k``; ``params["k"]`` is the
     same), ``depth`` (documents taken from each run), ``hits`` (documents per query in the result: Pyserini's
     ``--k``), ``resort`` (rank each run by its scores in trec_eval's order, the default; False: in the order of
-    its lines, as Pyserini without ``--resort``)."""
+    its lines, as Pyserini without ``--resort``), ``alpha`` (interpolation's ``params["alpha"]``, which it
+    replaces). The options of ``ts.fuse`` (``twostage fuse``)."""
 
-    method: str = "rrf"
-    normalize: str = "none"
-    weights: Any = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-    k: float | None = None
-    depth: int = DEFAULT_HITS
-    hits: int = DEFAULT_HITS
-    resort: bool = True
+    verb = "fuse"
 
-    def __post_init__(self) -> None:
+    method: str = opt("rrf", doc="the fusion method, by the name ranx, Pyserini or trectools gives it.")
+    normalize: str = opt(
+        "none", doc="``none``, ``minmax``, ``max``, ``sum``, ``zmuv``, ``rank`` or ``borda`` (per query, per run)."
+    )
+    weights: Any = opt(
+        None, doc="one weight per run (``wsum``, ``wmnz``, ``mixed``, ``w_bordafuse``, ``w_condorcet``)."
+    )
+    params: Mapping[str, Any] = field(
+        default_factory=dict,
+        metadata={"doc": "the method's parameters by the peer's names (``{\"phi\": 0.8}``)."},
+    )
+    k: float | None = opt(None, doc="RRF's constant (60).")
+    depth: int = opt(DEFAULT_HITS, doc="documents taken from each run.")
+    hits: int = opt(DEFAULT_HITS, doc="documents per query in the result.")
+    resort: bool = opt(
+        True, doc="rank each run by score in trec_eval's order (the default); False: in the order of its lines."
+    )
+    alpha: float | None = opt(None, doc='interpolation\'s ``params={"alpha": ...}``.')
+
+    @classmethod
+    def from_call(
+        cls,
+        verb: str,
+        options: FuseOptions | None,
+        given: Mapping[str, Any],
+        allowed: Iterable[str] | None = None,
+    ) -> FuseOptions:
+        """As ``Options.from_call``; RRF's ``k`` travels in the ``k`` field alone, so that a ``k`` keyword replaces
+        the value ``options`` holds (in its ``params`` too)."""
+        if options is not None and "k" in given and "params" not in given and isinstance(options, cls):
+            given = {**given, "params": {n: v for n, v in options.params.items() if n != "k"}}
+        return super().from_call(verb, options, given, allowed)
+
+    def validate(self) -> None:
         m = METHODS.get(self.method) if isinstance(self.method, str) else None
         if m is None:
             raise ConfigError(
@@ -233,6 +261,8 @@ class FuseOptions:
             )
         object.__setattr__(self, "weights", self._weights(m))
         params = dict(self.params or {})
+        if self.alpha is not None:
+            params["alpha"] = self.alpha
         k = self.k
         if "k" in params:
             if k is not None and params["k"] != k:
@@ -247,6 +277,8 @@ class FuseOptions:
                 raise ConfigError(f"{phrase('k=', '--rrf.k')}: {err}") from None
         object.__setattr__(self, "params", MappingProxyType(self._params(m, params)))
         object.__setattr__(self, "k", self.params.get("k"))
+        if self.alpha is not None:
+            object.__setattr__(self, "alpha", self.params.get("alpha"))
         for name, flag in (("depth", "--depth"), ("hits", "--hits")):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
