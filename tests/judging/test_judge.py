@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import warnings
 
 import numpy as np
@@ -599,3 +600,27 @@ def test_calibrated_judge_is_named_on_the_diagnosis_page(tmp_path, judge_server)
         in page
     )
     assert f"kappa {cal.agreement.kappa:.3f}" in page
+
+
+def test_a_job_stopped_by_an_error_sends_no_more_requests(tmp_path, judge_server, monkeypatch):
+    """An error while the answers are read (here the cache refusing the first answer) ends the job at once: the
+    requests still to send are never sent, whatever holds on to the error afterwards (pytest.raises keeps its
+    traceback, and with it the reading frames), only those already under way finish."""
+    from toolkit.llm.answer_cache import JudgmentCache
+
+    judge_server.slow = 0.2
+    cand = _collection(
+        tmp_path, judge_server, n_queries=3, n_docs=6, extra={f"D{q}x{i}": "SLOW" for q in (1, 2, 3) for i in range(6)}
+    )
+
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(JudgmentCache, "put", refuse)
+    with pytest.raises(Exception) as raised:
+        ts.judge(
+            candidates=cand, depth=6, model="m", endpoint=judge_server.url, concurrency=2, cache=tmp_path / "cache"
+        )
+    assert "No space left on device" in str(raised.value) or isinstance(raised.value, OSError), raised.value
+    time.sleep(1.5)  # seven request times: a request still handed out would have arrived
+    assert judge_server.total <= 3, judge_server.total  # the two under way and at most one more, never the 18

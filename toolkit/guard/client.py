@@ -3,7 +3,9 @@
 ``Endpoint(url, key, timeout=..., max_response_bytes=...)`` is one OpenAI-compatible base URL
 (``http://localhost:8000/v1``) and its API key. ``post_json(path, payload)`` sends one JSON request (retried as
 below) and returns the answer's JSON object; ``call`` does the same and returns a ``Reply`` (never raises);
-``post_many(path, payloads)`` sends many, ``concurrency`` in flight, yielding ``(index, Reply)`` as each finishes.
+``post_many(path, payloads)`` sends many, ``concurrency`` in flight, yielding ``(index, Reply)`` as each finishes
+(no more than ``concurrency`` requests are ever handed to its threads: one that stops reading, and closes it or
+lets it go, leaves no request behind to start).
 ``chat_payload`` and ``chat_text`` build and read the chat/completions shape. ``download(url, fh, size=...,
 sha256=...)`` (``Endpoint.fetch``) is a streamed GET written into a file as it arrives: ``index --download`` and
 every other fetch of a file go through it, never through urllib.
@@ -16,8 +18,9 @@ What every request is held to:
   here with a bound too): one longer than ``max_response_bytes`` (default 4 MiB) is a failed request, and no more
   than the bound (plus one network read) is read or held.
 - **A deadline per request.** ``timeout`` bounds the whole request (resolving the host, connecting, sending, the
-  headers and the whole body), not each read: every socket operation is given at most the time left (a
-  thread-local deadline read by the network layer under httpx), so a server or proxy that trickles a byte at a
+  headers and the whole body), not each read: every socket operation is given at most the time left (the
+  request carries its deadline to this door's httpx transport as a request extension; the transport's network
+  layer reads it, per thread), so a server or proxy that trickles a byte at a
   time is cut at the deadline. A download's ``timeout`` bounds the whole download, its retries included.
 - **Loopback is decided on the address the connection uses, and never goes through a proxy.** The host is
   resolved once, by ``getaddrinfo`` (the resolver a connection uses: ``127.1``, ``2130706433``, ``0x7f.1`` are
@@ -43,6 +46,7 @@ import contextlib
 import functools
 import hashlib
 import ipaddress
+import itertools
 import json
 import logging
 import threading
@@ -891,17 +895,26 @@ class Endpoint:
         return reply.data
 
     def post_many(self, path: str, payloads: Iterable[Any]) -> Iterator[tuple[int, Reply]]:
-        """(index, Reply) of each payload as its request finishes, ``concurrency`` requests in flight."""
-        from concurrent.futures import ThreadPoolExecutor, as_completed
+        """(index, Reply) of each payload as its request finishes, ``concurrency`` requests in flight. A request
+        is handed to the threads only when one finishes, so a caller that stops reading (an error, a full disk)
+        leaves at most the ``concurrency`` requests under way to finish, and none once it closes the iterator
+        (``contextlib.closing``; a generator is closed when it is let go)."""
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            futures = {pool.submit(self.call, path, p): i for i, p in enumerate(payloads)}
-            try:
-                for fut in as_completed(futures):
-                    yield futures[fut], fut.result()
-            finally:
-                for fut in futures:
-                    fut.cancel()
+        todo = iter(enumerate(payloads))
+        running: dict[Any, int] = {}
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        try:
+            while True:
+                for i, p in itertools.islice(todo, self.concurrency - len(running)):
+                    running[pool.submit(self.call, path, p)] = i
+                if not running:
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield running.pop(fut), fut.result()
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def download(

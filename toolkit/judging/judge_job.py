@@ -29,7 +29,7 @@ from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Run
 from toolkit.errors import ConfigError
 from toolkit.judging.prompt import Template
 from toolkit.llm.answer_cache import JudgmentCache
-from toolkit.llm.chat import Judge, Prompt
+from toolkit.llm.chat import Judge, Prompt, closed_after
 
 log = logging.getLogger(__name__)
 
@@ -169,13 +169,14 @@ class _ShardWorker:
         response, error = [""] * n, [""] * n
         attempts = np.zeros(n, dtype=np.int64)
         answered = np.zeros(n, dtype=bool)
-        for j, answer in self.judge.answer([p for _, p in wanted]):
-            k = wanted[j][0]
-            attempts[k] = answer.attempts
-            if answer.text is None:
-                error[k] = answer.error
-            else:
-                response[k], answered[k] = answer.text, True
+        with closed_after(self.judge.answer([p for _, p in wanted])) as answers:
+            for j, answer in answers:
+                k = wanted[j][0]
+                attempts[k] = answer.attempts
+                if answer.text is None:
+                    error[k] = answer.error
+                else:
+                    response[k], answered[k] = answer.text, True
         arrays = {
             "response": np.array(response, dtype=str),
             "error": np.array(error, dtype=str),
@@ -277,20 +278,23 @@ def judge_items(
         answers = _sharded_answers(items, todo, prompts, spec, sharding, identity or {}, progress is not None)
     else:
         answers = judge.answer(prompts)
-    for j, answer in answers:
-        i = todo[j]
-        attempts[i] = answer.attempts
-        out.counts.http_retries += answer.retries
-        if answer.text is None:
-            errors[i] = answer.error
-            out.counts.http_failures += 1
-        else:
-            raw[i], parsed[i] = answer.text, template.parse(answer.text)
-            out.counts.answered += 1
-            if cache is not None:  # only once it parsed: a cached answer must read back as it did now
-                cache.put(judge_id, template.sha256, items[i].query, items[i].passage, answer.text, request=requests[i])
-        if progress:
-            progress(1)
+    with closed_after(answers) as answers:
+        for j, answer in answers:
+            i = todo[j]
+            attempts[i] = answer.attempts
+            out.counts.http_retries += answer.retries
+            if answer.text is None:
+                errors[i] = answer.error
+                out.counts.http_failures += 1
+            else:
+                raw[i], parsed[i] = answer.text, template.parse(answer.text)
+                out.counts.answered += 1
+                if cache is not None:  # only once it parsed: a cached answer must read back as it did now
+                    cache.put(
+                        judge_id, template.sha256, items[i].query, items[i].passage, answer.text, request=requests[i]
+                    )
+            if progress:
+                progress(1)
     for i, it in enumerate(items):
         label, why = parsed[i]
         failed_parse = raw[i] is not None and label is None

@@ -28,6 +28,7 @@ answer's ``logprobs`` are (token, log-probability) pairs, best first.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -259,6 +260,18 @@ class OpenAIChatJudge:
         """(index, answer) as each request finishes."""
         for i, reply in self.client.post_many(API_PATHS[self.api], [self._payload(p) for p in prompts]):
             yield i, self._answer(reply, prompts[i])
+
+
+@contextlib.contextmanager
+def closed_after(answers: Iterator[tuple[int, Answer]]) -> Iterator[Iterator[tuple[int, Answer]]]:
+    """``answers`` (what a judge's ``answer`` yields), closed however the block that reads it ends (when it can
+    be: a generator is): a reader stopped by an error leaves no request of it to start (``Endpoint.post_many``)."""
+    try:
+        yield answers
+    finally:
+        close = getattr(answers, "close", None)
+        if close is not None:
+            close()
 
 
 class TransformersJudge:

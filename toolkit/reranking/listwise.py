@@ -487,24 +487,27 @@ def rerank_lists(
         if cache is not None:
             cache.put_prompts([a.rendered for _, a in pending])
         counts.asked += len(pending)
-        for j, answer in llm.answer([a.prompt for _, a in pending]):
-            lst, asked = pending[j]
-            counts.http_retries += answer.retries
-            raw = answer.text
-            if raw is not None and options.first_token:
-                raw = json.dumps(answer.logprobs) if answer.logprobs is not None else None
-            if raw is None:
-                counts.http_failures += 1
-                lst.failed = answer.error or "no answer"
-                records.append(
-                    {"query_id": lst.key[0], "shuffle": lst.key[1], "window": lst.step, "http_error": lst.failed}
-                )
-                continue
-            apply(lst, asked, raw, False, answer.attempts)
-            if cache is not None:  # only once it parsed: a cached answer must read back as it did now
-                cache.put(llm_id, template.sha256, lst.query, asked.rendered, raw, request=asked.request)
-            if progress:
-                progress(1)
+        from toolkit.llm.chat import closed_after
+
+        with closed_after(llm.answer([a.prompt for _, a in pending])) as answers:
+            for j, answer in answers:
+                lst, asked = pending[j]
+                counts.http_retries += answer.retries
+                raw = answer.text
+                if raw is not None and options.first_token:
+                    raw = json.dumps(answer.logprobs) if answer.logprobs is not None else None
+                if raw is None:
+                    counts.http_failures += 1
+                    lst.failed = answer.error or "no answer"
+                    records.append(
+                        {"query_id": lst.key[0], "shuffle": lst.key[1], "window": lst.step, "http_error": lst.failed}
+                    )
+                    continue
+                apply(lst, asked, raw, False, answer.attempts)
+                if cache is not None:  # only once it parsed: a cached answer must read back as it did now
+                    cache.put(llm_id, template.sha256, lst.query, asked.rendered, raw, request=asked.request)
+                if progress:
+                    progress(1)
     records.sort(key=lambda r: (r["query_id"], r["shuffle"], r["window"]))
     orders = {lst.key: lst.docs for lst in state}
     return ListwiseOutcome(orders, records, counts, time.perf_counter() - started)
