@@ -35,6 +35,7 @@ _PUBLIC = MappingProxyType(
         "dense": "pipeline",
         "fuse": "pipeline",
         "rerank": "pipeline",
+        "RerankOptions": "pipeline",
         "read_run": "pipeline",
         "experiment": "experiment",
         "Experiment": "experiment",
@@ -67,6 +68,7 @@ __all__ = [
     "JudgeOptions",
     "Judgments",
     "RequestPolicy",
+    "RerankOptions",
     "Risk",
     "Run",
     "TwostageWarning",
@@ -104,6 +106,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.run import Run
     from toolkit.api.uncertainty import pool_test, power
     from toolkit.errors import TwostageWarning
+    from toolkit.reranking.rerank_options import RerankOptions
 
 
 def __getattr__(name: str) -> Any:

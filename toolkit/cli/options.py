@@ -79,7 +79,8 @@ TRUST_CACHE_FLAG = flag(
 )
 TRUST_CACHE = TRUST_CACHE_FLAG.option()
 
-PRECISION = click.option(
+PRECISION_FLAG = flag(
+    "precision",
     "--precision",
     type=click.Choice(PRECISIONS),
     default="auto",
@@ -87,6 +88,7 @@ PRECISION = click.option(
     help="auto: fp32 everywhere (the CPU's ranking, also on CUDA); tf32, fp16, bf16: faster on CUDA only, and "
     "they change some rankings (the run's sidecar states the measured change; see docs/gpu.md).",
 )
+PRECISION = PRECISION_FLAG.option()
 
 
 def trec_eval_flag(default: str | None = str(DEFAULT_TREC_EVAL), meaning: str = "") -> Flag:
