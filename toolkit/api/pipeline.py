@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence  # noqa: F401 (Iterable: in the annotation of rerank's query_ids)
 from pathlib import Path
 from typing import Any
 
