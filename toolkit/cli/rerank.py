@@ -341,6 +341,7 @@ CLI_DEFAULTS = MappingProxyType(
 
 
 @click.command("rerank")
+# a value ListwiseOptions refuses (--passes 0) is the command's error (exit status 1), as it has always been
 @options_of(RerankOptions, RERANK, passing=(ConfigError,))
 def rerank(options: RerankOptions, candidates, run_path, topics, corpus, index_path, tag, out, profile):
     """Rerank a first-stage run's top-N candidates with a bi- or cross-encoder.
