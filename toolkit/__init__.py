@@ -29,6 +29,7 @@ _PUBLIC = MappingProxyType(
         "CompareOptions": "options",
         "diagnose": "diagnosis",
         "Diagnosis": "diagnosis",
+        "DiagnosisOptions": "options",
         "Run": "run",
         "index": "pipeline",
         "bm25": "pipeline",
@@ -40,11 +41,15 @@ _PUBLIC = MappingProxyType(
         "experiment": "experiment",
         "Experiment": "experiment",
         "power": "uncertainty",
+        "PowerOptions": "options",
         "pool_test": "uncertainty",
+        "PoolTestOptions": "options",
         "risk": "risk",
         "Risk": "risk",
+        "RiskOptions": "options",
         "agreement": "assessors",
         "Agreement": "assessors",
+        "AgreementOptions": "options",
         "judge": "judging",
         "JudgeOptions": "judging",
         "RequestPolicy": "options",
@@ -58,18 +63,23 @@ _PUBLIC = MappingProxyType(
 
 __all__ = [
     "Agreement",
+    "AgreementOptions",
     "Calibration",
     "CompareOptions",
     "Comparison",
     "Diagnosis",
+    "DiagnosisOptions",
     "Evaluation",
     "EvaluationOptions",
     "Experiment",
     "JudgeOptions",
     "Judgments",
+    "PoolTestOptions",
+    "PowerOptions",
     "RequestPolicy",
     "RerankOptions",
     "Risk",
+    "RiskOptions",
     "Run",
     "TwostageWarning",
     "__version__",
@@ -100,7 +110,16 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.evaluation import Evaluation, evaluate, evaluate_many
     from toolkit.api.experiment import Experiment, experiment
     from toolkit.api.judging import Calibration, JudgeOptions, Judgments, calibrate_judge, judge, merge_qrels
-    from toolkit.api.options import CompareOptions, EvaluationOptions, RequestPolicy
+    from toolkit.api.options import (
+        AgreementOptions,
+        CompareOptions,
+        DiagnosisOptions,
+        EvaluationOptions,
+        PoolTestOptions,
+        PowerOptions,
+        RequestPolicy,
+        RiskOptions,
+    )
     from toolkit.api.pipeline import bm25, dense, fuse, index, read_run, rerank
     from toolkit.api.risk import Risk, risk
     from toolkit.api.run import Run

@@ -206,7 +206,7 @@ def verb(
                 raise TypeError(f"{name}() {exc}") from None
             bound.apply_defaults()
             built = options_class.from_call(name, options, given, allowed=keywords)  # type: ignore[arg-type]
-            return function(*bound.args, **bound.kwargs, options=built)
+            return function(*bound.args, **bound.kwargs, options=built)  # an input may be keyword-only
 
         parameters = [
             *taken.parameters.values(),

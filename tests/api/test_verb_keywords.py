@@ -8,13 +8,23 @@ import contextlib
 import dataclasses
 import inspect
 import json
+import sys
 import warnings
 
 import pytest
 
 import toolkit as ts
-from toolkit.api.options import CompareOptions, EvaluationOptions
-from toolkit.errors import ConfigError, OptionConflictError, for_api, for_cli
+from toolkit.api.options import (
+    AgreementOptions,
+    CompareOptions,
+    DiagnosisOptions,
+    EvaluationOptions,
+    PoolTestOptions,
+    PowerOptions,
+    RiskOptions,
+)
+from toolkit.api.uncertainty import paired_differences
+from toolkit.errors import ConfigError, OptionConflictError, OptionError, for_api, for_cli
 from toolkit.guard.client import RequestPolicy
 from toolkit.judging.judge_options import JudgeOptions
 from toolkit.measures.names import build_settings, settings_values
@@ -92,6 +102,18 @@ def test_inputs_by_position_or_by_name():
     assert toy(1, 2)[0] == 3 and toy(a=1, b=5)[0] == 6 and toy(4)[0] == 5
 
 
+@verb(ToyOptions, inputs=("a", "extra"))
+def toy_keyword_input(a: int, *, extra: int = 0, options: ToyOptions) -> int:
+    """Add ``extra``, an input taken by name only."""
+    return a + extra + options.n
+
+
+def test_a_keyword_only_input_reaches_the_function():
+    assert toy_keyword_input(1, extra=10) == 14 and toy_keyword_input(1) == 4
+    with pytest.raises(TypeError, match="toy_keyword_input"):
+        toy_keyword_input(1, 10)
+
+
 def test_options_are_built_and_validated_once():
     BUILT.clear()
     _, o = toy(1, n=5, high=20)
@@ -126,6 +148,17 @@ VERBS = {
     "evaluate": (ts.evaluate, EvaluationOptions, ("qrels", "run", "measures"), ()),
     "evaluate_many": (ts.evaluate_many, EvaluationOptions, ("qrels", "runs", "measures"), ("name",)),
     "compare": (ts.compare, CompareOptions, ("qrels", "runs", "baseline", "measures"), ()),
+    "diagnose": (
+        ts.diagnose,
+        DiagnosisOptions,
+        ("qrels", "first_stage", "reranked", "topics", "candidates", "corpus", "index", "query_types", "type_rules"),
+        (),
+    ),
+    "risk": (ts.risk, RiskOptions, ("qrels", "runs", "baseline", "measures"), ("name",)),
+    "power": (ts.power, PowerOptions, ("qrels", "run_a", "run_b", "measure"), ()),
+    "paired_differences": (paired_differences, EvaluationOptions, ("qrels", "run_a", "run_b", "measure"), ()),
+    "pool_test": (ts.pool_test, PoolTestOptions, ("qrels", "runs", "measure"), ()),
+    "agreement": (ts.agreement, AgreementOptions, ("qrels_a", "qrels_b", "runs", "measure"), ()),
     "judge": (
         ts.judge,
         JudgeOptions,
@@ -149,8 +182,25 @@ def test_every_keyword_of_a_verb_is_a_field_of_its_options(name):
     assert all(f"        {k}:" in function.__doc__ for k in keywords)  # each documented, from its field
 
 
+@pytest.mark.parametrize("name", list(VERBS))
+def test_each_keywords_annotation_reads_in_the_verbs_module(name):
+    # pdoc and typing.get_type_hints evaluate the annotations (strings) in the module that defines the verb
+    function = VERBS[name][0]
+    namespace = dict(vars(sys.modules[function.__module__]))
+    for p in inspect.signature(function).parameters.values():
+        if isinstance(p.annotation, str):
+            eval(p.annotation, namespace)  # a NameError names what the module lacks
+
+
 def test_the_public_names_include_the_options_classes():
     assert ts.EvaluationOptions is EvaluationOptions and ts.CompareOptions is CompareOptions
+    assert ts.DiagnosisOptions is DiagnosisOptions
+    assert (ts.RiskOptions, ts.PowerOptions, ts.PoolTestOptions, ts.AgreementOptions) == (
+        RiskOptions,
+        PowerOptions,
+        PoolTestOptions,
+        AgreementOptions,
+    )
     assert ts.JudgeOptions is JudgeOptions and ts.RequestPolicy is RequestPolicy
     assert ts.RerankOptions is RerankOptions
 
@@ -201,6 +251,148 @@ def test_compare_with_options_is_compare_with_its_fields():
         by_options = ts.compare(QRELS, runs, measures=["P.3", "map"], options=CompareOptions.from_keywords(**fields))
     assert by_options.to_json() == by_keywords.to_json()
     assert by_keywords.doc["tests"]["family"] == "all-pairs" and by_keywords.doc["tests"]["test"] == "t"
+
+
+#: ``ts.diagnose``'s keywords and defaults before they became ``DiagnosisOptions``' fields (the evaluation
+#: settings then came through ``**options``): every caller's keyword still means what it meant.
+DIAGNOSE_KEYWORDS = {
+    "measure": "ndcg_cut.10",
+    "depth": None,
+    "curve_depths": (10, 20, 30, 50, 100),
+    "listwise": (),
+    "pairs": None,
+    "topics": None,
+    "candidates": (),
+    "corpus": None,
+    "index": None,
+    "query_types": None,
+    "type_rules": None,
+    "recall_level": None,
+    "complete": True,
+    "name": None,
+    "ok": 0.6,
+    "max_unjudged": 0.3,
+    "hurt": 0.05,
+    "worst_n": 10,
+    "most_changed_n": 10,
+    "disagree_n": 5,
+    "missed_shown": 5,
+    "explore_depth": 10,
+    "permutations": 10_000,
+    "seed": 42,
+    "correction": "holm",
+    "ci": 0.95,
+    "bootstrap": 10_000,
+    "ci_method": "percentile",
+    "relevance_map": None,
+    "dedupe": "error",
+    "data_dir": None,
+    "depth_as": "given",
+    "window": None,
+    "stride": None,
+    **{k: v for k, v in inspect.signature(ts.api.evaluation.settings).parameters.items() if k != "complete"},
+}
+
+
+def test_diagnose_keeps_every_keyword_and_default():
+    params = inspect.signature(ts.diagnose).parameters
+    for k, default in DIAGNOSE_KEYWORDS.items():
+        assert k in params, k
+        want = default.default if isinstance(default, inspect.Parameter) else default
+        assert params[k].default == want, k
+    assert list(params)[:3] == ["qrels", "first_stage", "reranked"]
+    assert set(params) - set(DIAGNOSE_KEYWORDS) == {"qrels", "first_stage", "reranked", "snippet_chars", "options"}
+
+
+def _reversed(run: dict) -> dict:
+    return {q: {d: -s for d, s in docs.items()} for q, docs in run.items()}
+
+
+def test_diagnose_with_options_is_diagnose_with_its_fields():
+    fields = {
+        "depth": 6,
+        "worst_n": 3,
+        "permutations": 200,
+        "bootstrap": 200,
+        "seed": 3,
+        "gain": "exp",
+        "ok": 0.5,
+        "name": "toy",
+        "curve_depths": (2, 4),
+    }
+    with quiet():
+        by_keywords = ts.diagnose(QRELS, {"a": RUN_A}, {"rev": _reversed(RUN_A)}, **fields)
+        options = DiagnosisOptions.from_keywords(**fields)
+        by_options = ts.diagnose(QRELS, {"a": RUN_A}, {"rev": _reversed(RUN_A)}, options=options)
+        more = ts.diagnose(QRELS, {"a": RUN_A}, {"rev": _reversed(RUN_A)}, options=options, worst_n=1)
+    assert by_options.summary == by_keywords.summary
+    assert by_options.per_query.equals(by_keywords.per_query) and by_options.pairs.equals(by_keywords.pairs)
+    assert by_keywords.summary["name"] == "toy" and by_keywords.result.settings["curve_depths"] == [2, 4]
+    assert len(by_keywords.summary["worst_queries"]) == 3 and len(more.summary["worst_queries"]) == 1
+    assert more.summary["name"] == "toy"  # the other fields of options= stay
+
+
+def test_diagnose_options_are_checked_before_anything_is_read(tmp_path):
+    missing = tmp_path / "no-such-qrels.txt"
+    for given, message in (
+        ({"worst_n": -1}, "worst-N must be >= 0"),
+        ({"ok": 1.5}, "threshold ok must be within"),
+        ({"ci": 1.0}, "ci=1.0: the interval level must lie strictly between 0 and 1"),
+        ({"measure": "judged.10"}, "judged_10 has no ceiling"),
+        ({"curve_depths": (10, 0)}, "curve_depths must be >= 1"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            ts.diagnose(missing, missing, missing, **given)
+        with pytest.raises(ConfigError, match=message):
+            DiagnosisOptions.from_keywords(**given)
+
+
+def test_risk_with_options_is_risk_with_its_fields():
+    fields = {"alpha": [0, 2.5], "complete": True, "relevance_level": 2, "force": True}
+    runs = {"a": RUN_A, "b": RUN_B}
+    with quiet():
+        by_keywords = ts.risk(QRELS, runs, measures=["P.3", "map"], **fields)
+        by_options = ts.risk(QRELS, runs, measures=["P.3", "map"], options=RiskOptions.from_keywords(**fields))
+    assert by_options.to_json() == by_keywords.to_json()
+    assert by_keywords.doc["alphas"] == [0.0, 2.5] and len(by_keywords.results) == 4  # 2 measures x 2 weights
+
+
+def test_power_and_paired_differences_with_options_are_them_with_their_fields():
+    evaluation = {"complete": True, "gain": "exp", "relevance_level": 2}
+    fields = {"delta": 0.05, "alpha": 0.1, "power": 0.9, **evaluation}
+    with quiet():
+        by_keywords = ts.power(QRELS, RUN_A, RUN_B, "ndcg_cut.3", **fields)
+        by_options = ts.power(QRELS, RUN_A, RUN_B, "ndcg_cut.3", options=PowerOptions.from_keywords(**fields))
+    assert by_options.as_dict() == by_keywords.as_dict() and by_keywords.alpha == 0.1
+    given = {"sd": 0.2, "delta": 0.05, "queries": 40}
+    assert ts.power(**given).as_dict() == ts.power(options=PowerOptions(**given)).as_dict()
+    with quiet():
+        d = paired_differences(QRELS, RUN_A, RUN_B, "ndcg_cut.3", **evaluation)
+        same = paired_differences(
+            QRELS, RUN_A, RUN_B, "ndcg_cut.3", options=EvaluationOptions.from_keywords(**evaluation)
+        )
+    assert d.equals(same) and len(d) == 6  # complete=True: every judged query
+
+
+def test_pool_test_with_options_is_pool_test_with_its_fields():
+    fields = {"pool_depth": 2, "complete": True, "relevance_level": 2}
+    runs = {"a": RUN_A, "b": RUN_B}
+    with quiet():
+        by_keywords = ts.pool_test(QRELS, runs, "P.3", **fields)
+        by_options = ts.pool_test(QRELS, runs, "P.3", options=PoolTestOptions.from_keywords(**fields))
+    assert by_options.as_dict() == by_keywords.as_dict()
+
+
+def test_agreement_with_options_is_agreement_with_its_fields():
+    other = {q: {d: (g + 1) % 3 for d, g in docs.items()} for q, docs in QRELS.items()}
+    fields = {"permutations": 200, "seed": 3, "alpha": 0.1, "correction": "bonferroni", "labels": [0, 1, 2, 3]}
+    fields |= {"names": ["x", "y"], "complete": True}
+    runs = {"a": RUN_A, "b": RUN_B, "c": {q: {d: -s for d, s in r.items()} for q, r in RUN_A.items()}}
+    with quiet():
+        by_keywords = ts.agreement(QRELS, other, runs, "P.3", **fields)
+        by_options = ts.agreement(QRELS, other, runs, "P.3", options=AgreementOptions.from_keywords(**fields))
+    assert by_options.to_json() == by_keywords.to_json()
+    assert by_keywords.names == ("x", "y") and by_keywords.rankings[0].test["permutations"] == 200
 
 
 def test_settings_keywords_round_trip_through_the_settings():
@@ -314,6 +506,62 @@ def test_evaluate_refuses_conflicting_options_before_reading_anything(tmp_path):
         ts.evaluate(missing, missing, "P.5", relevance_map="1:0", rel_format="prefs")
     with pytest.raises(ConfigError, match=r"ci=1\.5: the interval level must lie strictly between 0 and 1"):
         ts.evaluate(missing, missing, "P.5", ci=1.5)
+
+
+@pytest.mark.parametrize(
+    ("cls", "given", "api", "cli", "flag"),
+    [
+        (
+            RiskOptions,
+            {"alpha": [1, -1.0]},
+            "alpha (the risk weight of a loss) must be a number >= 0, got -1.0",
+            "the weight of a loss must be a finite number >= 0, got -1.0",
+            "--alpha",
+        ),
+        (RiskOptions, {"alpha": []}, "alpha: give at least one value", "alpha: give at least one value", "--alpha"),
+        (
+            PowerOptions,
+            {"power": 1.0},
+            "power must lie strictly between 0 and 1, got 1.0",
+            "--power must lie strictly between 0 and 1, got 1.0",
+            "--power",
+        ),
+        (
+            PowerOptions,
+            {"sd": 0.0},
+            "the standard deviation of the per-query differences must be > 0, got 0.0",
+            "must be > 0",
+            "--sd",
+        ),
+        (
+            PowerOptions,
+            {"delta": 0.0},
+            "the difference to detect (delta) must be a non-zero number, got 0.0",
+            "must be non-zero",
+            "--delta",
+        ),
+        (PoolTestOptions, {"pool_depth": 0}, "pool_depth must be an integer >= 1, got 0", "must be >= 1, got 0", None),
+    ],
+)
+def test_a_value_refused_is_worded_for_each_front_end(cls, given, api, cli, flag):
+    with pytest.raises(OptionError) as caught:
+        cls.from_keywords(**given)
+    assert str(caught.value) == api and caught.value.for_cli() == cli
+    assert caught.value.flag == (flag or "--pool-depth")
+
+
+def test_the_statistics_verbs_refuse_a_value_before_reading_anything(tmp_path):
+    missing = tmp_path / "absent.txt"  # never opened: the options are refused first
+    with pytest.raises(ConfigError, match=r"^alpha \(the risk weight of a loss\) must be a number >= 0, got inf$"):
+        ts.risk(missing, [missing, missing], alpha=float("inf"))
+    with pytest.raises(ConfigError, match=r"^alpha must lie strictly between 0 and 1, got 1.5$"):
+        ts.power(missing, missing, missing, alpha=1.5)
+    with pytest.raises(ConfigError, match=r"^pool_depth must be an integer >= 1, got True$"):
+        ts.pool_test(missing, [missing, missing], pool_depth=True)
+    with pytest.raises(TypeError, match=r"^agreement\(\) got an unexpected keyword argument 'name'"):
+        ts.agreement(missing, missing, name="x")
+    with pytest.raises(TypeError, match=r"^risk\(\) got an unexpected keyword argument 'name'"):
+        ts.risk(missing, [missing, missing], name="x")
 
 
 # ------------------------------------------------------------------ judge

@@ -6,20 +6,38 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.api.options import CompareOptions, EvaluationOptions
+from toolkit.api.options import (
+    AgreementOptions,
+    CompareOptions,
+    DiagnosisOptions,
+    EvaluationOptions,
+    PoolTestOptions,
+    PowerOptions,
+    RiskOptions,
+)
+from toolkit.cli import assessors as agreement_cli
 from toolkit.cli import compare as compare_cli
+from toolkit.cli import diagnose as diagnose_cli
 from toolkit.cli import eval as eval_cli
 from toolkit.cli import judge as judge_cli
 from toolkit.cli import rerank as rerank_cli
+from toolkit.cli import risk as risk_cli
+from toolkit.cli import uncertainty as uncertainty_cli
 from toolkit.cli.declare import Flag, values_of
 from toolkit.judging.judge_options import JudgeOptions
 from toolkit.reranking.rerank_options import RerankOptions
 
+#: command -> its options class, its table, its keywords without a flag and those the command sets itself
 TABLES = {
-    "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY),
-    "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY),
-    "judge": (JudgeOptions, judge_cli.JUDGE, judge_cli.API_ONLY),
-    "rerank": (RerankOptions, rerank_cli.RERANK, rerank_cli.API_ONLY),
+    "eval": (EvaluationOptions, eval_cli.EVAL, eval_cli.API_ONLY, {}),
+    "compare": (CompareOptions, compare_cli.COMPARE, compare_cli.API_ONLY, {}),
+    "diagnose": (DiagnosisOptions, diagnose_cli.DIAGNOSE, diagnose_cli.API_ONLY, diagnose_cli.SET_BY_COMMAND),
+    "risk": (RiskOptions, risk_cli.RISK, risk_cli.API_ONLY, {}),
+    "power": (PowerOptions, uncertainty_cli.POWER, uncertainty_cli.POWER_API_ONLY, {}),
+    "pool-test": (PoolTestOptions, uncertainty_cli.POOL_TEST, uncertainty_cli.POOL_TEST_API_ONLY, {}),
+    "agreement": (AgreementOptions, agreement_cli.AGREEMENT, agreement_cli.API_ONLY, {}),
+    "judge": (JudgeOptions, judge_cli.JUDGE, judge_cli.API_ONLY, {}),
+    "rerank": (RerankOptions, rerank_cli.RERANK, rerank_cli.API_ONLY, rerank_cli.SET_BY_COMMAND),
 }
 #: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); judge's ``cache``, by
 #: ``--cache DIR`` and ``--no-cache``; rerank's caches alike.
@@ -35,24 +53,25 @@ CLI_DEFAULTS = {"judge": judge_cli.CLI_DEFAULTS, "rerank": rerank_cli.CLI_DEFAUL
 
 @pytest.mark.parametrize("command", list(TABLES))
 def test_every_keyword_has_its_flag_or_a_reason_to_have_none(command):
-    cls, rows, api_only = TABLES[command]
+    cls, rows, api_only, by_command = TABLES[command]
     flags = [row for row in rows if isinstance(row, Flag)]
     keywords = cls.keywords()
     assert all(f.keyword in keywords for f in flags), [f.keyword for f in flags if f.keyword not in keywords]
     for k in keywords:
-        spelled = [d for f in flags if f.keyword == k for d in f.decls if d.startswith("-")]
-        if k in api_only:
-            assert not spelled and api_only[k], k
+        mine = [f for f in flags if f.keyword == k]
+        if k in api_only or k in by_command:
+            assert not mine and (api_only.get(k) or by_command.get(k)), k
         elif k in TWO_FLAGS:
-            assert spelled == TWO_FLAGS[k], k
-        else:
-            assert len(spelled) == 1, (k, spelled)
-    assert set(api_only) <= set(keywords)
+            assert [f.decls[0] for f in mine] == TWO_FLAGS[k], k
+        else:  # one flag (aliases such as -m/--measure are one flag)
+            assert len(mine) == 1, (k, [f.decls for f in mine])
+    assert set(api_only) <= set(keywords) and set(by_command) <= set(keywords)
+    assert not set(api_only) & set(by_command)
 
 
 @pytest.mark.parametrize("command", list(TABLES))
 def test_a_flags_default_is_its_keywords_default(command):
-    cls, rows, _ = TABLES[command]
+    cls, rows, *_ = TABLES[command]
     keywords = cls.keywords()
     differ = CLI_DEFAULTS.get(command, {})
     assert set(differ) <= set(keywords) and all(differ.values())
@@ -85,9 +104,16 @@ def test_flag_values_become_keywords_and_the_later_given_flag_wins():
 USAGE = {
     "eval": "Usage: main eval [OPTIONS] QRELS [NAME=]RUN|-|FOLDER|GLOB [RUN ...]\nTry 'main eval --help' for help.\n\n",
     "compare": "Usage: main compare [OPTIONS] RUNS...\nTry 'main compare --help' for help.\n\n",
+    "diagnose": "Usage: main diagnose [OPTIONS]\nTry 'main diagnose --help' for help.\n\n",
+    "risk": "Usage: main risk [OPTIONS] RUNS...\nTry 'main risk --help' for help.\n\n",
+    "power": "Usage: main power [OPTIONS] [[NAME=]A [NAME=]B]\nTry 'main power --help' for help.\n\n",
+    "pool-test": "Usage: main pool-test [OPTIONS] [NAME=]RUN [NAME=]RUN [RUN ...]\n"
+    "Try 'main pool-test --help' for help.\n\n",
     "judge": "Usage: main judge [OPTIONS]\nTry 'main judge --help' for help.\n\n",
     "rerank": "Usage: main rerank [OPTIONS]\nTry 'main rerank --help' for help.\n\n",
 }
+#: what every diagnose below is given (the refusals come before anything is read)
+RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}"]
 
 
 @pytest.mark.parametrize(
@@ -105,6 +131,36 @@ USAGE = {
             "--test tukey compares all pairs: add --family all-pairs",
         ),
         (["compare", "--discount", "jk:x", "--qrels", "q", "a", "b"], "Invalid value: discount="),
+        (["diagnose", *RUNS, "--curve-depths", "10,0"], "Invalid value for '--curve-depths': depths must be >= 1"),
+        (
+            ["diagnose", *RUNS, "--curve-depths", "10,x"],
+            "Invalid value for '--curve-depths': expected depths like 10,20,50, got '10,x'",
+        ),
+        (["diagnose", *RUNS, "--pair", "rr"], "Invalid value for '--pair': expected RERANKED=FIRST_STAGE"),
+        (["diagnose", *RUNS, "-m", "judged.10"], "Invalid value for '-m': judged_10 has no ceiling"),
+        (
+            ["diagnose", *RUNS, "-m", "AP(rel=2)@100", "-l", "1"],
+            "Invalid value for '-m': --measure AP(rel=2)@100 sets relevance level 2, --recall-level 1 another",
+        ),
+        (
+            ["risk", "--alpha", "1", "--alpha", "-1", "--qrels", "q", "a", "b"],
+            "Invalid value for '--alpha': the weight of a loss must be a finite number >= 0, got -1.0",
+        ),
+        (["risk", "--gain", "bogus", "a", "b"], "Invalid value: gain='bogus'"),
+        (
+            ["power", "--sd", "0.2", "--delta", "0.05", "--power", "1"],
+            "Invalid value for '--power': --power must lie strictly between 0 and 1, got 1.0",
+        ),
+        (
+            ["power", "--sd", "0.2", "--delta", "0.05", "--alpha", "0"],
+            "Invalid value for '--alpha': --alpha must lie strictly between 0 and 1, got 0.0",
+        ),
+        (["power", "--sd", "0", "--delta", "0.05"], "Invalid value for '--sd': must be > 0"),
+        (["power", "--sd", "0.2", "--delta", "0"], "Invalid value for '--delta': must be non-zero"),
+        (
+            ["pool-test", "--qrels", "q", "--pool-depth", "0", "a", "b"],
+            "Invalid value for '--pool-depth': must be >= 1, got 0",
+        ),
         (
             ["judge", "--candidates", "c", "--model", "m", "--out", "o", "--holes-only", "--calibrate", "--qrels", "q"],
             "--holes-only and --calibrate exclude each other\n",
@@ -172,8 +228,8 @@ USAGE = {
         ),
     ],
 )
-def test_a_refused_option_is_the_commands_usage_error(cli, args, error):
-    res = cli(*args)
+def test_a_refused_option_is_the_commands_usage_error(cli, tmp_path, args, error):
+    res = cli(*(str(a).replace("{tmp}", str(tmp_path / "out")) for a in args))
     assert res.exit_code == 2
     assert res.output.startswith(USAGE[args[0]] + "Error: " + error), res.output
     assert res.output.count("\n") == 4  # one message line, no traceback

@@ -56,9 +56,10 @@ def diagnose(reranked: str, *args: str):
     ],
 )
 def test_a_measure_the_diagnosis_cannot_use_is_a_bad_value_of_its_flag(runs, args, message):
-    """``OptionError`` (raised where the measure is read) -> click's ``Invalid value for '-m'``, exit 2."""
+    """``OptionError`` (raised where the options are built, before anything is read) -> click's ``Invalid value
+    for '-m'``, exit 2."""
     code, output = diagnose("rr=rr.trec", "--depth", "5", *args)
-    assert (code, output) == (2, f"{NO_TEXTS}{USAGE}Error: Invalid value for '-m': {message}\n")
+    assert (code, output) == (2, f"{USAGE}Error: Invalid value for '-m': {message}\n")
 
 
 def test_a_measure_at_another_relevance_level_than_asked_is_a_bad_value_of_its_flag(runs):

@@ -13,6 +13,7 @@ import pytest
 from toolkit.data.records import qrels_from_rows, run_from_rows
 from toolkit.diagnosis.compute import diagnose
 from toolkit.diagnosis.decompose import candidate_table, decompose, ideal_run, parse_headline_measure, reordered_run
+from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.errors import ConfigError
 from toolkit.measures.names import EvalSettings, Gain
 
@@ -137,15 +138,16 @@ def test_one_score_precision_at_the_depth_cut():
         s = EvalSettings(score_precision=precision)
         cands = candidate_table(qrels, first, pure, 2, s)
         assert set(cands["doc_id"]) == set(pure.frame["doc_id"]) and cands["reranked_rank"].notna().all()
-        ok = diagnose(qrels, first, pure, settings=s, depth=2, worst_n=0)
+        opts = DiagnosisOptions.from_keywords(score_precision=precision, depth=2, worst_n=0)
+        ok = diagnose(qrels, first, pure, opts)
         assert ok.reorder_check["only_reorders"] and ok.primary.decomposition.introduced == 0
-        bad = diagnose(qrels, first, other, settings=s, depth=2, worst_n=0)
+        bad = diagnose(qrels, first, other, opts)
         assert bad.reorder_check["introduced_documents"] == 1 and bad.primary.decomposition.introduced == 1
     # the ceiling follows the candidates: with a among them (float64) the best order puts grade 2 first
     ceiling = {
-        p: diagnose(qrels, first, by64, settings=EvalSettings(score_precision=p), depth=2, worst_n=0).summary()[
-            "decomposition"
-        ]["ceiling"]
+        p: diagnose(
+            qrels, first, by64, DiagnosisOptions.from_keywords(score_precision=p, depth=2, worst_n=0)
+        ).summary()["decomposition"]["ceiling"]
         for p in ("float32", "float64")
     }
     assert ceiling["float64"] == pytest.approx(1.0) and ceiling["float32"] < 1.0

@@ -12,6 +12,7 @@ from rankllm import collection, first_stage_lists, ndcg10, oracle_order, rank_ll
 
 from toolkit.data.records import run_from_rows
 from toolkit.diagnosis.compute import diagnose
+from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.diagnosis.repeats import repeat_pairs_won, repeat_stats
 from toolkit.errors import ConfigError
 
@@ -33,7 +34,7 @@ def setup():
     lists = first_stage_lists(first.frame.itertuples(index=False))
     rv = [_shuffled(lists, 20, s, f"rv.{s}.trec") for s in range(3)]
     other = [_shuffled(lists, 20, s, f"other.{s}.trec") for s in (10, 11)]
-    d = diagnose(qrels, first, {"rv": rv, "other": other}, worst_n=0, permutations=200)
+    d = diagnose(qrels, first, {"rv": rv, "other": other}, DiagnosisOptions(worst_n=0, permutations=200))
     return qrels, first, lists, rv, other, d
 
 
@@ -87,7 +88,7 @@ def test_a_difference_within_the_repeat_spread_says_so():
     lists = first_stage_lists(first.frame.itertuples(index=False))
     wide = [rank_llm_run(lists, 20, order=oracle_order(qrels)), rank_llm_run(lists, 20, order=lambda q, t: t)]
     mid = _shuffled(lists, 20, 3, "mid.trec")
-    d = diagnose(qrels, first, {"wide": wide, "mid": mid}, depth=20, worst_n=0, permutations=200)
+    d = diagnose(qrels, first, {"wide": wide, "mid": mid}, DiagnosisOptions(depth=20, worst_n=0, permutations=200))
     c = next(c for c in d.comparisons if c["family"] == "between reranked runs")
     stats = d.primary.repeats
     assert stats["max"] - stats["min"] > abs(c["delta"])

@@ -17,6 +17,7 @@ from samples import tiny
 
 from toolkit.data.records import run_from_rows
 from toolkit.diagnosis.compute import diagnose
+from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.report.diagnosis_explore import (
     decode_explore,
     encode_explore,
@@ -41,9 +42,9 @@ def diag():
             qrels,
             first,
             runs,
+            DiagnosisOptions(permutations=50),
             queries=queries,
             texts=lambda ids: {d: texts[d] for d in ids if d in texts},
-            permutations=50,
         )
 
 

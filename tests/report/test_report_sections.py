@@ -8,6 +8,7 @@ import pytest
 from samples import tiny
 
 from toolkit.diagnosis.compute import Diagnosis, diagnose
+from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.report.diagnosis_page import PLOTS, SECTIONS, diagnosis_html, diagnosis_markdown
 from toolkit.report.eval_tables import Table
 from toolkit.report.html import esc
@@ -17,7 +18,7 @@ from toolkit.report.sections import Part, Plots, Section, render_html, render_ma
 @pytest.fixture(scope="module")
 def diag():
     qrels, first, reranked, _, queries = tiny()
-    return diagnose(qrels, first, reranked, queries=queries, worst_n=3, permutations=100)
+    return diagnose(qrels, first, reranked, DiagnosisOptions(worst_n=3, permutations=100), queries=queries)
 
 
 def test_every_section_reads_a_field_of_the_result():

@@ -10,13 +10,15 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence  # noqa: F401  (Iterable: the keyword ``labels``'s annotation)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from toolkit.api.options import AgreementOptions, EvaluationOptions
+from toolkit.options import verb
 from toolkit.quality.assessor_agreement import LabelAgreement, RankingAgreement
 
 
@@ -231,22 +233,14 @@ def judgment_sets(
     return {names[0]: fa, names[1]: fb}, {names[0]: sa, names[1]: sb}
 
 
+@verb(AgreementOptions, inputs=("qrels_a", "qrels_b", "runs", "measure"))
 def agreement(
     qrels_a: Any,
     qrels_b: Any = None,
     runs: Mapping[str, Any] | Sequence[Any] | None = None,
     measure: str = "ndcg_cut.10",
     *,
-    rel_format: str = "qrels",
-    names: Sequence[str] | None = None,
-    labels: Iterable[int] | None = None,
-    alpha: float = 0.05,
-    permutations: int = 10_000,
-    seed: int = 42,
-    correction: str = "holm",
-    dedupe: str = "error",
-    data_dir: str | os.PathLike | None = None,
-    **options: Any,
+    options: AgreementOptions,
 ) -> Agreement:
     """Agreement of two sets of judgments over the same queries (or of the groups of one ``qrels_jg`` file).
 
@@ -258,29 +252,18 @@ def agreement(
     compared with A's: Kendall's tau, tau_ap (A the reference), and the pairs of systems whose significant
     difference (paired randomization test, ``correction`` over all pairs, at ``alpha``) flips.
 
+    Every keyword is a field of ``AgreementOptions`` (``toolkit.api.options``); ``options=`` takes one whole.
+
     Args:
         qrels_a: the reference judgments (a path, a collection name, a DataFrame, a dict, ``Qrels``), or the
             ``qrels_jg`` file with ``rel_format='qrels_jg'``.
         qrels_b: the other judgments (None with ``qrels_jg``).
         runs: ``{name: run}`` or a list of runs (named by file name or tag), as ``compare`` takes them.
         measure: one measure (trec_eval or ir_measures syntax) that ranks the systems.
-        rel_format: ``qrels`` (two files) or ``qrels_jg`` (the groups of one file, named ``jg=NAME``).
-        names: the names of the two sets (default: the file names).
-        labels: the label scale of the confusion matrix (default: every label used).
-        alpha: the level at which a pair of systems counts as significantly different.
-        permutations: random sign flips of the randomization test (all 2^n when that is not more).
-        seed: seed of ``numpy.random.default_rng`` for the test (the same for every set of judgments).
-        correction: one of ``toolkit.stats.significance.CORRECTIONS`` (``holm``, ``bonferroni``, ``bh``,
-            ``holm-sidak``, ``sidak``, ``fdr_bh``, ``fdr_by``, ``none``), over the family of all pairs of systems.
-        dedupe: ``error`` or ``first``, as for ``evaluate``.
-        data_dir: where collection names are looked up.
-        **options: ``evaluate``'s keywords for the runs (``complete``, ``relevance_level``, ``gain``, ...).
 
     Raises:
         NoCommonQueriesError: two sets of judgments that share no query.
     """
-    from toolkit.api.evaluation import evaluation_keywords
-    from toolkit.api.keywords import check_keywords
     from toolkit.errors import ConfigError, NoCommonQueriesError
     from toolkit.quality.assessor_agreement import (
         fleiss_kappa,
@@ -291,12 +274,12 @@ def agreement(
         ranking_agreement,
     )
 
-    check_keywords("agreement", options, evaluation_keywords("dedupe", "data_dir", "rel_format", "labels", "name"))
+    o = options
     sets, sources = judgment_sets(
-        qrels_a, qrels_b, rel_format=rel_format, names=names, dedupe=dedupe, data_dir=data_dir
+        qrels_a, qrels_b, rel_format=o.rel_format, names=o.names, dedupe=o.dedupe, data_dir=o.data_dir
     )
     order = list(sets)
-    scale = None if labels is None else sorted(int(v) for v in labels)
+    scale = None if o.labels is None else sorted(int(v) for v in o.labels)
     pairs = tuple(label_agreement(sets[x], sets[y], x, y, scale) for x, y in itertools.combinations(order, 2))
     fleiss = documents_all = alpha_all = pairable = None
     if len(order) > 2:
@@ -312,16 +295,17 @@ def agreement(
         common = set.intersection(*(set(f["query_id"]) for f in sets.values()))
         if not common:
             raise NoCommonQueriesError(f"the judgment sets {', '.join(order)} share no query")
-        tables = {name: _per_query(sets[name], common, named, measure, dedupe, options) for name in order}
+        each = o.evaluation()
+        tables = {name: _per_query(sets[name], common, named, measure, each) for name in order}
         rankings = tuple(
             ranking_agreement(
                 tables[order[0]],
                 tables[name],
                 tables[order[0]].attrs["measure"],
-                alpha=alpha,
-                permutations=permutations,
-                seed=seed,
-                correction=correction,
+                alpha=o.alpha,
+                permutations=o.permutations,
+                seed=o.seed,
+                correction=o.correction,
             )
             for name in order[1:]
         )
@@ -338,7 +322,7 @@ def agreement(
 
 
 def _per_query(
-    judgments: pd.DataFrame, queries: set[str], runs: dict[str, Any], measure: str, dedupe: str, options: dict
+    judgments: pd.DataFrame, queries: set[str], runs: dict[str, Any], measure: str, options: EvaluationOptions
 ) -> pd.DataFrame:
     """run, query_id, value of every run under ``judgments`` restricted to ``queries``, for one measure."""
     from toolkit.api.evaluation import evaluate_many
@@ -346,7 +330,7 @@ def _per_query(
     from toolkit.errors import ConfigError
 
     qrels = Qrels(frame=judgments[judgments["query_id"].isin(queries)].reset_index(drop=True), path="<agreement>")
-    evaluations = evaluate_many(qrels, runs, [measure], dedupe=dedupe, **options)
+    evaluations = evaluate_many(qrels, runs, [measure], options=options)
     frames = []
     for name, ev in evaluations.items():
         f = ev.to_ir_measures()

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence  # noqa: F401  (Iterable: in the signature @verb gives, which pdoc resolves here)
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
 from toolkit.data.workspace import NO_WORKSPACE, Workspace
 from toolkit.diagnosis import compute as core
-from toolkit.diagnosis import query_labels as diag_labels
 from toolkit.diagnosis import reranked as diag_inputs
 from toolkit.diagnosis import sources as diag_sources
+from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
+from toolkit.options import verb
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +129,6 @@ class Diagnosis:
         return diagnosis_html(repr(self), self.headline, self.decomposition, plots)
 
 
-def default_title(reranked: Sequence[str], first_stages: Sequence[str]) -> str:
-    """The report's title when none is given: the runs it diagnoses (``rv20, rv100 over bm25``)."""
-    return f"{', '.join(reranked)} over {', '.join(first_stages)}"
-
-
 def _named(runs: Any, what: str) -> dict[str, Any]:
     from toolkit.data.adapters import name_runs
 
@@ -164,42 +160,43 @@ def _is_repeats(value: Any) -> bool:
 def _reranked_inputs(
     reranked: Any,
     firsts: Mapping[str, Any],
-    depth: int | Mapping[str, int] | None,
-    depth_as: str,
-    listwise: Any,
-    pairs: Mapping,
-    dedupe: str,
+    options: DiagnosisOptions,
     score_precision: str = "float32",
     *,
     work: Workspace = NO_WORKSPACE,
 ) -> tuple[list[diag_inputs.Reranked], dict[str, dict]]:
-    """Each reranked run paired and sized (``diagnosis.reranked_input``: the depth given, else the sidecar's;
-    ``diagnose`` detects the rest; the pair given, else the sidecar's first stage), and the settings each
+    """Each reranked run paired and sized (``diagnosis.reranked_input``: the options' depth, else the sidecar's;
+    ``diagnose`` detects the rest; the options' pair, else the sidecar's first stage), and the settings each
     brought. A list of runs under one name is one system's repeats; the first one's sidecar speaks for them.
-    Each run is held in trec_eval order at ``score_precision`` (``ranking.in_trec_order``)."""
+    Each run is held in trec_eval order at ``score_precision`` (``ranking.in_trec_order``). A depth given is said
+    as the options' ``depth_as`` (``twostage diagnose``: ``option``)."""
+    import dataclasses
+
     from toolkit.data.adapters import as_run
     from toolkit.data.ranking import in_trec_order
 
+    listwise, pairs = options.listwise, dict(options.pairs or {})
     every = listwise is True
-    names = set() if every else set(listwise or ())
+    names = set() if isinstance(listwise, bool) else set(listwise or ())
     named = _named(reranked, "reranked")
-    depths = diag_inputs.depth_per_run(depth, list(named))
+    depths = diag_inputs.depth_per_run(options.depth, list(named))
     inputs, metas = [], {}
     for n, r in named.items():
         given = list(r) if _is_repeats(r) else [r]
         metas[n] = _meta_of(given[0])
-        runs = [in_trec_order(as_run(x, dedupe=dedupe), score_precision, work=work) for x in given]  # type: ignore[arg-type]
+        runs = [in_trec_order(as_run(x, dedupe=options.dedupe), score_precision, work=work) for x in given]  # type: ignore[arg-type]
         item = diag_inputs.reranked_input(
             n,
             runs[0],
             firsts,
             depth=depths.get(n),
-            depth_as=depth_as,
             first_stage=pairs.get(n, ""),
             listwise=every or n in names,
             meta=metas[n],
             repeats=runs[1:],
         )
+        if item.depth_from == "given":
+            item = dataclasses.replace(item, depth_from=options.depth_as)
         inputs.append(item)
     return inputs, metas
 
@@ -302,46 +299,32 @@ def _query_typing(query_types: Any, type_rules: Any) -> dict:
     return {"query_types": query_types, "type_rules": type_rules}
 
 
+@verb(
+    DiagnosisOptions,
+    inputs=(
+        "qrels",
+        "first_stage",
+        "reranked",
+        "topics",
+        "candidates",
+        "corpus",
+        "index",
+        "query_types",
+        "type_rules",
+    ),
+)
 def diagnose(
     qrels: Any,
     first_stage: Any,
     reranked: Any,
     *,
-    measure: str = "ndcg_cut.10",
-    depth: int | Mapping[str, int] | None = None,
-    curve_depths: Iterable[int] = (10, 20, 30, 50, 100),
-    listwise: Iterable[str] | bool = (),
-    pairs: Mapping[str, str] | None = None,
     topics: Any = None,
     candidates: Sequence[str | os.PathLike] = (),
     corpus: str | os.PathLike | None = None,
     index: str | os.PathLike | None = None,
     query_types: Any = None,
     type_rules: Any = None,
-    recall_level: int | None = None,
-    complete: bool = True,
-    name: str | None = None,
-    ok: float = 0.6,
-    max_unjudged: float = 0.3,
-    hurt: float = 0.05,
-    worst_n: int = 10,
-    most_changed_n: int = 10,
-    disagree_n: int = 5,
-    missed_shown: int = 5,
-    explore_depth: int = 10,
-    permutations: int = 10_000,
-    seed: int = 42,
-    correction: str = "holm",
-    ci: float = 0.95,
-    bootstrap: int = 10_000,
-    ci_method: str = "percentile",
-    relevance_map: str | None = None,
-    dedupe: str = "error",
-    data_dir: str | os.PathLike | None = None,
-    depth_as: str = "given",
-    window: int | None = None,
-    stride: int | None = None,
-    **options: Any,
+    options: DiagnosisOptions,
 ) -> Diagnosis:
     """Diagnose reranked runs over their first stages (what ``twostage diagnose`` computes).
 
@@ -352,16 +335,6 @@ def diagnose(
             ``RUN.meta.json`` (a ``Run``'s ``meta``) gives its depth, first stage and texts, as in the CLI.
             ``{name: [run, run, ...]}``: repeats of one system (its values are the per-query means over the
             repeats; its spread is reported: ``toolkit.diagnosis.repeats``).
-        measure: the headline measure the loss is decomposed on (``ndcg_cut.10``, ``P.10``, ``recall.20``,
-            ``nDCG@10``, ``AP(rel=2)@100``...); a relevance level in the name is the ``recall_level``.
-        depth: rerank depth N, one for every run or ``{name: N}`` [default: the sidecar's, else detected
-            from the runs (the run's top N reorder the first stage's and its ranks below N repeat the first
-            stage's, on the queries both hold: ``toolkit.diagnosis.depths``), else ``DepthNotDetectedError``
-            naming the run].
-        curve_depths: depths of the rerank-depth curve (those up to N, plus N).
-        listwise: names of reranked runs whose depth curve is an approximation (``True``: every one).
-        pairs: {reranked name: first-stage name} with several first stages [default: the sidecar's first
-            stage, else the first stage holding most of the run's documents].
         topics: query texts (a file, a collection name or ``{qid: text}``) for query types and snippets
             [default: the candidates' queries, else the sidecar's topics].
         candidates: candidates JSONs for query and passage texts [default: the sidecars'].
@@ -369,99 +342,37 @@ def diagnose(
         index: a Lucene index with stored texts for snippets.
         query_types: ``{qid: type}`` or a ``qid<TAB>type`` file; overrides the rules.
         type_rules: the query-type rules replacing the defaults (a file, or ``TypeRule``s).
-        recall_level: relevance level of recall and binary measures [default: 2 when the qrels are graded
-            above 1, else 1].
-        complete: ``-c``: every qrels query counts (missing ones score 0).
-        name: the report's title [default: the runs, ``rv20, rv100 over bm25``].
-        ok: ``ok`` when reranked >= ok x ideal; candidates-missed when even the ceiling is below it.
-        max_unjudged: unjudged-top when more than this share of the reranked top 10 is unjudged.
-        hurt: reranker-hurt when reranked < first stage - hurt x ideal.
-        worst_n: how many worst queries to list.
-        most_changed_n: how many most changed queries (lowest RBO) to list per reranked run.
-        disagree_n: how many queries to list per pair of reranked runs where they differ most.
-        missed_shown: best missed judged documents listed per query.
-        explore_depth: top k of every system shown side by side for a chosen query.
-        permutations: random sign flips of the randomization tests.
-        seed: their generator's seed.
-        correction: ``holm``, ``bonferroni`` or ``none``, within each family of comparisons.
-        ci: level in (0, 1) of the paired bootstrap interval of every comparison (``ci_low``, ``ci_high``
-            beside ``d_z``, the hole bounds of the measure and a verdict: ``toolkit.stats.annotate``).
-        bootstrap: its resamples of the queries (seeded by ``seed``).
-        ci_method: ``percentile`` or ``bca``.
-        relevance_map: relabel the qrels at load time, as for ``evaluate``.
-        dedupe: ``error`` or ``first``, as for ``evaluate``.
-        data_dir: where collection names are looked up.
-        depth_as: how the report names a given ``depth`` (``given``; ``twostage diagnose``: ``option``).
-        window: the sliding window W a listwise reranker used; with ``stride`` S, the share of windows it
-            returned in their input order is reported (``toolkit.diagnosis.listwise_behaviour``).
-        stride: the window's stride [default: the window].
-        **options: the other evaluation settings of ``evaluate`` (``gain``, ``discount``, ``max_docs``,
-            ``judged_only``, ``num_docs``, ``trec_eval``, ``score_precision``, ``judged_compat``).
     """
-    from toolkit.api.evaluation import settings
-    from toolkit.api.keywords import check_keywords, keywords_of
     from toolkit.data.adapters import as_qrels, as_run
+    from toolkit.data.ranking import ScorePrecision, in_trec_order
     from toolkit.evaluation.groups import each_warning_once
-    from toolkit.stats.mean_intervals import check_interval_request
 
-    check_keywords("diagnose", options, keywords_of(settings, drop=("complete",)))
-    ci_level = check_interval_request(ci, bootstrap, ci_method)  # before anything is read
-    s = settings(complete=complete, **options)  # the relevance levels are diagnose's own
-    measure, recall_level = _headline_measure(measure, recall_level, s.trec_eval)
-    q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
-    level = recall_level if recall_level is not None else (2 if q.frame["relevance"].max() >= 2 else 1)
-    from toolkit.data.ranking import in_trec_order
-
+    o = options
+    o.headline  # noqa: B018  (an unknown measure name: its error before anything is read)
+    precision = cast(ScorePrecision, o.settings.score_precision)
+    q = as_qrels(qrels, dedupe=o.dedupe, relevance_map=o.relevance_map, data_dir=o.data_dir)
     # what this diagnosis computes once and reads many times (every run is evaluated several times: sort once);
     # it goes when the diagnosis is done
     work = Workspace()
     # every run is held once, in trec_eval order at the settings' precision: the sorts find it in order and
     # no sorted copy is held beside the file's order (the figures do not depend on the lines' order)
     firsts = {
-        n: in_trec_order(as_run(r, dedupe=dedupe), s.score_precision, work=work)
+        n: in_trec_order(as_run(r, dedupe=o.dedupe), precision, work=work)
         for n, r in _named(first_stage, "first stage").items()
     }
-    inputs, metas = _reranked_inputs(
-        reranked, firsts, depth, depth_as, listwise, dict(pairs or {}), dedupe, s.score_precision, work=work
-    )
-    if name is None:
-        name = default_title([r.name for r in inputs], list(firsts))
-    queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, data_dir)
+    inputs, metas = _reranked_inputs(reranked, firsts, o, precision, work=work)
+    queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, o.data_dir)
     with each_warning_once():  # every run is evaluated several times: warn once
-        result = core.diagnose(
+        result = core.diagnose_with_uncertainty(
             q,
             firsts,
             inputs,
-            name=name,
-            measure=measure,
-            settings=s,
-            curve_depths=list(curve_depths),
-            recall_level=level,
-            complete=complete,
+            o,
             queries=queries,
             texts=lookup,
             **_query_typing(query_types, type_rules),
-            thresholds=diag_labels.Thresholds(ok=ok, max_unjudged=max_unjudged, hurt=hurt),
-            worst_n=worst_n,
-            most_changed_n=most_changed_n,
-            disagree_n=disagree_n,
-            missed_shown=missed_shown,
-            explore_depth=explore_depth,
-            permutations=permutations,
-            seed=seed,
-            correction=correction,
             sources=_sources(q, qrels, first_stage, reranked, metas, texts),
-            window=window,
-            stride=stride,
             work=work,
-        )
-        from toolkit.quality.holes import system_bounds
-        from toolkit.stats.annotate import annotate, compared_queries, evaluated_with
-
-        runs = {**{n: [r] for n, r in firsts.items()}, **{r.name: list(r.runs) for r in inputs}}
-        bounds = system_bounds(q, runs, result.measure, evaluated_with(result, s), compared_queries(result), work=work)
-        result = annotate(
-            result, bounds, level=ci_level, resamples=int(bootstrap), method=ci_method, seed=int(seed), work=work
         )
     return Diagnosis(_with_qrels_origin(result, q))
 
@@ -504,32 +415,3 @@ def _judge_labelled(result: Any, origin: Any) -> dict[str, list[str]]:
         if hit:
             out[q] = hit
     return out
-
-
-def _headline_measure(measure: str, recall_level: int | None, version: int) -> tuple[str, int | None]:
-    """``measure`` as the diagnosis takes it, every name ``evaluate`` takes: an ir_measures name with its own
-    relevance level (``AP(rel=2)@100``) is its trec_eval measure at that ``recall_level`` (the level binary
-    measures use in a diagnosis); a per-measure depth (``RR@10``) has no place in a depth curve: refused."""
-    from toolkit.errors import OptionError, phrase
-    from toolkit.measures.names import parse_measure_groups
-
-    named = phrase(f"measure={measure!r}", f"--measure {measure}")
-    groups = parse_measure_groups([str(measure)], version)
-    if len(groups) != 1 or not groups[0].overrides:
-        return measure, recall_level
-    o, (m, *rest) = groups[0].overrides, groups[0].measures
-    if rest or o.max_docs is not None:
-        raise OptionError(
-            f"{named}: the diagnosis decomposes one measure over the whole ranking; a depth of its own (RR@10) "
-            "does not fit its depth curve: give a measure with a cutoff (e.g. ndcg_cut.10, AP(rel=2)@100)",
-            keyword="measure",
-            flag="-m",
-        )
-    if recall_level is not None and recall_level != o.relevance_level:
-        raise OptionError(
-            f"{named} sets relevance level {o.relevance_level}, "
-            f"{phrase(f'recall_level={recall_level}', f'--recall-level {recall_level}')} another",
-            keyword="measure",
-            flag="-m",
-        )
-    return m.arg, o.relevance_level

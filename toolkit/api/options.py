@@ -1,35 +1,38 @@
-"""The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``) and ``compare``
-(``twostage compare``), each one frozen object that the library's keywords and the command's flags build alike
-(``toolkit.options``; the flags in ``toolkit.cli.eval`` and ``toolkit.cli.compare``). ``RequestPolicy``, the HTTP
-settings of the verbs that call an endpoint (``judge``'s ``JudgeOptions``, the listwise reranker's), is
-``toolkit.guard.client``'s, named here with the other options classes."""
+"""The options of the measuring verbs: ``evaluate``/``evaluate_many`` (``twostage eval``), ``compare``
+(``twostage compare``), ``risk``, ``power``/``paired_differences``, ``pool_test`` and ``agreement``, each one frozen
+object that the library's keywords and the command's flags build alike (``toolkit.options``; the flags in
+``toolkit.cli``'s command modules). ``RequestPolicy``, the HTTP settings of the verbs that call an endpoint
+(``judge``'s ``JudgeOptions``, the listwise reranker's), is ``toolkit.guard.client``'s, and ``DiagnosisOptions``
+(``diagnose``, ``twostage diagnose``) the diagnosis' own, both named here with the other options classes."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.errors import OptionConflictError, phrase
+from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
+from toolkit.errors import ConfigError, OptionConflictError, OptionError, phrase
 from toolkit.guard.client import RequestPolicy
-from toolkit.measures.names import EvalSettings, build_settings, settings_values
-from toolkit.measures.settings import SETTINGS
-from toolkit.options import Options, nested, opt
+from toolkit.measures.names import EvalSettings, evaluation_settings
+from toolkit.options import Options, opt
 from toolkit.stats.paired import TestOptions
+from toolkit.stats.power import DEFAULT_ALPHA, DEFAULT_POWER, check_design
+from toolkit.stats.urisk import DEFAULT_ALPHA as DEFAULT_RISK_ALPHA
 
-__all__ = ["CompareOptions", "EvaluationOptions", "RequestPolicy", "evaluation_settings", "holes_over"]
-
-
-def evaluation_settings() -> Any:
-    """The evaluation settings as a nested piece of a verb's options: the keywords of ``measures.settings.SETTINGS``
-    (``complete``, ``relevance_level``, ...), built into one ``EvalSettings`` by ``build_settings``."""
-    return nested(
-        ((s.name, s.default, s.annotation, s.doc) for s in SETTINGS),
-        build_settings,
-        settings_values,
-        doc="the evaluation settings (``EvalSettings``)",
-    )
+__all__ = [
+    "AgreementOptions",
+    "CompareOptions",
+    "DiagnosisOptions",
+    "EvaluationOptions",
+    "PoolTestOptions",
+    "PowerOptions",
+    "RequestPolicy",
+    "RiskOptions",
+    "evaluation_settings",
+    "holes_over",
+]
 
 
 _RELEVANCE_MAP = "relabel the qrels at load time (``1:0,2:1,3:1`` or a preset such as ``cranfield``)."
@@ -146,3 +149,136 @@ class CompareOptions(Options):
 
     def validate(self) -> None:
         holes_over(self.holes)
+
+
+_EACH_RUN = "how each run is evaluated (``EvaluationOptions``: every keyword of ``evaluate``)"
+
+
+@dataclass(frozen=True)
+class RiskOptions(Options):
+    """The options of ``risk`` (``twostage risk``): the weights of a loss, ``force``, and how each run is evaluated
+    (``EvaluationOptions``, whose ``name`` the verb sets to each run's)."""
+
+    verb = "risk"
+
+    alpha: float | Iterable[float] = opt(
+        DEFAULT_RISK_ALPHA, doc="the extra weight of a loss (>= 0; default 1: a loss counts twice), or several."
+    )
+    force: bool = opt(False, doc="compare even when provenance or query sets differ (pairs only the shared queries).")
+    evaluation: EvaluationOptions = EvaluationOptions.piece(doc=_EACH_RUN)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.alpha, Iterable) and not isinstance(self.alpha, (str, bytes)):
+            object.__setattr__(self, "alpha", tuple(self.alpha))  # several weights, read once
+        super().__post_init__()
+
+    @property
+    def alphas(self) -> list[float]:
+        """The weights of a loss, as floats (one or several, as given)."""
+        return [float(a) for a in (self.alpha if isinstance(self.alpha, tuple) else (self.alpha,))]
+
+    def validate(self) -> None:
+        from toolkit.stats.urisk import check_alpha
+
+        for a in self.alpha if isinstance(self.alpha, tuple) else (self.alpha,):
+            try:
+                check_alpha(a)  # the library's rule, for the library and the command line alike
+            except ConfigError as exc:
+                raise OptionError(
+                    phrase(str(exc), f"the weight of a loss must be a finite number >= 0, got {a}"),
+                    keyword="alpha",
+                    flag="--alpha",
+                ) from None
+        if not self.alphas:
+            raise OptionError("alpha: give at least one value", keyword="alpha", flag="--alpha")
+
+
+@dataclass(frozen=True)
+class PowerOptions(Options):
+    """The options of ``power`` (``twostage power``): the design (``sd``, ``delta``, ``alpha``, ``power``,
+    ``queries``) and how the two runs are evaluated (``EvaluationOptions``)."""
+
+    verb = "power"
+
+    sd: float | None = opt(
+        None, doc="the standard deviation of the per-query differences (instead of two runs), e.g. ``0.2``."
+    )
+    delta: float | None = opt(
+        None, doc="the smallest difference worth detecting (default with runs: their observed mean difference)."
+    )
+    alpha: float = opt(DEFAULT_ALPHA, doc="the test's level, in (0, 1).")
+    power: float = opt(DEFAULT_POWER, doc="the target power, in (0, 1).")
+    queries: int | None = opt(None, doc="with ``sd``: the queries at hand (their power and smallest detectable delta).")
+    evaluation: EvaluationOptions = EvaluationOptions.piece(
+        doc="how the two runs are evaluated (``EvaluationOptions``)"
+    )
+
+    def validate(self) -> None:
+        check_design(self.alpha, self.power, self.sd, self.delta)
+
+
+@dataclass(frozen=True)
+class PoolTestOptions(Options):
+    """The options of ``pool_test`` (``twostage pool-test``): the pool's depth, how the qrels and runs are read,
+    and the evaluation settings."""
+
+    verb = "pool_test"
+
+    pool_depth: int = opt(10, doc="K, the depth of each run's contribution to the pool (>= 1).")
+    dedupe: str = opt("error", doc="``error`` (a repeated (query, doc) is an error) or ``first``, as for ``evaluate``.")
+    relevance_map: str | None = opt(None, doc="relabel the qrels at load time, as for ``evaluate``.")
+    data_dir: str | os.PathLike | None = opt(None, doc="where collection names are looked up, as for ``evaluate``.")
+    settings: EvalSettings = evaluation_settings()
+
+    def validate(self) -> None:
+        depth = self.pool_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise OptionError(
+                phrase(f"pool_depth must be an integer >= 1, got {depth!r}", f"must be >= 1, got {depth}"),
+                keyword="pool_depth",
+                flag="--pool-depth",
+            )
+
+
+@dataclass(frozen=True)
+class AgreementOptions(Options):
+    """The options of ``agreement`` (``twostage agreement``): how the judgments are read and named, the label
+    scale, the paired test of the systems' ranking, and how the runs are evaluated."""
+
+    verb = "agreement"
+
+    rel_format: str = opt(
+        "qrels", doc="``qrels`` (two files) or ``qrels_jg`` (the groups of one file, named ``jg=NAME``)."
+    )
+    names: Sequence[str] | None = opt(None, doc="the names of the two sets (default: the file names).")
+    labels: Iterable[int] | None = opt(None, doc="the label scale of the confusion matrix (default: every label used).")
+    alpha: float = opt(0.05, doc="the level at which a pair of systems counts as significantly different.")
+    permutations: int = opt(10_000, doc="random sign flips of the randomization test (all 2^n when that is not more).")
+    seed: int = opt(42, doc="seed of ``numpy.random.default_rng`` for the test (the same for every set of judgments).")
+    correction: str = opt(
+        "holm",
+        doc="one of ``toolkit.stats.significance.CORRECTIONS`` (``holm``, ``bonferroni``, ``bh``, ``holm-sidak``, "
+        "``sidak``, ``fdr_bh``, ``fdr_by``, ``none``), over the family of all pairs of systems.",
+    )
+    dedupe: str = opt("error", doc="``error`` or ``first``, as for ``evaluate``.")
+    data_dir: str | os.PathLike | None = opt(None, doc="where collection names are looked up.")
+    settings: EvalSettings = evaluation_settings()
+    relevance_map: str | None = opt(None, doc="as for ``evaluate``, for the runs' evaluation.")
+    zscores: str | os.PathLike | None = opt(None, doc="as for ``evaluate``, for the runs' evaluation.")
+    holes: bool | str = opt(False, doc="as for ``evaluate``, for the runs' evaluation.")
+    ci: float | None = opt(None, doc="as for ``evaluate``, for the runs' evaluation.")
+    bootstrap: int = opt(10_000, doc="as for ``evaluate``, for the runs' evaluation.")
+    ci_method: str = opt("percentile", doc="as for ``evaluate``, for the runs' evaluation.")
+
+    def evaluation(self) -> EvaluationOptions:
+        """How each run is evaluated under each set of judgments (``evaluate_many``'s options)."""
+        return EvaluationOptions(
+            settings=self.settings,
+            dedupe=self.dedupe,
+            relevance_map=self.relevance_map,
+            zscores=self.zscores,
+            holes=self.holes,
+            ci=self.ci,
+            bootstrap=self.bootstrap,
+            ci_method=self.ci_method,
+        )

@@ -11,7 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.stats.urisk import DEFAULT_ALPHA, RiskResult
+from toolkit.api.options import RiskOptions
+from toolkit.options import verb
+from toolkit.stats.urisk import RiskResult
 
 #: the columns of ``Risk.table`` and of ``twostage risk --format csv``, in order
 COLUMNS = (
@@ -114,21 +116,19 @@ class Risk:
         return f"Risk(baseline {self.baseline!r}, {len(self.results)} rows)"
 
 
+@verb(RiskOptions, inputs=("qrels", "runs", "baseline", "measures"), exclude=("name",))
 def risk(
     qrels: Any,
     runs: Mapping[str, Any] | Sequence[Any],
     baseline: str | None = None,
     measures: str | Iterable[Any] | None = None,
     *,
-    alpha: float | Iterable[float] = DEFAULT_ALPHA,
-    force: bool = False,
-    relevance_map: str | None = None,
-    dedupe: str = "error",
-    data_dir: str | os.PathLike | None = None,
-    labels: Mapping[str, str] | None = None,
-    **options: Any,
+    options: RiskOptions,
 ) -> Risk:
     """URisk and TRisk (``toolkit.stats.urisk``) of every run against ``baseline``, per measure and alpha.
+
+    Every keyword is a field of ``RiskOptions`` (``toolkit.api.options``): ``alpha``, ``force`` and every keyword
+    of ``evaluate`` but ``name`` (each run is named by its key); ``options=`` takes one whole.
 
     Args:
         qrels: as for ``evaluate`` (a path, a collection name, a DataFrame, ...); may be None when every run is
@@ -143,36 +143,31 @@ def risk(
         dedupe: ``error`` or ``first``, as for ``evaluate``.
         data_dir: where collection names are looked up.
         labels: display names for measures, as for ``evaluate``.
-        **options: every other ``evaluate`` keyword (``complete``, ``relevance_level``, ``gain``, ...).
 
     Raises:
         ProvenanceMismatchError: runs evaluated under different settings or on different queries.
         ConfigError: a negative alpha, fewer than two runs, a baseline that is not one of the runs.
     """
     from toolkit import notices
-    from toolkit.api.evaluation import Evaluation, evaluate, evaluation_keywords
-    from toolkit.api.keywords import check_keywords
+    from toolkit.api.evaluation import Evaluation, evaluate
     from toolkit.api.labels import measure_items, numeric_measure_names, requested_measures
     from toolkit.data.adapters import as_qrels, name_runs
     from toolkit.errors import ConfigError
     from toolkit.stats.paired import load_result_json, paired_table
-    from toolkit.stats.urisk import check_alpha, risk_table
+    from toolkit.stats.urisk import risk_table
 
-    check_keywords("risk", options, evaluation_keywords("name", "dedupe", "labels", "relevance_map", "data_dir"))
-    given: list[Any] = list(alpha) if isinstance(alpha, Iterable) and not isinstance(alpha, (str, bytes)) else [alpha]
-    alphas = [check_alpha(a) for a in given]
-    if not alphas:
-        raise ConfigError("alpha: give at least one value")
+    alphas = options.alphas  # checked where the options were built (RiskOptions.validate)
+    e = options.evaluation
     named = name_runs(runs)
     if len(named) < 2:
         raise ConfigError("give at least two runs: the baseline and a run to compare with it")
     base = next(iter(named)) if baseline is None else str(baseline)
     if base not in named:
         raise ConfigError(f"baseline {base!r} is not among the runs ({', '.join(named)})")
-    version = int(options.get("trec_eval", 9))
+    version = e.settings.trec_eval
     items = measure_items(measures)
     numeric = numeric_measure_names(items, version)
-    want = requested_measures(items, version, labels)
+    want = requested_measures(items, version, e.labels)
     names = [n for n in want.names if n in numeric]
     q = None
     per_query: dict[str, pd.DataFrame] = {}
@@ -191,14 +186,16 @@ def risk(
                         raise ConfigError(
                             f"qrels are needed to evaluate the run {name} (saved .json results need none)"
                         )
-                    q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
-                r = evaluate(q, r, items, dedupe=dedupe, labels=labels, name=name, **options)
+                    q = as_qrels(qrels, dedupe=e.dedupe, relevance_map=e.relevance_map, data_dir=e.data_dir)
+                # the qrels are read (relabelled) once, here: each run is evaluated on them as they are
+                each = dataclasses.replace(e, name=name, relevance_map=None, data_dir=None)
+                r = evaluate(q, r, items, options=each)
             else:
                 r = dataclasses.replace(r, requested=want)
             pq = r.to_ir_measures()
             per_query[name], provenance[name] = pq[pq["measure"].isin(want.labels)], r.provenance
         labelled = [want.label(n) for n in names]
-        table, diff, n_shared = paired_table(per_query, provenance, [base], labelled, force)
+        table, diff, n_shared = paired_table(per_query, provenance, [base], labelled, options.force)
     ordered = table[table["run"] != base]
     table = pd.concat([table[table["run"] == base], ordered], ignore_index=True)
     results = tuple(risk_table(table, base, alphas))

@@ -3,21 +3,23 @@ over every labelling of the unjudged documents) and ``pool_test`` (leave-one-run
 
 from __future__ import annotations
 
-import os
+import os  # noqa: F401  (the verbs' keywords are annotated ``str | os.PathLike | None``: pdoc reads them here)
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from toolkit.api.options import EvaluationOptions, PoolTestOptions, PowerOptions
+from toolkit.options import verb
 from toolkit.quality.pooling import PoolTest
-from toolkit.stats.power import DEFAULT_ALPHA, DEFAULT_POWER, PowerResult, power_analysis
+from toolkit.stats.power import PowerResult, power_analysis
 
 
-def _per_query(qrels: Any, run: Any, measure: str, **options: Any) -> pd.Series:
+def _per_query(qrels: Any, run: Any, measure: str, options: EvaluationOptions) -> pd.Series:
     """One measure's per-query values of a run (query_id -> value), evaluated as ``evaluate`` does."""
     from toolkit.api.evaluation import evaluate
 
-    ev = evaluate(qrels, run, [measure], **options)
+    ev = evaluate(qrels, run, [measure], options=options)
     table = ev.per_query
     if table.shape[1] != 1:
         from toolkit.errors import ConfigError
@@ -26,31 +28,38 @@ def _per_query(qrels: Any, run: Any, measure: str, **options: Any) -> pd.Series:
     return table.iloc[:, 0].astype("float64")
 
 
-def paired_differences(qrels: Any, run_a: Any, run_b: Any, measure: str = "ndcg_cut.10", **options: Any) -> pd.Series:
-    """Per query, ``run_b``'s value minus ``run_a``'s, on the queries both were evaluated on (an error when none)."""
+@verb(EvaluationOptions, inputs=("qrels", "run_a", "run_b", "measure"))
+def paired_differences(
+    qrels: Any, run_a: Any, run_b: Any, measure: str = "ndcg_cut.10", *, options: EvaluationOptions
+) -> pd.Series:
+    """Per query, ``run_b``'s value minus ``run_a``'s, on the queries both were evaluated on (an error when none).
+
+    Every keyword is ``evaluate``'s (a field of ``EvaluationOptions``); ``options=`` takes one whole.
+
+    Args:
+        qrels: as for ``evaluate``.
+        run_a: the run subtracted, as for ``evaluate``.
+        run_b: the other run.
+        measure: one numeric measure.
+    """
     from toolkit.errors import ConfigError
 
-    a = _per_query(qrels, run_a, measure, **options)
-    b = _per_query(qrels, run_b, measure, **options)
+    a = _per_query(qrels, run_a, measure, options)
+    b = _per_query(qrels, run_b, measure, options)
     shared = a.index.intersection(b.index)
     if len(shared) == 0:
         raise ConfigError("the two runs share no evaluated query: nothing to pair")
     return (b.loc[shared] - a.loc[shared]).rename("difference")
 
 
+@verb(PowerOptions, inputs=("qrels", "run_a", "run_b", "measure"))
 def power(
     qrels: Any = None,
     run_a: Any = None,
     run_b: Any = None,
     measure: str = "ndcg_cut.10",
     *,
-    sd: float | None = None,
-    delta: float | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    power: float = DEFAULT_POWER,
-    queries: int | None = None,
-    data_dir: str | os.PathLike | None = None,
-    **options: Any,
+    options: PowerOptions,
 ) -> PowerResult:
     """How many queries a two-sided paired t-test needs to detect ``delta`` with ``power`` at ``alpha``.
 
@@ -58,43 +67,40 @@ def power(
     differences, the queries at hand = the queries they share, and ``delta`` defaults to their observed mean
     difference; or a given ``sd`` (and ``delta``; ``queries`` the queries at hand, optional). The result has
     ``queries`` (needed), and with queries at hand ``power_at_hand`` and ``min_detectable_delta``.
-    ``**options``: every ``evaluate`` keyword (``complete``, ``relevance_level``, ...).
-    """
-    from toolkit.api.evaluation import evaluation_keywords
-    from toolkit.api.keywords import check_keywords
+    Every keyword is a field of ``PowerOptions`` (``toolkit.api.options``): the design's, and every ``evaluate``
+    keyword (``complete``, ``relevance_level``, ...) for the runs; ``options=`` takes one whole.
 
-    check_keywords("power", options, evaluation_keywords("data_dir"))
+    Args:
+        qrels: as for ``evaluate``, to evaluate the two runs (None with ``sd``).
+        run_a: the first run, as for ``evaluate`` (None with ``sd``).
+        run_b: the second run (None with ``sd``).
+        measure: the one measure whose per-query differences give sd.
+    """
     from toolkit.errors import ConfigError
 
+    o = options
     if run_a is not None or run_b is not None:
         if run_a is None or run_b is None or qrels is None:
             raise ConfigError("power from runs needs qrels and two runs")
-        if sd is not None:
+        if o.sd is not None:
             raise ConfigError("give either two runs or sd, not both")
-        d = paired_differences(qrels, run_a, run_b, measure, data_dir=data_dir, **options)
+        d = paired_differences(qrels, run_a, run_b, measure, options=o.evaluation)
         return power_analysis(
             differences=d.to_numpy(),
-            delta=delta,
-            alpha=alpha,
-            power=power,
+            delta=o.delta,
+            alpha=o.alpha,
+            power=o.power,
             source=f"the per-query differences on {measure}, {len(d)} queries",
         )
-    return power_analysis(sd=sd, delta=delta, alpha=alpha, power=power, n_queries=queries)
+    return power_analysis(sd=o.sd, delta=o.delta, alpha=o.alpha, power=o.power, n_queries=o.queries)
 
 
-def pool_test(
-    qrels: Any,
-    runs: Any,
-    measure: str = "ndcg_cut.10",
-    *,
-    pool_depth: int = 10,
-    dedupe: str = "error",
-    relevance_map: str | None = None,
-    data_dir: str | os.PathLike | None = None,
-    **options: Any,
-) -> PoolTest:
+@verb(PoolTestOptions, inputs=("qrels", "runs", "measure"))
+def pool_test(qrels: Any, runs: Any, measure: str = "ndcg_cut.10", *, options: PoolTestOptions) -> PoolTest:
     """Leave-one-run-out pool test (Zobel 1998): for each run, the judgments of the documents only it brought
     to the pool of depth ``pool_depth`` removed, its ``measure`` again, and its score and rank change.
+
+    Every keyword is a field of ``PoolTestOptions`` (``toolkit.api.options``); ``options=`` takes one whole.
 
     Args:
         qrels: as for ``evaluate`` (a file, a collection name, a DataFrame, ...).
@@ -104,7 +110,6 @@ def pool_test(
         dedupe: ``error`` (a repeated (query, doc) is an error) or ``first``, as for ``evaluate``.
         relevance_map: relabel the qrels at load time, as for ``evaluate``.
         data_dir: where collection names are looked up, as for ``evaluate``.
-        **options: the evaluation keywords of ``evaluate`` (``complete``, ``relevance_level``, ...).
 
     Returns a ``PoolTest``: ``table`` (one row per run: score, score_without, change, rank, rank_without,
     rank_change, unique, unique_judged, unique_relevant), ``to_text()``, ``as_dict()``.
@@ -112,17 +117,13 @@ def pool_test(
     Raises:
         ConfigError: a pool depth below 1, fewer than two runs, not exactly one numeric measure.
     """
-    from toolkit.api.evaluation import settings
-    from toolkit.api.keywords import check_keywords, keywords_of
     from toolkit.data.adapters import as_qrels, as_run, system_name
     from toolkit.errors import ConfigError
     from toolkit.measures.names import measure_groups
     from toolkit.quality.pooling import pool_test as run_pool_test
 
-    check_keywords("pool_test", options, keywords_of(settings))
-
-    if isinstance(pool_depth, bool) or not isinstance(pool_depth, int) or pool_depth < 1:
-        raise ConfigError(f"pool_depth must be an integer >= 1, got {pool_depth!r}")
+    o = options  # the pool depth was checked where the options were built (PoolTestOptions.validate)
+    dedupe = o.dedupe
     if isinstance(runs, Mapping):
         loaded = {str(n): as_run(r, dedupe=dedupe) for n, r in runs.items()}
     else:
@@ -132,14 +133,14 @@ def pool_test(
             raise ConfigError("two runs have the same name; give runs as {name: run}")
     if len(loaded) < 2:
         raise ConfigError(f"a pool test needs at least two runs, got {len(loaded)}")
-    s = settings(**options)
+    s = o.settings
     groups = measure_groups(measure, s.trec_eval)
     chosen = [(g, m) for g in groups for m in g.measures]
     if len(chosen) != 1:
         raise ConfigError(f"give one measure, not {measure!r} ({len(chosen)} measures)")
     group, m = chosen[0]
-    q = as_qrels(qrels, dedupe=dedupe, relevance_map=relevance_map, data_dir=data_dir)
-    return run_pool_test(q, loaded, m, pool_depth, group.overrides.apply(s))
+    q = as_qrels(qrels, dedupe=dedupe, relevance_map=o.relevance_map, data_dir=o.data_dir)
+    return run_pool_test(q, loaded, m, o.pool_depth, group.overrides.apply(s))
 
 
 __all__ = ["paired_differences", "pool_test", "power"]

@@ -2,60 +2,80 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import click
 
-from toolkit.cli.options import (
-    api_options,
-    evaluation_options,
-    named_runs,
-    pop_settings,
-    settings_from,
-    significance_options,
-)
+from toolkit.api.options import AgreementOptions
+from toolkit.cli.declare import Row, flag, options_of
+from toolkit.cli.options import SIGNIFICANCE, evaluation_flags, named_runs
 from toolkit.cli.terminal import echo, kind_of
 
 AGREEMENT_FORMATS = ("qrels", "qrels_jg")
 
 
+#: ``twostage agreement``'s options, in --help's order: the flags of ``AgreementOptions`` and the command's own.
+AGREEMENT: tuple[Row, ...] = (
+    flag(
+        "rel_format",
+        "-R",
+        "rel_format",
+        type=click.Choice(AGREEMENT_FORMATS),
+        default="qrels",
+        show_default=True,
+        help="qrels: the first two arguments are two qrels files (A, the reference, and B); qrels_jg: the first "
+        "argument is one file whose iteration column names judgment groups (trec_eval -R qrels_jg), every group "
+        "compared with every other.",
+    ),
+    click.option(
+        "-m",
+        "measure",
+        default="ndcg_cut.10",
+        show_default=True,
+        metavar="MEASURE",
+        help="With runs: the measure that ranks the systems (one value per query, e.g. ndcg_cut.10, map, P.10).",
+    ),
+    flag(
+        "alpha",
+        "--alpha",
+        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        default=0.05,
+        show_default=True,
+        help="With runs: the level at which a pair of systems counts as significantly different.",
+    ),
+    *SIGNIFICANCE,
+    *evaluation_flags(exclude=("rel_map",)),
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="json keys: documents_both, confusion, kappa, kappa_linear, kappa_quadratic, krippendorff_alpha (A vs "
+        "B), and with runs kendall_tau, tau_ap, flipped_pairs; every pair under 'pairs'.",
+    ),
+)
+
+#: The keywords of ``AgreementOptions`` that have no flag, and why.
+API_ONLY = MappingProxyType(
+    {
+        "names": "the sets are named by their files (or jg=NAME)",
+        "labels": "the confusion matrix shows every label used",
+        "relevance_map": "the judgments are compared as they are labelled",
+        "zscores": "the command ranks the systems by raw values",
+        "holes": "hole bounds are not part of the agreement",
+        "ci": "intervals of each run's means are not part of the agreement",
+        "bootstrap": "intervals of each run's means are not part of the agreement",
+        "ci_method": "intervals of each run's means are not part of the agreement",
+        "allow_no_common": "a run sharing no query with the judgments cannot be ranked: the command refuses it",
+    }
+)
+
+
 @click.command("agreement")
-@click.option(
-    "-R",
-    "rel_format",
-    type=click.Choice(AGREEMENT_FORMATS),
-    default="qrels",
-    show_default=True,
-    help="qrels: the first two arguments are two qrels files (A, the reference, and B); qrels_jg: the first "
-    "argument is one file whose iteration column names judgment groups (trec_eval -R qrels_jg), every group "
-    "compared with every other.",
-)
-@click.option(
-    "-m",
-    "measure",
-    default="ndcg_cut.10",
-    show_default=True,
-    metavar="MEASURE",
-    help="With runs: the measure that ranks the systems (one value per query, e.g. ndcg_cut.10, map, P.10).",
-)
-@click.option(
-    "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="With runs: the level at which a pair of systems counts as significantly different.",
-)
-@significance_options
-@evaluation_options(exclude=("rel_map",))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json keys: documents_both, confusion, kappa, kappa_linear, kappa_quadratic, krippendorff_alpha (A vs "
-    "B), and with runs kendall_tau, tau_ap, flipped_pairs; every pair under 'pairs'.",
-)
+@options_of(AgreementOptions, AGREEMENT)
 @click.argument("files", nargs=-1, required=True, metavar="QRELS_A QRELS_B [RUN ...] | -R qrels_jg QRELS [RUN ...]")
-def agreement_command(rel_format, measure, alpha, permutations, seed, correction, fmt, files, **options):
+def agreement_command(options: AgreementOptions, measure, fmt, files):
     """Agreement of two sets of relevance judgments over the same queries.
 
     On the documents both judged (label >= 0, same query): the confusion
@@ -77,30 +97,18 @@ def agreement_command(rel_format, measure, alpha, permutations, seed, correction
     from toolkit.api.assessors import agreement
     from toolkit.data.adapters import run_label
 
-    s = pop_settings(options)
-    settings_from(s)  # a bad --gain or -l is a usage error, before any reading
-    n_qrels = 1 if rel_format == "qrels_jg" else 2
+    n_qrels = 1 if options.rel_format == "qrels_jg" else 2
     if len(files) < n_qrels:
         raise click.UsageError("give two qrels files (QRELS_A QRELS_B), or -R qrels_jg and one file")
     runs = list(files[n_qrels:])
     if len(runs) == 1:
         raise click.UsageError("ranking systems needs at least two runs (or none, for the labels only)")
-    kwargs = api_options(s)
-    data_dir = kwargs.pop("data_dir", None)
-    dedupe = kwargs.pop("dedupe", "error")
     result = agreement(
         files[0],
         files[1] if n_qrels == 2 else None,
         named_runs(runs, bare_name=lambda p: run_label(p, 0)) if runs else None,
         measure,
-        rel_format=rel_format,
-        alpha=alpha,
-        permutations=permutations,
-        seed=seed,
-        correction=correction,
-        dedupe=dedupe,
-        data_dir=data_dir,
-        **kwargs,
+        options=options,
     )
     echo(
         result.to_json() if fmt == "json" else result.to_text(),

@@ -4,20 +4,21 @@ Shared groups are tuples of ``toolkit.cli.declare.Flag`` (``EVALUATION``, ``SIGN
 ``SEED_FLAG``, ``HOLES_OVER_FLAG``, ``FAMILY_FLAG``, ``DATA_DIR_FLAG``, ``CLIENT``: the HTTP settings of
 ``toolkit.guard.client.RequestPolicy``, ``ENDPOINT_FLAG``, ``DEVICE_FLAG``, ``TRUST_CACHE_FLAG``, ``prompt_flag``):
 each the CLI spelling of a keyword of the verbs' options objects, which the commands built on ``options_of``
-(``eval``, ``compare``, ``judge``) put in their tables; the other commands add the same options with the
-decorators below (``evaluation_options``, ``client_options``, ...).
+(``eval``, ``compare``, ``diagnose``, ``judge``, ``risk``, ``power``, ``pool-test``, ``agreement``) put in their
+tables; the other commands add the same options with the decorators below (``evaluation_options``,
+``client_options``, ...).
 
-Evaluation settings: ``eval``, ``compare``, ``gain-sensitivity`` and ``diagnose`` take these
-options (trec_eval's flags plus twostage's nDCG choices); ``eval`` and ``compare`` receive them built into their
-options object, the others turn them into an ``EvalSettings`` with ``settings_from``; each option's parameter is
-the setting's one name (``toolkit.measures.settings``), which reproduction specs use as YAML keys
+Evaluation settings: ``eval``, ``compare``, ``diagnose``, ``risk``, ``power``, ``pool-test``, ``agreement`` and
+``gain-sensitivity`` take these options (trec_eval's flags plus twostage's nDCG choices); all but the last receive
+them built into their options object, ``gain-sensitivity`` turns them into an ``EvalSettings`` with
+``settings_from``; each option's parameter is the setting's one name (``toolkit.measures.settings``), which reproduction specs use as YAML keys
 and build with the same ``measures.build_settings``. Measure names are parsed by
 ``measures.parse_measures`` everywhere.
 
 The others: ``DATA_DIR`` (every command that reads a collection by name), ``DEVICE`` and
 ``PRECISION`` (every command that runs a model), ``TRUST_CACHE`` (every command that reads a cache:
-``experiment run``, ``rerank``, ``judge``), ``significance_options`` (``compare`` and
-``diagnose``) and ``trec_eval_option``. Choices come from the library's constants, so a new
+``experiment run``, ``rerank``, ``judge``), ``significance_options`` (``SIGNIFICANCE``, for the commands not
+built on ``options_of``) and ``trec_eval_option``. Choices come from the library's constants, so a new
 choice is added in one place.
 
 Runs: every command that takes runs reads each as ``[NAME=]RUN`` with ``split_named`` (``named_runs`` for a list
@@ -438,15 +439,6 @@ def interval_flags(default_level: float | None = 0.95) -> tuple[Flag, ...]:
             help="percentile, or bca (bias-corrected and accelerated): as scipy.stats.bootstrap computes them.",
         ),
     )
-
-
-def interval_options(default_level: float | None = 0.95):
-    """Decorator adding ``interval_flags(default_level)``."""
-
-    def decorate(f):
-        return apply(interval_flags(default_level), f)
-
-    return decorate
 
 
 def _holes_over_choices() -> tuple[str, ...]:

@@ -323,7 +323,10 @@ RERANK: tuple[Row, ...] = (
 )
 
 #: The keywords of ``RerankOptions`` that have no flag, and why.
-API_ONLY: MappingProxyType[str, str] = MappingProxyType(
+API_ONLY: MappingProxyType[str, str] = MappingProxyType({})
+
+#: The keywords the command sets itself from its own options, and how.
+SET_BY_COMMAND = MappingProxyType(
     {
         "tag": "the command's --tag (its default OUT's stem, not the library's twostage-rerank) sets it",
         "shards": "the command keeps a --ray job's shards at OUT.shards",

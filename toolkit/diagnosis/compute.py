@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -54,8 +54,9 @@ from toolkit.data.columns import coded_isin
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.data.workspace import NO_WORKSPACE, Workspace
-from toolkit.diagnosis.decompose import DEFAULT_CURVE_DEPTHS, Decomposition, decompose, parse_headline_measure
+from toolkit.diagnosis.decompose import Decomposition, decompose, parse_headline_measure
 from toolkit.diagnosis.depths import DEPTH_RULE
+from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.diagnosis.query_labels import (
     LABEL_MEANING,
     LABELS,
@@ -78,7 +79,7 @@ from toolkit.diagnosis.query_views import (
     worst_rows,
 )
 from toolkit.diagnosis.reranked import Reranked, longest_list, named_runs, reranked_inputs
-from toolkit.errors import ConfigError, for_api
+from toolkit.errors import for_api
 from toolkit.evaluation.evaluate import PreparedJudgments, evaluate, prepare_judgments
 from toolkit.measures.names import EvalSettings, parse_measures
 from toolkit.stats.rank_similarity import (
@@ -582,68 +583,58 @@ READ_AFTER_RUNS = frozenset(
 )
 
 
+def default_title(reranked: Sequence[str], first_stages: Sequence[str]) -> str:
+    """The report's title when none is given: the runs it diagnoses (``rv20, rv100 over bm25``)."""
+    return f"{', '.join(reranked)} over {', '.join(first_stages)}"
+
+
 def diagnose(
     qrels: Qrels,
     first: Run | Mapping[str, Run],
     reranked: Run | Mapping[str, Run] | Sequence[Reranked],
+    options: DiagnosisOptions | None = None,
     *,
-    name: str = "diagnosis",
-    measure: str = "ndcg_cut.10",
-    settings: EvalSettings | None = None,
-    depth: int | Mapping[str, int] | None = None,
-    curve_depths: Iterable[int] = DEFAULT_CURVE_DEPTHS,
-    listwise: Collection[str] = (),
-    recall_level: int = 2,
-    complete: bool = True,
     queries: Mapping[str, str] | None = None,
     texts: TextLookup | None = None,
     query_types: Mapping[str, str] | None = None,
     type_rules: Iterable[TypeRule] | None = None,
-    thresholds: Thresholds | None = None,
-    worst_n: int = 10,
-    most_changed_n: int = 10,
-    disagree_n: int = 5,
-    missed_shown: int = 5,
-    explore_depth: int = 10,
-    snippet_chars: int = 220,
-    permutations: int = 10_000,
-    seed: int = 42,
-    correction: str = "holm",
     sources: dict | None = None,
-    window: int | None = None,
-    stride: int | None = None,
     work: Workspace | None = None,
 ) -> Diagnosis:
-    """Diagnose one or more reranked runs over their first stages; pure (inputs are not modified).
+    """Diagnose one or more reranked runs over their first stages, as ``options`` say (default
+    ``DiagnosisOptions()``); pure (inputs are not modified).
 
     ``first`` is a run or name -> run; ``reranked`` a run, name -> run, or name -> list of runs (repeats of one
     system, ``repeats.py``), or ``Reranked`` values that say all of it. Each is paired with the only first
-    stage, or with the first stage whose candidates hold most of its documents. Its rerank depth: ``depth``
-    (one int for every run, or {name: depth}), else detected (``depths.detect_depth``), else ``DepthNotDetectedError``.
-    ``window`` and ``stride``: the sliding window of a listwise reranker, for the share of windows it returned
-    in their input order (``listwise_behaviour.py``). ``listwise`` names the reranked runs whose
-    depth curve is an approximation. ``settings`` are the base evaluation settings (gain, discount, -M, -J,
-    score precision); the relevance levels and ``complete`` are set here. ``queries`` gives query texts (query
-    types, snippets' highlighted terms), ``texts`` document texts (snippets); ``query_types`` (qid -> type)
-    wins over ``type_rules`` (default ``DEFAULT_TYPE_RULES``). ``work``: the workspace the caller holds for this
-    diagnosis (every run sorted once, however many steps read it); a new one when None.
+    stage, or with the first stage whose candidates hold most of its documents. Its rerank depth: the options'
+    ``depth`` (one int for every run, or {name: depth}), else detected (``depths.detect_depth``), else
+    ``DepthNotDetectedError``. The options' ``window`` and ``stride``: the sliding window of a listwise reranker,
+    for the share of windows it returned in their input order (``listwise_behaviour.py``); ``listwise`` names the
+    reranked runs whose depth curve is an approximation; ``settings`` are the base evaluation settings (gain,
+    discount, -M, -J, score precision, ``complete``); the relevance levels are set here (``recall_level`` None:
+    2 when the qrels are graded above 1, else 1).
+
+    The data: ``queries`` gives query texts (query types, snippets' highlighted terms), ``texts`` document texts
+    (snippets); ``query_types`` (qid -> type) wins over ``type_rules`` (default ``DEFAULT_TYPE_RULES``);
+    ``sources`` is where the inputs came from, as the report states it. ``work``: the workspace the caller holds
+    for this diagnosis (every run sorted once, however many steps read it); a new one when None.
     """
+    o = options if options is not None else DiagnosisOptions()
     work = Workspace() if work is None else work
-    t = thresholds or Thresholds()
-    for what, n in (
-        ("worst-N", worst_n),
-        ("most-changed-N", most_changed_n),
-        ("disagreements-N", disagree_n),
-        ("missed-shown", missed_shown),
-        ("explore depth", explore_depth),
-    ):
-        if n < 0:
-            raise ConfigError(f"{what} must be >= 0")
-    s = _Settings.from_base(settings, recall_level, complete)
+    t = o.thresholds
+    measure, recall_level = o.headline
+    if recall_level is None:
+        recall_level = 2 if qrels.frame[RELEVANCE].max() >= 2 else 1
+    complete = o.settings.complete
+    curve_depths = list(o.curve_depths)
+    permutations, seed, correction, explore_depth = o.permutations, o.seed, o.correction, o.explore_depth
+    s = _Settings.from_base(o.settings, recall_level, complete)
     firsts = named_runs(first, "first stage")
-    inputs, notes, depth_notes = reranked_inputs(reranked, firsts, depth, listwise, s.binary.score_precision, work=work)
+    inputs, notes, depth_notes = reranked_inputs(
+        reranked, firsts, o.depth, o.listwise, s.binary.score_precision, work=work
+    )
     ev = _evaluate_all(qrels, firsts, inputs, parse_headline_measure(measure), s, complete, work=work)
-    done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t, window, stride, work=work) for r in inputs]
+    done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t, o.window, o.stride, work=work) for r in inputs]
     work.keep_only(READ_AFTER_RUNS)  # the per-run steps' alignments, codes and candidates are not read again
     pipelines = [p for p, _ in done]
     rules = tuple(type_rules) if type_rules is not None else DEFAULT_TYPE_RULES
@@ -655,7 +646,16 @@ def diagnose(
     comparisons = _significance(pairs, ev.measure, permutations, seed, correction, work=work)
     comparisons = _with_repeat_readings(comparisons, pipelines)
     worst, views, missed = _query_views(
-        ev, per_query, pipelines[0], queries, texts, worst_n, missed_shown, explore_depth, snippet_chars, work=work
+        ev,
+        per_query,
+        pipelines[0],
+        queries,
+        texts,
+        o.worst_n,
+        o.missed_shown,
+        explore_depth,
+        o.snippet_chars,
+        work=work,
     )
     notes += _notes(
         qrels, firsts, inputs, pipelines, ev.evaluated, ev.qids, complete, t, per_query, query_types, work=work
@@ -663,7 +663,7 @@ def diagnose(
     notes += depth_notes
     _warn_missing_and_identical(pipelines)
     return Diagnosis(
-        name=name,
+        name=o.name if o.name is not None else default_title([r.name for r in inputs], list(firsts)),
         measure=ev.measure,
         first_stages={n: r.path for n, r in firsts.items()},
         pipelines=tuple(pipelines),
@@ -673,14 +673,14 @@ def diagnose(
         headline=_headline(ev.values, pipelines[0], ev.cutoffs, ev.measure, recall_level, len(ev.qids)),
         comparisons=comparisons,
         disagreements=[
-            {"system_a": a, "system_b": b, "queries": disagreements(g, disagree_n)}
+            {"system_a": a, "system_b": b, "queries": disagreements(g, o.disagree_n)}
             for (a, b), g in pairs[pairs["family"] == FAMILIES[1]].groupby(["system_a", "system_b"], sort=False)
         ],
         types=type_summary(per_query, pipelines[0].name, ev.measure, [r.name for r in inputs]),
         worst=worst,
-        most_changed={p.name: most_changed(_rows_of(per_query, ev, p), most_changed_n) for p in pipelines},
-        hurt_most={p.name: by_delta(_rows_of(per_query, ev, p), worst_n, "hurt") for p in pipelines},
-        helped_most={p.name: by_delta(_rows_of(per_query, ev, p), worst_n, "helped") for p in pipelines},
+        most_changed={p.name: most_changed(_rows_of(per_query, ev, p), o.most_changed_n) for p in pipelines},
+        hurt_most={p.name: by_delta(_rows_of(per_query, ev, p), o.worst_n, "hurt") for p in pipelines},
+        helped_most={p.name: by_delta(_rows_of(per_query, ev, p), o.worst_n, "helped") for p in pipelines},
         views=views,
         missed=missed,
         thresholds=t,
@@ -701,6 +701,59 @@ def diagnose(
         ),
         provenance={n: v.provenance for n, v in ev.evaluated.items()},
         notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+def diagnose_with_uncertainty(
+    qrels: Qrels,
+    first: Run | Mapping[str, Run],
+    reranked: Run | Mapping[str, Run] | Sequence[Reranked],
+    options: DiagnosisOptions | None = None,
+    *,
+    queries: Mapping[str, str] | None = None,
+    texts: TextLookup | None = None,
+    query_types: Mapping[str, str] | None = None,
+    type_rules: Iterable[TypeRule] | None = None,
+    sources: dict | None = None,
+    work: Workspace | None = None,
+) -> Diagnosis:
+    """``diagnose``, every comparison with its paired bootstrap interval at the options' ``ci`` (``bootstrap``
+    resamples, ``ci_method``, ``seed``), the hole bounds of its two systems and its verdict
+    (``stats.annotate``): the diagnosis ``ts.diagnose`` and an experiment's report both show."""
+    from toolkit.quality.holes import system_bounds
+    from toolkit.stats.annotate import annotate, compared_queries, evaluated_with
+
+    o = options if options is not None else DiagnosisOptions()
+    work = Workspace() if work is None else work
+    result = diagnose(
+        qrels,
+        first,
+        reranked,
+        o,
+        queries=queries,
+        texts=texts,
+        query_types=query_types,
+        type_rules=type_rules,
+        sources=sources,
+        work=work,
+    )
+    systems = {n: [r] for n, r in named_runs(first, "first stage").items()}
+    if isinstance(reranked, (Run, Mapping)):
+        for n, r in named_runs(reranked, "reranked").items():
+            systems[n] = list(r) if isinstance(r, (list, tuple)) else [r]
+    else:
+        systems.update({r.name: list(r.runs) for r in reranked})
+    bounds = system_bounds(
+        qrels, systems, result.measure, evaluated_with(result, o.settings), compared_queries(result), work=work
+    )
+    return annotate(
+        result,
+        bounds,
+        level=float(o.ci),
+        resamples=int(o.bootstrap),
+        method=o.ci_method,
+        seed=int(o.seed),
+        work=work,
     )
 
 

@@ -70,6 +70,35 @@ def parse_headline_measure(text: str) -> str:
     return name
 
 
+def headline_measure(measure: str, recall_level: int | None, version: int) -> tuple[str, int | None]:
+    """``measure`` as the diagnosis takes it, every name ``evaluate`` takes: an ir_measures name with its own
+    relevance level (``AP(rel=2)@100``) is its trec_eval measure at that ``recall_level`` (the level binary
+    measures use in a diagnosis); a per-measure depth (``RR@10``) has no place in a depth curve: refused."""
+    from toolkit.errors import phrase
+    from toolkit.measures.names import parse_measure_groups
+
+    named = phrase(f"measure={measure!r}", f"--measure {measure}")
+    groups = parse_measure_groups([str(measure)], version)
+    if len(groups) != 1 or not groups[0].overrides:
+        return measure, recall_level
+    o, (m, *rest) = groups[0].overrides, groups[0].measures
+    if rest or o.max_docs is not None:
+        raise OptionError(
+            f"{named}: the diagnosis decomposes one measure over the whole ranking; a depth of its own (RR@10) "
+            "does not fit its depth curve: give a measure with a cutoff (e.g. ndcg_cut.10, AP(rel=2)@100)",
+            keyword="measure",
+            flag="-m",
+        )
+    if recall_level is not None and recall_level != o.relevance_level:
+        raise OptionError(
+            f"{named} sets relevance level {o.relevance_level}, "
+            f"{phrase(f'recall_level={recall_level}', f'--recall-level {recall_level}')} another",
+            keyword="measure",
+            flag="-m",
+        )
+    return m.arg, o.relevance_level
+
+
 def measure_values(
     qrels: Qrels | PreparedJudgments,
     run: Run,

@@ -85,13 +85,11 @@ def pair_first_stage(
     return best, share
 
 
-def rerank_depth(
-    run: Run, given: int | None, meta: Mapping | None = None, given_as: str = "given"
-) -> tuple[int | None, str]:
-    """The rerank depth of a reranked run and where it came from: ``given`` (said as ``given_as``), else the
-    depth its ``twostage rerank`` sidecar states (``sidecar``); else (None, ''): ``diagnose`` detects it."""
+def rerank_depth(run: Run, given: int | None, meta: Mapping | None = None) -> tuple[int | None, str]:
+    """The rerank depth of a reranked run and where it came from: ``given`` (``given``), else the depth its
+    ``twostage rerank`` sidecar states (``sidecar``); else (None, ''): ``diagnose`` detects it."""
     if given:
-        return given, given_as
+        return given, "given"
     meta = meta or {}
     stated = meta.get("depth") if meta.get("reranker") else None  # only a `twostage rerank` sidecar says it
     if stated is None:
@@ -113,7 +111,6 @@ def reranked_input(
     first_stages: Mapping[str, Run],
     *,
     depth: int | None = None,
-    depth_as: str = "given",
     first_stage: str = "",
     listwise: bool = False,
     meta: Mapping | None = None,
@@ -123,7 +120,7 @@ def reranked_input(
     depth (``rerank_depth``), the first stage whose checksum the sidecar names (else '' and ``diagnose`` pairs
     it: the only first stage, or the one holding most of its documents), and whether it is listwise."""
     meta = meta or {}
-    d, d_from = rerank_depth(run, depth, meta, depth_as)
+    d, d_from = rerank_depth(run, depth, meta)
     if not first_stage:
         sha = (meta.get("first_stage") or {}).get("sha256")
         first_stage = next((n for n, r in first_stages.items() if sha and r.sha256 == sha), "")
@@ -157,13 +154,15 @@ def reranked_inputs(
     reranked,
     first_stages: Mapping[str, Run],
     depth: int | Mapping[str, int] | None,
-    listwise: Collection[str],
+    listwise: Collection[str] | bool,
     score_precision: str,
     *,
     work: Workspace = NO_WORKSPACE,
 ) -> tuple[list[Reranked], list[str], list[str]]:
     """``Reranked`` inputs (first stage paired, depth set: ``resolve_depth``), notes on how they were paired
-    and notes on how they were sized."""
+    and notes on how they were sized. ``listwise``: the names of the listwise runs (``True``: every one)."""
+    every = listwise is True
+    listwise = () if isinstance(listwise, bool) else listwise
     if isinstance(reranked, (Run, Mapping)):
         named = named_runs(reranked, "reranked")
         depths = depth_per_run(depth, list(named))
@@ -176,7 +175,7 @@ def reranked_inputs(
                     runs[0],
                     first_stages,
                     depth=depths.get(name),
-                    listwise=name in listwise,
+                    listwise=every or name in listwise,
                     repeats=runs[1:],
                 )
             )
@@ -201,7 +200,7 @@ def reranked_inputs(
                 )
         elif first not in first_stages:
             raise ConfigError(f"{r.name}: no first stage named {first!r} (first stages: {', '.join(first_stages)})")
-        r = dataclasses.replace(r, first_stage=first, listwise=r.listwise or r.name in listwise)
+        r = dataclasses.replace(r, first_stage=first, listwise=every or r.listwise or r.name in listwise)
         r, note = resolve_depth(r, first_stages[first], score_precision, work=work)
         depth_notes += note
         out.append(r)

@@ -186,7 +186,8 @@ def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFr
 
 def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) -> str:
     from toolkit.data.workspace import Workspace
-    from toolkit.diagnosis.compute import diagnose
+    from toolkit.diagnosis.compute import diagnose_with_uncertainty
+    from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
     from toolkit.report.diagnosis_page import write_diagnosis_report
 
     first = by_name[c.input]
@@ -194,23 +195,29 @@ def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) ->
     # longest list (an explicit larger depth is an error in `diagnose`, which names the fix)
     longest = int(first.run.frame.groupby("query_id", observed=True).size().max()) if len(first.run.frame) else 0
     depth = min(c.depth, longest) if c.depth and longest else c.depth
-    diag = diagnose(
-        ctx.qrels,
-        {first.name: first.run},
-        {c.name: c.run},
+    from toolkit.experiments.trust_columns import interval_options
+
+    intervals = interval_options(ctx.exp.evaluation)
+    options = DiagnosisOptions(
         name=f"{ctx.exp.name}: {c.name}",
         settings=ctx.settings,
         depth=depth,
-        complete=ctx.settings.complete,
-        queries=dict(ctx.topics.as_dict()),
+        recall_level=2,  # the experiment's diagnoses have always read recall and binary measures at level 2
         permutations=int(ctx.exp.evaluation["permutations"]),
         seed=int(ctx.exp.evaluation["seed"]),
         correction=str(ctx.exp.evaluation["correction"]),
+        ci=intervals["level"],
+        bootstrap=intervals["resamples"],
+        ci_method=intervals["ci_method"],
+    )
+    diag = diagnose_with_uncertainty(
+        ctx.qrels,
+        {first.name: first.run},
+        {c.name: c.run},
+        options,
+        queries=dict(ctx.topics.as_dict()),
         work=Workspace(),  # this diagnosis's: every run sorted once; it goes when the diagnosis is done
     )
-    from toolkit.experiments.trust_columns import with_uncertainty
-
-    diag = with_uncertainty(diag, ctx.qrels, {first.name: first.run, c.name: c.run}, ctx.settings, ctx.exp.evaluation)
     folder = out / "diagnosis" / safe_name(c.name)
     write_diagnosis_report(diag, folder)
     return str(folder.relative_to(out) / "index.html")

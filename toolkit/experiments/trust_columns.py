@@ -72,23 +72,4 @@ def interval_options(evaluation: Mapping) -> dict:
     }
 
 
-def with_uncertainty(diag, qrels, runs: Mapping[str, object], settings, evaluation: Mapping):
-    """A configuration's diagnosis (``diagnosis.compute``) with every comparison's interval, bounds and verdict
-    (``stats.annotate.annotate``)."""
-    from toolkit.quality.holes import system_bounds
-    from toolkit.stats.annotate import annotate, compared_queries, evaluated_with
-
-    o = interval_options(evaluation)
-    systems = {name: [run] for name, run in runs.items()}
-    bounds = system_bounds(qrels, systems, diag.measure, evaluated_with(diag, settings), compared_queries(diag))
-    return annotate(
-        diag,
-        bounds,
-        level=o["level"],
-        resamples=o["resamples"],
-        method=o["ci_method"],
-        seed=int(evaluation["seed"]),
-    )
-
-
-__all__ = ["group_bounds", "interval_options", "trust_columns", "with_uncertainty"]
+__all__ = ["group_bounds", "interval_options", "trust_columns"]

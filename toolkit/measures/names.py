@@ -55,7 +55,8 @@ from toolkit.measures import prefs as pref_measures  # noqa: F401  (registers ev
 from toolkit.measures import ranx as ranx_measures  # noqa: F401  (registers ranx's families)
 from toolkit.measures.gains import Discount, Gain
 from toolkit.measures.registry import REGISTRY, Measure, Params, families_in_order
-from toolkit.measures.settings import SETTING_NAMES
+from toolkit.measures.settings import SETTING_NAMES, SETTINGS
+from toolkit.options import nested
 
 log = logging.getLogger(__name__)
 
@@ -861,6 +862,18 @@ def settings_values(s: EvalSettings) -> dict:
     return values
 
 
+def evaluation_settings(**defaults: Any) -> Any:
+    """The evaluation settings as a nested piece of a verb's options (``toolkit.options``): the keywords of
+    ``settings.SETTINGS`` (``complete``, ``relevance_level``, ...), built into one ``EvalSettings`` by
+    ``build_settings``; ``defaults`` where the verb's differ (``diagnose``: ``complete=True``)."""
+    return nested(
+        ((s.name, defaults.get(s.name, s.default), s.annotation, s.doc) for s in SETTINGS),
+        lambda given: build_settings({**defaults, **given}),
+        settings_values,
+        doc="the evaluation settings (``EvalSettings``)",
+    )
+
+
 def default_precision(version: int) -> str:
     """The score precision of a trec_eval generation: 9.x stores scores as float, 10 as double."""
     return "float32" if version == 9 else "float64"
@@ -877,6 +890,7 @@ __all__ = [
     "Measure",
     "build_settings",
     "default_precision",
+    "evaluation_settings",
     "known_families",
     "parse_measure",
     "parse_measures",

@@ -21,22 +21,41 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from toolkit.errors import ConfigError
+from toolkit.errors import ConfigError, OptionError, phrase
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_POWER = 0.8
 MAX_QUERIES = 10_000_000
 
 
-def _check(alpha: float, power: float, sd: float | None = None, delta: float | None = None) -> None:
+def check_design(alpha: float, power: float, sd: float | None = None, delta: float | None = None) -> None:
+    """The rules of a design: ``alpha`` and ``power`` strictly between 0 and 1, ``sd`` finite and > 0, ``delta``
+    finite and non-zero (each an ``OptionError`` naming the option, in the library's and the command line's
+    words)."""
     if not 0.0 < alpha < 1.0:
-        raise ConfigError(f"alpha must lie strictly between 0 and 1, got {alpha}")
+        raise OptionError(
+            f"{phrase('alpha', '--alpha')} must lie strictly between 0 and 1, got {alpha}",
+            keyword="alpha",
+            flag="--alpha",
+        )
     if not 0.0 < power < 1.0:
-        raise ConfigError(f"power must lie strictly between 0 and 1, got {power}")
+        raise OptionError(
+            f"{phrase('power', '--power')} must lie strictly between 0 and 1, got {power}",
+            keyword="power",
+            flag="--power",
+        )
     if sd is not None and not (math.isfinite(sd) and sd > 0):
-        raise ConfigError(f"the standard deviation of the per-query differences must be > 0, got {sd}")
+        raise OptionError(
+            phrase(f"the standard deviation of the per-query differences must be > 0, got {sd}", "must be > 0"),
+            keyword="sd",
+            flag="--sd",
+        )
     if delta is not None and not (math.isfinite(delta) and delta != 0):
-        raise ConfigError(f"the difference to detect (delta) must be a non-zero number, got {delta}")
+        raise OptionError(
+            phrase(f"the difference to detect (delta) must be a non-zero number, got {delta}", "must be non-zero"),
+            keyword="delta",
+            flag="--delta",
+        )
 
 
 def ttest_power(n: int, effect: float, alpha: float = DEFAULT_ALPHA) -> float:
@@ -54,7 +73,7 @@ def ttest_power(n: int, effect: float, alpha: float = DEFAULT_ALPHA) -> float:
 
 def queries_needed(sd: float, delta: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER) -> int:
     """The smallest number of queries (>= 2) for which the paired t-test detects ``delta`` with ``power``."""
-    _check(alpha, power, sd, delta)
+    check_design(alpha, power, sd, delta)
     from scipy.stats import norm
 
     effect = abs(delta) / sd
@@ -74,7 +93,7 @@ def min_detectable_delta(
     sd: float, n: int, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER, tol: float = 1e-10
 ) -> float:
     """The smallest difference that ``n`` queries detect with ``power`` (a t-test with sd ``sd``)."""
-    _check(alpha, power, sd)
+    check_design(alpha, power, sd)
     if n < 2:
         raise ConfigError(f"a paired t-test needs at least 2 queries, got {n}")
     lo, hi = 0.0, 1.0
@@ -154,7 +173,7 @@ def power_analysis(
         raise ConfigError("give the sd of the per-query differences, or two runs to estimate it from")
     if delta is None:
         raise ConfigError("give the difference to detect (delta)")
-    _check(alpha, power, sd, delta)
+    check_design(alpha, power, sd, delta)
     need = queries_needed(sd, delta, alpha, power)
     at_hand = mdd = None
     if n_queries is not None:
@@ -167,6 +186,7 @@ __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_POWER",
     "PowerResult",
+    "check_design",
     "min_detectable_delta",
     "power_analysis",
     "queries_needed",
