@@ -40,6 +40,7 @@ _PUBLIC = MappingProxyType(
         "dense": "pipeline",
         "fuse": "pipeline",
         "rerank": "pipeline",
+        "RerankOptions": "pipeline",
         "read_run": "pipeline",
         "experiment": "experiment",
         "Experiment": "experiment",
@@ -84,6 +85,7 @@ __all__ = [
     "PoolTestOptions",
     "PowerOptions",
     "RequestPolicy",
+    "RerankOptions",
     "Risk",
     "RiskOptions",
     "Run",
@@ -134,6 +136,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.run import Run
     from toolkit.api.uncertainty import pool_test, power
     from toolkit.errors import TwostageWarning
+    from toolkit.reranking.rerank_options import RerankOptions
 
 
 def __getattr__(name: str) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import json
 import re
 import sys
 import warnings
@@ -33,6 +34,9 @@ from toolkit.guard.client import RequestPolicy
 from toolkit.judging.judge_options import JudgeOptions
 from toolkit.measures.names import build_settings, settings_values
 from toolkit.options import Options, nested, opt, verb
+from toolkit.reranking.backends import RerankerSpec
+from toolkit.reranking.listwise import ListwiseOptions
+from toolkit.reranking.rerank_options import RerankOptions
 from toolkit.retrieval.fusion import FuseOptions
 from toolkit.stats.paired import TestOptions
 
@@ -172,6 +176,7 @@ VERBS = {
     "bm25": (ts.bm25, Bm25Options, ("index", "topics"), ()),
     "dense": (ts.dense, DenseOptions, ("index", "topics"), ()),
     "fuse": (ts.fuse, FuseOptions, ("runs", "train_qrels"), ()),
+    "rerank": (ts.rerank, RerankOptions, ("run", "topics", "candidates", "corpus", "index"), ()),
 }
 
 
@@ -210,6 +215,7 @@ def test_the_public_names_include_the_options_classes():
     assert ts.JudgeOptions is JudgeOptions and ts.RequestPolicy is RequestPolicy
     assert (ts.Bm25Options, ts.DenseOptions, ts.FuseOptions) == (Bm25Options, DenseOptions, FuseOptions)
     assert ts.IndexOptions is IndexOptions
+    assert ts.RerankOptions is RerankOptions
 
 
 QRELS = {f"q{q}": {f"d{d}": (d + q) % 3 for d in range(6)} for q in range(1, 7)}
@@ -467,6 +473,36 @@ def test_settings_keywords_round_trip_through_the_settings():
             "the openai backend needs endpoint= (e.g. http://localhost:8000/v1)",
             "--backend openai needs --endpoint URL",
         ),
+        (
+            RerankOptions,
+            {"model": "m", "backend": "listwise", "ray": "local"},
+            "the listwise backend runs its requests concurrently in this process; drop --ray",
+            "--backend listwise runs its requests concurrently in this process; drop --ray",
+        ),
+        (
+            RerankOptions,
+            {"model": "m", "backend": "listwise", "kind": "cross-encoder"},
+            "kind= is for the scoring backends; backend='listwise' reorders windows",
+            "--kind is for the scoring backends; --backend listwise reorders windows",
+        ),
+        (
+            RerankOptions,
+            {"model": "m", "window": 10, "concurrency": 2},
+            "concurrency, window: options of backend='listwise' only",
+            "--window, --concurrency are for --backend listwise",
+        ),
+        (
+            RerankOptions,
+            {"model": "m", "endpoint": "http://h/v1", "passes": 2},
+            "endpoint, passes: options of backend='listwise' only",
+            "--endpoint is for --backend listwise",
+        ),
+        (
+            RerankOptions,
+            {"model": "m", "backend": "listwise", "endpoint": " "},
+            "endpoint is empty",
+            "--endpoint is empty",
+        ),
     ],
 )
 def test_a_rule_has_one_home_and_each_front_ends_words(cls, given, api, cli):
@@ -708,3 +744,62 @@ def test_dense_with_options_is_dense_with_its_fields(tiny_corpus, minilm):
 def test_first_stage_options_are_refused_before_the_index_is_opened(tmp_path, verb_name, given, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         getattr(ts, verb_name)(tmp_path / "absent", {"1": "text"}, **given)
+
+
+#: two queries of three passages: the smallest real input of the rerank tests (``tiny_cross_encoder``'s words)
+RERANK_CANDIDATES = [
+    {
+        "query": {"qid": f"q{q}", "text": "apple pie recipe" if q == 1 else "pie"},
+        "hits": [
+            {"qid": f"q{q}", "docid": f"d{d}", "rank": d + 1, "score": 3.0 - d, "content": f"apple pie {d} recipe"}
+            for d in range(3)
+        ],
+    }
+    for q in (1, 2)
+]
+
+
+def test_rerank_with_options_is_rerank_with_its_fields(tmp_path, tiny_cross_encoder):
+    cand = tmp_path / "cand.json"
+    cand.write_text(json.dumps(RERANK_CANDIDATES))
+    fields = {
+        "model": tiny_cross_encoder,
+        "kind": "cross-encoder",
+        "device": "cpu",
+        "batch_size": 2,
+        "depth": 2,
+        "query_ids": ["q1"],
+        "tag": "mine",
+    }
+    by_keywords = ts.rerank(candidates=cand, **fields)
+    options = RerankOptions.from_keywords(**fields)
+    by_options = ts.rerank(candidates=cand, options=options)
+    assert by_options.frame.equals(by_keywords.frame)
+    assert sorted(by_options.frame["query_id"]) == ["q1", "q1"]
+    assert by_options.meta["reranker"] == by_keywords.meta["reranker"]
+    assert options.reranker == RerankerSpec(tiny_cross_encoder, "cross-encoder", "cpu", 2)
+    assert options.listwise == ListwiseOptions()  # rank_llm's settings, unused by a cross-encoder
+    # a keyword passed with options= replaces its value
+    deeper = ts.rerank(candidates=cand, options=options, depth=3)
+    assert len(deeper.frame) == 3 and deeper.meta["reranker"]["batch_size"] == 2
+
+
+def test_rerank_keeps_its_keywords_and_defaults():
+    params = inspect.signature(ts.rerank).parameters
+    assert params["model"].default is inspect.Parameter.empty
+    assert (params["batch_size"].default, params["depth"].default, params["embedding_cache"].default) == (
+        32,
+        100,
+        False,
+    )
+    assert (params["window"].default, params["concurrency"].default) == (
+        ListwiseOptions().window,
+        RequestPolicy().concurrency,
+    )
+    with pytest.raises(TypeError, match=r"^rerank\(\) missing 1 required keyword-only argument: 'model'$"):
+        ts.rerank(candidates="absent.json")
+    with pytest.raises(TypeError, match=r"^rerank\(\) got an unexpected keyword argument 'modle'"):
+        ts.rerank(candidates="absent.json", modle="m")
+    o = RerankOptions.from_keywords(model="m", backend="listwise", window=10, concurrency=3)
+    assert (o.listwise.window, o.listwise.requests.concurrency, o.reranker.batch_size) == (10, 3, 32)
+    assert RerankOptions.from_keywords(**o.describe()) == o

@@ -23,11 +23,13 @@ from toolkit.cli import compare as compare_cli
 from toolkit.cli import diagnose as diagnose_cli
 from toolkit.cli import eval as eval_cli
 from toolkit.cli import judge as judge_cli
+from toolkit.cli import rerank as rerank_cli
 from toolkit.cli import retrieval as retrieval_cli
 from toolkit.cli import risk as risk_cli
 from toolkit.cli import uncertainty as uncertainty_cli
 from toolkit.cli.declare import Flag, values_of
 from toolkit.judging.judge_options import JudgeOptions
+from toolkit.reranking.rerank_options import RerankOptions
 from toolkit.retrieval.fusion import FuseOptions
 
 #: command -> its options class, its table, its keywords without a flag and those the command sets itself
@@ -44,10 +46,16 @@ TABLES = {
     "bm25": (Bm25Options, retrieval_cli.BM25, retrieval_cli.BM25_API_ONLY, {}),
     "dense": (DenseOptions, retrieval_cli.DENSE, retrieval_cli.DENSE_API_ONLY, {}),
     "fuse": (FuseOptions, retrieval_cli.FUSE, retrieval_cli.FUSE_API_ONLY, {}),
+    "rerank": (RerankOptions, rerank_cli.RERANK, rerank_cli.API_ONLY, rerank_cli.SET_BY_COMMAND),
 }
 #: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); judge's ``cache``, by
-#: ``--cache DIR`` and ``--no-cache``.
-TWO_FLAGS = {"holes": ["--holes", "--holes-over"], "cache": ["--cache", "--no-cache"]}
+#: ``--cache DIR`` and ``--no-cache``; rerank's caches alike.
+TWO_FLAGS = {
+    "holes": ["--holes", "--holes-over"],
+    "cache": ["--cache", "--no-cache"],
+    "embedding_cache": ["--embedding-cache", "--no-embedding-cache"],
+    "answer_cache": ["--answer-cache", "--no-answer-cache"],
+}
 #: A command's own keywords set by two flags: fuse's ``hits``, by ``--k`` (Pyserini's spelling) and ``--hits``.
 TWO_FLAGS_OF = {"fuse": {"hits": ["--k", "--hits"]}}
 #: Keywords whose flag, not given, stands for another value than the library's default (with the reason).
@@ -55,6 +63,7 @@ CLI_DEFAULTS = {
     "judge": judge_cli.CLI_DEFAULTS,
     "index": retrieval_cli.INDEX_CLI_DEFAULTS,
     "dense": retrieval_cli.DENSE_CLI_DEFAULTS,
+    "rerank": rerank_cli.CLI_DEFAULTS,
 }
 
 
@@ -144,6 +153,7 @@ USAGE = {
     "Try 'main pool-test --help' for help.\n\n",
     "judge": "Usage: main judge [OPTIONS]\nTry 'main judge --help' for help.\n\n",
     "index": "Usage: main index [OPTIONS]\nTry 'main index --help' for help.\n\n",
+    "rerank": "Usage: main rerank [OPTIONS]\nTry 'main rerank --help' for help.\n\n",
 }
 #: what every diagnose below is given (the refusals come before anything is read)
 RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}"]
@@ -226,6 +236,43 @@ RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}
             ["index", "--collection", "absent", "--ray", "auto"],
             "--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini",
         ),
+        (
+            ["rerank", "--candidates", "c", "--model", "m", "--backend", "listwise", "--ray", "--out", "o"],
+            "--backend listwise runs its requests concurrently in this process; drop --ray\n",
+        ),
+        (
+            [
+                "rerank",
+                "--candidates",
+                "c",
+                "--model",
+                "m",
+                "--backend",
+                "listwise",
+                "--kind",
+                "bi-encoder",
+                "--out",
+                "o",
+            ],
+            "--kind is for the scoring backends; --backend listwise reorders windows\n",
+        ),
+        (
+            ["rerank", "--candidates", "c", "--model", "m", "--backend", "listwise", "--endpoint", " ", "--out", "o"],
+            "--endpoint is empty\n",
+        ),
+        (
+            ["rerank", "--candidates", "c", "--model", "m", "--endpoint", "http://h/v1", "--out", "o"],
+            "--endpoint is for --backend listwise\n",
+        ),
+        (
+            ["rerank", "--candidates", "c", "--model", "m", "--alpha", "--out", "o"],
+            "--passes, --context-size, --max-passage-words, --variable-passages, --few-shot, --system-message, "
+            "--alpha, --first-token, --api and --tokenizer are for --backend listwise\n",
+        ),
+        (
+            ["rerank", "--candidates", "c", "--model", "m", "--workers", "2", "--out", "o"],
+            "--workers only apply with --ray\n",
+        ),
     ],
 )
 def test_a_refused_option_is_the_commands_usage_error(cli, tmp_path, args, error):
@@ -251,3 +298,24 @@ def test_judge_flags_become_its_options():
     assert params == {"fmt": "json"}
     given = values_of(judge_cli.JUDGE, {"backend": "openai", "cache_dir": "f", "no_cache": True, "query_ids": ("q",)})
     assert given == {"backend": "openai", "cache": False, "query_ids": ["q"]}  # --no-cache wins over --cache DIR
+
+
+def test_rerank_flags_become_its_options():
+    params = {
+        "query_id_values": ("q1,q2", "q3"),
+        "no_progress": False,
+        "cache_dir": None,
+        "no_embedding_cache": False,
+        "answer_cache_dir": None,
+        "no_answer_cache": False,
+        "batch_size": 64,
+        "tag": None,
+    }
+    given = values_of(rerank_cli.RERANK, params)
+    # not given: the command's progress bar and default embedding cache
+    assert given == {"query_ids": ["q1", "q2", "q3"], "progress": True, "embedding_cache": True, "batch_size": 64}
+    assert params == {"tag": None}  # the command's own --tag, its default OUT's stem
+    assert values_of(rerank_cli.RERANK, {"cache_dir": "f", "no_embedding_cache": False}) == {"embedding_cache": "f"}
+    assert values_of(rerank_cli.RERANK, {"cache_dir": "f", "no_embedding_cache": True}) == {"embedding_cache": False}
+    assert values_of(rerank_cli.RERANK, {"answer_cache_dir": None, "no_answer_cache": True}) == {"answer_cache": False}
+    assert values_of(rerank_cli.RERANK, {"query_id_values": ()}) == {}

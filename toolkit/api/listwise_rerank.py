@@ -5,8 +5,6 @@ rank_llm's sliding windows over a first-stage run, each window one request to an
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from typing import Any
 
 from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_source
@@ -37,40 +35,21 @@ LISTWISE_OPTIONS = (
 )
 
 
-def listwise_job(
-    run: Any = None,
-    *,
-    model: str,
-    options: Any = None,
-    topics: Any = None,
-    candidates: str | os.PathLike | None = None,
-    corpus: str | os.PathLike | None = None,
-    index: str | os.PathLike | None = None,
-    depth: int = 100,
-    device: str = "auto",
-    batch_size: int = 8,
-    missing_text: str = "error",
-    query_ids: Iterable[str] | None = None,
-    judged_only: Any = None,
-    tag: str = "twostage-rerank",
-    progress: bool = False,
-) -> tuple[Any, dict]:
-    """The listwise LLM reranker (``toolkit.reranking.listwise``) with ``options`` (a ``ListwiseOptions``, or
-    the mapping of its keywords; default rank_llm's settings): rank_llm's sliding windows over the top ``depth``,
-    each window one request to the OpenAI-compatible ``options.endpoint`` serving ``model`` (through
-    ``toolkit.guard.client`` with ``options.requests``: requests in flight across queries, retries, backoff,
+def listwise_job(run: Any, topics: Any, candidates: Any, corpus: Any, index: Any, options: Any) -> tuple[Any, dict]:
+    """The listwise LLM reranker (``toolkit.reranking.listwise``) with ``options`` (a ``RerankOptions`` whose
+    backend is ``listwise``; its ``listwise`` default rank_llm's settings): rank_llm's sliding windows over the top
+    ``depth``, each window one request to the OpenAI-compatible ``listwise.endpoint`` serving ``model`` (through
+    ``toolkit.guard.client`` with ``listwise.requests``: requests in flight across queries, retries, backoff,
     rate, a deadline per request, answers bounded in size), or, without an endpoint, a local causal LM folder
     ``model`` run by transformers (``device``, ``batch_size``). The options, the template and the endpoint are
     checked before the inputs are read."""
     from toolkit.llm.chat import OpenAIChatJudge, TransformersJudge
     from toolkit.models.profiling import phase
-    from toolkit.reranking.listwise import ListwiseOptions, listwise_rerank_run
+    from toolkit.reranking.listwise import listwise_rerank_run
 
-    if options is None:
-        options = ListwiseOptions()
-    elif not isinstance(options, ListwiseOptions):
-        options = ListwiseOptions.from_keywords(**dict(options))
-    options.check(depth)
+    job, spec = options, options.reranker
+    model, depth = spec.model, job.depth
+    options = job.listwise  # the window against the depth was checked with the options
     options.template()  # a template that does not read is an error before anything is asked
     options.few_shot_messages()
     llm: Any
@@ -85,7 +64,7 @@ def listwise_job(
             extra={"chat_template_kwargs": {"enable_thinking": False}} if options.tokenizer else None,
         )
     else:
-        llm = TransformersJudge(model, device=device, batch_size=batch_size)
+        llm = TransformersJudge(model, device=spec.device, batch_size=spec.batch_size)
     try:
         llm.check()
         with phase("reading"):
@@ -107,10 +86,10 @@ def listwise_job(
                     options=options,
                     cache=cache,
                     qrels=judged,
-                    missing_text=missing_text,
-                    query_ids=rerank_query_ids(query_ids, judged_only),
-                    tag=tag,
-                    progress=progress,
+                    missing_text=job.missing_text,
+                    query_ids=rerank_query_ids(job.query_ids, job.judged_only),
+                    tag=job.tag,
+                    progress=job.progress,
                     # a candidates file's own order, as rank_llm reads it; a TREC run's, trec_eval's
                     input_order="file" if cand is not None else "score",
                 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence  # noqa: F401  (Mapping: ``fuse``'s signature names it)
+from collections.abc import Iterable, Mapping, Sequence  # noqa: F401  (fuse's and rerank's signatures name them)
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from toolkit.api.run import Run
 from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_from, topics_source
 from toolkit.jobs.distributed import close_sharding, ray_sharding
 from toolkit.options import verb
+from toolkit.reranking.rerank_options import RerankOptions
 from toolkit.retrieval.fusion import FuseOptions
 
 log = logging.getLogger(__name__)
@@ -238,195 +239,68 @@ def _embedding_cache(spec: Any, reranker: Any, sharding: Any, embedding_cache: A
 
 
 def rerank_job(
-    run: Any = None,
-    *,
-    model: str,
-    topics: Any = None,
-    candidates: str | os.PathLike | None = None,
-    corpus: str | os.PathLike | None = None,
-    index: str | os.PathLike | None = None,
-    kind: str = "auto",
-    depth: int = 100,
-    batch_size: int = 32,
-    max_length: int | None = None,
-    device: str = "auto",
-    backend: str = "torch",
-    precision: str = "auto",
-    model_type: str | None = None,
-    missing_text: str = "error",
-    query_ids: Iterable[str] | None = None,
-    judged_only: Any = None,
-    embedding_cache: str | os.PathLike | bool = False,
-    tag: str = "twostage-rerank",
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    cpus_per_worker: float | None = None,
-    shard_size: int | None = None,
-    max_retries: int | None = None,
-    shards: str | os.PathLike | None = None,
-    force: bool = False,
-    progress: bool = False,
-    trust_cache: bool = False,
-    listwise: Any = None,
+    run: Any, topics: Any, candidates: Any, corpus: Any, index: Any, options: RerankOptions
 ) -> tuple[Any, dict]:
-    """``rerank`` with every option of ``twostage rerank``; returns the ``RerankResult`` (run, settings,
-    seconds, queries, pairs, missing texts) and where the query texts came from (``topics``,
-    ``topics_resolved``). ``trust_cache``: read the embedding, ONNX and answer caches even when another user owns
-    them or may write to them (``toolkit.guard.store``). ``backend="listwise"`` takes its own options from
-    ``listwise``, a ``ListwiseOptions`` or the mapping of its keywords (see ``toolkit.api.listwise_rerank.listwise_job``)."""
+    """``rerank`` with every option of ``twostage rerank`` (``options``); returns the ``RerankResult`` (run,
+    settings, seconds, queries, pairs, missing texts) and where the query texts came from (``topics``,
+    ``topics_resolved``). ``backend="listwise"`` is ``toolkit.api.listwise_rerank.listwise_job``."""
     from toolkit.api.listwise_rerank import listwise_job
     from toolkit.guard.store import trusting
     from toolkit.models.profiling import phase
-    from toolkit.reranking.backends import LISTWISE, RerankerSpec
+    from toolkit.reranking.backends import LISTWISE
     from toolkit.reranking.rerank_job import rerank_run
 
-    if backend == LISTWISE:
-        if ray is not None:
-            from toolkit.errors import ConfigError
-
-            raise ConfigError("the listwise backend runs its requests concurrently in this process; drop --ray")
-        with trusting(trust_cache):
-            return listwise_job(
-                run,
-                model=model,
-                topics=topics,
-                candidates=candidates,
-                corpus=corpus,
-                index=index,
-                depth=depth,
-                device=device,
-                batch_size=batch_size,
-                missing_text=missing_text,
-                query_ids=query_ids,
-                judged_only=judged_only,
-                tag=tag,
-                progress=progress,
-                options=listwise,
-            )
+    spec, o = options.reranker, options
+    if spec.backend == LISTWISE:
+        with trusting(o.trust_cache):
+            return listwise_job(run, topics, candidates, corpus, index, options)
     # a Ray address that does not answer fails first, before any input is read
-    sharding = ray_sharding(ray, shards, workers, gpus_per_worker, force, cpus_per_worker, shard_size, max_retries)
+    sharding = ray_sharding(
+        o.ray, o.shards, o.workers, o.gpus_per_worker, o.force, o.cpus_per_worker, o.shard_size, o.max_retries
+    )
     try:  # what the job started is stopped, whatever fails
-        with trusting(trust_cache):  # the caches opened by this job (embeddings, ONNX exports)
+        with trusting(o.trust_cache):  # the caches opened by this job (embeddings, ONNX exports)
             with phase("reading"):
                 cand, first, queries, texts = rerank_inputs(run, candidates, topics, corpus, index)
-            spec = RerankerSpec(model, kind, device, batch_size, max_length, backend, precision, model_type)
-            if sharding is not None and backend == "torch":  # the workers' device, resolved here for the sidecar
-                spec = _on_device(spec, device, precision, sharding, gpus_per_worker)
+            if sharding is not None and spec.backend == "torch":  # the workers' device, resolved here for the sidecar
+                spec = _on_device(spec, spec.device, spec.precision, sharding, o.gpus_per_worker)
             spec = spec.resolved()
             with phase("model load"):
                 reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
-            cache = _embedding_cache(spec, reranker, sharding, embedding_cache)
-            ids = rerank_query_ids(query_ids, judged_only)
+            cache = _embedding_cache(spec, reranker, sharding, o.embedding_cache)
+            ids = rerank_query_ids(o.query_ids, o.judged_only)
             with phase("scoring"):
                 result = rerank_run(
-                    first, queries, texts, reranker, depth, missing_text, ids, progress, tag, sharding, cache
+                    first, queries, texts, reranker, o.depth, o.missing_text, ids, o.progress, o.tag, sharding, cache
                 )
     finally:
         close_sharding(sharding)
     return result, topics_source(topics, cand)
 
 
+@verb(RerankOptions, inputs=("run", "topics", "candidates", "corpus", "index"))
 def rerank(
     run: Any = None,
     *,
-    model: str,
     topics: Any = None,
     candidates: str | os.PathLike | None = None,
     corpus: str | os.PathLike | None = None,
     index: str | os.PathLike | None = None,
-    kind: str = "auto",
-    depth: int = 100,
-    batch_size: int = 32,
-    max_length: int | None = None,
-    device: str = "auto",
-    backend: str = "torch",
-    precision: str = "auto",
-    model_type: str | None = None,
-    missing_text: str = "error",
-    tag: str = "twostage-rerank",
-    ray: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float | None = None,
-    shards: str | os.PathLike | None = None,
-    progress: bool = False,
-    **options: Any,
+    options: RerankOptions,
 ) -> Run:
     """Rerank a first-stage run's top ``depth`` candidates with a bi- or cross-encoder (``twostage rerank``).
 
     Args:
         run: the first-stage run (a path, ``Run``, DataFrame or dict); or give ``candidates``.
-        model: a model path or name (``all-MiniLM-L6-v2``, ``cross-encoder/ms-marco-MiniLM-L-6-v2``).
         topics: query texts: a file, a collection name, or ``{qid: text}`` (added to the candidates' own).
         candidates: a candidates JSON (first stage, query and passage texts in one file).
         corpus: a JSONL corpus for passage texts.
         index: a Lucene index with stored texts.
-        kind: ``auto``, ``bi-encoder`` or ``cross-encoder``.
-        depth: candidates reranked per query.
-        batch_size: texts per model batch.
-        max_length: tokens per text [default: the model's].
-        device: ``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
-        backend: ``torch``, ``onnx``, ``onnx-int8``, or ``rerankers`` (other model families through the
-            ``rerankers`` library, by ``model_type``; the ``[rerankers]`` extra).
-        precision: ``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``.
-        model_type: with ``backend="rerankers"``: the library's model type, ``cross-encoder`` or ``t5``.
-        missing_text: ``error``, or ``bottom`` (keep a candidate without text below the scored ones).
-        tag: the run's tag.
-        ray: a Ray address: score in shards on Ray workers.
-        workers: Ray workers.
-        gpus_per_worker: GPUs per Ray worker.
-        shards: with ``ray``: the folder of the job's manifest and shards (resumable).
-        progress: show a progress bar.
-        **options: with ``backend="listwise"``, its options (``endpoint``, ``window``, ``stride``, ``prompt``,
-            ``passes``, ``context_size``, ``max_passage_words``, ``variable_passages``, ``few_shot``,
-            ``few_shot_examples``, ``system_message``, ``alpha``, ``first_token``, ``api``, ``tokenizer``,
-            ``shuffles``, ``seed``, ``qrels`` (with ``shuffles``: the probe's nDCG@10 spread), ``answer_cache``,
-            ``concurrency``, ``timeout``, ``retries``, ``backoff``,
-            ``rate``, ``max_response_bytes``: see ``ListwiseOptions``); and
-            the other options of ``twostage rerank``: ``query_ids`` (only these queries),
-            ``judged_only`` (qrels: only the queries they judge), ``embedding_cache`` (``True``: reuse
-            bi-encoder embeddings from ``$TWOSTAGE_CACHE/embeddings``, or a folder), ``trust_cache`` (read the
-            embedding and ONNX caches even when another user owns them or may write to them), ``force``,
-            ``cpus_per_worker``, ``shard_size``, ``max_retries``: see ``rerank_job``.
 
     Raises:
         CacheUnusableError: a cache folder (embeddings, listwise answers, ONNX exports) the file system refuses
             (full, read-only, no permission, a missing folder that cannot be made, ...): the rerank stops before
             ``out`` is written; ``embedding_cache=False`` / ``answer_cache=False`` run without those caches.
     """
-    from toolkit.api.listwise_rerank import LISTWISE_OPTIONS
-
-    listwise = {k: options.pop(k) for k in LISTWISE_OPTIONS if k in options}
-    if listwise and backend != "listwise":
-        from toolkit.errors import ConfigError
-
-        raise ConfigError(f"{', '.join(sorted(listwise))}: options of backend='listwise' only")
-    from toolkit.api.keywords import check_keywords, keywords_of
-
-    check_keywords("rerank", options, keywords_of(rerank_job) - keywords_of(rerank))
-    result, source = rerank_job(
-        run,
-        model=model,
-        topics=topics,
-        candidates=candidates,
-        corpus=corpus,
-        index=index,
-        kind=kind,
-        depth=depth,
-        batch_size=batch_size,
-        max_length=max_length,
-        device=device,
-        backend=backend,
-        precision=precision,
-        model_type=model_type,
-        missing_text=missing_text,
-        tag=tag,
-        ray=ray,
-        workers=workers,
-        gpus_per_worker=gpus_per_worker,
-        shards=shards,
-        progress=progress,
-        listwise=listwise,
-        **options,
-    )
+    result, source = rerank_job(run, topics, candidates, corpus, index, options)
     return Run(result.run, dict(result.settings) | source)

@@ -90,12 +90,15 @@ def values_of(rows: Sequence[Row], params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build(options_class: type[Options], given: Mapping[str, Any]) -> Options:
-    """``options_class.from_keywords(**given)``, a refusal turned into the command line's usage error."""
+def build(options_class: type[Options], given: Mapping[str, Any], passing: tuple[type[Exception], ...] = ()) -> Options:
+    """``options_class.from_keywords(**given)``, a refusal turned into the command line's usage error; one of
+    ``passing`` (that is no ``OptionError``) is raised as it is: the command's own error (exit status 1)."""
     try:
         return options_class.from_keywords(**given)
     except OptionError as exc:
         raise usage_error(exc) from None
+    except passing:
+        raise
     except TwostageError as exc:
         raise click.BadParameter(str(exc)) from None
 
@@ -110,17 +113,22 @@ def usage_error(exc: OptionError, ctx: click.Context | None = None) -> click.Usa
 
 
 def options_of(
-    options_class: type[Options], rows: Sequence[Row], *, fixed: Mapping[str, Any] | None = None
+    options_class: type[Options],
+    rows: Sequence[Row],
+    *,
+    fixed: Mapping[str, Any] | None = None,
+    passing: tuple[type[Exception], ...] = (),
 ) -> Callable[[Callable], Callable]:
     """Decorator of a command: every row's option (in order), and ``options=`` built from the flags' values and
-    ``fixed`` (keywords the command sets itself) in place of the flags' parameters."""
+    ``fixed`` (keywords the command sets itself) in place of the flags' parameters; a refusal of one of
+    ``passing`` is the command's own error, as ``build`` says."""
 
     def decorate(f: Callable) -> Callable:
         @functools.wraps(f)
         def command(**params: Any) -> Any:
             given = values_of(rows, params)
             given.update(fixed or {})
-            return f(options=build(options_class, given), **params)
+            return f(options=build(options_class, given, passing), **params)
 
         return apply(rows, command)
 

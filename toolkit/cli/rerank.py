@@ -3,29 +3,33 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
 import click
 
+from toolkit.cli.declare import Row, flag, options_of
 from toolkit.cli.options import (
-    DEVICE,
-    ENDPOINT,
-    PRECISION,
+    CLIENT,
+    DEVICE_FLAG,
+    ENDPOINT_FLAG,
+    PRECISION_FLAG,
     PROFILE,
-    SEED,
-    TRUST_CACHE,
-    client_options,
-    prompt_option,
+    SEED_FLAG,
+    TRUST_CACHE_FLAG,
+    prompt_flag,
     run_format_option,
     writable_file,
 )
-from toolkit.cli.ray_options import echo_job, ray_options, sharding_from_options, worker_device
+from toolkit.cli.ray_options import RAY_FLAGS, echo_job, sharding_from_options, worker_device
 from toolkit.cli.terminal import echo
+from toolkit.errors import ConfigError
 from toolkit.extras import require, require_command
-from toolkit.guard.client import RequestPolicy
 from toolkit.reranking.backends import DEFAULT_BACKEND, LISTWISE, RERANK_BACKENDS, RERANKER_KINDS
-from toolkit.reranking.listwise import DEFAULT_STRIDE, DEFAULT_WINDOW, ListwiseOptions
+from toolkit.reranking.listwise import DEFAULT_STRIDE, DEFAULT_WINDOW
 from toolkit.reranking.listwise_prompt import DEFAULT_CONTEXT_SIZE, DEFAULT_MAX_PASSAGE_WORDS
+from toolkit.reranking.rerank_options import RerankOptions
 from toolkit.reranking.rerankers_backend import BACKEND as RERANKERS
 from toolkit.reranking.rerankers_backend import MODEL_TYPES
 
@@ -37,285 +41,312 @@ def _query_ids(values: tuple[str, ...]) -> list[str]:
     return [x for v in values for x in v.replace(",", " ").split() if x]
 
 
+#: ``twostage rerank``'s options, in --help's order: the flags of ``RerankOptions`` and the command's own (the
+#: inputs: the first-stage run or candidates and their texts; the tag, where to write, and how to profile).
+RERANK: tuple[Row, ...] = (
+    click.option(
+        "--candidates",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Candidates JSON ([{query, hits: [{qid, docid, rank, score, content}]}]): first-stage run, query and passage texts in one file.",
+    ),
+    click.option(
+        "--run",
+        "run_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="First-stage TREC run (instead of --candidates); needs --topics and --corpus or --index.",
+    ),
+    click.option(
+        "--topics",
+        default=None,
+        help="Query texts: a file (TSV qid<TAB>text, JSONL, TREC or Anserini topics) or a collection name (cacm); overrides those of --candidates.",
+    ),
+    click.option(
+        "--corpus",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Document texts from a JSONL corpus ({id, contents[, title]} per line).",
+    ),
+    click.option(
+        "--index",
+        "index_path",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Document texts stored in a Lucene index (raw or contents), read through Pyserini.",
+    ),
+    flag(
+        "model",
+        "--model",
+        required=True,
+        metavar="PATH_OR_NAME",
+        help="Local model folder or Hugging Face name (all-MiniLM-L6-v2 resolves to the offline packaged copy).",
+    ),
+    flag(
+        "kind",
+        "--kind",
+        type=click.Choice(RERANKER_KINDS),
+        default="auto",
+        show_default=True,
+        help="bi-encoder: cosine of normalised embeddings; cross-encoder: CrossEncoder logit; auto: from the model's config.",
+    ),
+    flag(
+        "model_type",
+        "--model-type",
+        type=click.Choice(MODEL_TYPES),
+        default=None,
+        help=f"With --backend {RERANKERS}: the rerankers library's model family (t5: monoT5-style P(true); "
+        "cross-encoder: the logit); see docs/reranking.md.",
+    ),
+    flag(
+        "depth",
+        "--depth",
+        type=click.IntRange(min=1),
+        default=100,
+        show_default=True,
+        help="Rerank (and write) the top N first-stage candidates of each query.",
+    ),
+    flag("batch_size", "--batch-size", type=click.IntRange(min=1), default=64, show_default=True),
+    flag(
+        "max_length",
+        "--max-length",
+        type=click.IntRange(min=8),
+        default=None,
+        help="Truncate inputs to this many tokens (default: the model's).",
+    ),
+    DEVICE_FLAG,
+    flag(
+        "query_ids",
+        "--query-id",
+        "query_id_values",
+        multiple=True,
+        metavar="QID[,QID...]",
+        help="Rerank only these queries (repeatable).",
+        convert=lambda v: _query_ids(v) or None,
+    ),
+    flag(
+        "judged_only",
+        "--judged-only",
+        "judged_qrels",
+        default=None,
+        metavar="QRELS",
+        help="Rerank only queries judged in these qrels (file or name; e.g. the 54 judged DL20 topics of 200).",
+    ),
+    flag(
+        "missing_text",
+        "--missing-text",
+        type=click.Choice(["error", "bottom"]),
+        default="error",
+        show_default=True,
+        help="A candidate without text: stop, or keep it below every scored candidate.",
+    ),
+    click.option("--tag", default=None, help="Run tag (6th column); default: the output file's stem."),
+    flag("progress", "--no-progress", is_flag=True, help="No progress bar on stderr.", convert=lambda v: not v),
+    flag(
+        "backend",
+        "--backend",
+        type=click.Choice(list(RERANK_BACKENDS)),
+        default=DEFAULT_BACKEND,
+        show_default=True,
+        help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
+        "with int8 weights (fastest; changes scores, see docs/benchmarks.md); rerankers: other model families "
+        "through the rerankers library (--model-type; the [rerankers] extra). listwise: an LLM reorders sliding "
+        "windows of passages (rank_llm's algorithm) through --endpoint, or a local causal LM --model folder.",
+    ),
+    ENDPOINT_FLAG,
+    flag(
+        "window",
+        "--window",
+        type=click.IntRange(min=2),
+        default=DEFAULT_WINDOW,
+        show_default=True,
+        help="listwise: passages per LLM call (at most --depth).",
+    ),
+    flag(
+        "stride",
+        "--stride",
+        type=int,
+        default=DEFAULT_STRIDE,
+        show_default=True,
+        help="listwise: ranks between windows, from the bottom of the top --depth up (1 to --window).",
+    ),
+    prompt_flag(
+        "rank_llm 0.26.0's RankZephyr template; a rank_llm template YAML as it is, or twostage's front matter with "
+        "{query}, {num}, {passages}"
+    ),
+    flag(
+        "passes",
+        "--passes",
+        type=int,
+        default=1,
+        show_default=True,
+        help="listwise: slide the windows N times, each pass over the order the last one left (rank_llm's --num-passes).",
+    ),
+    flag(
+        "context_size",
+        "--context-size",
+        type=int,
+        default=DEFAULT_CONTEXT_SIZE,
+        show_default=True,
+        help="listwise: passages are shortened until each prompt fits these tokens (rank_llm's count: tiktoken "
+        "cl100k_base, or --tokenizer's).",
+    ),
+    flag(
+        "max_passage_words",
+        "--max-passage-words",
+        type=int,
+        default=DEFAULT_MAX_PASSAGE_WORDS,
+        show_default=True,
+        help="listwise: words of each passage before any shortening (rank_llm's --max-passage-words).",
+    ),
+    flag(
+        "variable_passages",
+        "--variable-passages/--fixed-passages",
+        default=None,
+        help="listwise: the template's example ordering as rank_llm wrote it with variable passages ([2] > [1]) or "
+        "without ([4] > [2]) [default: the template's own].",
+    ),
+    flag(
+        "few_shot",
+        "--few-shot",
+        "few_shot",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help='listwise: rank_llm\'s few-shot examples file (a JSON list of {"conversations": [{"role", "value"}]}), '
+        "their turns sent before each window.",
+    ),
+    flag(
+        "few_shot_examples",
+        "--few-shot-examples",
+        type=int,
+        default=None,
+        help="listwise: the first N examples of --few-shot [all].",
+    ),
+    flag(
+        "system_message",
+        "--system-message",
+        default=None,
+        help="listwise: this system message in place of the template's.",
+    ),
+    flag("alpha", "--alpha", is_flag=True, help="listwise: identifiers A, B, ... (rank_llm's --use-alpha)."),
+    flag(
+        "first_token",
+        "--first-token",
+        is_flag=True,
+        help="listwise: rank by the first answer token's logprobs (FIRST; rank_llm's --use-logits): from the "
+        "endpoint's top_logprobs, or the local --model's logits.",
+    ),
+    flag(
+        "api",
+        "--api",
+        type=click.Choice(["chat", "responses"]),
+        default="chat",
+        show_default=True,
+        help="listwise: the endpoint's API: chat/completions, or the Responses API as rank_llm's OpenAI client uses it.",
+    ),
+    flag(
+        "tokenizer",
+        "--tokenizer",
+        default=None,
+        metavar="PATH_OR_NAME",
+        help="listwise: the served model's Hugging Face tokenizer: count tokens and send max_tokens as rank_llm's "
+        "vLLM path does [default: tiktoken cl100k_base, as its OpenAI client; no max_tokens sent].",
+    ),
+    flag(
+        "shuffles",
+        "--shuffles",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="listwise: the order probe: rerank each query K more times from seeded shuffles of its candidates and "
+        "record the rank-biased overlap of their top 10 with the run's in OUT.meta.json.",
+    ),
+    SEED_FLAG,
+    flag(
+        "qrels",
+        "--qrels",
+        "probe_qrels",
+        default=None,
+        metavar="QRELS",
+        help="listwise, with --shuffles: qrels (file or collection name) to record the nDCG@10 of the run and of each "
+        "shuffled run, and its spread over the shuffles, in OUT.meta.json.",
+    ),
+    flag(
+        "answer_cache",
+        "--answer-cache",
+        "answer_cache_dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="listwise: the LLM answers' cache folder [$TWOSTAGE_CACHE/listwise]; a rerun asks only what it lacks.",
+    ),
+    flag(
+        "answer_cache",
+        "--no-answer-cache",
+        is_flag=True,
+        help="listwise: ask everything, store nothing.",
+        convert=lambda v: False if v else None,  # not given: --answer-cache's folder, or the default
+    ),
+    *CLIENT,
+    PRECISION_FLAG,
+    flag(
+        "embedding_cache",
+        "--embedding-cache",
+        "cache_dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Bi-encoders: reuse embeddings by (model, text hash) from this folder [$TWOSTAGE_CACHE/embeddings].",
+    ),
+    flag(
+        "embedding_cache",
+        "--no-embedding-cache",
+        is_flag=True,
+        help="Embed every passage, store nothing.",
+        convert=lambda v: not v,  # not given: --embedding-cache's folder, or the default folder (True)
+    ),
+    TRUST_CACHE_FLAG,
+    *RAY_FLAGS,
+    flag(
+        "force",
+        "--force",
+        is_flag=True,
+        help="With --ray: discard the shards of a different earlier job at OUT.shards.",
+    ),
+    click.option(
+        "--out",
+        required=True,
+        type=click.Path(dir_okay=False),
+        callback=writable_file,
+        help="Reranked TREC run; settings go to OUT.meta.json.",
+    ),
+    PROFILE,
+    run_format_option,
+)
+
+#: The keywords of ``RerankOptions`` that have no flag, and why.
+API_ONLY: MappingProxyType[str, str] = MappingProxyType({})
+
+#: The keywords the command sets itself from its own options, and how.
+SET_BY_COMMAND = MappingProxyType(
+    {
+        "tag": "the command's --tag (its default OUT's stem, not the library's twostage-rerank) sets it",
+        "shards": "the command keeps a --ray job's shards at OUT.shards",
+    }
+)
+
+#: The keywords whose value the command line sets where its flag is not given, unlike the library's default.
+CLI_DEFAULTS = MappingProxyType(
+    {
+        "progress": "the command shows a progress bar on stderr unless --no-progress",
+        "batch_size": "the command's batches are RerankerSpec's 64 texts, the library's 32",
+        "embedding_cache": "the command reuses the default embedding cache unless --no-embedding-cache",
+    }
+)
+
+
 @click.command("rerank")
-@click.option(
-    "--candidates",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Candidates JSON ([{query, hits: [{qid, docid, rank, score, content}]}]): first-stage run, query and passage texts in one file.",
-)
-@click.option(
-    "--run",
-    "run_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="First-stage TREC run (instead of --candidates); needs --topics and --corpus or --index.",
-)
-@click.option(
-    "--topics",
-    default=None,
-    help="Query texts: a file (TSV qid<TAB>text, JSONL, TREC or Anserini topics) or a collection name (cacm); overrides those of --candidates.",
-)
-@click.option(
-    "--corpus",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Document texts from a JSONL corpus ({id, contents[, title]} per line).",
-)
-@click.option(
-    "--index",
-    "index_path",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Document texts stored in a Lucene index (raw or contents), read through Pyserini.",
-)
-@click.option(
-    "--model",
-    required=True,
-    metavar="PATH_OR_NAME",
-    help="Local model folder or Hugging Face name (all-MiniLM-L6-v2 resolves to the offline packaged copy).",
-)
-@click.option(
-    "--kind",
-    type=click.Choice(RERANKER_KINDS),
-    default="auto",
-    show_default=True,
-    help="bi-encoder: cosine of normalised embeddings; cross-encoder: CrossEncoder logit; auto: from the model's config.",
-)
-@click.option(
-    "--model-type",
-    type=click.Choice(MODEL_TYPES),
-    default=None,
-    help=f"With --backend {RERANKERS}: the rerankers library's model family (t5: monoT5-style P(true); "
-    "cross-encoder: the logit); see docs/reranking.md.",
-)
-@click.option(
-    "--depth",
-    type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="Rerank (and write) the top N first-stage candidates of each query.",
-)
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option(
-    "--max-length",
-    type=click.IntRange(min=8),
-    default=None,
-    help="Truncate inputs to this many tokens (default: the model's).",
-)
-@DEVICE
-@click.option(
-    "--query-id",
-    "query_id_values",
-    multiple=True,
-    metavar="QID[,QID...]",
-    help="Rerank only these queries (repeatable).",
-)
-@click.option(
-    "--judged-only",
-    "judged_qrels",
-    default=None,
-    metavar="QRELS",
-    help="Rerank only queries judged in these qrels (file or name; e.g. the 54 judged DL20 topics of 200).",
-)
-@click.option(
-    "--missing-text",
-    type=click.Choice(["error", "bottom"]),
-    default="error",
-    show_default=True,
-    help="A candidate without text: stop, or keep it below every scored candidate.",
-)
-@click.option("--tag", default=None, help="Run tag (6th column); default: the output file's stem.")
-@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
-@click.option(
-    "--backend",
-    type=click.Choice(list(RERANK_BACKENDS)),
-    default=DEFAULT_BACKEND,
-    show_default=True,
-    help="Bi-encoders: torch (exact), ONNX Runtime (same scores to ~1e-6, faster on CPU) or ONNX Runtime "
-    "with int8 weights (fastest; changes scores, see docs/benchmarks.md); rerankers: other model families "
-    "through the rerankers library (--model-type; the [rerankers] extra). listwise: an LLM reorders sliding "
-    "windows of passages (rank_llm's algorithm) through --endpoint, or a local causal LM --model folder.",
-)
-@ENDPOINT
-@click.option(
-    "--window",
-    type=click.IntRange(min=2),
-    default=DEFAULT_WINDOW,
-    show_default=True,
-    help="listwise: passages per LLM call (at most --depth).",
-)
-@click.option(
-    "--stride",
-    type=int,
-    default=DEFAULT_STRIDE,
-    show_default=True,
-    help="listwise: ranks between windows, from the bottom of the top --depth up (1 to --window).",
-)
-@prompt_option(
-    "rank_llm 0.26.0's RankZephyr template; a rank_llm template YAML as it is, or twostage's front matter with "
-    "{query}, {num}, {passages}"
-)
-@click.option(
-    "--passes",
-    type=int,
-    default=1,
-    show_default=True,
-    help="listwise: slide the windows N times, each pass over the order the last one left (rank_llm's --num-passes).",
-)
-@click.option(
-    "--context-size",
-    type=int,
-    default=DEFAULT_CONTEXT_SIZE,
-    show_default=True,
-    help="listwise: passages are shortened until each prompt fits these tokens (rank_llm's count: tiktoken "
-    "cl100k_base, or --tokenizer's).",
-)
-@click.option(
-    "--max-passage-words",
-    type=int,
-    default=DEFAULT_MAX_PASSAGE_WORDS,
-    show_default=True,
-    help="listwise: words of each passage before any shortening (rank_llm's --max-passage-words).",
-)
-@click.option(
-    "--variable-passages/--fixed-passages",
-    default=None,
-    help="listwise: the template's example ordering as rank_llm wrote it with variable passages ([2] > [1]) or "
-    "without ([4] > [2]) [default: the template's own].",
-)
-@click.option(
-    "--few-shot",
-    "few_shot",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help='listwise: rank_llm\'s few-shot examples file (a JSON list of {"conversations": [{"role", "value"}]}), '
-    "their turns sent before each window.",
-)
-@click.option("--few-shot-examples", type=int, default=None, help="listwise: the first N examples of --few-shot [all].")
-@click.option("--system-message", default=None, help="listwise: this system message in place of the template's.")
-@click.option("--alpha", is_flag=True, help="listwise: identifiers A, B, ... (rank_llm's --use-alpha).")
-@click.option(
-    "--first-token",
-    is_flag=True,
-    help="listwise: rank by the first answer token's logprobs (FIRST; rank_llm's --use-logits): from the "
-    "endpoint's top_logprobs, or the local --model's logits.",
-)
-@click.option(
-    "--api",
-    type=click.Choice(["chat", "responses"]),
-    default="chat",
-    show_default=True,
-    help="listwise: the endpoint's API: chat/completions, or the Responses API as rank_llm's OpenAI client uses it.",
-)
-@click.option(
-    "--tokenizer",
-    default=None,
-    metavar="PATH_OR_NAME",
-    help="listwise: the served model's Hugging Face tokenizer: count tokens and send max_tokens as rank_llm's "
-    "vLLM path does [default: tiktoken cl100k_base, as its OpenAI client; no max_tokens sent].",
-)
-@click.option(
-    "--shuffles",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="listwise: the order probe: rerank each query K more times from seeded shuffles of its candidates and "
-    "record the rank-biased overlap of their top 10 with the run's in OUT.meta.json.",
-)
-@SEED
-@click.option(
-    "--qrels",
-    "probe_qrels",
-    default=None,
-    metavar="QRELS",
-    help="listwise, with --shuffles: qrels (file or collection name) to record the nDCG@10 of the run and of each "
-    "shuffled run, and its spread over the shuffles, in OUT.meta.json.",
-)
-@click.option(
-    "--answer-cache",
-    "answer_cache_dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="listwise: the LLM answers' cache folder [$TWOSTAGE_CACHE/listwise]; a rerun asks only what it lacks.",
-)
-@click.option("--no-answer-cache", is_flag=True, help="listwise: ask everything, store nothing.")
-@client_options
-@PRECISION
-@click.option(
-    "--embedding-cache",
-    "cache_dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Bi-encoders: reuse embeddings by (model, text hash) from this folder [$TWOSTAGE_CACHE/embeddings].",
-)
-@click.option("--no-embedding-cache", is_flag=True, help="Embed every passage, store nothing.")
-@TRUST_CACHE
-@ray_options
-@click.option("--force", is_flag=True, help="With --ray: discard the shards of a different earlier job at OUT.shards.")
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=writable_file,
-    help="Reranked TREC run; settings go to OUT.meta.json.",
-)
-@PROFILE
-@run_format_option
-def rerank(
-    candidates,
-    run_path,
-    topics,
-    corpus,
-    index_path,
-    model,
-    kind,
-    model_type,
-    depth,
-    batch_size,
-    max_length,
-    device,
-    query_id_values,
-    judged_qrels,
-    missing_text,
-    tag,
-    no_progress,
-    backend,
-    endpoint,
-    window,
-    stride,
-    prompt_path,
-    passes,
-    context_size,
-    max_passage_words,
-    variable_passages,
-    few_shot,
-    few_shot_examples,
-    system_message,
-    alpha,
-    first_token,
-    api,
-    tokenizer,
-    shuffles,
-    seed,
-    probe_qrels,
-    answer_cache_dir,
-    no_answer_cache,
-    concurrency,
-    timeout,
-    max_response_bytes,
-    retries,
-    backoff,
-    rate,
-    precision,
-    cache_dir,
-    no_embedding_cache,
-    trust_cache,
-    force,
-    out,
-    profile,
-    **ray,
-):
+# a value ListwiseOptions refuses (--passes 0) is the command's error (exit status 1), as it has always been
+@options_of(RerankOptions, RERANK, passing=(ConfigError,))
+def rerank(options: RerankOptions, candidates, run_path, topics, corpus, index_path, tag, out, profile):
     """Rerank a first-stage run's top-N candidates with a bi- or cross-encoder.
 
     \b
@@ -332,119 +363,39 @@ def rerank(
     from toolkit.jobs.shards import shards_dir
     from toolkit.models import profiling
 
+    spec = options.reranker
     if profile:
         profiling.start()
         click.get_current_context().call_on_close(profiling.stop)  # ended however the command ends
-        _profile_imports(device if ray["ray_address"] is None and backend == "torch" else "cpu")
+        _profile_imports(spec.device if options.ray is None and spec.backend == "torch" else "cpu")
 
     _check_sources(candidates, run_path, topics, corpus, index_path)
     tag = tag or Path(out).stem.replace(" ", "_") or "twostage-rerank"
-    inputs = {  # what every backend takes: the candidates and their texts, the queries, the depth, the caches
-        "model": model,
-        "topics": topics,
-        "candidates": candidates,
-        "corpus": corpus,
-        "index": index_path,
-        "depth": depth,
-        "batch_size": batch_size,
-        "missing_text": missing_text,
-        "query_ids": _query_ids(query_id_values),
-        "judged_only": judged_qrels,
-        "tag": tag,
-        "progress": not no_progress,
-        "trust_cache": trust_cache,
-    }
-    if backend == LISTWISE:
-        _check_listwise(ray["ray_address"], kind, endpoint)
-        if not endpoint:
+    options = replace(options, tag=tag)
+    if spec.backend == LISTWISE:
+        if not options.listwise.endpoint:
             require("rerank", "twostage rerank --backend listwise with a local --model (transformers)")
         if index_path:
             require("pyserini", "twostage rerank --index (texts stored in a Lucene index)")
-        listwise = ListwiseOptions(
-            endpoint=endpoint,
-            window=window,
-            stride=stride,
-            prompt=prompt_path,
-            passes=passes,
-            context_size=context_size,
-            max_passage_words=max_passage_words,
-            variable_passages=variable_passages,
-            few_shot=few_shot,
-            few_shot_examples=few_shot_examples,
-            system_message=system_message,
-            alpha=alpha,
-            first_token=first_token,
-            api=api,
-            tokenizer=tokenizer,
-            shuffles=shuffles,
-            seed=seed,
-            qrels=probe_qrels,
-            answer_cache=False if no_answer_cache else (answer_cache_dir or True),
-            requests=RequestPolicy(
-                concurrency=concurrency,
-                timeout=timeout,
-                retries=retries,
-                backoff=backoff,
-                rate=rate,
-                max_response_bytes=max_response_bytes,
-            ),
-        )
-        result, source = rerank_job(run_path, **inputs, device=device, backend=LISTWISE, listwise=listwise)
-        _report_listwise(result, source, out, tag, model)
+        result, source = rerank_job(run_path, topics, candidates, corpus, index_path, options)
+        _report_listwise(result, source, out, tag, spec.model)
         return
-    if endpoint:
-        raise click.UsageError("--endpoint is for --backend listwise")
-    _no_listwise_options(
-        passes != 1 or context_size != DEFAULT_CONTEXT_SIZE or max_passage_words != DEFAULT_MAX_PASSAGE_WORDS,
-        variable_passages is not None or few_shot or few_shot_examples or system_message is not None,
-        alpha or first_token or api != "chat" or tokenizer,
-    )
-    if probe_qrels:
-        raise click.UsageError("--qrels is for --backend listwise --shuffles K (the order probe)")
-    _require_extras(backend, index_path)
-    if ray["ray_address"] is None:  # --workers and friends without --ray are a usage error
-        sharding_from_options(**ray, out=out, force=force)
-    elif backend == "torch":
-        device, precision = worker_device(device, precision, ray["gpus_per_worker"])
-    result, source = rerank_job(
-        run_path,
-        **inputs,
-        device=device,  # with --ray, the workers' device
-        kind=kind,
-        max_length=max_length,
-        backend=backend,
-        precision=precision,
-        model_type=model_type,
-        embedding_cache=False if no_embedding_cache else (cache_dir or True),
-        ray=ray["ray_address"],
-        **{k: v for k, v in ray.items() if k != "ray_address"},
-        shards=shards_dir(out),
-        force=force,
-    )
+    _require_extras(spec.backend, index_path)
+    o = options
+    if o.ray is None:  # --workers and friends without --ray are a usage error
+        sharding_from_options(
+            None, o.workers, o.gpus_per_worker, o.cpus_per_worker, o.shard_size, o.max_retries, out=out, force=o.force
+        )
+    elif spec.backend == "torch":  # the workers' device
+        device, precision = worker_device(spec.device, spec.precision, o.gpus_per_worker)
+        options = replace(options, reranker=replace(spec, device=device, precision=precision))
+    options = replace(options, shards=shards_dir(out))
+    result, source = rerank_job(run_path, topics, candidates, corpus, index_path, options)
     with profiling.phase("writing"):
         settings = _write_outputs(result, out, tag, source)
-    _report(result, settings, ray["ray_address"], f"{settings['reranker']['kind']} {model}")
+    _report(result, settings, options.ray, f"{settings['reranker']['kind']} {spec.model}")
     echo(str(out))
     profiling.report()
-
-
-def _check_listwise(ray_address, kind: str, endpoint) -> None:
-    """Usage errors of --backend listwise."""
-    if ray_address is not None:
-        raise click.UsageError("--backend listwise runs its requests concurrently in this process; drop --ray")
-    if kind != "auto":
-        raise click.UsageError("--kind is for the scoring backends; --backend listwise reorders windows")
-    if endpoint is not None and not endpoint.strip():
-        raise click.UsageError("--endpoint is empty")
-
-
-def _no_listwise_options(*given: object) -> None:
-    """The listwise options are a usage error with another backend (they would be ignored)."""
-    if any(given):
-        raise click.UsageError(
-            "--passes, --context-size, --max-passage-words, --variable-passages, --few-shot, --system-message, "
-            "--alpha, --first-token, --api and --tokenizer are for --backend listwise"
-        )
 
 
 def _report_listwise(result, source: dict, out, tag: str, model: str) -> None:
