@@ -8,31 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_source
-from toolkit.guard.client import RequestPolicy
-
-#: the options only ``backend="listwise"`` takes (``ListwiseOptions``'s keywords; ``listwise_job``)
-LISTWISE_OPTIONS = (
-    "endpoint",
-    "window",
-    "stride",
-    "prompt",
-    "passes",
-    "context_size",
-    "max_passage_words",
-    "variable_passages",
-    "few_shot",
-    "few_shot_examples",
-    "system_message",
-    "alpha",
-    "first_token",
-    "api",
-    "tokenizer",
-    "shuffles",
-    "seed",
-    "qrels",
-    "answer_cache",
-    *RequestPolicy.keywords(),  # the HTTP settings (``toolkit.guard.client.RequestPolicy``)
-)
 
 
 def listwise_job(run: Any, topics: Any, candidates: Any, corpus: Any, index: Any, options: Any) -> tuple[Any, dict]:

@@ -11,6 +11,8 @@ from toolkit.cli.declare import Row, flag, options_of
 from toolkit.cli.options import (
     FAMILY_FLAG,
     HOLES_OVER_FLAG,
+    RUNS_MEASURES_OPTION,
+    RUNS_QRELS_OPTION,
     SIGNIFICANCE,
     evaluation_flags,
     interval_flags,
@@ -23,16 +25,8 @@ from toolkit.stats.significance import TESTS
 
 #: ``twostage compare``'s options, in --help's order: the flags of ``CompareOptions`` and the command's own.
 COMPARE: tuple[Row, ...] = (
-    click.option(
-        "--qrels", default=None, help="Qrels file or collection name (cacm, dl19-passage, ...); needed for run files."
-    ),
-    click.option(
-        "-m",
-        "measure_texts",
-        multiple=True,
-        metavar="MEASURE[.CUTOFFS]",
-        help="Measure, repeatable [default: ndcg_cut.10].",
-    ),
+    RUNS_QRELS_OPTION,
+    RUNS_MEASURES_OPTION,
     click.option(
         "--baseline",
         "baselines",

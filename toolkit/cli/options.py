@@ -449,6 +449,19 @@ def _holes_over_choices() -> tuple[str, ...]:
 
 #: ``--holes-over``: what ``--holes``'s bounds range over (given alone, it turns --holes on: a later flag of
 #: the ``holes`` keyword, given, wins over ``--holes``).
+#: The qrels and the measures of the commands that compare runs (``compare``, ``risk``): RUNS may be saved
+#: evaluations, so the qrels are optional.
+RUNS_QRELS_OPTION = click.option(
+    "--qrels", default=None, help="Qrels file or collection name (cacm, dl19-passage, ...); needed for run files."
+)
+RUNS_MEASURES_OPTION = click.option(
+    "-m",
+    "measure_texts",
+    multiple=True,
+    metavar="MEASURE[.CUTOFFS]",
+    help="Measure, repeatable [default: ndcg_cut.10].",
+)
+
 HOLES_OVER_FLAG = flag(
     "holes",
     "--holes-over",

@@ -8,7 +8,7 @@ import click
 
 from toolkit.api.options import RiskOptions
 from toolkit.cli.declare import Row, flag, options_of
-from toolkit.cli.options import evaluation_flags, named_runs
+from toolkit.cli.options import RUNS_MEASURES_OPTION, RUNS_QRELS_OPTION, evaluation_flags, named_runs
 from toolkit.cli.terminal import echo, kind_of
 from toolkit.stats.urisk import DEFAULT_ALPHA
 
@@ -17,16 +17,8 @@ RISK_FORMATS = ("text", "json", "csv")
 
 #: ``twostage risk``'s options, in --help's order: the flags of ``RiskOptions`` and the command's own.
 RISK: tuple[Row, ...] = (
-    click.option(
-        "--qrels", default=None, help="Qrels file or collection name (cacm, dl19-passage, ...); needed for run files."
-    ),
-    click.option(
-        "-m",
-        "measure_texts",
-        multiple=True,
-        metavar="MEASURE[.CUTOFFS]",
-        help="Measure, repeatable [default: ndcg_cut.10].",
-    ),
+    RUNS_QRELS_OPTION,
+    RUNS_MEASURES_OPTION,
     click.option(
         "--baseline", default=None, metavar="NAME", help="The baseline run (its NAME) [default: the first RUN]."
     ),
