@@ -3,7 +3,8 @@
 # the script before any test runs), then runs the whole test suite once, in a random order (pytest-randomly:
 # modules shuffled, then the tests within each), so that a test that needs another to run first fails here.
 # The seed is printed first; TWOSTAGE_TEST_SEED=N reruns that order. Extra arguments go to pytest, e.g.
-# scripts/test.sh -k eval -x, or scripts/test.sh -p no:randomly for the files' own order.
+# scripts/test.sh -k eval -x, or scripts/test.sh -p no:randomly for the files' own order. The 25 slowest tests are
+# listed at the end (--durations=25).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,4 +23,4 @@ case " $* " in
     order=(-p randomly --randomly-seed="$seed")
     ;;
 esac
-exec .venv/bin/python -m pytest "${order[@]}" "$@"
+exec .venv/bin/python -m pytest --durations=25 "${order[@]}" "$@"  # the 25 slowest, to keep CI near 20 minutes
