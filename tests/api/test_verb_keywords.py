@@ -711,6 +711,8 @@ def test_calibrate_judge_keywords_are_checked_as_pythons_and_before_anything_is_
     missing = tmp_path / "absent.json"  # never opened: the keywords and options are refused first
     with pytest.raises(TypeError, match=r"^calibrate_judge\(\) missing 1 required keyword-only argument: 'model'$"):
         ts.calibrate_judge(candidates=missing, qrels=missing)
+    with pytest.raises(TypeError, match=r"^calibrate_judge\(\) missing 1 required keyword-only argument: 'qrels'$"):
+        ts.calibrate_judge(candidates=missing, model="m")
     with pytest.raises(TypeError, match=r"^calibrate_judge\(\) got an unexpected keyword argument 'modle'"):
         ts.calibrate_judge(candidates=missing, qrels=missing, model="m", modle="m")
     with pytest.raises(TypeError, match=r"^calibrate_judge\(\) got an unexpected keyword argument 'calibration'"):
