@@ -196,10 +196,21 @@ def verb(
         own = inspect.signature(function)
         taken = inspect.Signature([own.parameters[n] for n in inputs])
         keywords = {k: v for k, v in options_class.keywords().items() if k not in excluded}
+        required = [
+            p.name
+            for p in taken.parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+        ]
 
         @functools.wraps(function)
         def call(*args: Any, options: Options | None = None, **given: Any) -> R:
             named = {k: given.pop(k) for k in list(given) if k in taken.parameters}
+            missing = [k for k in required if k not in named]
+            if missing:  # a required keyword-only input (``calibrate_judge``'s ``qrels``), as Python says it
+                raise TypeError(
+                    f"{name}() missing {len(missing)} required keyword-only argument{'s' if len(missing) > 1 else ''}: "
+                    + " and ".join(repr(k) for k in missing)
+                )
             try:
                 bound = taken.bind(*args, **named)
             except TypeError as exc:

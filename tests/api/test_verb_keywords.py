@@ -171,6 +171,12 @@ VERBS = {
         ("run", "candidates", "topics", "corpus", "index", "qrels", "out", "runs"),
         (),
     ),
+    "calibrate_judge": (
+        ts.calibrate_judge,
+        JudgeOptions,
+        ("run", "qrels", "candidates", "topics", "corpus", "index", "out", "runs"),
+        ("calibration",),
+    ),
     "index": (ts.index, IndexOptions, ("collection", "out"), ()),
     "build_index": (build_index, IndexOptions, ("collection", "out"), ()),
     "bm25": (ts.bm25, Bm25Options, ("index", "topics"), ()),
@@ -646,6 +652,81 @@ def test_judge_refuses_conflicting_options_before_reading_anything(tmp_path):
         ts.judge(candidates=missing, model="m", backend="vllm")
     with pytest.raises(ConfigError, match=r"^concurrency >= 1, retries >= 0, timeout > 0"):
         ts.judge(candidates=missing, model="m", endpoint="http://127.0.0.1:9/v1", concurrency=0)
+
+
+def _calibration_collection(tmp_path, server) -> tuple[str, str, dict]:
+    """Candidates (the judge's labels set on the server), human qrels that disagree on two documents, and two
+    systems that order the documents differently."""
+    from judge_server import write_qrels
+
+    cand = _judge_collection(tmp_path, server)
+    human = [(f"q{q}", f"D{q}x{i}", (q + i) % 4 if i != q else (q + i + 1) % 4) for q in (1, 2) for i in range(4)]
+    runs = {}
+    for r, sign in (("up", 1), ("down", -1)):
+        lines = [f"q{q} Q0 D{q}x{i} 0 {sign * (i + 1)} {r}\n" for q in (1, 2) for i in range(4)]
+        (tmp_path / f"{r}.trec").write_text("".join(lines))
+        runs[r] = str(tmp_path / f"{r}.trec")
+    return cand, write_qrels(tmp_path / "human.qrels", human), runs
+
+
+def test_calibrate_judge_with_options_is_calibrate_judge_with_its_fields(tmp_path, judge_server):
+    from toolkit.judging.calibration import CalibrationOptions
+
+    cand, human, runs = _calibration_collection(tmp_path, judge_server)
+    fields = {
+        "model": "test-judge",
+        "endpoint": judge_server.url,
+        "depth": 4,
+        "cache": False,
+        "retries": 1,
+        "measure": "P.2",
+        "alpha": 0.2,
+        "permutations": 64,
+        "seed": 3,
+        "correction": "bonferroni",
+        "kappa_threshold": -0.5,
+    }
+    with quiet():
+        by_keywords = ts.calibrate_judge(candidates=cand, qrels=human, runs=runs, out=tmp_path / "k.qrels", **fields)
+        options = JudgeOptions.from_keywords(**fields)
+        by_options = ts.calibrate_judge(
+            candidates=cand, qrels=human, runs=runs, out=tmp_path / "o.qrels", options=options
+        )
+    assert by_options.to_dict() == by_keywords.to_dict()
+    assert (tmp_path / "o.qrels").read_text() == (tmp_path / "k.qrels").read_text()
+    assert options.calibrating == CalibrationOptions(
+        seed=3, measure="P.2", alpha=0.2, permutations=64, correction="bonferroni", kappa_threshold=-0.5
+    )
+    d = by_keywords.to_dict()
+    assert d["documents_both"] == 8 and d["kappa_threshold"] == -0.5 and d["near_chance"] is False
+    assert d["ranking"]["measure"] == "P_2" and d["ranking"]["test"]["permutations"] == 64
+    assert d["ranking"]["test"]["correction"] == "bonferroni" and d["ranking"]["test"]["seed"] == 3
+    # a keyword passed with options= replaces its value
+    with quiet():
+        shallow = ts.calibrate_judge(candidates=cand, qrels=human, options=options, depth=2)
+    assert shallow.to_dict()["documents_both"] == 4 and shallow.to_dict()["kappa_threshold"] == -0.5
+
+
+def test_calibrate_judge_keywords_are_checked_as_pythons_and_before_anything_is_read(tmp_path):
+    missing = tmp_path / "absent.json"  # never opened: the keywords and options are refused first
+    with pytest.raises(TypeError, match=r"^calibrate_judge\(\) missing 1 required keyword-only argument: 'model'$"):
+        ts.calibrate_judge(candidates=missing, qrels=missing)
+    with pytest.raises(TypeError, match=r"^calibrate_judge\(\) missing 1 required keyword-only argument: 'qrels'$"):
+        ts.calibrate_judge(candidates=missing, model="m")
+    with pytest.raises(TypeError, match=r"^calibrate_judge\(\) got an unexpected keyword argument 'modle'"):
+        ts.calibrate_judge(candidates=missing, qrels=missing, model="m", modle="m")
+    with pytest.raises(TypeError, match=r"^calibrate_judge\(\) got an unexpected keyword argument 'calibration'"):
+        ts.calibrate_judge(candidates=missing, qrels=missing, model="m", calibration=True)
+    with pytest.raises(OptionConflictError, match=r"^holes_only and calibration exclude each other"):
+        ts.calibrate_judge(candidates=missing, qrels=missing, model="m", holes_only=True)
+    with pytest.raises(OptionError, match=r"^alpha must be in \(0, 1\), not 1.5$"):
+        ts.calibrate_judge(candidates=missing, qrels=missing, model="m", alpha=1.5)
+    with pytest.raises(TypeError, match=r"^calibrate_judge\(\) options= takes a JudgeOptions, not CalibrationOptions"):
+        from toolkit.judging.calibration import CalibrationOptions
+
+        ts.calibrate_judge(candidates=missing, qrels=missing, options=CalibrationOptions())
+    assert "qrels" in inspect.signature(ts.calibrate_judge).parameters
+    assert "calibration" not in inspect.signature(ts.calibrate_judge).parameters
 
 
 # ------------------------------------------------------------------ the first stage: fuse, bm25, dense

@@ -319,3 +319,39 @@ def test_rerank_flags_become_its_options():
     assert values_of(rerank_cli.RERANK, {"cache_dir": "f", "no_embedding_cache": True}) == {"embedding_cache": False}
     assert values_of(rerank_cli.RERANK, {"answer_cache_dir": None, "no_answer_cache": True}) == {"answer_cache": False}
     assert values_of(rerank_cli.RERANK, {"query_id_values": ()}) == {}
+
+
+def test_the_calibration_options_are_flags_of_judge_with_their_defaults():
+    from toolkit.judging.calibration import CalibrationOptions
+
+    flags = {f.keyword: f for f in judge_cli.JUDGE if isinstance(f, Flag)}
+    for k, spec in CalibrationOptions.keywords().items():
+        assert JudgeOptions.keywords()[k].field == "calibrating", k  # JudgeOptions' nested piece
+        flag = flags[k]
+        if k in judge_cli.CLI_DEFAULTS:
+            assert flag.settings["default"] != spec.default, k
+        else:
+            assert flag.settings["default"] == spec.default, k
+    assert CalibrationOptions().kappa_threshold is None and flags["kappa_threshold"].settings["default"] == 0.4
+
+
+def test_judge_calibrate_flags_become_the_calibration_options():
+    from toolkit.judging.calibration import CalibrationOptions
+
+    params = {
+        "measure": "P.2",
+        "alpha": 0.2,
+        "permutations": 50,
+        "seed": 3,
+        "correction": "bonferroni",
+        "kappa_threshold": -0.5,
+        "calibrate": True,
+        "fmt": "text",
+    }
+    given = values_of(judge_cli.JUDGE, params)
+    assert params == {"fmt": "text"}
+    options = JudgeOptions.from_keywords(model="m", **given)
+    assert options.calibration is True
+    assert options.calibrating == CalibrationOptions(
+        seed=3, measure="P.2", alpha=0.2, permutations=50, correction="bonferroni", kappa_threshold=-0.5
+    )

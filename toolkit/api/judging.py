@@ -1,11 +1,10 @@
 """``judge``: relevance labels from an LLM for a run's top documents, recorded and cached; and its calibration
-against human labels (``calibrate``), reusing the assessor agreement of ``toolkit.api.assessors``."""
+against human labels (``calibrate_judge``; the comparison in ``toolkit.judging.calibration``)."""
 
 from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections.abc import Iterable, Mapping, Sequence  # noqa: F401 (Iterable: in the annotation of judge's query_ids)
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +12,17 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.judging.calibration import (
+    CALIBRATION_KEYS,
+    Calibration,
+    CalibrationInputs,
+    CalibrationOptions,
+    calibration_summary,
+    same_model_warnings,
+)
 from toolkit.judging.judge_options import JudgeOptions
 from toolkit.options import verb
+from toolkit.quality.agreement import Evaluator
 
 log = logging.getLogger(__name__)
 
@@ -44,31 +52,6 @@ class Judgments:
             with atomic_write(path) as fh:
                 fh.write(text)
             write_json(str(path) + ".meta.json", meta)
-
-
-def _model_name(model: str) -> str:
-    return Path(str(model).rstrip("/")).name.lower()
-
-
-def same_model_warnings(judge_model: str, runs: Mapping[str, Any]) -> list[str]:
-    """A warning for each run whose ``RUN.meta.json`` names a reranker with the judge's model (a system judged
-    by itself); also issued as Python warnings."""
-    from toolkit.data.sidecar import read_meta
-
-    out = []
-    for name, run in runs.items():
-        if not isinstance(run, (str, os.PathLike)):
-            continue
-        meta = read_meta(run) or {}
-        reranker = (meta.get("reranker") or {}).get("model")
-        if reranker and _model_name(str(reranker)) == _model_name(judge_model):
-            msg = (
-                f"the judge's model {judge_model!r} is the reranker of {name} ({reranker!r} in its sidecar): "
-                "that run is judged by its own model"
-            )
-            warnings.warn(msg, UserWarning, stacklevel=3)
-            out.append(msg)
-    return out
 
 
 @verb(JudgeOptions, inputs=("run", "candidates", "topics", "corpus", "index", "qrels", "out", "runs"))
@@ -245,7 +228,7 @@ def _pairs_to_judge(first: Any, human: Any, wanted: set[str] | None, o: JudgeOpt
         query_ids=wanted,
     )
     if o.calibrate_sample and human is not None:
-        return _with_calibration_sample(pairs, first, o.depth, human, wanted, o.calibrate_sample, o.seed)
+        return _with_calibration_sample(pairs, first, o.depth, human, wanted, o.calibrate_sample, o.calibrating.seed)
     return pairs, None
 
 
@@ -277,20 +260,11 @@ def _calibrated_on_sample(
     flag = labels.merge(sampled.assign(_s=True), on=["query_id", "doc_id"], how="left")["_s"].notna()
     judged_sample, labels = labels[flag.to_numpy()], labels[~flag.to_numpy()].reset_index(drop=True)
     if runs:
-        same_model_warnings(o.model, _named_runs(runs))
-    _, summary = calibration_summary(
-        human,
-        judged_sample.reset_index(drop=True),
-        labels,
-        scale,
-        runs=runs,
-        measure=o.measure,
-        alpha=o.alpha,
-        permutations=o.permutations,
-        seed=o.seed,
-        correction=o.correction,
-        kappa_threshold=o.kappa_threshold,
-    )
+        from toolkit.data.adapters import name_runs
+
+        same_model_warnings(o.model, name_runs(runs))
+    inputs = CalibrationInputs(human, judged_sample.reset_index(drop=True), labels, scale, runs, _evaluator())
+    _, summary = calibration_summary(inputs, o.calibrating)
     summary["sample"] = sample
     meta = result.meta | {"calibration": summary}
     return Judgments(qrels=labels, records=result.records, counts=result.counts, meta=meta)
@@ -367,91 +341,6 @@ def _with_calibration_sample(
     both = both.sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
     record = {"requested": n, "drawn": drawn, "population": len(population), "seed": seed, "depth": depth}
     return both, record
-
-
-def _named_runs(runs: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
-    from toolkit.data.adapters import name_runs
-
-    return name_runs(runs)
-
-
-def calibration_summary(
-    human: Any,
-    judged: pd.DataFrame,
-    labels: pd.DataFrame,
-    scale: Sequence[int],
-    *,
-    runs: Mapping[str, Any] | Sequence[Any] | None = None,
-    measure: str = "ndcg_cut.10",
-    alpha: float = 0.05,
-    permutations: int = 10_000,
-    seed: int = 42,
-    correction: str = "holm",
-    kappa_threshold: float | None = None,
-) -> tuple[Any, dict]:
-    """The judge against the humans: the label agreement (``ts.agreement``, A the humans) on ``judged`` (the
-    judge's labels on documents the humans judged), and with ``runs`` the systems' ranking under the human
-    qrels (every label) against the human qrels with ``labels`` (what the judge wrote: replacing human labels
-    or filling holes, ``qrels_origin.overlay_labels``); returns the ``Agreement`` and what the sidecar keeps
-    under ``calibration`` (``CALIBRATION_KEYS``, ``ranking_qrels`` saying which documents each side uses,
-    ``kappa_threshold``, ``near_chance``), warning when the kappa is below the threshold."""
-    from dataclasses import replace
-
-    from toolkit import notices
-    from toolkit.api.assessors import agreement
-    from toolkit.errors import ConfigError
-    from toolkit.quality.qrels_origin import DEFAULT_KAPPA_THRESHOLD, near_chance, overlay_labels
-
-    threshold = DEFAULT_KAPPA_THRESHOLD if kappa_threshold is None else float(kappa_threshold)
-    if judged.empty:
-        raise ConfigError("the judge gave no label on a document the humans judged: nothing to calibrate")
-    human_part = human.frame.merge(judged[["query_id", "doc_id"]], on=["query_id", "doc_id"])
-    common: dict[str, Any] = {
-        "names": ("human", "judge"),
-        "alpha": alpha,
-        "permutations": permutations,
-        "seed": seed,
-        "correction": correction,
-    }
-    a = agreement(
-        human_part,
-        judged,
-        None,
-        measure,
-        labels=sorted(set(scale) | set(human_part["relevance"].astype(int))),
-        **common,
-    )
-    ranking_qrels = None
-    if runs:
-        filled, used = overlay_labels(human.frame, labels)
-        ranked = agreement(human.frame, filled, _named_runs(runs), measure, **common)
-        a = replace(a, rankings=ranked.rankings)
-        ranking_qrels = {
-            "human": {
-                "qrels": human.path,
-                "human_labels": int((human.frame["relevance"] >= 0).sum()),
-                "documents": "every label of the human qrels",
-            },
-            "judge": {
-                **used,
-                "documents": "the human qrels, with the judge's label on each document of a human-judged query "
-                "it labelled (replacing the human label, or filling a hole)",
-            },
-        }
-    doc = a.to_dict()
-    summary = {k: doc.get(k) for k in CALIBRATION_KEYS if k in doc}
-    if ranking_qrels is not None:
-        summary["ranking_qrels"] = ranking_qrels
-        summary["ranking"] = {
-            k: doc["ranking"].get(k) for k in ("measure", "means_a", "means_b") if k in doc["ranking"]
-        }
-    summary["human_qrels"] = {"path": human.path, "sha256": human.sha256}
-    summary["kappa_threshold"] = threshold
-    warning = near_chance(summary)
-    summary["near_chance"] = warning is not None
-    if warning:
-        notices.warn(warning)
-    return a, summary
 
 
 def _check_failures(result: Judgments, max_failures: int, out: str | os.PathLike | None) -> None:
@@ -542,43 +431,22 @@ def merge_qrels(
     return merged
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """A judge measured against human labels: ``judgments`` (what the judge said on documents humans judged too)
-    and ``agreement`` (``ts.agreement`` of the human labels, A, against the judge's, B)."""
-
-    judgments: Judgments
-    agreement: Any
-
-    def to_dict(self) -> dict:
-        """What ``twostage judge --calibrate --format json`` prints: ``twostage agreement``'s keys, the judge's
-        counts and settings."""
-        doc = self.agreement.to_dict()
-        calibration = self.judgments.meta.get("calibration") or {}
-        for key in ("ranking_qrels", "kappa_threshold", "near_chance"):
-            if key in calibration:
-                doc[key] = calibration[key]
-        doc["judge"] = {
-            "settings": self.judgments.meta["judge"],
-            "prompt": self.judgments.meta["prompt"],
-            "counts": self.judgments.counts,
-        }
-        return doc
-
-
+@verb(
+    JudgeOptions,
+    inputs=("run", "qrels", "candidates", "topics", "corpus", "index", "out", "runs"),
+    exclude=("calibration",),
+)
 def calibrate_judge(
     run: Any = None,
     *,
     qrels: Any,
-    model: str,
+    candidates: str | os.PathLike | None = None,
+    topics: Any = None,
+    corpus: str | os.PathLike | None = None,
+    index: str | os.PathLike | None = None,
+    out: str | os.PathLike | None = None,
     runs: Mapping[str, Any] | Sequence[Any] | None = None,
-    measure: str = "ndcg_cut.10",
-    alpha: float = 0.05,
-    permutations: int = 10_000,
-    seed: int = 42,
-    correction: str = "holm",
-    kappa_threshold: float | None = None,
-    **options: Any,
+    options: JudgeOptions,
 ) -> Calibration:
     """Judge the documents of ``run``'s top ``depth`` that ``qrels`` judges too, and compare the judge with the
     humans: confusion matrix (rows human, columns judge, over the template's scale), kappa, linearly weighted
@@ -588,65 +456,62 @@ def calibrate_judge(
     significant pairs that flip. A kappa below ``kappa_threshold`` (default 0.4) is a warning, recorded as
     ``near_chance``, and repeated wherever the labels are used.
 
+    Every keyword of ``judge`` but ``calibration`` (which this is) is a keyword here: the fields of
+    ``JudgeOptions``, the comparison's among them (``CalibrationOptions``, ``toolkit.judging.calibration``);
+    ``options=`` takes a whole ``JudgeOptions``.
+
     Args:
-        run: the run whose top documents are judged (or None with ``candidates=`` in ``options``).
+        run: the run whose top documents are judged (or None with ``candidates``).
         qrels: the human judgments.
-        model: the judge's model (as for ``judge``).
+        candidates: as for ``judge``.
+        topics: as for ``judge``.
+        corpus: as for ``judge``.
+        index: as for ``judge``.
+        out: as for ``judge``; the sidecar then records the calibration too.
         runs: systems to rank under both sets of labels (``{name: run}`` or a list).
+        model: the judge's model (as for ``judge``).
         measure: the measure that ranks them.
         alpha: the level of a significant difference.
         permutations: random sign flips of the randomization test.
         seed: its seed.
         correction: ``holm``, ``bonferroni`` or ``none`` over all pairs of systems.
         kappa_threshold: below this kappa the judge is near chance (default 0.4).
-        **options: every other keyword of ``judge`` (``endpoint``, ``candidates``, ``depth``, ``prompt``, ...).
     """
-    from toolkit.api.keywords import check_keywords, keywords_of
+    import dataclasses
+
     from toolkit.data.adapters import as_qrels
-    from toolkit.errors import ConfigError
+    from toolkit.judging.calibration import calibrated
     from toolkit.judging.prompt import load_template
 
-    check_keywords(
-        "calibrate_judge", options, keywords_of(judge, drop=("run", "qrels", "model", "calibration", "options"))
-    )
+    o = dataclasses.replace(options, calibration=True)
     human = as_qrels(qrels)
-    j = judge(run, qrels=human, model=model, calibration=True, **options)
-    if j.qrels.empty:
-        raise ConfigError(
-            "the judge gave no label on a document the humans judged "
-            f"({j.counts['pairs']} pairs, {j.counts['parse_failures']} parse failures, "
-            f"{j.counts['http_failures']} failed requests)"
-        )
-    if runs:
-        same_model_warnings(model, _named_runs(runs))
-    a, summary = calibration_summary(
-        human,
-        j.qrels,
-        j.qrels,
-        load_template(options.get("prompt")).labels,
-        runs=runs,
-        measure=measure,
-        alpha=alpha,
-        permutations=permutations,
-        seed=seed,
-        correction=correction,
-        kappa_threshold=kappa_threshold,
-    )
-    j = Judgments(qrels=j.qrels, records=j.records, counts=j.counts, meta=j.meta | {"calibration": summary})
-    if options.get("out") is not None:
-        j.write(options["out"])  # the sidecar now says how the judge agreed with the humans
-    return Calibration(judgments=j, agreement=a)
+    j = judge(run, qrels=human, candidates=candidates, topics=topics, corpus=corpus, index=index, out=out, options=o)
+    inputs = CalibrationInputs(human, j.qrels, j.qrels, load_template(o.prompt).labels, runs, _evaluator())
+    return calibrated(j, inputs, o.calibrating, model=o.model, out=out)
 
 
-#: what a calibrated judge's sidecar (``OUT.qrels.meta.json``, key ``calibration``) keeps of the agreement
-CALIBRATION_KEYS = (
-    "documents_both",
-    "labels",
-    "confusion",
-    "kappa",
-    "kappa_linear",
-    "mean_abs_difference",
-    "kendall_tau",
-    "tau_ap",
-    "flipped_pairs",
-)
+def _evaluator() -> Evaluator:
+    """How a calibration evaluates the runs it ranks: ``agreement``'s (``evaluate_many`` with the default
+    settings)."""
+    from toolkit.api.assessors import per_query
+    from toolkit.api.options import AgreementOptions
+
+    def evaluate(judgments: pd.DataFrame, queries: set[str], runs: Mapping[str, Any], measure: str) -> pd.DataFrame:
+        return per_query(judgments, queries, runs, measure, options=AgreementOptions().evaluation())
+
+    return evaluate
+
+
+__all__ = [
+    "CALIBRATION_KEYS",
+    "Calibration",
+    "CalibrationOptions",
+    "JudgeOptions",
+    "Judgments",
+    "build_judge",
+    "calibrate_judge",
+    "calibration_summary",
+    "judge",
+    "merge_qrels",
+    "same_model_warnings",
+]

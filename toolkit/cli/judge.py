@@ -276,10 +276,8 @@ def judge_command(options: JudgeOptions, run_path, candidates, topics, corpus, i
         require("pyserini", "twostage judge --index (texts stored in a Lucene index)")
     inputs = {"candidates": candidates, "topics": topics, "corpus": corpus, "index": index_path, "out": out}
     if calibrate:
-        keywords = options.describe()
-        del keywords["calibration"]  # what calibrate_judge is
         try:
-            result = calibrate_fn(run_path, qrels=qrels, runs=runs, **inputs, **keywords)
+            result = calibrate_fn(run_path, qrels=qrels, runs=runs, **inputs, options=options)
         except RequestsFailedError as exc:
             _report(exc.result, out)
             raise

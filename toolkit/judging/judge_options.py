@@ -13,17 +13,33 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from toolkit.errors import ConfigError, OptionConflictError, OptionError, phrase
 from toolkit.guard.client import RequestPolicy
+from toolkit.judging.calibration import CalibrationOptions
 from toolkit.models import DEFAULT_DEVICE
-from toolkit.options import Options, opt
+from toolkit.options import Options, nested, opt
 
 __all__ = ["BACKEND_NAMES", "JudgeOptions"]
 
 #: the judge backends (``toolkit.llm.chat.BACKENDS``' names)
 BACKEND_NAMES = ("openai", "transformers")
+
+#: the documentation of ``CalibrationOptions``' fields as ``judge``'s keywords (a calibration sample, or
+#: ``calibrate_judge``)
+_CALIBRATION_DOCS = MappingProxyType(
+    {
+        "seed": "the sample's seed (and the randomization test's, with ``runs``).",
+        "measure": "the measure that ranks ``runs``.",
+        "alpha": "the level of a significant difference between ``runs``.",
+        "permutations": "random sign flips of the randomization test over ``runs``.",
+        "correction": "``holm``, ``bonferroni`` or ``none`` over all pairs of ``runs``.",
+        "kappa_threshold": "a calibration whose Cohen's kappa is below it is near chance: a warning now and at every "
+        "use of the labels (``merge_qrels``, eval, compare, diagnose, the diagnosis page); default 0.4.",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -91,15 +107,11 @@ class JudgeOptions(Options):
         "the humans on them under ``calibration`` in ``out.meta.json`` (the sample's labels stay in the records, "
         "marked ``calibration_sample``; ``out`` holds the holes' labels only).",
     )
-    seed: int = opt(42, doc="the sample's seed (and the randomization test's, with ``runs``).")
-    measure: str = opt("ndcg_cut.10", doc="the measure that ranks ``runs``.")
-    alpha: float = opt(0.05, doc="the level of a significant difference between ``runs``.")
-    permutations: int = opt(10_000, doc="random sign flips of the randomization test over ``runs``.")
-    correction: str = opt("holm", doc="``holm``, ``bonferroni`` or ``none`` over all pairs of ``runs``.")
-    kappa_threshold: float | None = opt(
-        None,
-        doc="a calibration whose Cohen's kappa is below it is near chance: a warning now and at every use of the "
-        "labels (``merge_qrels``, eval, compare, diagnose, the diagnosis page); default 0.4.",
+    calibrating: CalibrationOptions = nested(
+        [(k.name, k.default, k.annotation, _CALIBRATION_DOCS[k.name]) for k in CalibrationOptions.keywords().values()],
+        lambda given: CalibrationOptions.from_keywords(**given),
+        lambda o: o.describe(),
+        doc="how a calibration compares the judge with the humans (``toolkit.judging.calibration.CalibrationOptions``)",
     )
 
     @property

@@ -1,8 +1,9 @@
 """How far two (or more) sets of relevance judgments agree: on the labels, and on the ranking of systems.
 
-Pure functions of judgment tables and per-query values; ``toolkit.api.assessors.agreement`` reads the files,
-evaluates the runs and calls them. Labels below 0 mean "in the pool, not judged" (trec_eval's convention) and
-are left out: a document counts as judged by both when both give it a label >= 0, for the same query.
+Pure functions of judgment tables and per-query values; ``toolkit.quality.agreement`` assembles them into an
+``Agreement`` (``toolkit.api.assessors.agreement`` reads the files and evaluates the runs). Labels below 0 mean
+"in the pool, not judged" (trec_eval's convention) and are left out: a document counts as judged by both when both
+give it a label >= 0, for the same query.
 
 Definitions (n documents judged by both, K labels, O the K x K confusion matrix of counts, rows A's label,
 columns B's, r_i and c_j its row and column sums):
