@@ -256,6 +256,35 @@ def test_rules_file_errors(tmp_path, content, message):
         load_type_rules(p)
 
 
+def test_one_inputs_value_serves_diagnose_and_its_uncertainty():
+    """A ``DiagnosisInputs`` is read, never changed: ``diagnose`` and ``diagnose_with_uncertainty`` given the same
+    value give the same per-query table and tests (the second adds the intervals' record), the type rules
+    given as a generator classify the queries in both, and the query texts are the value's own (the caller's
+    dict changed afterwards changes nothing)."""
+    from toolkit.diagnosis.compute import diagnose_with_uncertainty
+
+    qrels, first, reranked, _, queries = tiny()
+    queries = dict(queries)
+    rules = (r for r in [TypeRule("cooking", "bake")])
+    inputs = DiagnosisInputs(qrels, first, reranked, queries=queries, type_rules=rules)
+    queries["q1"] = "something else"
+    options = DiagnosisOptions(worst_n=3, permutations=100, bootstrap=200)
+    plain = diagnose(inputs, options)
+    annotated = diagnose_with_uncertainty(inputs, options)
+    assert inputs.work is None and inputs.type_rules == (TypeRule("cooking", "bake"),)
+    for d in (plain, annotated):
+        row = d.per_query.set_index("query_id").loc["q1"]
+        assert (row["query"], row["query_type"]) == ("how to bake apple pie", "cooking")
+        assert d.settings["type_rules"] == [{"type": "cooking", "pattern": "bake", "meaning": ""}]
+    pd.testing.assert_frame_equal(plain.per_query, annotated.per_query, check_exact=True)
+    assert [(c["run"], c["delta"], c["p_permutation"]) for c in plain.comparisons] == [
+        (c["run"], c["delta"], c["p_permutation"]) for c in annotated.comparisons
+    ]
+    assert "uncertainty" not in plain.settings and annotated.settings["uncertainty"]["ci"]["resamples"] == 200
+    assert all(c["ci_low"] <= c["delta"] <= c["ci_high"] for c in annotated.comparisons)
+    assert {k: v for k, v in annotated.settings.items() if k != "uncertainty"} == plain.settings
+
+
 def test_query_types_file(tmp_path):
     p = tmp_path / "types.tsv"
     p.write_text("q1\tcooking\nq2\tscience\n")
