@@ -71,12 +71,12 @@ def synthetic_inputs(queries: int, depth: int = 30, rerank_depth: int = 20, rera
 
 def synthetic_diagnosis(queries: int, depth: int = 30, rerank_depth: int = 20, permutations: int = 200, seed: int = 7):
     """``toolkit.diagnose`` of ``synthetic_inputs`` (depth given: the runs are truncated at ``rerank_depth``)."""
-    from toolkit.diagnosis.compute import diagnose
+    from toolkit.diagnosis.compute import DiagnosisInputs, diagnose
     from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 
     qrels, first, reranked, texts = synthetic_inputs(queries, depth, rerank_depth, seed=seed)
     options = DiagnosisOptions(depth=rerank_depth, permutations=permutations, seed=seed)
-    return diagnose(qrels, {"first": first}, reranked, options, queries=texts)
+    return diagnose(DiagnosisInputs(qrels, {"first": first}, reranked, queries=texts), options)
 
 
 def measure(queries: int, depth: int, rerank_depth: int) -> dict:

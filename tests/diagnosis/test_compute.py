@@ -16,7 +16,7 @@ import pytest
 from samples import N, tiny, write_tiny
 
 from toolkit.data.records import run_from_rows
-from toolkit.diagnosis.compute import check_reordering, diagnose
+from toolkit.diagnosis.compute import DiagnosisInputs, check_reordering, diagnose
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.diagnosis.query_labels import LABELS, Thresholds, label_query
 from toolkit.diagnosis.query_types import (
@@ -36,7 +36,11 @@ def _log2(r):
 def test_tiny_labels_and_values():
     qrels, first, reranked, texts, queries = tiny()
     before = (qrels.frame.copy(), first.frame.copy(), reranked.frame.copy())
-    d = diagnose(qrels, first, reranked, queries=queries, texts=lambda ids: {i: texts[i] for i in ids if i in texts})
+    d = diagnose(
+        DiagnosisInputs(
+            qrels, first, reranked, queries=queries, texts=lambda ids: {i: texts[i] for i in ids if i in texts}
+        )
+    )
     t = d.per_query.set_index("query_id")
     assert list(t.index) == ["q1", "q2", "q3", "q4", "q5", "q6", "q7"]  # -c: every qrels query, one row each
     assert d.primary.depth == 10 and d.primary.depth_from == "detected"  # every query holds the rule at 10
@@ -104,12 +108,10 @@ def test_tiny_labels_and_values():
 def test_tiny_types_worst_and_summary():
     qrels, first, reranked, texts, queries = tiny()
     d = diagnose(
-        qrels,
-        first,
-        reranked,
+        DiagnosisInputs(
+            qrels, first, reranked, queries=queries, texts=lambda ids: {i: texts[i] for i in ids if i in texts}
+        ),
         DiagnosisOptions(worst_n=3, missed_shown=2),
-        queries=queries,
-        texts=lambda ids: {i: texts[i] for i in ids if i in texts},
     )
     t = d.per_query.set_index("query_id")
     assert t["query_type"].to_dict() == {
@@ -166,8 +168,8 @@ def test_reorder_check_flags_introduced_documents():
     # q1's intruder breaks the depth rule in 1 of the 6 shared queries (q9 is only in the run): no depth is
     # detected, and diagnose says so instead of reading the run as a rerank of its longest list
     with pytest.raises(DepthNotDetectedError, match=r"at most 5 of 6; 1 queries only in the reranked run"):
-        diagnose(qrels, first, bad)
-    d = diagnose(qrels, first, bad, DiagnosisOptions(depth=10))
+        diagnose(DiagnosisInputs(qrels, first, bad))
+    d = diagnose(DiagnosisInputs(qrels, first, bad), DiagnosisOptions(depth=10))
     assert d.per_query.set_index("query_id").loc["q1", "introduced_docs"] == 1
     assert "introduced 2 documents" in d.notes[0]
     # depth matters: the top 5 of the first stage does not hold q1's a and b
@@ -201,7 +203,7 @@ def test_tiny_hurt_and_helped_most():
     """Sorted by reranked - first stage (not by the reranked value): q2 lost r1 from rank 1 to rank 10, q1 got
     a and b from ranks 9, 10 to 1, 2; every other query kept its value."""
     qrels, first, reranked, _, queries = tiny()
-    d = diagnose(qrels, first, reranked, DiagnosisOptions(worst_n=5), queries=queries)
+    d = diagnose(DiagnosisInputs(qrels, first, reranked, queries=queries), DiagnosisOptions(worst_n=5))
     idcg_q2 = sum(2 / _log2(r) for r in range(1, 5))
     idcg_q1 = 3 + 2 / _log2(2)
     (hurt,) = d.hurt_most["reranked"]
@@ -217,7 +219,7 @@ def test_tiny_hurt_and_helped_most():
     assert [q["query_id"] for q in summary["hurt_most"]["reranked"]] == ["q2"]
     assert summary["thresholds"]["hurt"] == 0.05 and "reranker-hurt" in summary["threshold_rules"]
     # a larger tolerance turns the label off for q2; it falls back to the absolute labels
-    loose = diagnose(qrels, first, reranked, DiagnosisOptions(hurt=0.5), queries=queries)
+    loose = diagnose(DiagnosisInputs(qrels, first, reranked, queries=queries), DiagnosisOptions(hurt=0.5))
     assert loose.per_query.set_index("query_id").loc["q2", "diagnosis"] == "candidates-missed"
 
 
@@ -254,12 +256,41 @@ def test_rules_file_errors(tmp_path, content, message):
         load_type_rules(p)
 
 
+def test_one_inputs_value_serves_diagnose_and_its_uncertainty():
+    """A ``DiagnosisInputs`` is read, never changed: ``diagnose`` and ``diagnose_with_uncertainty`` given the same
+    value give the same per-query table and tests (the second adds the intervals' record), the type rules
+    given as a generator classify the queries in both, and the query texts are the value's own (the caller's
+    dict changed afterwards changes nothing)."""
+    from toolkit.diagnosis.compute import diagnose_with_uncertainty
+
+    qrels, first, reranked, _, queries = tiny()
+    queries = dict(queries)
+    rules = (r for r in [TypeRule("cooking", "bake")])
+    inputs = DiagnosisInputs(qrels, first, reranked, queries=queries, type_rules=rules)
+    queries["q1"] = "something else"
+    options = DiagnosisOptions(worst_n=3, permutations=100, bootstrap=200)
+    plain = diagnose(inputs, options)
+    annotated = diagnose_with_uncertainty(inputs, options)
+    assert inputs.work is None and inputs.type_rules == (TypeRule("cooking", "bake"),)
+    for d in (plain, annotated):
+        row = d.per_query.set_index("query_id").loc["q1"]
+        assert (row["query"], row["query_type"]) == ("how to bake apple pie", "cooking")
+        assert d.settings["type_rules"] == [{"type": "cooking", "pattern": "bake", "meaning": ""}]
+    pd.testing.assert_frame_equal(plain.per_query, annotated.per_query, check_exact=True)
+    assert [(c["run"], c["delta"], c["p_permutation"]) for c in plain.comparisons] == [
+        (c["run"], c["delta"], c["p_permutation"]) for c in annotated.comparisons
+    ]
+    assert "uncertainty" not in plain.settings and annotated.settings["uncertainty"]["ci"]["resamples"] == 200
+    assert all(c["ci_low"] <= c["delta"] <= c["ci_high"] for c in annotated.comparisons)
+    assert {k: v for k, v in annotated.settings.items() if k != "uncertainty"} == plain.settings
+
+
 def test_query_types_file(tmp_path):
     p = tmp_path / "types.tsv"
     p.write_text("q1\tcooking\nq2\tscience\n")
     assert read_query_types(p) == {"q1": "cooking", "q2": "science"}
     qrels, first, reranked, _, queries = tiny()
-    d = diagnose(qrels, first, reranked, queries=queries, query_types=read_query_types(p))
+    d = diagnose(DiagnosisInputs(qrels, first, reranked, queries=queries, query_types=read_query_types(p)))
     assert d.per_query.set_index("query_id")["query_type"].to_dict() == {
         "q1": "cooking",
         "q2": "science",
@@ -370,7 +401,7 @@ def test_dl19_reordered_keeps_recall(dl19):
     """Reversing BM25's order is a pure reordering: R@100 stays 0.4910, BM25 nDCG@10 is 0.5058 (trec_eval)."""
     qrels, bm25 = dl19
     rev = run_from_rows(list(zip(bm25.frame["query_id"], bm25.frame["doc_id"], -bm25.frame["score"])), tag="rev")
-    d = diagnose(qrels, bm25, rev, DiagnosisOptions(worst_n=2))
+    d = diagnose(DiagnosisInputs(qrels, bm25, rev), DiagnosisOptions(worst_n=2))
     head = {r["key"]: r for r in d.headline}
     assert round(head["recall_100"]["first_stage"], 4) == 0.4910
     assert round(head["recall_100"]["reranked"], 4) == 0.4910
@@ -405,7 +436,7 @@ def test_dl19_reranker_hurt_against_pytrec_eval(dl19, msmarco):
 
     qrels, bm25 = dl19
     rr = _reorder_by(bm25, read_run(msmarco / "runs" / "run.dl19.splade-pp-ed.top100.txt"))
-    d = diagnose(qrels, bm25, rr, DiagnosisOptions(worst_n=43, permutations=100))
+    d = diagnose(DiagnosisInputs(qrels, bm25, rr), DiagnosisOptions(worst_n=43, permutations=100))
     t = d.per_query.set_index("query_id")
     assert (round(t.loc["489204", "first_ndcg_cut_10"], 3), round(t.loc["489204", "reranked_ndcg_cut_10"], 3)) == (
         0.387,
@@ -432,8 +463,8 @@ def test_dl19_other_first_stage_is_flagged(dl19, msmarco):
     qrels, bm25 = dl19
     tasb = read_run(msmarco / "runs" / "run.dl19.tasb.top100.txt")
     with pytest.raises(DepthNotDetectedError, match=r"at most 0 of 43"):  # tasb is no reranking of bm25
-        diagnose(qrels, bm25, tasb, DiagnosisOptions(worst_n=0))
-    d = diagnose(qrels, bm25, tasb, DiagnosisOptions(depth=100, worst_n=0))
+        diagnose(DiagnosisInputs(qrels, bm25, tasb), DiagnosisOptions(worst_n=0))
+    d = diagnose(DiagnosisInputs(qrels, bm25, tasb), DiagnosisOptions(depth=100, worst_n=0))
     assert not d.reorder_check["only_reorders"] and d.reorder_check["introduced_documents"] > 1000
     assert round({r["key"]: r for r in d.headline}["recall_100"]["reranked"], 4) == 0.6097
 
@@ -505,13 +536,12 @@ def test_cli_recall_level_follows_the_qrels(tmp_path, cli):
 def test_condensed_ndcg_beside_plain_on_dl19_ada2(msmarco):
     # ada2's top 10 holds unjudged passages: nDCG@10 0.7035, condensed (-J) 0.7374 (trec_eval -J gives the same)
     from toolkit.data.trec_io import read_qrels, read_run
-    from toolkit.diagnosis.compute import diagnose
+    from toolkit.diagnosis.compute import DiagnosisInputs, diagnose
 
     qrels = read_qrels(msmarco / "qrels.dl19-passage.txt")
     run = read_run(msmarco / "runs" / "run.dl19.openai-ada2.top100.txt")
-    diag = diagnose(
-        qrels, run, run, DiagnosisOptions(depth=100, worst_n=0)
-    )  # the run as its own rerank: no depth to detect
+    # the run as its own rerank: no depth to detect
+    diag = diagnose(DiagnosisInputs(qrels, run, run), DiagnosisOptions(depth=100, worst_n=0))
     rows = {r["key"]: r for r in diag.headline}
     assert f"{rows['ndcg_cut_10']['reranked']:.4f}" == "0.7035"
     assert f"{rows['ndcg_cut_10_condensed']['reranked']:.4f}" == "0.7374"
@@ -615,17 +645,20 @@ def test_several_first_stages_pairing(tmp_path):
     """Each reranked run is paired with the first stage whose candidates hold its documents (or as told)."""
     qrels, first, reranked, _, _ = tiny()
     other = run_from_rows([(q, d + "-x", s) for q, d, s in first.frame.itertuples(index=False)])
-    d = diagnose(qrels, {"a": first, "b": other}, {"rr": reranked}, DiagnosisOptions(worst_n=0))
+    d = diagnose(DiagnosisInputs(qrels, {"a": first, "b": other}, {"rr": reranked}), DiagnosisOptions(worst_n=0))
     assert d.primary.first_stage == "a" and any("taken as a reranking of a (100.0%" in n for n in d.notes)
     assert [c["family"] for c in d.comparisons] == ["against the first stage", "between first stages"]
     from toolkit.diagnosis.reranked import Reranked
 
-    forced = diagnose(qrels, {"a": first, "b": other}, [Reranked("rr", reranked, "b", 10)], DiagnosisOptions(worst_n=0))
+    forced = diagnose(
+        DiagnosisInputs(qrels, {"a": first, "b": other}, [Reranked("rr", reranked, "b", 10)]),
+        DiagnosisOptions(worst_n=0),
+    )
     assert forced.primary.first_stage == "b" and not forced.reorder_check["only_reorders"]
     with pytest.raises(ConfigError, match="no first stage named 'c'"):
-        diagnose(qrels, {"a": first}, [Reranked("rr", reranked, "c", 10)])
+        diagnose(DiagnosisInputs(qrels, {"a": first}, [Reranked("rr", reranked, "c", 10)]))
     with pytest.raises(ConfigError, match="every run needs its own name; repeated: a"):
-        diagnose(qrels, {"a": first}, {"a": reranked})
+        diagnose(DiagnosisInputs(qrels, {"a": first}, {"a": reranked}))
 
 
 def test_cli_measure_depth_and_name_errors(tmp_path, cli):

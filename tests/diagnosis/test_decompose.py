@@ -11,8 +11,15 @@ import numpy as np
 import pytest
 
 from toolkit.data.records import qrels_from_rows, run_from_rows
-from toolkit.diagnosis.compute import diagnose
-from toolkit.diagnosis.decompose import candidate_table, decompose, ideal_run, parse_headline_measure, reordered_run
+from toolkit.diagnosis.compute import DiagnosisInputs, diagnose
+from toolkit.diagnosis.decompose import (
+    DecompositionSettings,
+    candidate_table,
+    decompose,
+    ideal_run,
+    parse_headline_measure,
+    reordered_run,
+)
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.errors import ConfigError
 from toolkit.measures.names import EvalSettings, Gain
@@ -32,17 +39,7 @@ def example():
 
 def _decompose(qrels, first, reranked, measure="ndcg_cut_3", depth=5, level=1, gain="linear", depths=(2, 3)):
     s = EvalSettings(relevance_level=level, complete=True, gain=Gain.parse(gain))
-    return decompose(
-        qrels,
-        first,
-        reranked,
-        measure=measure,
-        depth=depth,
-        settings=s,
-        recall_settings=s,
-        query_ids=["q"],
-        depths=depths,
-    )
+    return decompose(qrels, first, reranked, depth, DecompositionSettings(measure, s, s, ["q"], depths))
 
 
 def test_ndcg_decomposition_by_hand():
@@ -139,14 +136,14 @@ def test_one_score_precision_at_the_depth_cut():
         cands = candidate_table(qrels, first, pure, 2, s)
         assert set(cands["doc_id"]) == set(pure.frame["doc_id"]) and cands["reranked_rank"].notna().all()
         opts = DiagnosisOptions.from_keywords(score_precision=precision, depth=2, worst_n=0)
-        ok = diagnose(qrels, first, pure, opts)
+        ok = diagnose(DiagnosisInputs(qrels, first, pure), opts)
         assert ok.reorder_check["only_reorders"] and ok.primary.decomposition.introduced == 0
-        bad = diagnose(qrels, first, other, opts)
+        bad = diagnose(DiagnosisInputs(qrels, first, other), opts)
         assert bad.reorder_check["introduced_documents"] == 1 and bad.primary.decomposition.introduced == 1
     # the ceiling follows the candidates: with a among them (float64) the best order puts grade 2 first
     ceiling = {
         p: diagnose(
-            qrels, first, by64, DiagnosisOptions.from_keywords(score_precision=p, depth=2, worst_n=0)
+            DiagnosisInputs(qrels, first, by64), DiagnosisOptions.from_keywords(score_precision=p, depth=2, worst_n=0)
         ).summary()["decomposition"]["ceiling"]
         for p in ("float32", "float64")
     }
@@ -162,17 +159,7 @@ def test_query_the_reranked_run_lacks():
     qrels = qrels_from_rows([tuple(r) for r in qrels.frame.itertuples(index=False)] + [("p", "G", 1)])
     first = run_from_rows([tuple(r) for r in first.frame.itertuples(index=False)] + [("p", "G", 1.0)])
     s = EvalSettings(complete=True)
-    d = decompose(
-        qrels,
-        first,
-        reranked,
-        measure="ndcg_cut_3",
-        depth=5,
-        settings=s,
-        recall_settings=s,
-        query_ids=["p", "q"],
-        depths=(2,),
-    )
+    d = decompose(qrels, first, reranked, 5, DecompositionSettings("ndcg_cut_3", s, s, ["p", "q"], (2,)))
     p = d.per_query.set_index("query_id").loc["p"]
     assert (p["first_stage"], p["ceiling"], p["reranked"]) == (1.0, 1.0, 0.0)
     assert np.isnan(p["lost_in_candidates"]) and np.isnan(p["lost_in_reranking"]) and d.missing == ("p",)

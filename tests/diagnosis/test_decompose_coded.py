@@ -160,7 +160,7 @@ def test_runs_reranked_from_one_first_stage_share_its_candidates(measure):
 
     from toolkit.data.records import Run
     from toolkit.data.workspace import NO_WORKSPACE, Workspace
-    from toolkit.diagnosis.decompose import decompose
+    from toolkit.diagnosis.decompose import DecompositionSettings, decompose
 
     qrels, first, rr = _inputs(4)
     frame = rr.frame.copy()
@@ -171,12 +171,10 @@ def test_runs_reranked_from_one_first_stage_share_its_candidates(measure):
     prepared = prepare_judgments(qrels)
     settings = EvalSettings()
 
+    on = DecompositionSettings(measure, settings, settings, qids, (1, 5, 10))
+
     def run_all(runs, work=NO_WORKSPACE):
-        return [
-            decompose(prepared, first, r, measure=measure, depth=d, settings=settings,
-                      recall_settings=settings, query_ids=qids, depths=(1, 5, 10), work=work)
-            for r, d in runs
-        ]  # fmt: skip
+        return [decompose(prepared, first, r, d, on, work=work) for r, d in runs]
 
     runs = [(rr, 25), (deep, 10), (reversed_, 25), (rr, 10)]
     alone = run_all(runs)

@@ -9,7 +9,7 @@ import random
 import pytest
 from rankllm import first_stage_lists, oracle_order, rank_llm_run
 
-from toolkit.diagnosis.compute import diagnose
+from toolkit.diagnosis.compute import DiagnosisInputs, diagnose
 from toolkit.diagnosis.depths import detect_depth
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 
@@ -37,9 +37,7 @@ def test_dl19_depth_20_is_detected_and_its_tail_is_not_introduced(dl19_runs):
         det = detect_depth(bm25, rr)
         assert (det.depth, det.held, det.queries) == (20, 43, 43)
     d = diagnose(
-        qrels,
-        {"bm25": bm25},
-        {"shuffled20": shuffled, "oracle20": oracle},
+        DiagnosisInputs(qrels, {"bm25": bm25}, {"shuffled20": shuffled, "oracle20": oracle}),
         DiagnosisOptions(worst_n=0, permutations=500),
     )
     for p in d.pipelines:
@@ -62,9 +60,11 @@ def test_dl19_the_split_at_the_real_depth_against_the_longest_list(dl19_runs):
     at 100 the candidates are blamed less and the reranking more, for the same run."""
     qrels, bm25, shuffled, _ = dl19_runs
     real = diagnose(
-        qrels, bm25, {"rv20": shuffled}, DiagnosisOptions(worst_n=0, permutations=200)
+        DiagnosisInputs(qrels, bm25, {"rv20": shuffled}), DiagnosisOptions(worst_n=0, permutations=200)
     ).primary.decomposition.means()
-    as100 = diagnose(qrels, bm25, {"rv20": shuffled}, DiagnosisOptions(depth=100, worst_n=0, permutations=200)).primary
+    as100 = diagnose(
+        DiagnosisInputs(qrels, bm25, {"rv20": shuffled}), DiagnosisOptions(depth=100, worst_n=0, permutations=200)
+    ).primary
     longest = as100.decomposition.means()
     assert as100.depth_from == "given"
     assert real["reranked"] == pytest.approx(longest["reranked"], abs=1e-12)  # the run is the same
@@ -102,7 +102,7 @@ def test_dl19_foreign_queries_leave_the_detection_on_the_shared_queries(dl19_run
     assert (det.depth, det.held, det.queries, det.foreign) == (20, 43, 43, 3)
     assert det.describe().startswith("detected on 43 of 43 shared queries")
     assert det.as_dict()["queries_only_in_reranked"] == 3
-    d = diagnose(qrels, bm25, {"rv20": run}, DiagnosisOptions(worst_n=0, permutations=200))
+    d = diagnose(DiagnosisInputs(qrels, bm25, {"rv20": run}), DiagnosisOptions(worst_n=0, permutations=200))
     p = d.primary
     assert (p.depth, p.depth_from) == (20, "detected")
     assert round(p.decomposition.means()["lost_in_candidates"], 4) == 0.2738
@@ -131,7 +131,9 @@ def test_dl19_half_a_run_its_missing_queries_are_labelled_missing_and_out_of_the
     kept, dropped = (kept, dropped) if len(dropped) == 22 else (dropped, kept)
     half = Run(frame=shuffled.frame[shuffled.frame[QUERY_ID].isin(kept)].reset_index(drop=True), path="half.trec")
     with pytest.warns(TwostageWarning, match=r"half lacks 22 queries that bm25 and the qrels hold"):
-        d = diagnose(qrels, {"bm25": bm25}, {"half": half}, DiagnosisOptions(worst_n=5, permutations=200))
+        d = diagnose(
+            DiagnosisInputs(qrels, {"bm25": bm25}, {"half": half}), DiagnosisOptions(worst_n=5, permutations=200)
+        )
     p = d.primary
     assert (p.depth, p.depth_from) == (20, "detected")  # on the 21 shared queries
     rows = d.rows().set_index("query_id")

@@ -11,7 +11,7 @@ import pytest
 from rankllm import collection, first_stage_lists, oracle_order, rank_llm_run
 
 from toolkit.data.records import run_from_rows
-from toolkit.diagnosis.compute import check_reordering, diagnose
+from toolkit.diagnosis.compute import DiagnosisInputs, check_reordering, diagnose
 from toolkit.diagnosis.depths import DETECT_SHARE, classify_documents, detect_depth, rerank_shapes
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.errors import ConfigError, DepthNotDetectedError
@@ -39,7 +39,7 @@ def test_detected_depth_of_a_rank_llm_run_with_short_and_unchanged_queries():
     det = detect_depth(first, rr)
     assert (det.depth, det.held, det.queries, det.unchanged) == (20, 12, 12, 1)
     assert "detected on 12 of 12 shared queries" in det.describe()
-    d = diagnose(qrels, first, {"rv20": rr}, DiagnosisOptions(worst_n=0, permutations=200))
+    d = diagnose(DiagnosisInputs(qrels, first, {"rv20": rr}), DiagnosisOptions(worst_n=0, permutations=200))
     p = d.primary
     assert (p.depth, p.depth_from) == (20, "detected")
     run = d.summary()["reranked_runs"][0]
@@ -86,7 +86,7 @@ def test_promoted_from_the_bottom_or_outside_the_first_stage():
     # no silent fallback to the longest list (once: depth_from "longest list", a note only): an error that
     # names the run and the keyword that gives its depth
     with pytest.raises(DepthNotDetectedError) as err:
-        diagnose(qrels, first, {"x": outside}, DiagnosisOptions(worst_n=0, permutations=200))
+        diagnose(DiagnosisInputs(qrels, first, {"x": outside}), DiagnosisOptions(worst_n=0, permutations=200))
     assert err.value.run == "x" and err.value.detection["depth"] is None
     assert "the rerank depth of x (<memory>) is not given and cannot be detected" in str(err.value)
     assert "no depth detected" in str(err.value) and "depth={'x': K}" in str(err.value)
@@ -102,7 +102,7 @@ def test_the_tail_is_never_introduced():
     assert (kinds["kind"] == "tail").sum() == 6 * 30 and (kinds["kind"] == "candidate").sum() == 6 * 20
     chk = check_reordering(first, rr, 20)
     assert chk["only_reorders"] and chk["introduced_documents"] == 0 and chk["tail_documents"] == 180
-    d = diagnose(qrels, first, {"rv20": rr}, DiagnosisOptions(depth=20, worst_n=0, permutations=200))
+    d = diagnose(DiagnosisInputs(qrels, first, {"rv20": rr}), DiagnosisOptions(depth=20, worst_n=0, permutations=200))
     assert d.reorder_check["only_reorders"] and not any("introduced" in n for n in d.notes)
     assert d.primary.decomposition.introduced == 0 and d.primary.decomposition.uncovered == 0
     # a document from below the depth moved into the top is introduced; so is one the first stage lacks
@@ -126,9 +126,7 @@ def test_oracle_of_depth_k_reaches_the_depth_k_ceiling_and_identity_loses_nothin
     oracle = rank_llm_run(lists, k, order=oracle_order(qrels))
     identity = rank_llm_run(lists, k, order=lambda q, top: top)
     d = diagnose(
-        qrels,
-        first,
-        {"oracle": oracle, "identity": identity},
+        DiagnosisInputs(qrels, first, {"oracle": oracle, "identity": identity}),
         DiagnosisOptions(depth=k, measure=measure, worst_n=0, permutations=200),
     )
     o, i = (d.per_query[d.per_query["system"] == n].set_index("query_id") for n in ("oracle", "identity"))
@@ -152,9 +150,7 @@ def test_the_ceiling_never_decreases_with_depth(seed, measure):
     lists = first_stage_lists(first.frame.itertuples(index=False))
     rr = rank_llm_run(lists, 50, order=_shuffle(seed))
     d = diagnose(
-        qrels,
-        first,
-        rr,
+        DiagnosisInputs(qrels, first, rr),
         DiagnosisOptions(depth=50, measure=measure, curve_depths=range(1, 51), worst_n=0, permutations=200),
     )
     ceiling = d.primary.decomposition.curve["ceiling"].tolist()
@@ -165,14 +161,17 @@ def test_depth_per_run_and_recall_only_at_the_depths_in_use():
     qrels, first = collection(n_queries=6, length=100)
     lists = first_stage_lists(first.frame.itertuples(index=False))
     rv20, rv100 = rank_llm_run(lists, 20), rank_llm_run(lists, 100, order=_shuffle(2))
-    d = diagnose(qrels, first, {"rv100": rv100, "rv20": rv20}, DiagnosisOptions(worst_n=0, permutations=200))
+    d = diagnose(
+        DiagnosisInputs(qrels, first, {"rv100": rv100, "rv20": rv20}), DiagnosisOptions(worst_n=0, permutations=200)
+    )
     assert {p.name: (p.depth, p.depth_from) for p in d.pipelines} == {
         "rv100": (100, "detected"),
         "rv20": (20, "detected"),
     }
     # as the longest list, rv20 would be a rerank of 100; said per run, its own depth
     given = diagnose(
-        qrels, first, {"rv100": rv100, "rv20": rv20}, DiagnosisOptions(depth={"rv20": 100}, worst_n=0, permutations=200)
+        DiagnosisInputs(qrels, first, {"rv100": rv100, "rv20": rv20}),
+        DiagnosisOptions(depth={"rv20": 100}, worst_n=0, permutations=200),
     )
     assert {p.name: (p.depth, p.depth_from) for p in given.pipelines} == {
         "rv100": (100, "detected"),
@@ -181,7 +180,7 @@ def test_depth_per_run_and_recall_only_at_the_depths_in_use():
     keys = [r["key"] for r in d.headline]  # the primary run, rv100: R@100 only
     assert [k for k in keys if k.startswith("recall")] == ["recall_100"]
     twenty = diagnose(
-        qrels, first, {"rv20": rv20, "rv100": rv100}, DiagnosisOptions(worst_n=0, permutations=200)
+        DiagnosisInputs(qrels, first, {"rv20": rv20, "rv100": rv100}), DiagnosisOptions(worst_n=0, permutations=200)
     ).headline
     assert [(r["key"], r["reranked"] is None) for r in twenty if r["key"].startswith("recall")] == [
         ("recall_20", False),
@@ -195,9 +194,9 @@ def test_depth_per_run_and_recall_only_at_the_depths_in_use():
     ]
     assert not any("1000" in n for n in d.notes)
     with pytest.raises(ConfigError, match=r"depth names no reranked run: 'rv50' \(reranked runs: rv100, rv20\)"):
-        diagnose(qrels, first, {"rv100": rv100, "rv20": rv20}, DiagnosisOptions(depth={"rv50": 50}))
+        diagnose(DiagnosisInputs(qrels, first, {"rv100": rv100, "rv20": rv20}), DiagnosisOptions(depth={"rv50": 50}))
     with pytest.raises(ConfigError, match=r"depth 200 for rv20 is larger than the lists of its first stage"):
-        diagnose(qrels, first, {"rv100": rv100, "rv20": rv20}, DiagnosisOptions(depth={"rv20": 200}))
+        diagnose(DiagnosisInputs(qrels, first, {"rv100": rv100, "rv20": rv20}), DiagnosisOptions(depth={"rv20": 200}))
 
 
 def test_a_sidecar_depth_wins_over_detection():
@@ -207,7 +206,7 @@ def test_a_sidecar_depth_wins_over_detection():
     lists = first_stage_lists(first.frame.itertuples(index=False))
     rr = rank_llm_run(lists, 10)
     r = reranked_input("rr", rr, {"first": first}, meta={"depth": 30, "reranker": {"model": "m"}})
-    d = diagnose(qrels, first, [r], DiagnosisOptions(worst_n=0, permutations=200))
+    d = diagnose(DiagnosisInputs(qrels, first, [r]), DiagnosisOptions(worst_n=0, permutations=200))
     assert (d.primary.depth, d.primary.depth_from) == (30, "sidecar")
     assert d.primary.detection["depth"] == 10  # detection is still recorded beside it
 
@@ -218,7 +217,8 @@ def test_repr_states_each_runs_depth_and_source():
     qrels, first = collection(n_queries=4, length=30)
     lists = first_stage_lists(first.frame.itertuples(index=False))
     d = diagnose(
-        qrels, first, {"rv10": rank_llm_run(lists, 10), "all": rank_llm_run(lists, 30)}, DiagnosisOptions(worst_n=0)
+        DiagnosisInputs(qrels, first, {"rv10": rank_llm_run(lists, 10), "all": rank_llm_run(lists, 30)}),
+        DiagnosisOptions(worst_n=0),
     )
     text = repr(Diagnosis(d))
     assert "rv10 (top 10 (detected: below rank 10 it repeats first stage's order in 4 of 4 queries))" in text

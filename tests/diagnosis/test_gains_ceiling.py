@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolkit.data.records import qrels_from_rows, run_from_rows
-from toolkit.diagnosis.decompose import decompose, order_keys
+from toolkit.diagnosis.decompose import DecompositionSettings, decompose, order_keys
 from toolkit.measures.names import EvalSettings, Gain
 
 
@@ -27,17 +27,7 @@ def _ranked(docs):
 
 def _decompose(qrels, first, reranked, gain: str, measure="ndcg_cut_10", level=1):
     s = EvalSettings(relevance_level=level, complete=True, gain=Gain.parse(gain))
-    return decompose(
-        qrels,
-        first,
-        reranked,
-        measure=measure,
-        depth=len(first.frame),
-        settings=s,
-        recall_settings=s,
-        query_ids=["q"],
-        depths=(),
-    )
+    return decompose(qrels, first, reranked, len(first.frame), DecompositionSettings(measure, s, s, ["q"], ()))
 
 
 def test_non_monotone_gain_map_ceiling_by_hand():

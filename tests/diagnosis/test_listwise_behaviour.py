@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from toolkit.data.records import qrels_from_rows, run_from_rows
-from toolkit.diagnosis.compute import diagnose
+from toolkit.diagnosis.compute import DiagnosisInputs, diagnose
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.diagnosis.listwise_behaviour import (
     buckets,
@@ -69,7 +69,7 @@ def test_unchanged_queries_and_the_profile_in_the_diagnosis():
     qrels, first, rr = example()
     b = listwise_behaviour(qrels, first, [rr], 25, ["a", "b"])
     assert (b["unchanged_queries"], b["unchanged_query_count"], b["queries_compared"]) == (0.5, 1, 2)
-    d = diagnose(qrels, first, {"llm": rr}, DiagnosisOptions(depth=25, worst_n=0, permutations=100))
+    d = diagnose(DiagnosisInputs(qrels, first, {"llm": rr}), DiagnosisOptions(depth=25, worst_n=0, permutations=100))
     behaviour = d.summary()["reranked_runs"][0]["behaviour"]
     assert behaviour["unchanged_queries"] == 0.5 and behaviour["promotion_profile"][1]["reranked_top_10"] == 1
     assert "windows" not in behaviour
@@ -98,7 +98,8 @@ def test_windows_in_input_order():
     assert (same, total) == (2 + 1 + 3, 9)
     qrels = qrels_from_rows([("a", "a-01", 1), ("b", "b-01", 1), ("c", "c-01", 1)])
     d = diagnose(
-        qrels, first, {"llm": rr}, DiagnosisOptions(depth=20, window=10, stride=5, worst_n=0, permutations=100)
+        DiagnosisInputs(qrels, first, {"llm": rr}),
+        DiagnosisOptions(depth=20, window=10, stride=5, worst_n=0, permutations=100),
     )
     w = d.primary.behaviour["windows"]
     assert (w["window"], w["stride"], w["windows"], w["in_input_order"]) == (10, 5, 9, 6)

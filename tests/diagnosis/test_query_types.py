@@ -113,7 +113,7 @@ def test_default_rules_beyond_dl19(query, expected):
 @pytest.mark.data
 def test_dl19_page_counts_types_and_marks_small_ones(msmarco, tmp_path):
     from toolkit.data.trec_io import read_qrels, read_run
-    from toolkit.diagnosis.compute import diagnose
+    from toolkit.diagnosis.compute import DiagnosisInputs, diagnose
     from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
     from toolkit.report.diagnosis_page import PLOTS, diagnosis_markdown, types_table
 
@@ -121,7 +121,7 @@ def test_dl19_page_counts_types_and_marks_small_ones(msmarco, tmp_path):
     bm25 = read_run(msmarco / "runs" / "run.dl19.bm25.top100.txt")
     queries = {q: t for q, t, _ in DL19_TYPES}
     d = diagnose(
-        qrels, bm25, bm25, DiagnosisOptions(depth=100, worst_n=0, permutations=10), queries=queries
+        DiagnosisInputs(qrels, bm25, bm25, queries=queries), DiagnosisOptions(depth=100, worst_n=0, permutations=10)
     )  # its own rerank
     counts = Counter(t for _, _, t in DL19_TYPES)
     types = d.types.set_index("query_type")

@@ -11,7 +11,7 @@ import pytest
 from rankllm import collection, first_stage_lists, ndcg10, oracle_order, rank_llm_run, run_lists
 
 from toolkit.data.records import run_from_rows
-from toolkit.diagnosis.compute import diagnose
+from toolkit.diagnosis.compute import DiagnosisInputs, diagnose
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.diagnosis.repeats import repeat_pairs_won, repeat_stats
 from toolkit.errors import ConfigError
@@ -34,7 +34,9 @@ def setup():
     lists = first_stage_lists(first.frame.itertuples(index=False))
     rv = [_shuffled(lists, 20, s, f"rv.{s}.trec") for s in range(3)]
     other = [_shuffled(lists, 20, s, f"other.{s}.trec") for s in (10, 11)]
-    d = diagnose(qrels, first, {"rv": rv, "other": other}, DiagnosisOptions(worst_n=0, permutations=200))
+    d = diagnose(
+        DiagnosisInputs(qrels, first, {"rv": rv, "other": other}), DiagnosisOptions(worst_n=0, permutations=200)
+    )
     return qrels, first, lists, rv, other, d
 
 
@@ -88,7 +90,10 @@ def test_a_difference_within_the_repeat_spread_says_so():
     lists = first_stage_lists(first.frame.itertuples(index=False))
     wide = [rank_llm_run(lists, 20, order=oracle_order(qrels)), rank_llm_run(lists, 20, order=lambda q, t: t)]
     mid = _shuffled(lists, 20, 3, "mid.trec")
-    d = diagnose(qrels, first, {"wide": wide, "mid": mid}, DiagnosisOptions(depth=20, worst_n=0, permutations=200))
+    d = diagnose(
+        DiagnosisInputs(qrels, first, {"wide": wide, "mid": mid}),
+        DiagnosisOptions(depth=20, worst_n=0, permutations=200),
+    )
     c = next(c for c in d.comparisons if c["family"] == "between reranked runs")
     stats = d.primary.repeats
     assert stats["max"] - stats["min"] > abs(c["delta"])
@@ -106,10 +111,10 @@ def test_repeats_that_are_not_repeats_are_errors_naming_the_runs(setup):
     qrels, first, lists, rv, _, _ = setup
     fewer = run_from_rows([r for r in rv[1].frame.itertuples(index=False) if r[0] != "q3"], path="rv.short.trec")
     with pytest.raises(ConfigError, match=r"repeats of rv hold different queries: rv.short.trec \(repeat 2\)"):
-        diagnose(qrels, first, {"rv": [rv[0], fewer]})
+        diagnose(DiagnosisInputs(qrels, first, {"rv": [rv[0], fewer]}))
     deeper = _shuffled(lists, 30, 1, "rv.30.trec")
     with pytest.raises(ConfigError, match=r"repeats of rv have different rerank depths: rv.0.trec .* top 20, rv.30"):
-        diagnose(qrels, first, {"rv": [rv[0], deeper]})
+        diagnose(DiagnosisInputs(qrels, first, {"rv": [rv[0], deeper]}))
 
 
 def test_the_page_names_the_repeat_whose_lists_are_read(setup, tmp_path):

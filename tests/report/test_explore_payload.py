@@ -16,7 +16,7 @@ import pytest
 from samples import tiny
 
 from toolkit.data.records import run_from_rows
-from toolkit.diagnosis.compute import diagnose
+from toolkit.diagnosis.compute import DiagnosisInputs, diagnose
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.report.diagnosis_explore import (
     decode_explore,
@@ -39,12 +39,10 @@ def diag():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return diagnose(
-            qrels,
-            first,
-            runs,
+            DiagnosisInputs(
+                qrels, first, runs, queries=queries, texts=lambda ids: {d: texts[d] for d in ids if d in texts}
+            ),
             DiagnosisOptions(permutations=50),
-            queries=queries,
-            texts=lambda ids: {d: texts[d] for d in ids if d in texts},
         )
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from samples import tiny
 
-from toolkit.diagnosis.compute import Diagnosis, diagnose
+from toolkit.diagnosis.compute import Diagnosis, DiagnosisInputs, diagnose
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.report.diagnosis_page import PLOTS, SECTIONS, diagnosis_html, diagnosis_markdown
 from toolkit.report.eval_tables import Table
@@ -18,7 +18,9 @@ from toolkit.report.sections import Part, Plots, Section, render_html, render_ma
 @pytest.fixture(scope="module")
 def diag():
     qrels, first, reranked, _, queries = tiny()
-    return diagnose(qrels, first, reranked, DiagnosisOptions(worst_n=3, permutations=100), queries=queries)
+    return diagnose(
+        DiagnosisInputs(qrels, first, reranked, queries=queries), DiagnosisOptions(worst_n=3, permutations=100)
+    )
 
 
 def test_every_section_reads_a_field_of_the_result():

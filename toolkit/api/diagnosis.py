@@ -364,15 +364,17 @@ def diagnose(
     queries, lookup, texts = _texts(candidates, corpus, index, topics, metas, o.data_dir)
     with each_warning_once():  # every run is evaluated several times: warn once
         result = core.diagnose_with_uncertainty(
-            q,
-            firsts,
-            inputs,
+            core.DiagnosisInputs(
+                q,
+                firsts,
+                inputs,
+                queries=queries,
+                texts=lookup,
+                **_query_typing(query_types, type_rules),
+                sources=_sources(q, qrels, first_stage, reranked, metas, texts),
+                work=work,
+            ),
             o,
-            queries=queries,
-            texts=lookup,
-            **_query_typing(query_types, type_rules),
-            sources=_sources(q, qrels, first_stage, reranked, metas, texts),
-            work=work,
         )
     return Diagnosis(_with_qrels_origin(result, q))
 

@@ -54,7 +54,7 @@ from toolkit.data.columns import coded_isin
 from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, RELEVANCE, Qrels, Run
 from toolkit.data.workspace import NO_WORKSPACE, Workspace
-from toolkit.diagnosis.decompose import Decomposition, decompose, parse_headline_measure
+from toolkit.diagnosis.decompose import Decomposition, DecompositionSettings, decompose, parse_headline_measure
 from toolkit.diagnosis.depths import DEPTH_RULE
 from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
 from toolkit.diagnosis.query_labels import (
@@ -254,18 +254,19 @@ def relevant_counts(
 
 
 def _pipeline_table(
+    ev: _Evaluated,
     r: Reranked,
     dec: Decomposition,
     check: dict,
     agree: pd.DataFrame,
-    first: pd.DataFrame,
-    reranked: pd.DataFrame,
     counts: pd.DataFrame,
-    measure: str,
-    first_extra: Sequence[str],
     t: Thresholds,
 ) -> pd.DataFrame:
-    """One reranked run's rows of the per-query table (one row per query), labels included."""
+    """One reranked run's rows of the per-query table (one row per query), labels included: its values and its
+    first stage's (R@ its depth, and R@ the first stage's deeper cutoffs), its decomposition ``dec``, reorder
+    ``check``, agreement with the first stage and relevant-document ``counts``."""
+    first, reranked, measure = ev.values[r.first_stage], ev.values[r.name], ev.measure
+    first_extra = [f"recall_{c}" for c in ev.cutoffs[r.first_stage] if c > int(r.depth or 0)]
     d = dec.per_query.set_index(QUERY_ID)
     qids = list(d.index)
     missing = set(dec.missing)
@@ -588,82 +589,81 @@ def default_title(reranked: Sequence[str], first_stages: Sequence[str]) -> str:
     return f"{', '.join(reranked)} over {', '.join(first_stages)}"
 
 
-def diagnose(
-    qrels: Qrels,
-    first: Run | Mapping[str, Run],
-    reranked: Run | Mapping[str, Run] | Sequence[Reranked],
-    options: DiagnosisOptions | None = None,
-    *,
-    queries: Mapping[str, str] | None = None,
-    texts: TextLookup | None = None,
-    query_types: Mapping[str, str] | None = None,
-    type_rules: Iterable[TypeRule] | None = None,
-    sources: dict | None = None,
-    work: Workspace | None = None,
-) -> Diagnosis:
-    """Diagnose one or more reranked runs over their first stages, as ``options`` say (default
-    ``DiagnosisOptions()``); pure (inputs are not modified).
+@dataclass(frozen=True, eq=False)
+class DiagnosisInputs:
+    """What a diagnosis reads (how it reads them is ``DiagnosisOptions``): the qrels, the runs, and the data that
+    describe them.
 
     ``first`` is a run or name -> run; ``reranked`` a run, name -> run, or name -> list of runs (repeats of one
-    system, ``repeats.py``), or ``Reranked`` values that say all of it. Each is paired with the only first
-    stage, or with the first stage whose candidates hold most of its documents. Its rerank depth: the options'
-    ``depth`` (one int for every run, or {name: depth}), else detected (``depths.detect_depth``), else
-    ``DepthNotDetectedError``. The options' ``window`` and ``stride``: the sliding window of a listwise reranker,
-    for the share of windows it returned in their input order (``listwise_behaviour.py``); ``listwise`` names the
-    reranked runs whose depth curve is an approximation; ``settings`` are the base evaluation settings (gain,
-    discount, -M, -J, score precision, ``complete``); the relevance levels are set here (``recall_level`` None:
-    2 when the qrels are graded above 1, else 1).
+    system, ``repeats.py``), or ``Reranked`` values that say all of it. ``queries`` gives query texts (query
+    types, snippets' highlighted terms), ``texts`` document texts (snippets); ``query_types`` (qid -> type) wins
+    over ``type_rules`` (default ``DEFAULT_TYPE_RULES``); ``sources`` is where the inputs came from, as the report
+    states it. ``work``: the workspace the caller holds for this diagnosis (every run sorted once, however many
+    steps read it); ``diagnose`` makes a new one when None.
+    """
 
-    The data: ``queries`` gives query texts (query types, snippets' highlighted terms), ``texts`` document texts
-    (snippets); ``query_types`` (qid -> type) wins over ``type_rules`` (default ``DEFAULT_TYPE_RULES``);
-    ``sources`` is where the inputs came from, as the report states it. ``work``: the workspace the caller holds
-    for this diagnosis (every run sorted once, however many steps read it); a new one when None.
+    qrels: Qrels
+    first: Run | Mapping[str, Run]
+    reranked: Run | Mapping[str, Run] | Sequence[Reranked]
+    queries: Mapping[str, str] = field(default_factory=dict)
+    texts: TextLookup | None = None
+    query_types: Mapping[str, str] | None = None
+    type_rules: Iterable[TypeRule] | None = None
+    sources: dict | None = None
+    work: Workspace | None = None
+
+    def __post_init__(self) -> None:
+        # held as read once: the query texts as a dict of their own, the rules as a tuple (a generator given is
+        # read here)
+        object.__setattr__(self, "queries", dict(self.queries or {}))
+        if self.type_rules is not None:
+            object.__setattr__(self, "type_rules", tuple(self.type_rules))
+
+    @property
+    def rules(self) -> tuple[TypeRule, ...]:
+        """The query-type rules: those given, else ``DEFAULT_TYPE_RULES``."""
+        return tuple(self.type_rules) if self.type_rules is not None else DEFAULT_TYPE_RULES
+
+
+def diagnose(inputs: DiagnosisInputs, options: DiagnosisOptions | None = None) -> Diagnosis:
+    """Diagnose one or more reranked runs over their first stages (``inputs``), as ``options`` say (default
+    ``DiagnosisOptions()``); pure (inputs are not modified).
+
+    Each reranked run is paired with the only first stage, or with the first stage whose candidates hold most of
+    its documents. Its rerank depth: the options' ``depth`` (one int for every run, or {name: depth}), else
+    detected (``depths.detect_depth``), else ``DepthNotDetectedError``. The options' ``window`` and ``stride``:
+    the sliding window of a listwise reranker, for the share of windows it returned in their input order
+    (``listwise_behaviour.py``); ``listwise`` names the reranked runs whose depth curve is an approximation;
+    ``settings`` are the base evaluation settings (gain, discount, -M, -J, score precision, ``complete``); the
+    relevance levels are set here (``recall_level`` None: 2 when the qrels are graded above 1, else 1).
     """
     o = options if options is not None else DiagnosisOptions()
-    work = Workspace() if work is None else work
-    t = o.thresholds
+    work = Workspace() if inputs.work is None else inputs.work
+    qrels = inputs.qrels
     measure, recall_level = o.headline
     if recall_level is None:
         recall_level = 2 if qrels.frame[RELEVANCE].max() >= 2 else 1
-    complete = o.settings.complete
-    curve_depths = list(o.curve_depths)
-    permutations, seed, correction, explore_depth = o.permutations, o.seed, o.correction, o.explore_depth
-    s = _Settings.from_base(o.settings, recall_level, complete)
-    firsts = named_runs(first, "first stage")
-    inputs, notes, depth_notes = reranked_inputs(
-        reranked, firsts, o.depth, o.listwise, s.binary.score_precision, work=work
+    s = _Settings.from_base(o.settings, recall_level, o.settings.complete)
+    firsts = named_runs(inputs.first, "first stage")
+    reranked, notes, depth_notes = reranked_inputs(
+        inputs.reranked, firsts, o.depth, o.listwise, s.binary.score_precision, work=work
     )
-    ev = _evaluate_all(qrels, firsts, inputs, parse_headline_measure(measure), s, complete, work=work)
-    done = [_diagnose_reranked(ev, r, curve_depths, recall_level, t, o.window, o.stride, work=work) for r in inputs]
+    ev = _evaluate_all(qrels, firsts, reranked, parse_headline_measure(measure), s, o.settings.complete, work=work)
+    done = [_diagnose_reranked(ev, r, recall_level, o) for r in reranked]
     work.keep_only(READ_AFTER_RUNS)  # the per-run steps' alignments, codes and candidates are not read again
     pipelines = [p for p, _ in done]
-    rules = tuple(type_rules) if type_rules is not None else DEFAULT_TYPE_RULES
-    queries = dict(queries or {})
     per_query = _with_query_columns(
-        pd.concat([table for _, table in done], ignore_index=True), queries, query_types, rules
+        pd.concat([table for _, table in done], ignore_index=True), inputs.queries, inputs.query_types, inputs.rules
     )
-    pairs = _pairs(ev, inputs)
-    comparisons = _significance(pairs, ev.measure, permutations, seed, correction, work=work)
+    pairs = _pairs(ev, reranked)
+    comparisons = _significance(pairs, ev.measure, o.permutations, o.seed, o.correction, work=work)
     comparisons = _with_repeat_readings(comparisons, pipelines)
-    worst, views, missed = _query_views(
-        ev,
-        per_query,
-        pipelines[0],
-        queries,
-        texts,
-        o.worst_n,
-        o.missed_shown,
-        explore_depth,
-        o.snippet_chars,
-        work=work,
-    )
-    notes += _notes(
-        qrels, firsts, inputs, pipelines, ev.evaluated, ev.qids, complete, t, per_query, query_types, work=work
-    )
+    worst, views, missed = _query_views(ev, per_query, pipelines[0], inputs, o)
+    notes += _notes(ev, reranked, pipelines, per_query, inputs.query_types, o)
     notes += depth_notes
     _warn_missing_and_identical(pipelines)
     return Diagnosis(
-        name=o.name if o.name is not None else default_title([r.name for r in inputs], list(firsts)),
+        name=o.name if o.name is not None else default_title([r.name for r in reranked], list(firsts)),
         measure=ev.measure,
         first_stages={n: r.path for n, r in firsts.items()},
         pipelines=tuple(pipelines),
@@ -676,47 +676,21 @@ def diagnose(
             {"system_a": a, "system_b": b, "queries": disagreements(g, o.disagree_n)}
             for (a, b), g in pairs[pairs["family"] == FAMILIES[1]].groupby(["system_a", "system_b"], sort=False)
         ],
-        types=type_summary(per_query, pipelines[0].name, ev.measure, [r.name for r in inputs]),
+        types=type_summary(per_query, pipelines[0].name, ev.measure, [r.name for r in reranked]),
         worst=worst,
         most_changed={p.name: most_changed(_rows_of(per_query, ev, p), o.most_changed_n) for p in pipelines},
         hurt_most={p.name: by_delta(_rows_of(per_query, ev, p), o.worst_n, "hurt") for p in pipelines},
         helped_most={p.name: by_delta(_rows_of(per_query, ev, p), o.worst_n, "helped") for p in pipelines},
         views=views,
         missed=missed,
-        thresholds=t,
-        settings=_settings_record(
-            ev.measure,
-            inputs,
-            recall_level,
-            complete,
-            curve_depths,
-            query_types,
-            queries,
-            rules,
-            permutations,
-            seed,
-            correction,
-            explore_depth,
-            sources,
-        ),
+        thresholds=o.thresholds,
+        settings=_settings_record(ev.measure, recall_level, reranked, inputs, o),
         provenance={n: v.provenance for n, v in ev.evaluated.items()},
         notes=tuple(dict.fromkeys(notes)),
     )
 
 
-def diagnose_with_uncertainty(
-    qrels: Qrels,
-    first: Run | Mapping[str, Run],
-    reranked: Run | Mapping[str, Run] | Sequence[Reranked],
-    options: DiagnosisOptions | None = None,
-    *,
-    queries: Mapping[str, str] | None = None,
-    texts: TextLookup | None = None,
-    query_types: Mapping[str, str] | None = None,
-    type_rules: Iterable[TypeRule] | None = None,
-    sources: dict | None = None,
-    work: Workspace | None = None,
-) -> Diagnosis:
+def diagnose_with_uncertainty(inputs: DiagnosisInputs, options: DiagnosisOptions | None = None) -> Diagnosis:
     """``diagnose``, every comparison with its paired bootstrap interval at the options' ``ci`` (``bootstrap``
     resamples, ``ci_method``, ``seed``), the hole bounds of its two systems and its verdict
     (``stats.annotate``): the diagnosis ``ts.diagnose`` and an experiment's report both show."""
@@ -724,27 +698,16 @@ def diagnose_with_uncertainty(
     from toolkit.stats.annotate import annotate, compared_queries, evaluated_with
 
     o = options if options is not None else DiagnosisOptions()
-    work = Workspace() if work is None else work
-    result = diagnose(
-        qrels,
-        first,
-        reranked,
-        o,
-        queries=queries,
-        texts=texts,
-        query_types=query_types,
-        type_rules=type_rules,
-        sources=sources,
-        work=work,
-    )
-    systems = {n: [r] for n, r in named_runs(first, "first stage").items()}
-    if isinstance(reranked, (Run, Mapping)):
-        for n, r in named_runs(reranked, "reranked").items():
+    work = Workspace() if inputs.work is None else inputs.work
+    result = diagnose(dataclasses.replace(inputs, work=work), o)
+    systems = {n: [r] for n, r in named_runs(inputs.first, "first stage").items()}
+    if isinstance(inputs.reranked, (Run, Mapping)):
+        for n, r in named_runs(inputs.reranked, "reranked").items():
             systems[n] = list(r) if isinstance(r, (list, tuple)) else [r]
     else:
-        systems.update({r.name: list(r.runs) for r in reranked})
+        systems.update({r.name: list(r.runs) for r in inputs.reranked})
     bounds = system_bounds(
-        qrels, systems, result.measure, evaluated_with(result, o.settings), compared_queries(result), work=work
+        inputs.qrels, systems, result.measure, evaluated_with(result, o.settings), compared_queries(result), work=work
     )
     return annotate(
         result,
@@ -827,7 +790,7 @@ class _Evaluated:
 def _evaluate_all(
     qrels: Qrels,
     firsts: dict[str, Run],
-    inputs: Sequence[Reranked],
+    reranked: Sequence[Reranked],
     measure: str,
     s: _Settings,
     complete: bool,
@@ -839,13 +802,13 @@ def _evaluate_all(
     its ranked lists (agreement, the query views) its first run's."""
     from toolkit.diagnosis.repeats import mean_frame
 
-    runs = {**firsts, **{r.name: r.run for r in inputs}}
-    cutoffs = _recall_cutoffs(firsts, inputs, work=work)
+    runs = {**firsts, **{r.name: r.run for r in reranked}}
+    cutoffs = _recall_cutoffs(firsts, reranked, work=work)
     prepared = prepare_judgments(qrels, work=work)  # factorised once for the three settings groups of every run
     evaluated = {n: _evaluate_run(prepared, run, measure, cutoffs[n], s, work=work) for n, run in runs.items()}
     extra = {
         r.name: [_evaluate_run(prepared, run, measure, cutoffs[r.name], s, work=work) for run in r.repeats]
-        for r in inputs
+        for r in reranked
         if r.repeats
     }
     qids = _query_set(evaluated, complete)
@@ -875,20 +838,13 @@ def _evaluate_all(
 
 
 def _diagnose_reranked(
-    ev: _Evaluated,
-    r: Reranked,
-    curve_depths,
-    recall_level: int,
-    t: Thresholds,
-    window: int | None = None,
-    stride: int | None = None,
-    *,
-    work: Workspace = NO_WORKSPACE,
+    ev: _Evaluated, r: Reranked, recall_level: int, o: DiagnosisOptions
 ) -> tuple[Pipeline, pd.DataFrame]:
     """Step 2, per reranked run: decomposition and depth curve, reorder check, agreement with its first stage,
     relevant-document counts, listwise behaviour, and its per-query rows with labels. A system with repeats:
-    each repeat is decomposed and checked, and the per-query means over repeats make its rows."""
-    from toolkit.diagnosis.listwise_behaviour import listwise_behaviour
+    each repeat is decomposed and checked, and the per-query means over repeats make its rows. The options'
+    ``window`` and ``stride`` win over the run's sidecar's."""
+    from toolkit.diagnosis.listwise_behaviour import ListwiseSidecar, listwise_behaviour
     from toolkit.diagnosis.repeats import (
         identical_repeats,
         mean_decomposition,
@@ -897,20 +853,24 @@ def _diagnose_reranked(
         repeat_stats,
     )
 
+    work = ev.work
     first = ev.firsts[r.first_stage]
     depth = int(r.depth or 0)
     per_repeat = ev.repeat_values.get(r.name) or [ev.values[r.name]]
+    on = DecompositionSettings(
+        measure=ev.measure,
+        settings=ev.settings.binary,
+        recall_settings=ev.settings.binary,
+        query_ids=ev.qids,
+        depths=o.curve_depths,
+    )
     decs = [
         decompose(
             ev.prepared,
             first,
             run,
-            measure=ev.measure,
-            depth=depth,
-            settings=ev.settings.binary,
-            recall_settings=ev.settings.binary,
-            query_ids=ev.qids,
-            depths=curve_depths,
+            depth,
+            on,
             listwise=r.listwise,
             first_values=ev.values[r.first_stage]["headline"],
             reranked_values=values["headline"],
@@ -926,10 +886,7 @@ def _diagnose_reranked(
     counts = mean_frame(
         [relevant_counts(ev.qrels, first, run, depth, recall_level, ev.qids, ev.precision, work=work) for run in r.runs]
     )
-    deeper = [f"recall_{c}" for c in ev.cutoffs[r.first_stage] if c > depth]
-    table = _pipeline_table(
-        r, dec, check, agree, ev.values[r.first_stage], ev.values[r.name], counts, ev.measure, deeper, t
-    )
+    table = _pipeline_table(ev, r, dec, check, agree, counts, o.thresholds)
     repeats = None
     if r.repeats:
         repeats = repeat_stats([v["headline"] for v in per_repeat])
@@ -951,28 +908,29 @@ def _diagnose_reranked(
         detection=r.detection,
         repeats=repeats,
         behaviour=listwise_behaviour(
-            ev.qrels,
+            ev.prepared,
             first,
             r.runs,
             depth,
             ev.qids,
             ev.precision,
-            window=window or r.window,  # the option, else the run's sidecar
-            stride=stride if window else r.stride,
-            probe=r.probe,
-            prepared=ev.prepared,
-            record=r.record,
+            sidecar=ListwiseSidecar(
+                window=o.window or r.window,  # the option, else the run's sidecar
+                stride=o.stride if o.window else r.stride,
+                probe=r.probe,
+                record=r.record,
+            ),
             work=work,
         ),
     )
     return pipeline, table
 
 
-def _pairs(ev: _Evaluated, inputs: Sequence[Reranked]) -> pd.DataFrame:
+def _pairs(ev: _Evaluated, reranked: Sequence[Reranked]) -> pd.DataFrame:
     """Step 3: every compared pair's per-query values and agreement (each reranked run against its first stage,
     every two reranked runs, every two first stages)."""
-    named = [(FAMILIES[0], r.first_stage, r.name) for r in inputs]
-    for family, names in ((FAMILIES[1], [r.name for r in inputs]), (FAMILIES[2], list(ev.firsts))):
+    named = [(FAMILIES[0], r.first_stage, r.name) for r in reranked]
+    for family, names in ((FAMILIES[1], [r.name for r in reranked]), (FAMILIES[2], list(ev.firsts))):
         named += [(family, a, b) for a, b in itertools.combinations(names, 2)]
     return pd.concat(
         [_pair_table(a, b, family, ev) for family, a, b in named],
@@ -981,20 +939,11 @@ def _pairs(ev: _Evaluated, inputs: Sequence[Reranked]) -> pd.DataFrame:
 
 
 def _query_views(
-    ev: _Evaluated,
-    per_query: pd.DataFrame,
-    primary: Pipeline,
-    queries: Mapping[str, str],
-    texts: TextLookup | None,
-    worst_n: int,
-    missed_shown: int,
-    explore_depth: int,
-    snippet_chars: int,
-    *,
-    work: Workspace = NO_WORKSPACE,
+    ev: _Evaluated, per_query: pd.DataFrame, primary: Pipeline, inputs: DiagnosisInputs, o: DiagnosisOptions
 ):
     """Step 4: the worst queries of the primary run, every system's top k per query, the best documents none
-    of them shows, query-biased snippets and query terms."""
+    of them shows, query-biased snippets (the inputs' texts) and query terms (their queries)."""
+    queries, worst_n, missed_shown = inputs.queries, o.worst_n, o.missed_shown
     rows = _rows_of(per_query, ev, primary)
     qrels_grades = grades(ev.qrels, worst_rows(rows, worst_n)[QUERY_ID])  # the only queries worst_queries reads
     worst = worst_queries(
@@ -1011,14 +960,14 @@ def _query_views(
         ev.qids,
         ev.runs,
         ev.qrels,
-        explore_depth,
+        o.explore_depth,
         ev.precision,
         primary.first_stage,
         primary.depth,
         missed_shown,
-        work=work,
+        work=ev.work,
     )  # side_by_side and best_missed of every query, columnwise
-    add_snippets(views, worst, missed, queries, texts, snippet_chars)
+    add_snippets(views, worst, missed, queries, inputs.texts, o.snippet_chars)
     terms = {t: query_terms(t) for t in {queries.get(q) for q in ev.qids}}
     for q in ev.qids:
         views[q]["terms"] = list(terms[queries.get(q)])
@@ -1026,15 +975,15 @@ def _query_views(
 
 
 def _recall_cutoffs(
-    firsts: Mapping[str, Run], inputs: Sequence[Reranked], *, work: Workspace = NO_WORKSPACE
+    firsts: Mapping[str, Run], reranked: Sequence[Reranked], *, work: Workspace = NO_WORKSPACE
 ) -> dict[str, list[int]]:
     """R@N for every rerank depth N a run takes part in, and nothing else (no cutoff nobody asked for); a first
     stage no reranked run reorders: R@ the deepest depth in use, at most its longest list."""
     out: dict[str, set[int]] = {n: set() for n in firsts}
-    for r in inputs:
+    for r in reranked:
         out[r.first_stage].add(int(r.depth or 0))
         out[r.name] = {int(r.depth or 0)}
-    deepest = max(int(r.depth or 0) for r in inputs)
+    deepest = max(int(r.depth or 0) for r in reranked)
     for n, run in firsts.items():
         if not out[n]:
             out[n] = {max(1, min(deepest, longest_list(run, work=work)))}
@@ -1179,19 +1128,18 @@ def type_summary(per_query: pd.DataFrame, primary: str, measure: str, reranked: 
 
 
 def _notes(
-    qrels: Qrels,
-    firsts,
-    inputs: Sequence[Reranked],
+    ev: _Evaluated,
+    reranked: Sequence[Reranked],
     pipelines: Sequence[Pipeline],
-    evaluated,
-    qids,
-    complete: bool,
-    t: Thresholds,
     per_query: pd.DataFrame,
-    file_types,
-    *,
-    work: Workspace = NO_WORKSPACE,
+    file_types: Mapping[str, str] | None,
+    o: DiagnosisOptions,
 ) -> list[str]:
+    """What the diagnosis noticed: of each reranked run (missing queries, introduced documents, uncovered
+    candidates, listwise), of the evaluation, of the query set, the qrels, the runs' lengths and the query
+    types file."""
+    qrels, firsts, evaluated, qids, work = ev.qrels, ev.firsts, ev.evaluated, ev.qids, ev.work
+    complete, t = o.settings.complete, o.thresholds
     notes = []
     for p in pipelines:
         chk, dec = p.reorder_check, p.decomposition
@@ -1233,14 +1181,16 @@ def _notes(
         )
     qset = set(qids)
     if complete:
-        for name, run in {**firsts, **{r.name: r.run for r in inputs}}.items():
+        for name, run in {**firsts, **{r.name: r.run for r in reranked}}.items():
             absent = sorted(qset - set(run.frame[QUERY_ID].unique().tolist()))
             if absent:
                 notes.append(
                     f"{len(absent)} judged queries are missing from {name} and score 0 (-c), e.g. {absent[:5]}"
                 )
-    longest_of = {name: longest_list(firsts[name], work=work) for name in dict.fromkeys(r.first_stage for r in inputs)}
-    for r in inputs:
+    longest_of = {
+        name: longest_list(firsts[name], work=work) for name in dict.fromkeys(r.first_stage for r in reranked)
+    }
+    for r in reranked:
         longest = longest_of[r.first_stage]  # counted once per first stage, however many rerank it
         if longest < int(r.depth or 0):
             notes.append(
@@ -1265,34 +1215,26 @@ def missing_note(p: Pipeline) -> str:
 
 
 def _settings_record(
-    measure: str,
-    inputs: Sequence[Reranked],
-    recall_level: int,
-    complete: bool,
-    curve_depths,
-    file_types,
-    queries,
-    rules,
-    permutations,
-    seed,
-    correction,
-    explore_depth,
-    sources,
+    measure: str, recall_level: int, reranked: Sequence[Reranked], inputs: DiagnosisInputs, o: DiagnosisOptions
 ) -> dict:
-    primary = inputs[0]
+    """The settings as summary.json states them: the measure and levels, each reranked run's depth and where it
+    came from, the query types' source, what each measure means, the tests, the query set, the inputs' sources."""
+    complete, file_types, rules = o.settings.complete, inputs.query_types, inputs.rules
+    permutations, seed, correction = o.permutations, o.seed, o.correction
+    primary = reranked[0]
     label = measure_label(measure)
     return {
         "measure": measure,
         "measure_label": label,
         "candidate_depth": primary.depth,
-        "rerank_depths": {r.name: {"depth": r.depth, "from": r.depth_from} for r in inputs},
+        "rerank_depths": {r.name: {"depth": r.depth, "from": r.depth_from} for r in reranked},
         "depth_rule": DEPTH_RULE,
-        "repeats": {r.name: [run.path for run in r.runs] for r in inputs if r.repeats},
-        "curve_depths": sorted({int(k) for k in curve_depths}),
+        "repeats": {r.name: [run.path for run in r.runs] for r in reranked if r.repeats},
+        "curve_depths": sorted({int(k) for k in o.curve_depths}),
         "recall_level": recall_level,
         "graded_level": 1,
         "complete": complete,
-        "query_types": "file" if file_types else ("rules" if queries else "none (no query texts)"),
+        "query_types": "file" if file_types else ("rules" if inputs.queries else "none (no query texts)"),
         "type_rules": [asdict(r) for r in rules] if not file_types else None,
         "measures": {
             label: f"{measure} as trec_eval computes it, at relevance level {recall_level} for binary measures",
@@ -1323,7 +1265,7 @@ def _settings_record(
                 FAMILIES[2]: "all pairs of first stages",
             },
         },
-        "explore_depth": explore_depth,
+        "explore_depth": o.explore_depth,
         "query_set": "every qrels query (-c)" if complete else "the qrels queries every run holds",
-        "sources": sources or {},
+        "sources": inputs.sources or {},
     }

@@ -30,7 +30,7 @@ among N); an approximation for a listwise reranker, whose order of a document de
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -474,6 +474,24 @@ def curve_depths(depth: int, requested: Iterable[int] = DEFAULT_CURVE_DEPTHS) ->
 
 
 @dataclass(frozen=True)
+class DecompositionSettings:
+    """What every reranked run of one diagnosis is decomposed on: the ``measure`` (a trec_eval name) and the
+    ``settings`` that evaluate it, the ``recall_settings`` of the curve's recall (the binary relevance level), the
+    ``query_ids`` every mean is over and the curve's ``depths`` (those up to the rerank depth, plus it)."""
+
+    measure: str
+    settings: EvalSettings
+    recall_settings: EvalSettings
+    query_ids: Sequence[str]
+    depths: Iterable[int] = DEFAULT_CURVE_DEPTHS
+
+    def __post_init__(self) -> None:
+        # held as tuples: read once per reranked run (a generator given is read here)
+        object.__setattr__(self, "query_ids", tuple(self.query_ids))
+        object.__setattr__(self, "depths", tuple(self.depths))
+
+
+@dataclass(frozen=True)
 class Decomposition:
     """The loss decomposition of one reranked run over its first stage, per query and as a depth curve.
 
@@ -527,29 +545,26 @@ def decompose(
     qrels: Qrels | PreparedJudgments,
     first: Run,
     reranked: Run,
-    *,
-    measure: str,
     depth: int,
-    settings: EvalSettings,
-    recall_settings: EvalSettings,
-    query_ids: Iterable[str],
-    depths: Iterable[int] = DEFAULT_CURVE_DEPTHS,
+    on: DecompositionSettings,
+    *,
     listwise: bool = False,
     first_values: pd.Series | None = None,
     reranked_values: pd.Series | None = None,
     work: Workspace = NO_WORKSPACE,
 ) -> Decomposition:
-    """Decompose ``reranked``'s loss on ``measure`` (a trec_eval name) over ``first``'s top ``depth``.
+    """Decompose ``reranked``'s loss on ``on.measure`` over ``first``'s top ``depth``, over ``on.query_ids``.
 
-    ``settings`` evaluate the measure; ``recall_settings`` (the binary relevance level) the curve's recall.
+    ``on.settings`` evaluate the measure; ``on.recall_settings`` (the binary relevance level) the curve's recall.
     Per-query values of the two runs may be passed in when the caller has them already, and the qrels
     prepared (``prepare_judgments``) so the ceiling and curve evaluations do not factorise them again. Pure.
     """
     if depth < 1:
         raise ConfigError("rerank depth must be >= 1")
+    measure, settings, recall_settings = on.measure, on.settings, on.recall_settings
     prepared = prepare_judgments(qrels, work=work)
     raw = cast(Qrels, prepared.judgments)  # graded qrels: diagnose reads no preferences
-    qids = list(query_ids)
+    qids = list(on.query_ids)
     cands, key = _candidates(raw, first, reranked, depth, settings, measure, prepared, work=work)
     if first_values is None:
         first_values = measure_values(prepared, first, measure, settings, qids, work=work)
@@ -563,7 +578,7 @@ def decompose(
         v = values.to_numpy(dtype=np.float64)[split]
         return float(v.mean()) if len(v) else 0.0
 
-    ks = curve_depths(depth, depths)
+    ks = curve_depths(depth, on.depths)
     # the same for every reranked run of the diagnosis (its qrels, measure, first stage): computed once
     ideal = work.once(
         "ideal",

@@ -3,7 +3,7 @@ that the library's keywords and the command's flags build alike (``toolkit.optio
 ``toolkit.cli.diagnose``), checked once where it is built.
 
 What is diagnosed (the qrels, the runs, the query and document texts, the query types) is no option: the verbs take
-those as their inputs (``compute.diagnose``'s data keywords).
+those as their inputs (``compute.DiagnosisInputs``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -320,26 +322,39 @@ def windows_in_order(
     return same, total
 
 
+@dataclass(frozen=True)
+class ListwiseSidecar:
+    """What a listwise reranker's run says of how it was made, beyond its ranks (its sidecar; the window and
+    stride may be given instead): the sliding ``window`` and ``stride`` it used, the order ``probe`` its sidecar
+    records (``shuffles``: n, seed, mean_rbo, and with qrels the nDCG@10 spread ``ndcg_cut_10``) and its listwise
+    ``record`` (``listwise_record``)."""
+
+    window: int | None = None
+    stride: int | None = None
+    probe: dict | None = None
+    record: dict | None = None
+
+
 def listwise_behaviour(
-    qrels: Qrels,
+    qrels: Qrels | PreparedJudgments,
     first: Run,
     runs: Sequence[Run],
     depth: int,
     query_ids: Sequence[str],
     score_precision: str = DEFAULT_SCORE_PRECISION,
     level: int = 1,
-    window: int | None = None,
-    stride: int | None = None,
-    probe: dict | None = None,
-    prepared: PreparedJudgments | None = None,
-    record: dict | None = None,
+    sidecar: ListwiseSidecar = ListwiseSidecar(),
     *,
     work: Workspace = NO_WORKSPACE,
 ) -> dict:
-    """The promotion profile, the unchanged queries and (with ``window`` and ``stride``) the windows in input
-    order of a reranked system (its repeats pooled: counts summed over them); ``probe``, the order probe its
-    sidecar records (``shuffles``: n, seed, mean_rbo, and with qrels the nDCG@10 spread ``ndcg_cut_10``), is
-    passed on as ``order_probe``, and ``record`` (``listwise_record``) as ``listwise_record``."""
+    """The promotion profile, the unchanged queries and (with the sidecar's ``window`` and ``stride``) the
+    windows in input order of a reranked system (its repeats pooled: counts summed over them); the sidecar's
+    ``probe`` is passed on as ``order_probe``, and its ``record`` as ``listwise_record``. ``qrels`` prepared
+    (``prepare_judgments``): the promotion profile reads the labels from its index."""
+    prepared = qrels if isinstance(qrels, PreparedJudgments) else None
+    if prepared is not None:
+        qrels = cast(Qrels, prepared.judgments)  # graded qrels: diagnose reads no preferences
+    window, stride, probe, record = sidecar.window, sidecar.stride, sidecar.probe, sidecar.record
     unchanged = [unchanged_share(first, run, depth, query_ids, score_precision, work=work) for run in runs]
     same, held = sum(u for u, _ in unchanged), sum(n for _, n in unchanged)
     out: dict = {

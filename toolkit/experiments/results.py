@@ -186,7 +186,7 @@ def _with_trust(ctx: Context, configs, measures, sig, baseline, table: pd.DataFr
 
 def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) -> str:
     from toolkit.data.workspace import Workspace
-    from toolkit.diagnosis.compute import diagnose_with_uncertainty
+    from toolkit.diagnosis.compute import DiagnosisInputs, diagnose_with_uncertainty
     from toolkit.diagnosis.diagnosis_options import DiagnosisOptions
     from toolkit.report.diagnosis_page import write_diagnosis_report
 
@@ -210,14 +210,14 @@ def _diagnose(ctx: Context, c: Config, by_name: dict[str, Config], out: Path) ->
         bootstrap=intervals["resamples"],
         ci_method=intervals["ci_method"],
     )
-    diag = diagnose_with_uncertainty(
+    inputs = DiagnosisInputs(
         ctx.qrels,
         {first.name: first.run},
         {c.name: c.run},
-        options,
         queries=dict(ctx.topics.as_dict()),
         work=Workspace(),  # this diagnosis's: every run sorted once; it goes when the diagnosis is done
     )
+    diag = diagnose_with_uncertainty(inputs, options)
     folder = out / "diagnosis" / safe_name(c.name)
     write_diagnosis_report(diag, folder)
     return str(folder.relative_to(out) / "index.html")
