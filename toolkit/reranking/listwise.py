@@ -66,7 +66,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import ConfigError, phrase
 from toolkit.guard.client import RequestPolicy
@@ -81,6 +81,9 @@ from toolkit.reranking.listwise_prompt import (
     load_listwise_template,
     messages_json,
 )
+
+if TYPE_CHECKING:
+    from toolkit.reranking.rerank_options import RerankOptions
 
 log = logging.getLogger(__name__)
 
@@ -614,19 +617,16 @@ def listwise_rerank_run(
     queries: Mapping[str, str],
     texts,
     llm,
+    job: RerankOptions,
     *,
-    depth: int = 100,
-    options: ListwiseOptions | None = None,
     cache=None,
     qrels=None,
-    missing_text: str = "error",
-    query_ids=None,
-    tag: str = "twostage-rerank",
-    progress: bool = True,
     input_order: str = "score",
 ):
-    """Rerank a first-stage run's top ``depth`` by sliding windows (module docstring; ``options``, default
-    rank_llm's settings). ``input_order``: ``score``, each query's candidates in trec_eval's order (score
+    """Rerank a first-stage run's top ``job.depth`` by sliding windows (module docstring) with ``llm``, the model of
+    ``job.reranker``; ``job`` (a ``RerankOptions``) gives the windows' settings (``job.listwise``, default rank_llm's),
+    the missing-text policy, the queries (``query_ids``, ``judged_only``), the run's tag and the progress bar.
+    ``qrels``: ``job.listwise.qrels`` as read. ``input_order``: ``score``, each query's candidates in trec_eval's order (score
     descending, equal scores by document id descending), or ``file``, in the order the run lists them (a
     candidates file's, as rank_llm takes them: its first ``depth`` of each query); returns a ``RerankResult`` whose settings are the sidecar's (``listwise: true``,
     ``window``, ``stride``, ``passes``, ``windows``, ``repaired``, ``repairs``, ``records``, ``shuffles`` with
@@ -638,12 +638,14 @@ def listwise_rerank_run(
 
     from toolkit.data.ranking import CANDIDATE_PRECISION, candidate_selection, top_k
     from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, run_from_rows
+    from toolkit.data.texts import rerank_query_ids
     from toolkit.errors import RequestsFailedError
     from toolkit.guard.escape import progress_bar
     from toolkit.reranking.rerank_job import MISSING_TEXT_POLICIES, RerankResult, candidates_of
     from toolkit.version import __version__
 
-    options = options or ListwiseOptions()
+    options, depth, missing_text = job.listwise, job.depth, job.missing_text
+    query_ids = rerank_query_ids(job.query_ids, job.judged_only)
     if depth < 1:
         raise ConfigError(f"{phrase('depth', '--depth')} must be >= 1")
     options.check(depth)
@@ -678,7 +680,12 @@ def listwise_rerank_run(
             lists[(q, k)] = (queries[q], [docs[i] for i in probe_order(q, len(docs), options.seed, k)], scores)
     total = options.passes * total_windows([len(d) for _, d, _ in lists.values()], options.window, options.stride)
     with progress_bar(
-        total=total, desc="rerank (listwise)", unit="window", file=sys.stderr, disable=not progress, dynamic_ncols=True
+        total=total,
+        desc="rerank (listwise)",
+        unit="window",
+        file=sys.stderr,
+        disable=not job.progress,
+        dynamic_ncols=True,
     ) as bar:
         outcome = rerank_lists(lists, work.found, template, llm, cache, options, counter, few_shot, bar.update)
     c = outcome.counts
@@ -708,7 +715,7 @@ def listwise_rerank_run(
             lacking = [d for d in work.docs_by_query[q] if d not in work.found]
             docs = outcome.orders[(q, shuffle)] + lacking + tails.get(q, [])
             rows += [(q, d, float(len(docs) - i)) for i, d in enumerate(docs)]
-        return run_from_rows(rows, tag=tag)
+        return run_from_rows(rows, tag=job.tag)
 
     run = written(0)
     shuffles, seed = options.shuffles, options.seed
