@@ -73,23 +73,9 @@ def build_index(
     sharding = ray_sharding(
         o.ray, shards_dir(out), o.workers, o.gpus_per_worker, o.force, o.cpus_per_worker, o.shard_size, o.max_retries
     )
-    settings = EncoderSettings(
-        o.encoder, o.pooling, o.normalize, o.max_length, o.batch_size, o.query_prefix, o.doc_prefix
-    )
-    settings = _on_device(settings, o.device, o.precision, sharding, o.gpus_per_worker)
+    encoder = _on_device(EncoderSettings.of(o), o.device, o.precision, sharding, o.gpus_per_worker)
     try:
-        info = build_dense_index(
-            corpus,
-            out,
-            settings,
-            hnsw=o.hnsw,
-            hnsw_m=o.hnsw_m,
-            threads=o.threads,
-            limit=o.limit,
-            force=o.force,
-            progress=o.progress,
-            sharding=sharding,
-        )
+        info = build_dense_index(corpus, out, o, encoder=encoder, sharding=sharding)
     finally:
         close_sharding(sharding)
     return info, corpus.notes
