@@ -72,6 +72,7 @@ def main() -> None:
     from toolkit.models import resolve_model
     from toolkit.reranking.backends import load_reranker
     from toolkit.reranking.rerank_job import embedding_namespace, rerank_run
+    from toolkit.reranking.rerank_options import RerankOptions
     from toolkit.retrieval.indexing import Encoder, EncoderSettings
 
     data = Path(args.data)
@@ -127,13 +128,13 @@ def main() -> None:
     os.environ["TWOSTAGE_CACHE"] = str(tmp / "cache")  # the ONNX exports and the embedding cache, fresh
 
     def rerank(backend: str, cache=None):
-        model = load_reranker(model_path, device=device, batch_size=args.batch_size, max_length=256, backend=backend)
+        spec = {"device": device, "batch_size": args.batch_size, "max_length": 256, "backend": backend}
+        model = load_reranker(model_path, **spec)
         model.embed(texts[: args.batch_size])  # the same warm-up as above
+        options = RerankOptions.from_keywords(model=str(model_path), **spec, depth=100, query_ids=qids)
         sync()
         t = time.perf_counter()
-        res = rerank_run(
-            cands.run, queries, cands.text_source(), model, depth=100, query_ids=qids, progress=False, cache=cache
-        )
+        res = rerank_run(cands.run, queries, cands.text_source(), model, options, cache=cache)
         sync()
         seconds = time.perf_counter() - t
         path = tmp / f"dl19.{backend}.trec"

@@ -35,7 +35,7 @@ from toolkit.judging.judge_options import JudgeOptions
 from toolkit.measures.names import build_settings, settings_values
 from toolkit.options import Options, nested, opt, verb
 from toolkit.reranking.backends import RerankerSpec
-from toolkit.reranking.listwise import ListwiseOptions
+from toolkit.reranking.listwise_options import ListwiseOptions
 from toolkit.reranking.rerank_options import RerankOptions
 from toolkit.retrieval.fusion import FuseOptions
 from toolkit.stats.paired import TestOptions

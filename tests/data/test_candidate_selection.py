@@ -14,6 +14,7 @@ from toolkit.data.ranking import DEFAULT_SCORE_PRECISION, order_run
 from toolkit.data.records import run_from_rows
 from toolkit.data.texts import TextSource
 from toolkit.reranking.rerank_job import rerank_run
+from toolkit.reranking.rerank_options import RerankOptions
 from toolkit.retrieval.fusion import FuseOptions, fuse
 
 
@@ -56,7 +57,9 @@ class Constant:
 
 def test_rerank_selects_the_diagnosis_top_n():
     texts = TextSource("mem", "mem", lambda ids: {d: d for d in ids})
-    res = rerank_run(tie_run(), {"q": "query"}, texts, Constant(), depth=2, progress=False)
+    res = rerank_run(
+        tie_run(), {"q": "query"}, texts, Constant(), RerankOptions.from_keywords(model="constant", depth=2)
+    )
     diagnosed = set(order_run(tie_run().frame, DEFAULT_SCORE_PRECISION)["doc_id"][:2])
     assert set(res.run.frame["doc_id"]) == diagnosed == {"top", "b"}
     assert res.settings["candidate_selection"]["score_precision"] == DEFAULT_SCORE_PRECISION == "float32"

@@ -21,7 +21,7 @@ from toolkit.guard.client import (
 )
 from toolkit.judging.judge_options import JudgeOptions
 from toolkit.llm.chat import OpenAIChatJudge
-from toolkit.reranking.listwise import ListwiseOptions
+from toolkit.reranking.listwise_options import ListwiseOptions
 
 DEFAULTS = {
     "concurrency": DEFAULT_CONCURRENCY,

@@ -177,11 +177,12 @@ def test_onnx_and_sharded_reranks_give_the_same_scores_with_a_cold_or_a_warm_cac
     from toolkit.jobs.shards import LocalExecutor, Sharding
     from toolkit.reranking.backends import RerankerSpec
     from toolkit.reranking.rerank_job import embedding_namespace, rerank_run
+    from toolkit.reranking.rerank_options import RerankOptions
 
-    models = {
+    specs = {
         n: RerankerSpec(minilm, device="cpu", batch_size=n, backend=backend.removesuffix("-sharded")) for n in (64, 7)
     }
-    models = {n: spec.build() for n, spec in models.items()}
+    models = {n: spec.build() for n, spec in specs.items()}
     namespace = embedding_namespace(models[64].describe())
     assert embedding_namespace(models[7].describe()) == namespace  # on a CPU the batch size changes no bit
 
@@ -190,9 +191,8 @@ def test_onnx_and_sharded_reranks_give_the_same_scores_with_a_cold_or_a_warm_cac
         model = models[batch_size]
         sharding = Sharding(LocalExecutor(), job, 3) if job is not None else None
         cache = EmbeddingCache(cache_folder, namespace) if cache_folder is not None else None
-        result = rerank_run(
-            c.run, c.topics.as_dict(), c.text_source(), model, progress=False, sharding=sharding, cache=cache
-        )
+        options = RerankOptions(reranker=specs[batch_size])
+        result = rerank_run(c.run, c.topics.as_dict(), c.text_source(), model, options, sharding=sharding, cache=cache)
         f = result.run.frame
         return dict(zip(zip(f["query_id"], f["doc_id"]), f["score"])), result.settings
 

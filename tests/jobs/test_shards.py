@@ -15,6 +15,7 @@ from toolkit.errors import ConfigError
 from toolkit.jobs.embed_cache import EmbeddingCache
 from toolkit.jobs.shards import LocalExecutor, Sharding, _differences, plan
 from toolkit.reranking.rerank_job import rerank_run
+from toolkit.reranking.rerank_options import RerankOptions
 
 
 class Overlap:
@@ -85,7 +86,8 @@ TEXTS = TextSource("mem", "mem", lambda ids: {d: DOCS[d] for d in ids if d in DO
 
 def run(model, folder=None, shard_size=1, force=False, depth=6, cache=None, executor=None):
     sharding = Sharding(executor or LocalExecutor(), folder, shard_size, force) if folder else None
-    return rerank_run(first_stage(), QUERIES, TEXTS, model, depth=depth, progress=False, sharding=sharding, cache=cache)
+    options = RerankOptions.from_keywords(model=model.describe()["model"], depth=depth)
+    return rerank_run(first_stage(), QUERIES, TEXTS, model, options, sharding=sharding, cache=cache)
 
 
 def pairs(result):

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from listwise_server import ListwiseServer, ideal, mode_of
 
-from toolkit.reranking.listwise import load_listwise_template, parse_answer, window_spans
+from toolkit.reranking.listwise import parse_answer, window_spans
+from toolkit.reranking.listwise_prompt import load_listwise_template
 
 QUERIES = 5
 PER_QUERY = 30
@@ -700,7 +701,7 @@ def test_system_message_variable_passages_and_passes(cli, tmp_path):
 
 def test_a_template_without_rank_llm_s_example_ordering_refuses_variable_passages(tmp_path):
     from toolkit.errors import ConfigError
-    from toolkit.reranking.listwise import ListwiseOptions
+    from toolkit.reranking.listwise_options import ListwiseOptions
 
     prompt = tmp_path / "p.md"
     prompt.write_text("---\nname: t\n---\n{query}\n{passages}\n")
@@ -820,7 +821,7 @@ def test_listwise_options_are_checked_once_in_the_caller_s_words(cli, tmp_path, 
 
     import toolkit as ts
     from toolkit.errors import ConfigError
-    from toolkit.reranking.listwise import ListwiseOptions
+    from toolkit.reranking.listwise_options import ListwiseOptions
 
     assert set(ListwiseOptions.keywords()) <= set(inspect.signature(ts.rerank).parameters)
     cands = _candidates(tmp_path / "c.json", queries=1)

@@ -23,10 +23,16 @@ from toolkit.data.trec_io import read_run
 from toolkit.errors import ConfigError, InputFormatError
 from toolkit.models import detect_kind, resolve_model
 from toolkit.reranking.rerank_job import rerank_run
+from toolkit.reranking.rerank_options import RerankOptions
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def overlap_options(**keywords) -> RerankOptions:
+    """The options of a rerank by ``WordOverlap`` (``model`` names it)."""
+    return RerankOptions.from_keywords(model="overlap", **keywords)
 
 
 class WordOverlap:
@@ -106,7 +112,7 @@ def test_rerank_run_reorders_only_candidates(cand_file):
     c = read_candidates(cand_file)
     before = c.run.frame.copy()
     model = WordOverlap()
-    res = rerank_run(c.run, c.topics.as_dict(), c.text_source(), model, depth=2, progress=False)
+    res = rerank_run(c.run, c.topics.as_dict(), c.text_source(), model, overlap_options(depth=2))
     f = res.run.frame
     # depth 2: only the top 2 of each query (trec_eval order) are scored and kept
     assert sorted(map(tuple, f[["query_id", "doc_id"]].values.tolist())) == [
@@ -143,7 +149,7 @@ def test_the_sidecar_records_the_depth_used(tmp_path, option, used):
     """A 20-deep candidates file reranked with the default depth 100 reranked 20: the record says 20 (the
     option apart, as depth_option); a depth below the lists' length is recorded as given."""
     c = read_candidates(_deep_candidates(tmp_path / "c20.json", 20))
-    res = rerank_run(c.run, c.topics.as_dict(), c.text_source(), WordOverlap(), depth=option, progress=False)
+    res = rerank_run(c.run, c.topics.as_dict(), c.text_source(), WordOverlap(), overlap_options(depth=option))
     assert (res.settings["depth"], res.settings["depth_option"]) == (used, option)
     assert int(res.run.frame.groupby("query_id").size().max()) == used
 
@@ -163,8 +169,8 @@ def test_rerank_run_missing_text(cand_file):
     c = read_candidates(cand_file)
     partial = TextSource("test", "mem", lambda ids: {d: c.texts[d] for d in ids if d != "d2"})
     with pytest.raises(ConfigError, match="1 candidates have no text"):
-        rerank_run(c.run, c.topics.as_dict(), partial, WordOverlap(), progress=False)
-    res = rerank_run(c.run, c.topics.as_dict(), partial, WordOverlap(), missing_text="bottom", progress=False)
+        rerank_run(c.run, c.topics.as_dict(), partial, WordOverlap(), overlap_options())
+    res = rerank_run(c.run, c.topics.as_dict(), partial, WordOverlap(), overlap_options(missing_text="bottom"))
     q1 = res.run.frame[res.run.frame["query_id"] == "1"].sort_values("score", ascending=False)
     assert q1["doc_id"].tolist()[-1] == "d2"  # kept, below every scored candidate
     assert res.missing_texts == 1
@@ -172,10 +178,10 @@ def test_rerank_run_missing_text(cand_file):
 
 def test_rerank_run_query_selection_and_missing_query_text(cand_file):
     c = read_candidates(cand_file)
-    res = rerank_run(c.run, c.topics.as_dict(), c.text_source(), WordOverlap(), query_ids=["2"], progress=False)
+    res = rerank_run(c.run, c.topics.as_dict(), c.text_source(), WordOverlap(), overlap_options(query_ids=["2"]))
     assert res.run.query_ids == ["2"]
     with pytest.raises(ConfigError, match="have no text"):
-        rerank_run(c.run, {"1": "apple"}, c.text_source(), WordOverlap(), progress=False)
+        rerank_run(c.run, {"1": "apple"}, c.text_source(), WordOverlap(), overlap_options())
 
 
 def test_detect_kind_and_resolve(tmp_path):

@@ -119,16 +119,17 @@ def test_a_sharded_build_counts_its_shards_too(inputs, mounts, tmp_path):  # noq
     from toolkit.data.corpus import resolve_corpus
     from toolkit.errors import ConfigError
     from toolkit.jobs.shards import LocalExecutor, Sharding, shards_dir
-    from toolkit.retrieval.indexing import EncoderSettings, build_dense_index
+    from toolkit.retrieval.index_options import IndexOptions
+    from toolkit.retrieval.indexing import build_dense_index
 
     corpus_path, model = inputs
     disk = tmp_path / "disk"
     mounts(disk, "size=200k")
     out = disk / "index"
     sharding = Sharding(LocalExecutor(), shards_dir(out), shard_size=250)
-    settings = EncoderSettings(str(model), device="cpu")
+    options = IndexOptions(dense=True, encoder=str(model), device="cpu")
     with pytest.raises(ConfigError) as err:
-        build_dense_index(resolve_corpus(str(corpus_path)), out, settings, sharding=sharding, progress=False)
+        build_dense_index(resolve_corpus(str(corpus_path)), out, options, sharding=sharding)
     need = DOCS * (4 * DIM + 12) + DOCS * 4 * DIM  # the index, and the shards' float32 vectors: 268,000 bytes
     free = shutil.disk_usage(disk).free
     assert str(err.value) == (

@@ -5,12 +5,17 @@ rank_llm's sliding windows over a first-stage run, each window one request to an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_source
+from toolkit.data.texts import rerank_inputs, topics_source
+
+if TYPE_CHECKING:
+    from toolkit.reranking.rerank_options import RerankOptions
 
 
-def listwise_job(run: Any, topics: Any, candidates: Any, corpus: Any, index: Any, options: Any) -> tuple[Any, dict]:
+def listwise_job(
+    run: Any, topics: Any, candidates: Any, corpus: Any, index: Any, options: RerankOptions
+) -> tuple[Any, dict]:
     """The listwise LLM reranker (``toolkit.reranking.listwise``) with ``options`` (a ``RerankOptions`` whose
     backend is ``listwise``; its ``listwise`` default rank_llm's settings): rank_llm's sliding windows over the top
     ``depth``, each window one request to the OpenAI-compatible ``listwise.endpoint`` serving ``model`` (through
@@ -22,21 +27,21 @@ def listwise_job(run: Any, topics: Any, candidates: Any, corpus: Any, index: Any
     from toolkit.models.profiling import phase
     from toolkit.reranking.listwise import listwise_rerank_run
 
-    job, spec = options, options.reranker
-    model, depth = spec.model, job.depth
-    options = job.listwise  # the window against the depth was checked with the options
-    options.template()  # a template that does not read is an error before anything is asked
-    options.few_shot_messages()
+    spec = options.reranker
+    model = spec.model
+    listwise = options.listwise  # the window against the depth was checked with the options
+    listwise.template()  # a template that does not read is an error before anything is asked
+    listwise.few_shot_messages()
     llm: Any
-    if options.endpoint:
+    if listwise.endpoint:
         llm = OpenAIChatJudge(
-            options.endpoint,
+            listwise.endpoint,
             model,
-            **options.requests.endpoint_settings(),
+            **listwise.requests.endpoint_settings(),
             role="listwise reranker",
-            api=options.api,
+            api=listwise.api,
             # rank_llm's vLLM path (the model's tokenizer given) asks for no thinking, as vLLM reads it
-            extra={"chat_template_kwargs": {"enable_thinking": False}} if options.tokenizer else None,
+            extra={"chat_template_kwargs": {"enable_thinking": False}} if listwise.tokenizer else None,
         )
     else:
         llm = TransformersJudge(model, device=spec.device, batch_size=spec.batch_size)
@@ -45,11 +50,11 @@ def listwise_job(run: Any, topics: Any, candidates: Any, corpus: Any, index: Any
         with phase("reading"):
             cand, first, queries, texts = rerank_inputs(run, candidates, topics, corpus, index)
             judged = None
-            if options.qrels is not None:
+            if listwise.qrels is not None:
                 from toolkit.data.adapters import as_qrels
 
-                judged = as_qrels(options.qrels)
-        cache = _answer_cache(options.answer_cache)
+                judged = as_qrels(listwise.qrels)
+        cache = _answer_cache(listwise.answer_cache)
         try:
             with phase("scoring"):
                 result = listwise_rerank_run(
@@ -57,14 +62,9 @@ def listwise_job(run: Any, topics: Any, candidates: Any, corpus: Any, index: Any
                     queries,
                     texts,
                     llm,
-                    depth=depth,
-                    options=options,
+                    options,
                     cache=cache,
                     qrels=judged,
-                    missing_text=job.missing_text,
-                    query_ids=rerank_query_ids(job.query_ids, job.judged_only),
-                    tag=job.tag,
-                    progress=job.progress,
                     # a candidates file's own order, as rank_llm reads it; a TREC run's, trec_eval's
                     input_order="file" if cand is not None else "score",
                 )

@@ -18,6 +18,7 @@ from toolkit.errors import ConfigError, OptionConflictError, OptionError, phrase
 from toolkit.guard.client import RequestPolicy
 from toolkit.measures.names import EvalSettings, evaluation_settings
 from toolkit.options import Options, opt
+from toolkit.retrieval.index_options import COLLECTIONS_DIR_DOC, DEVICE_DOC, PRECISION_DOC, IndexOptions
 from toolkit.stats.paired import TestOptions
 from toolkit.stats.power import DEFAULT_ALPHA, DEFAULT_POWER, check_design
 from toolkit.stats.urisk import DEFAULT_ALPHA as DEFAULT_RISK_ALPHA
@@ -292,9 +293,6 @@ class AgreementOptions(Options):
 _HITS = "documents per query."
 _THREADS = "search threads."
 _MAX_QUERIES = "only the first N topics."
-_TOPICS_DATA_DIR = "where collection names are looked up."
-_DEVICE = "``auto`` (the default: the GPU where there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``."
-_PRECISION = "``auto`` (fp16 on CUDA), ``fp32`` or ``fp16``."
 
 
 @dataclass(frozen=True)
@@ -315,7 +313,7 @@ class Bm25Options(Options):
     original_query_weight: float = opt(0.5, doc="RM3 weight of the original query.")
     threads: int = opt(2, doc=_THREADS)
     max_queries: int | None = opt(None, doc=_MAX_QUERIES)
-    data_dir: str | os.PathLike | None = opt(None, doc=_TOPICS_DATA_DIR)
+    data_dir: str | os.PathLike | None = opt(None, doc=COLLECTIONS_DIR_DOC)
 
     @property
     def model(self) -> str:
@@ -346,8 +344,8 @@ class DenseOptions(Options):
     hits: int = opt(1000, doc=_HITS)
     batch_size: int = opt(32, doc="query encoding batch size.")
     ef_search: int = opt(256, doc="HNSW efSearch.")
-    device: str = opt("auto", doc=_DEVICE)
-    precision: str = opt("auto", doc=_PRECISION)
+    device: str = opt("auto", doc=DEVICE_DOC)
+    precision: str = opt("auto", doc=PRECISION_DOC)
     threads: int = opt(2, doc=_THREADS)
     max_queries: int | None = opt(None, doc=_MAX_QUERIES)
     ray: str | None = opt(None, doc="a Ray address: encode and search in shards on Ray workers.")
@@ -358,7 +356,7 @@ class DenseOptions(Options):
     )
     force: bool = opt(False, doc="with ``ray``: discard a different earlier job's shards.")
     progress: bool = opt(False, doc="show progress bars.")
-    data_dir: str | os.PathLike | None = opt(None, doc=_TOPICS_DATA_DIR)
+    data_dir: str | os.PathLike | None = opt(None, doc=COLLECTIONS_DIR_DOC)
     cpus_per_worker: float | None = opt(None, doc="with ``ray``: CPUs per Ray worker (1).")
     shard_size: int | None = opt(None, doc="with ``ray``: queries per shard.")
     max_retries: int | None = opt(None, doc="with ``ray``: times Ray restarts a dead worker and re-runs its shard (3).")
@@ -367,48 +365,3 @@ class DenseOptions(Options):
         from toolkit.retrieval.search import validate_hits
 
         validate_hits(self.hits)
-
-
-# ------------------------------------------------------------------ the first stage: index
-@dataclass(frozen=True)
-class IndexOptions(Options):
-    """The options of ``index`` and ``build_index`` (``twostage index``): a Lucene index (Anserini's
-    IndexCollection), or with ``dense`` a FAISS index of an encoder's vectors, encoded here or as a Ray job."""
-
-    verb = "index"
-
-    collection_class: str | None = opt(
-        None, doc="Anserini's collection class for other formats (``TrecCollection``, ``HtmlCollection``, ...)."
-    )
-    dense: bool = opt(False, doc="build a FAISS index of ``encoder`` embeddings instead of a Lucene index.")
-    encoder: str = opt("all-MiniLM-L6-v2", doc="the dense encoder (a path or a model name).")
-    pooling: str = opt("mean", doc="``mean`` or ``cls``.")
-    normalize: bool = opt(True, doc="L2-normalise the vectors (inner product is then cosine).")
-    max_length: int = opt(256, doc="tokens per passage.")
-    batch_size: int = opt(32, doc="passages per encoding batch.")
-    query_prefix: str = opt("", doc='prepended to queries (``"query: "``, E5).')
-    doc_prefix: str = opt("", doc='prepended to documents (``"passage: "``, E5).')
-    hnsw: bool = opt(False, doc="an HNSW index instead of a flat one.")
-    hnsw_m: int = opt(32, doc="the HNSW graph's M.")
-    limit: int | None = opt(None, doc="dense: encode only the first N documents (smoke tests).")
-    threads: int = opt(2, doc="indexing threads.")
-    positions: bool = opt(True, doc="Lucene: store term positions (phrase queries).")
-    docvectors: bool = opt(True, doc="Lucene: store document vectors (needed by RM3).")
-    raw: bool = opt(True, doc="Lucene: store the raw document (for rerankers).")
-    device: str = opt("auto", doc=_DEVICE)
-    precision: str = opt("auto", doc=_PRECISION)
-    ray: str | None = opt(None, doc="a Ray address: encode as a sharded job (dense only; shards in ``OUT.shards``).")
-    workers: int | None = opt(None, doc="Ray workers.")
-    gpus_per_worker: float | None = opt(None, doc="GPUs per Ray worker.")
-    cpus_per_worker: float | None = opt(None, doc="with ``ray``: CPUs per Ray worker (1).")
-    shard_size: int | None = opt(None, doc="with ``ray``: documents per shard.")
-    max_retries: int | None = opt(None, doc="with ``ray``: times Ray restarts a dead worker and re-runs its shard (3).")
-    force: bool = opt(False, doc="rebuild even when a matching index exists.")
-    download: bool = opt(True, doc="fetch missing collection files from their declared source.")
-    progress: bool = opt(False, doc="show progress bars.")
-    data_dir: str | os.PathLike | None = opt(None, doc=_TOPICS_DATA_DIR)
-
-    def validate(self) -> None:
-        if self.ray is not None and not self.dense:
-            said = "--ray distributes dense encoding (--dense); Lucene indexing runs in Anserini"
-            raise OptionConflictError(phrase(said, said), keyword="ray", flag="--ray")

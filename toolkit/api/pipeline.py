@@ -17,7 +17,7 @@ from typing import Any
 
 from toolkit.api.options import Bm25Options, DenseOptions, IndexOptions
 from toolkit.api.run import Run
-from toolkit.data.texts import rerank_inputs, rerank_query_ids, topics_from, topics_source
+from toolkit.data.texts import rerank_inputs, topics_from, topics_source
 from toolkit.jobs.distributed import close_sharding, ray_sharding
 from toolkit.options import verb
 from toolkit.reranking.rerank_options import RerankOptions
@@ -73,23 +73,9 @@ def build_index(
     sharding = ray_sharding(
         o.ray, shards_dir(out), o.workers, o.gpus_per_worker, o.force, o.cpus_per_worker, o.shard_size, o.max_retries
     )
-    settings = EncoderSettings(
-        o.encoder, o.pooling, o.normalize, o.max_length, o.batch_size, o.query_prefix, o.doc_prefix
-    )
-    settings = _on_device(settings, o.device, o.precision, sharding, o.gpus_per_worker)
+    encoder = _on_device(EncoderSettings.of(o), o.device, o.precision, sharding, o.gpus_per_worker)
     try:
-        info = build_dense_index(
-            corpus,
-            out,
-            settings,
-            hnsw=o.hnsw,
-            hnsw_m=o.hnsw_m,
-            threads=o.threads,
-            limit=o.limit,
-            force=o.force,
-            progress=o.progress,
-            sharding=sharding,
-        )
+        info = build_dense_index(corpus, out, o, encoder=encoder, sharding=sharding)
     finally:
         close_sharding(sharding)
     return info, corpus.notes
@@ -268,11 +254,8 @@ def rerank_job(
             with phase("model load"):
                 reranker = spec if sharding is not None else spec.build()  # on Ray each worker builds its own
             cache = _embedding_cache(spec, reranker, sharding, o.embedding_cache)
-            ids = rerank_query_ids(o.query_ids, o.judged_only)
             with phase("scoring"):
-                result = rerank_run(
-                    first, queries, texts, reranker, o.depth, o.missing_text, ids, o.progress, o.tag, sharding, cache
-                )
+                result = rerank_run(first, queries, texts, reranker, o, sharding=sharding, cache=cache)
     finally:
         close_sharding(sharding)
     return result, topics_source(topics, cand)

@@ -27,7 +27,7 @@ from toolkit.cli.terminal import echo
 from toolkit.errors import ConfigError
 from toolkit.extras import require, require_command
 from toolkit.reranking.backends import DEFAULT_BACKEND, LISTWISE, RERANK_BACKENDS, RERANKER_KINDS
-from toolkit.reranking.listwise import DEFAULT_STRIDE, DEFAULT_WINDOW
+from toolkit.reranking.listwise_options import DEFAULT_STRIDE, DEFAULT_WINDOW
 from toolkit.reranking.listwise_prompt import DEFAULT_CONTEXT_SIZE, DEFAULT_MAX_PASSAGE_WORDS
 from toolkit.reranking.rerank_options import RerankOptions
 from toolkit.reranking.rerankers_backend import BACKEND as RERANKERS

@@ -108,21 +108,15 @@ class RerankPoint:
     def compute(self, warm: Warm) -> Run:
         from toolkit.models import torch_threads
         from toolkit.reranking.rerank_job import rerank_run
+        from toolkit.reranking.rerank_options import RerankOptions
 
         # the point's thread count while it runs; the process's own is back afterwards
         with torch_threads(max(1, self.threads) if self.spec.backend == "torch" else None):
             built = warm.reranker(self.spec)
             cache = warm.embedding_cache(self.embeddings, built) if self.spec.kind == "bi-encoder" else None
             queries = dict(self.topics.as_dict())
-            res = rerank_run(
-                self.first,
-                queries,
-                warm.text_source(self.texts),
-                built,
-                depth=self.depth,
-                progress=False,
-                cache=cache,
-            )
+            options = RerankOptions(reranker=self.spec, depth=self.depth)
+            res = rerank_run(self.first, queries, warm.text_source(self.texts), built, options, cache=cache)
         return res.run
 
 

@@ -165,13 +165,22 @@ def _rm3_stage(ctx: Context, stage: Stage, rows, made: dict[str, Config]) -> lis
     return out
 
 
-def _dense_build_settings(point: dict):
-    from toolkit.retrieval.indexing import EncoderSettings
+def _dense_build_options(point: dict):
+    """The ``IndexOptions`` of the stage's dense index, built in this process without a progress bar."""
+    from toolkit.retrieval.index_options import IndexOptions
 
-    encoder = str(point["encoder"] or "all-MiniLM-L6-v2")  # `twostage index --dense`'s default encoder
-    return EncoderSettings(
-        encoder, str(point["pooling"]), bool(point["normalize"]), int(point["max_length"]), int(point["batch_size"])
-    ).on_device(str(point["device"]), str(point["precision"]))
+    return IndexOptions(
+        dense=True,
+        encoder=str(point["encoder"] or "all-MiniLM-L6-v2"),  # `twostage index --dense`'s default encoder
+        pooling=str(point["pooling"]),
+        normalize=bool(point["normalize"]),
+        max_length=int(point["max_length"]),
+        batch_size=int(point["batch_size"]),
+        hnsw=bool(point["hnsw"]),
+        device=str(point["device"]),
+        precision=str(point["precision"]),
+        progress=False,
+    )
 
 
 def _dense_index(ctx: Context, point: dict) -> tuple[str, str]:
@@ -182,7 +191,7 @@ def _dense_index(ctx: Context, point: dict) -> tuple[str, str]:
     import re
     from pathlib import Path
 
-    from toolkit.retrieval.indexing import index_checksum
+    from toolkit.retrieval.indexing import EncoderSettings, index_checksum
 
     if point["index"]:
         p = Path(str(point["index"]))
@@ -191,9 +200,10 @@ def _dense_index(ctx: Context, point: dict) -> tuple[str, str]:
         if key not in ctx.dense_indexes:
             ctx.dense_indexes[key] = (str(p), index_checksum(p))
         return ctx.dense_indexes[key]
-    settings = _dense_build_settings(point)
+    options = _dense_build_options(point)
+    settings = EncoderSettings.of(options).on_device(options.device, options.precision)
     name = str(point["collection"] or ctx.exp.index["collection"])
-    desc = {"collection": name, "encoder": settings.result_settings(), "hnsw": bool(point["hnsw"])}
+    desc = {"collection": name, "encoder": settings.result_settings(), "hnsw": options.hnsw}
     key = ("build", json.dumps(desc, sort_keys=True))
     if key not in ctx.dense_indexes:
         from toolkit.data.corpus import resolve_corpus
@@ -203,7 +213,7 @@ def _dense_index(ctx: Context, point: dict) -> tuple[str, str]:
         tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(name).name) + "-" + hashlib.sha256(key[1].encode()).hexdigest()[:12]
         corpus = resolve_corpus(name, data=ctx.data_dir)
         with building_index(f"{tag}.dense") as out:
-            info = build_dense_index(corpus, out, settings, hnsw=bool(point["hnsw"]), progress=False)
+            info = build_dense_index(corpus, out, options, encoder=settings)
         ctx.say(f"{'reused' if info.reused else 'built'} dense index {info.path} ({info.documents} documents)")
         ctx.dense_indexes[key] = (str(info.path), index_checksum(info.path))
     return ctx.dense_indexes[key]

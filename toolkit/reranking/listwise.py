@@ -1,10 +1,10 @@
 """The listwise LLM reranker: castorini/rank_llm 0.26.0's sliding windows over an OpenAI-compatible endpoint or a
 local causal LM, every window recorded, every answer cached by what decides it, and the order probe.
 
-**Settings** (``ListwiseOptions``, one frozen object, validated once): rank_llm's window (20), stride (10;
-``0 < stride <= window``), passes (1), context size (4096), ``max_passage_words`` (300), template
-(``--prompt``, default rank_llm's RankZephyr template), few-shot examples, system message, variable passages,
-alphabetic identifiers (``alpha``), first-token reranking (``first_token``, FIRST), the API (``chat``:
+**Settings** (``ListwiseOptions`` in ``toolkit.reranking.listwise_options``, one frozen object, validated once):
+rank_llm's window (20), stride (10; ``0 < stride <= window``), passes (1), context size (4096),
+``max_passage_words`` (300), template (``--prompt``, default rank_llm's RankZephyr template), few-shot examples,
+system message, variable passages, alphabetic identifiers (``alpha``), first-token reranking (``first_token``, FIRST), the API (``chat``:
 ``{endpoint}/chat/completions``; ``responses``: ``{endpoint}/responses``, rank_llm's OpenAI client's), the
 tokenizer rank_llm's vLLM path counts with, the order probe, the answer cache and the HTTP policy.
 
@@ -58,160 +58,36 @@ and ``std`` (the standard deviation, ddof 1, of the K shuffled runs' mean nDCG@1
 from __future__ import annotations
 
 import logging
-import os
 import time
 import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import ConfigError, phrase
-from toolkit.guard.client import RequestPolicy
 from toolkit.guard.numbers import NumberRefused, natural
+from toolkit.reranking.listwise_options import ListwiseOptions
 from toolkit.reranking.listwise_prompt import (
     ALPH_START_IDX,
-    DEFAULT_CONTEXT_SIZE,
-    DEFAULT_MAX_PASSAGE_WORDS,
     RANK_LLM_VERSION,
     ListwiseTemplate,
     fit_window,
-    load_listwise_template,
     messages_json,
 )
 
+if TYPE_CHECKING:
+    from toolkit.reranking.rerank_options import RerankOptions
+
 log = logging.getLogger(__name__)
 
-DEFAULT_WINDOW = 20
-DEFAULT_STRIDE = 10
 #: the repair kinds, in the order they are counted
 REPAIR_KINDS = ("none_parsed", "duplicates", "unknown", "missing")
 #: the top ranks the order probe compares, and its RBO persistence
 PROBE_TOP = 10
 PROBE_P = 0.9
-APIS = ("chat", "responses")
-
-
-# ------------------------------------------------------------------ settings
-@dataclass(frozen=True)
-class ListwiseOptions:
-    """Every setting of the listwise reranker (see the module docstring), validated once here: a value that
-    cannot be is a ``ConfigError`` naming the option as the caller wrote it (``passes=`` in the library,
-    ``--passes`` in the CLI). ``requests`` holds the HTTP settings shared with the judge."""
-
-    endpoint: str | None = None
-    window: int = DEFAULT_WINDOW
-    stride: int = DEFAULT_STRIDE
-    prompt: str | os.PathLike | None = None
-    passes: int = 1
-    context_size: int = DEFAULT_CONTEXT_SIZE
-    max_passage_words: int = DEFAULT_MAX_PASSAGE_WORDS
-    variable_passages: bool | None = None
-    few_shot: str | os.PathLike | None = None
-    few_shot_examples: int | None = None
-    system_message: str | None = None
-    alpha: bool = False
-    first_token: bool = False
-    api: str = "chat"
-    tokenizer: str | None = None
-    shuffles: int = 0
-    seed: int = 42
-    qrels: Any = None
-    answer_cache: str | os.PathLike | bool = True
-    requests: RequestPolicy = field(default_factory=RequestPolicy)
-
-    def __post_init__(self) -> None:
-        def whole(name: str, flag: str, value: Any, low: int) -> None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{phrase(name, flag)} must be a whole number >= {low}, not {value!r}")
-
-        whole("window", "--window", self.window, 2)
-        if isinstance(self.stride, bool) or not isinstance(self.stride, int) or not 0 < self.stride <= self.window:
-            raise ConfigError(
-                f"{phrase('stride', '--stride')} must be between 1 and the window ({self.window}), not "
-                f"{self.stride!r}: rank_llm's windows {self.window} passages wide move up by the stride"
-            )
-        whole("passes", "--passes", self.passes, 1)
-        whole("context_size", "--context-size", self.context_size, 1)
-        whole("max_passage_words", "--max-passage-words", self.max_passage_words, 1)
-        whole("shuffles", "--shuffles", self.shuffles, 0)
-        if self.few_shot_examples is not None:
-            whole("few_shot_examples", "--few-shot-examples", self.few_shot_examples, 1)
-            if self.few_shot is None:
-                raise ConfigError(
-                    f"{phrase('few_shot_examples', '--few-shot-examples')} needs {phrase('few_shot', '--few-shot')} "
-                    "FILE, rank_llm's few-shot examples"
-                )
-        if self.api not in APIS:
-            raise ConfigError(f"{phrase('api', '--api')} must be one of {', '.join(APIS)}, not {self.api!r}")
-        if self.api == "responses" and self.endpoint is None:
-            raise ConfigError(
-                f"{phrase('api', '--api')} responses is an endpoint's: give {phrase('endpoint', '--endpoint')}"
-            )
-        if self.first_token and self.api == "responses":
-            raise ConfigError(
-                f"{phrase('first_token', '--first-token')} reads the first token's logprobs, which the chat API "
-                f"serves: drop {phrase('api', '--api')} responses"
-            )
-        if self.qrels is not None and not self.shuffles:
-            raise ConfigError(
-                f"{phrase('qrels', '--qrels')} is the order probe's nDCG@10 spread: give "
-                f"{phrase('shuffles', '--shuffles')} K (K >= 1) with it"
-            )
-        if self.endpoint is not None and not str(self.endpoint).strip():
-            raise ConfigError(f"{phrase('endpoint', '--endpoint')} is empty")
-
-    @classmethod
-    def keywords(cls) -> tuple[str, ...]:
-        """The keyword arguments ``from_keywords`` takes: the fields, and the HTTP policy's fields."""
-        own = tuple(f.name for f in fields(cls) if f.name != "requests")
-        return own + tuple(RequestPolicy.keywords())
-
-    @classmethod
-    def from_keywords(cls, **kw: Any) -> ListwiseOptions:
-        """Options from flat keywords (``window=``, ``concurrency=``...): what ``ts.rerank`` takes."""
-        policy = {k: kw.pop(k) for k in RequestPolicy.keywords() if k in kw and kw[k] is not None}
-        unknown = sorted(set(kw) - set(cls.keywords()))
-        if unknown:
-            raise ConfigError(f"{', '.join(unknown)}: no such listwise option")
-        return cls(**kw, requests=RequestPolicy.from_keywords(**policy))
-
-    def check(self, depth: int) -> None:
-        """The window against the depth: a window of at most the depth."""
-        if self.window > depth:
-            raise ConfigError(
-                f"{phrase('window', '--window')} {self.window} is larger than {phrase('depth', '--depth')} {depth}: "
-                "give a window of at most the depth"
-            )
-
-    def template(self) -> ListwiseTemplate:
-        """The template with the system message and the example ordering these options set."""
-        t = load_listwise_template(self.prompt, alpha=self.alpha)
-        return t.with_settings(self.system_message, self.variable_passages, self.alpha)
-
-    def few_shot_messages(self) -> list[dict[str, str]]:
-        from toolkit.reranking.listwise_prompt import read_few_shot
-
-        return read_few_shot(self.few_shot, self.few_shot_examples) if self.few_shot is not None else []
-
-    def describe(self) -> dict:
-        return {
-            "window": self.window,
-            "stride": self.stride,
-            "passes": self.passes,
-            "context_size": self.context_size,
-            "max_passage_words": self.max_passage_words,
-            "variable_passages": self.variable_passages,
-            "few_shot": str(self.few_shot) if self.few_shot is not None else None,
-            "few_shot_examples": self.few_shot_examples,
-            "system_message": self.system_message,
-            "alpha": self.alpha,
-            "first_token": self.first_token,
-            "api": self.api,
-            "tokenizer": self.tokenizer,
-        }
 
 
 # ------------------------------------------------------------ the algorithm
@@ -614,19 +490,16 @@ def listwise_rerank_run(
     queries: Mapping[str, str],
     texts,
     llm,
+    job: RerankOptions,
     *,
-    depth: int = 100,
-    options: ListwiseOptions | None = None,
     cache=None,
     qrels=None,
-    missing_text: str = "error",
-    query_ids=None,
-    tag: str = "twostage-rerank",
-    progress: bool = True,
     input_order: str = "score",
 ):
-    """Rerank a first-stage run's top ``depth`` by sliding windows (module docstring; ``options``, default
-    rank_llm's settings). ``input_order``: ``score``, each query's candidates in trec_eval's order (score
+    """Rerank a first-stage run's top ``job.depth`` by sliding windows (module docstring) with ``llm``, the model of
+    ``job.reranker``; ``job`` (a ``RerankOptions``) gives the windows' settings (``job.listwise``, default rank_llm's),
+    the missing-text policy, the queries (``query_ids``, ``judged_only``), the run's tag and the progress bar.
+    ``qrels``: ``job.listwise.qrels`` as read. ``input_order``: ``score``, each query's candidates in trec_eval's order (score
     descending, equal scores by document id descending), or ``file``, in the order the run lists them (a
     candidates file's, as rank_llm takes them: its first ``depth`` of each query); returns a ``RerankResult`` whose settings are the sidecar's (``listwise: true``,
     ``window``, ``stride``, ``passes``, ``windows``, ``repaired``, ``repairs``, ``records``, ``shuffles`` with
@@ -638,12 +511,14 @@ def listwise_rerank_run(
 
     from toolkit.data.ranking import CANDIDATE_PRECISION, candidate_selection, top_k
     from toolkit.data.records import DOC_ID, QUERY_ID, SCORE, run_from_rows
+    from toolkit.data.texts import rerank_query_ids
     from toolkit.errors import RequestsFailedError
     from toolkit.guard.escape import progress_bar
     from toolkit.reranking.rerank_job import MISSING_TEXT_POLICIES, RerankResult, candidates_of
     from toolkit.version import __version__
 
-    options = options or ListwiseOptions()
+    options, depth, missing_text = job.listwise, job.depth, job.missing_text
+    query_ids = rerank_query_ids(job.query_ids, job.judged_only)
     if depth < 1:
         raise ConfigError(f"{phrase('depth', '--depth')} must be >= 1")
     options.check(depth)
@@ -678,7 +553,12 @@ def listwise_rerank_run(
             lists[(q, k)] = (queries[q], [docs[i] for i in probe_order(q, len(docs), options.seed, k)], scores)
     total = options.passes * total_windows([len(d) for _, d, _ in lists.values()], options.window, options.stride)
     with progress_bar(
-        total=total, desc="rerank (listwise)", unit="window", file=sys.stderr, disable=not progress, dynamic_ncols=True
+        total=total,
+        desc="rerank (listwise)",
+        unit="window",
+        file=sys.stderr,
+        disable=not job.progress,
+        dynamic_ncols=True,
     ) as bar:
         outcome = rerank_lists(lists, work.found, template, llm, cache, options, counter, few_shot, bar.update)
     c = outcome.counts
@@ -708,7 +588,7 @@ def listwise_rerank_run(
             lacking = [d for d in work.docs_by_query[q] if d not in work.found]
             docs = outcome.orders[(q, shuffle)] + lacking + tails.get(q, [])
             rows += [(q, d, float(len(docs) - i)) for i, d in enumerate(docs)]
-        return run_from_rows(rows, tag=tag)
+        return run_from_rows(rows, tag=job.tag)
 
     run = written(0)
     shuffles, seed = options.shuffles, options.seed

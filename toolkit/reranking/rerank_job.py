@@ -29,15 +29,19 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from toolkit.data.ranking import CANDIDATE_PRECISION, candidate_selection, top_k
 from toolkit.data.records import DOC_ID, QUERY_ID, Run, run_from_rows
-from toolkit.data.texts import TextSource
+from toolkit.data.texts import TextSource, rerank_query_ids
 from toolkit.errors import ConfigError
 from toolkit.reranking.backends import Reranker, RerankerSpec
 from toolkit.version import __version__
+
+if TYPE_CHECKING:
+    from toolkit.reranking.rerank_options import RerankOptions
 
 MISSING_TEXT_POLICIES = ("error", "bottom")
 
@@ -371,28 +375,28 @@ def rerank_run(
     queries: Mapping[str, str],
     texts: TextSource,
     reranker: Reranker | RerankerSpec,
-    depth: int = 100,
-    missing_text: str = "error",
-    query_ids: Iterable[str] | None = None,
-    progress: bool = True,
-    tag: str = "twostage-rerank",
+    options: RerankOptions,
+    *,
     sharding=None,
     cache=None,
 ) -> RerankResult:
-    """Re-score the top ``depth`` candidates of every query (trec_eval order) with ``reranker``.
+    """Re-score the top ``options.depth`` candidates of every query (trec_eval order) with ``reranker``.
 
     Only the top ``depth`` candidates are kept, so the reranked run holds
     exactly the first stage's candidate set in a new order. A candidate with no
     text is an error (``missing_text="error"``) or kept below every scored
     candidate in first-stage order (``"bottom"``). A query with no text in
-    ``queries`` is an error. ``first_stage`` is not modified.
+    ``queries`` is an error. ``first_stage`` is not modified. ``options`` (a ``RerankOptions``) gives the depth,
+    the missing-text policy, the queries (``query_ids``, ``judged_only``), the run's tag and the progress bar.
 
-    ``reranker`` is a built model, or a ``RerankerSpec`` (built here, or by each Ray
+    ``reranker`` is the model of ``options.reranker``: built, or a ``RerankerSpec`` (built here, or by each Ray
     worker). ``sharding`` (``toolkit.jobs.shards.Sharding``) runs the model work as a sharded,
     resumable job; ``cache`` (``toolkit.jobs.embed_cache.EmbeddingCache``) serves and keeps a
     bi-encoder's embeddings. Either way the scores are the same (see docs/distributed.md's
     tolerance).
     """
+    query_ids = rerank_query_ids(options.query_ids, options.judged_only)
+    depth, missing_text, progress = options.depth, options.missing_text, options.progress
     if depth < 1:
         raise ConfigError("--depth must be >= 1")
     if missing_text not in MISSING_TEXT_POLICIES:
@@ -413,8 +417,8 @@ def rerank_run(
         unique = None
     rows = _reranked_rows(work, scores_by_query)
     seconds = time.perf_counter() - start
-    run = run_from_rows(rows, tag=tag)
-    settings = _settings(work, model, depth, missing_text, unique, work_stats, sharding, cache, first_stage, texts)
+    run = run_from_rows(rows, tag=options.tag)
+    settings = _settings(work, model, options, unique, work_stats, sharding, cache, first_stage, texts)
     settings["seconds"] = round(seconds, 3)
     settings["libraries"] = _library_versions()
     return RerankResult(run, settings, seconds, len(work.qids), len(work.cands), work.missing)
@@ -558,8 +562,7 @@ def _reranked_rows(work: _Candidates, scores_by_query: Mapping[str, np.ndarray])
 def _settings(
     work: _Candidates,
     model: _Model,
-    depth: int,
-    missing_text: str,
+    options: RerankOptions,
     unique: list[str] | None,
     work_stats: dict,
     sharding,
@@ -570,6 +573,7 @@ def _settings(
     """The sidecar's record of a rerank (seconds and library versions are added once the work is done). ``depth``
     is the depth used: the option, or the candidates' longest list when that is shorter (a 20-deep candidates
     file reranked with ``--depth 100`` reranked 20); ``depth_option`` the option as given."""
+    depth = options.depth
     sizes = work.cands.groupby(QUERY_ID).size()  # type: ignore[attr-defined]
     used = min(depth, int(sizes.max())) if len(sizes) else depth
     return {
@@ -578,7 +582,7 @@ def _settings(
         "depth": used,
         "depth_option": depth,
         "candidate_selection": candidate_selection(),
-        "missing_text": missing_text,
+        "missing_text": options.missing_text,
         "queries": len(work.qids),
         "pairs_scored": len(work.cands) - work.missing,
         "passages_embedded": len(unique) if unique is not None else None,

@@ -22,7 +22,7 @@ from toolkit.errors import OptionConflictError, phrase
 from toolkit.guard.client import RequestPolicy
 from toolkit.options import Options, nested, opt
 from toolkit.reranking.backends import LISTWISE, RerankerSpec
-from toolkit.reranking.listwise import ListwiseOptions
+from toolkit.reranking.listwise_options import ListwiseOptions
 
 __all__ = ["RerankOptions"]
 

@@ -38,6 +38,7 @@ from toolkit.guard.preflight import build_lock, native_fs_errno
 from toolkit.guard.readers import open_regular
 from toolkit.guard.writer import check_target, result_folder
 from toolkit.retrieval.dense_space import as_output_error, check_dense_room, encoder_dim
+from toolkit.retrieval.index_options import IndexOptions
 
 log = logging.getLogger(__name__)
 
@@ -448,6 +449,13 @@ class EncoderSettings:
     device: str = "cpu"
     precision: str = "fp32"  # fp16: half-precision model on CUDA
 
+    @classmethod
+    def of(cls, options: IndexOptions) -> EncoderSettings:
+        """The dense encoder of ``options`` (an ``IndexOptions``), its device and precision not yet resolved
+        (``on_device``)."""
+        o = options
+        return cls(o.encoder, o.pooling, o.normalize, o.max_length, o.batch_size, o.query_prefix, o.doc_prefix)
+
     def validate(self) -> None:
         if self.pooling not in ("mean", "cls"):
             raise ConfigError(f"--pooling must be mean or cls, not {self.pooling!r}")
@@ -561,28 +569,31 @@ class Encoder:
 ENCODE_CHUNK = 65_536
 
 
+#: HNSW's efConstruction (how widely the graph is searched while it is built).
+EF_CONSTRUCTION = 200
+
+
 def build_dense_index(
     corpus: Corpus,
     out: str | os.PathLike,
-    settings: EncoderSettings,
-    hnsw: bool = False,
-    hnsw_m: int = 32,
-    ef_construction: int = 200,
-    threads: int = 2,
-    limit: int | None = None,
-    force: bool = False,
-    progress: bool = True,
+    options: IndexOptions,
+    *,
+    encoder: EncoderSettings | None = None,
     sharding=None,
 ) -> IndexInfo:
     """Encode ``corpus`` and write a FAISS index in Pyserini's layout (``index`` + ``docid``),
     so Pyserini's ``FaissSearcher`` can read it too. Inner product over (normalised) vectors;
-    ``hnsw`` builds an HNSW graph instead of a flat index. ``limit`` keeps the first N documents
-    (tests, smoke runs). ``sharding`` (``toolkit.jobs.shards.Sharding``) encodes as a sharded,
-    resumable job (on Ray); the index is then assembled from the shard embeddings in corpus
+    ``options.hnsw`` builds an HNSW graph instead of a flat index. ``options.limit`` keeps the first N documents
+    (tests, smoke runs); ``options`` (an ``IndexOptions``) gives the threads, ``force`` and the progress bar too.
+    ``encoder``: the encoder settings where the model runs [default: ``EncoderSettings.of(options)`` on
+    ``options.device`` at ``options.precision``, in this process]. ``sharding`` (``toolkit.jobs.shards.Sharding``)
+    encodes as a sharded, resumable job (on Ray); the index is then assembled from the shard embeddings in corpus
     order. The shards do not depend on flat/HNSW, so building the other kind re-encodes nothing."""
     from toolkit.data.corpus import count_docs
 
+    settings = encoder or EncoderSettings.of(options).on_device(options.device, options.precision)
     settings.validate()
+    hnsw, hnsw_m, limit, force, progress = options.hnsw, options.hnsw_m, options.limit, options.force, options.progress
     out = Path(out)
     started = time.perf_counter()
     desc = {
@@ -614,7 +625,7 @@ def build_dense_index(
         if sharding is not None:
             ids, vectors, job = _encode_sharded(corpus, settings, inputs, limit, total, sharding, progress)
         else:
-            ids, vectors = _encode_here(corpus, settings, threads, limit, total, progress)
+            ids, vectors = _encode_here(corpus, settings, options.threads, limit, total, progress)
         encode_seconds = time.perf_counter() - enc_started
         if not ids:
             raise ConfigError(f"corpus {corpus.name} has no documents to encode")
@@ -623,9 +634,9 @@ def build_dense_index(
         building = target  # the writer's temporary folder, once made
         try:  # no partial folder (the writer removes it); a full or read-only disk names the index, not its file
             with result_folder(target, INDEX_KIND, INDEX_NAMES, known) as building:
-                _write_faiss(faiss, building, ids, vectors, hnsw, hnsw_m, ef_construction)
+                _write_faiss(faiss, building, ids, vectors, hnsw, hnsw_m, EF_CONSTRUCTION)
                 execution = job or {"engine": "in-process"}
-                meta = _dense_meta(corpus, key, inputs, desc, ids, dim, settings, threads, encode_seconds, execution)
+                meta = _dense_meta(corpus, inputs, desc, ids, dim, settings, options, encode_seconds, execution)
                 meta["seconds"] = round(time.perf_counter() - started, 3)
                 _finish(building, meta, known)
         except BaseException as exc:
@@ -685,20 +696,20 @@ def _faiss():
 
 def _dense_meta(
     corpus: Corpus,
-    key: str,
     inputs: list[dict],
     desc: dict,
     ids: list[str],
     dim: int,
     settings: EncoderSettings,
-    threads: int,
+    options: IndexOptions,
     encode_seconds: float,
     execution: dict,
 ) -> dict:
-    """``index.meta.json`` of a dense index (the total ``seconds`` is added last)."""
+    """``index.meta.json`` of a dense index of ``inputs`` built with ``desc`` (its key theirs), the encoder
+    ``settings`` and ``options`` (the total ``seconds`` is added last)."""
     return {
         "kind": "dense",
-        "key": key,
+        "key": _key(inputs, desc),
         "corpus": corpus.name,
         "inputs": inputs,
         "settings": desc,
@@ -708,7 +719,7 @@ def _dense_meta(
         "encode_seconds": round(encode_seconds, 3),
         "docs_per_second": round(len(ids) / max(encode_seconds, 1e-9), 2),
         "batch_size": settings.batch_size,
-        "threads": threads,
+        "threads": options.threads,
         "device": settings.device,
         "precision": settings.precision,
         "execution": execution,
