@@ -30,6 +30,7 @@ from toolkit.api.options import (
 from toolkit.api.pipeline import build_index
 from toolkit.api.uncertainty import paired_differences
 from toolkit.errors import ConfigError, OptionConflictError, OptionError, for_api, for_cli
+from toolkit.experiments.experiment_options import ExperimentOptions
 from toolkit.guard.client import RequestPolicy
 from toolkit.judging.judge_options import JudgeOptions
 from toolkit.measures.names import build_settings, settings_values
@@ -177,6 +178,8 @@ VERBS = {
     "dense": (ts.dense, DenseOptions, ("index", "topics"), ()),
     "fuse": (ts.fuse, FuseOptions, ("runs", "train_qrels"), ()),
     "rerank": (ts.rerank, RerankOptions, ("run", "topics", "candidates", "corpus", "index"), ()),
+    "experiment": (ts.experiment, ExperimentOptions, ("path", "out"), ()),
+    "Experiment.run": (ts.Experiment.run, ExperimentOptions, ("self", "out"), ()),
 }
 
 
@@ -216,6 +219,7 @@ def test_the_public_names_include_the_options_classes():
     assert (ts.Bm25Options, ts.DenseOptions, ts.FuseOptions) == (Bm25Options, DenseOptions, FuseOptions)
     assert ts.IndexOptions is IndexOptions
     assert ts.RerankOptions is RerankOptions
+    assert ts.ExperimentOptions is ExperimentOptions
 
 
 QRELS = {f"q{q}": {f"d{d}": (d + q) % 3 for d in range(6)} for q in range(1, 7)}
@@ -803,3 +807,34 @@ def test_rerank_keeps_its_keywords_and_defaults():
     o = RerankOptions.from_keywords(model="m", backend="listwise", window=10, concurrency=3)
     assert (o.listwise.window, o.listwise.requests.concurrency, o.reranker.batch_size) == (10, 3, 32)
     assert RerankOptions.from_keywords(**o.describe()) == o
+
+
+# ------------------------------------------------------------------ experiment
+
+
+def test_experiment_with_options_is_experiment_with_its_fields(tmp_path, tiny_index):
+    from tests.experiments.test_experiment import GRID, experiment
+
+    path = experiment(tmp_path, tiny_index, GRID)
+    fields = {"cache_dir": tmp_path / "cache", "force": ["bm25"]}
+    by_keywords = ts.experiment(path, tmp_path / "keywords", **fields)
+    options = ExperimentOptions.from_keywords(**fields)
+    by_options = ts.Experiment.from_yaml(path).run(tmp_path / "options", options=options)
+    assert set(by_keywords["cache"]) == {"computed"} and by_options.counts == {"computed": 4, "reused": 0}
+    same = ["config", "k1", "b", "map", "P_2", "cache"]
+    assert by_options.table[same].to_csv(index=False) == by_keywords[same].to_csv(index=False)
+    # a keyword passed with options= replaces its value, the others stay (the same cache folder)
+    reused = ts.experiment(path, tmp_path / "reused", options=options, force=())
+    assert set(reused["cache"]) == {"reused"} and options.force == ("bm25",)
+
+
+def test_experiment_options_refuse_ray_settings_without_ray_before_reading_anything(tmp_path):
+    missing = tmp_path / "absent.yaml"  # never opened: the options are refused first
+    with pytest.raises(OptionConflictError, match=r"^workers= only applies with ray=$"):
+        ts.experiment(missing, tmp_path / "out", workers=2)
+    with pytest.raises(OptionConflictError) as caught:
+        ts.Experiment.run(None, tmp_path / "out", gpus_per_worker=1.0, max_retries=1)
+    assert str(caught.value) == "gpus_per_worker=, max_retries= only apply with ray="
+    assert caught.value.for_cli() == "--gpus-per-worker, --max-retries only apply with --ray"
+    assert ExperimentOptions(ray="local", workers=3).workers == 3
+    assert not (tmp_path / "out").exists()
