@@ -412,6 +412,20 @@ def test_agreement_with_options_is_agreement_with_its_fields():
     assert by_keywords.names == ("x", "y") and by_keywords.rankings[0].test["permutations"] == 200
 
 
+def test_settings_takes_each_setting_as_a_keyword_with_its_default():
+    from toolkit.measures.settings import SETTINGS
+
+    params = inspect.signature(ts.api.evaluation.settings).parameters
+    assert [(p.name, p.default, p.kind) for p in params.values()] == [
+        (s.name, s.default, inspect.Parameter.KEYWORD_ONLY) for s in SETTINGS
+    ]
+    given = {"trec_eval": 10, "gain": "exp", "relevance_level": 2}
+    assert ts.api.evaluation.settings(**given) == build_settings(given)
+    assert ts.api.evaluation.settings() == EvaluationOptions().settings
+    with pytest.raises(TypeError, match=r"^settings\(\) got an unexpected keyword argument 'gian'"):
+        ts.api.evaluation.settings(gian="exp")
+
+
 def test_settings_keywords_round_trip_through_the_settings():
     for values in ({}, {"trec_eval": 10, "gain": "exp"}, {"score_precision": "float64", "discount": "jk:3"}):
         s = build_settings(values)
