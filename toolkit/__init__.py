@@ -44,6 +44,7 @@ _PUBLIC = MappingProxyType(
         "read_run": "pipeline",
         "experiment": "experiment",
         "Experiment": "experiment",
+        "ExperimentOptions": "experiment",
         "power": "uncertainty",
         "PowerOptions": "options",
         "pool_test": "uncertainty",
@@ -78,6 +79,7 @@ __all__ = [
     "Evaluation",
     "EvaluationOptions",
     "Experiment",
+    "ExperimentOptions",
     "FuseOptions",
     "IndexOptions",
     "JudgeOptions",
@@ -136,6 +138,7 @@ if TYPE_CHECKING:  # for type checkers and pdoc; at run time the names come from
     from toolkit.api.run import Run
     from toolkit.api.uncertainty import pool_test, power
     from toolkit.errors import TwostageWarning
+    from toolkit.experiments.experiment_options import ExperimentOptions
     from toolkit.reranking.rerank_options import RerankOptions
 
 

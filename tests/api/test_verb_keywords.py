@@ -30,6 +30,7 @@ from toolkit.api.options import (
 from toolkit.api.pipeline import build_index
 from toolkit.api.uncertainty import paired_differences
 from toolkit.errors import ConfigError, OptionConflictError, OptionError, for_api, for_cli
+from toolkit.experiments.experiment_options import ExperimentOptions
 from toolkit.guard.client import RequestPolicy
 from toolkit.judging.judge_options import JudgeOptions
 from toolkit.measures.names import build_settings, settings_values
@@ -183,6 +184,8 @@ VERBS = {
     "dense": (ts.dense, DenseOptions, ("index", "topics"), ()),
     "fuse": (ts.fuse, FuseOptions, ("runs", "train_qrels"), ()),
     "rerank": (ts.rerank, RerankOptions, ("run", "topics", "candidates", "corpus", "index"), ()),
+    "experiment": (ts.experiment, ExperimentOptions, ("path", "out"), ()),
+    "Experiment.run": (ts.Experiment.run, ExperimentOptions, ("self", "out"), ()),
 }
 
 
@@ -222,6 +225,7 @@ def test_the_public_names_include_the_options_classes():
     assert (ts.Bm25Options, ts.DenseOptions, ts.FuseOptions) == (Bm25Options, DenseOptions, FuseOptions)
     assert ts.IndexOptions is IndexOptions
     assert ts.RerankOptions is RerankOptions
+    assert ts.ExperimentOptions is ExperimentOptions
 
 
 QRELS = {f"q{q}": {f"d{d}": (d + q) % 3 for d in range(6)} for q in range(1, 7)}
@@ -412,6 +416,20 @@ def test_agreement_with_options_is_agreement_with_its_fields():
         by_options = ts.agreement(QRELS, other, runs, "P.3", options=AgreementOptions.from_keywords(**fields))
     assert by_options.to_json() == by_keywords.to_json()
     assert by_keywords.names == ("x", "y") and by_keywords.rankings[0].test["permutations"] == 200
+
+
+def test_settings_takes_each_setting_as_a_keyword_with_its_default():
+    from toolkit.measures.settings import SETTINGS
+
+    params = inspect.signature(ts.api.evaluation.settings).parameters
+    assert [(p.name, p.default, p.kind) for p in params.values()] == [
+        (s.name, s.default, inspect.Parameter.KEYWORD_ONLY) for s in SETTINGS
+    ]
+    given = {"trec_eval": 10, "gain": "exp", "relevance_level": 2}
+    assert ts.api.evaluation.settings(**given) == build_settings(given)
+    assert ts.api.evaluation.settings() == EvaluationOptions().settings
+    with pytest.raises(TypeError, match=r"^settings\(\) got an unexpected keyword argument 'gian'"):
+        ts.api.evaluation.settings(gian="exp")
 
 
 def test_settings_keywords_round_trip_through_the_settings():
@@ -884,3 +902,34 @@ def test_rerank_keeps_its_keywords_and_defaults():
     o = RerankOptions.from_keywords(model="m", backend="listwise", window=10, concurrency=3)
     assert (o.listwise.window, o.listwise.requests.concurrency, o.reranker.batch_size) == (10, 3, 32)
     assert RerankOptions.from_keywords(**o.describe()) == o
+
+
+# ------------------------------------------------------------------ experiment
+
+
+def test_experiment_with_options_is_experiment_with_its_fields(tmp_path, tiny_index):
+    from tests.experiments.test_experiment import GRID, experiment
+
+    path = experiment(tmp_path, tiny_index, GRID)
+    fields = {"cache_dir": tmp_path / "cache", "force": ["bm25"]}
+    by_keywords = ts.experiment(path, tmp_path / "keywords", **fields)
+    options = ExperimentOptions.from_keywords(**fields)
+    by_options = ts.Experiment.from_yaml(path).run(tmp_path / "options", options=options)
+    assert set(by_keywords["cache"]) == {"computed"} and by_options.counts == {"computed": 4, "reused": 0}
+    same = ["config", "k1", "b", "map", "P_2", "cache"]
+    assert by_options.table[same].to_csv(index=False) == by_keywords[same].to_csv(index=False)
+    # a keyword passed with options= replaces its value, the others stay (the same cache folder)
+    reused = ts.experiment(path, tmp_path / "reused", options=options, force=())
+    assert set(reused["cache"]) == {"reused"} and options.force == ("bm25",)
+
+
+def test_experiment_options_refuse_ray_settings_without_ray_before_reading_anything(tmp_path):
+    missing = tmp_path / "absent.yaml"  # never opened: the options are refused first
+    with pytest.raises(OptionConflictError, match=r"^workers= only applies with ray=$"):
+        ts.experiment(missing, tmp_path / "out", workers=2)
+    with pytest.raises(OptionConflictError) as caught:
+        ts.Experiment.run(None, tmp_path / "out", gpus_per_worker=1.0, max_retries=1)
+    assert str(caught.value) == "gpus_per_worker=, max_retries= only apply with ray="
+    assert caught.value.for_cli() == "--gpus-per-worker, --max-retries only apply with --ray"
+    assert ExperimentOptions(ray="local", workers=3).workers == 3
+    assert not (tmp_path / "out").exists()

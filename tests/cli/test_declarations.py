@@ -22,13 +22,17 @@ from toolkit.cli import assessors as agreement_cli
 from toolkit.cli import compare as compare_cli
 from toolkit.cli import diagnose as diagnose_cli
 from toolkit.cli import eval as eval_cli
+from toolkit.cli import experiment as experiment_cli
 from toolkit.cli import judge as judge_cli
+from toolkit.cli import reproduce as reproduce_cli
 from toolkit.cli import rerank as rerank_cli
 from toolkit.cli import retrieval as retrieval_cli
 from toolkit.cli import risk as risk_cli
 from toolkit.cli import uncertainty as uncertainty_cli
 from toolkit.cli.declare import Flag, values_of
+from toolkit.experiments.experiment_options import ExperimentOptions
 from toolkit.judging.judge_options import JudgeOptions
+from toolkit.reproduction.reproduce_options import ReproduceOptions
 from toolkit.reranking.rerank_options import RerankOptions
 from toolkit.retrieval.fusion import FuseOptions
 
@@ -47,6 +51,8 @@ TABLES = {
     "dense": (DenseOptions, retrieval_cli.DENSE, retrieval_cli.DENSE_API_ONLY, {}),
     "fuse": (FuseOptions, retrieval_cli.FUSE, retrieval_cli.FUSE_API_ONLY, {}),
     "rerank": (RerankOptions, rerank_cli.RERANK, rerank_cli.API_ONLY, rerank_cli.SET_BY_COMMAND),
+    "experiment run": (ExperimentOptions, experiment_cli.RUN, experiment_cli.API_ONLY, {}),
+    "reproduce": (ReproduceOptions, reproduce_cli.REPRODUCE, reproduce_cli.API_ONLY, {}),
 }
 #: Keywords set by two flags: ``--holes``, and ``--holes-over`` (which implies it); judge's ``cache``, by
 #: ``--cache DIR`` and ``--no-cache``; rerank's caches alike.
@@ -154,6 +160,9 @@ USAGE = {
     "judge": "Usage: main judge [OPTIONS]\nTry 'main judge --help' for help.\n\n",
     "index": "Usage: main index [OPTIONS]\nTry 'main index --help' for help.\n\n",
     "rerank": "Usage: main rerank [OPTIONS]\nTry 'main rerank --help' for help.\n\n",
+    "experiment": "Usage: main experiment run [OPTIONS] EXPERIMENT_FILE\nTry 'main experiment run --help' for help."
+    "\n\n",
+    "reproduce": "Usage: main reproduce [OPTIONS] [SPEC]\nTry 'main reproduce --help' for help.\n\n",
 }
 #: what every diagnose below is given (the refusals come before anything is read)
 RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}"]
@@ -272,6 +281,18 @@ RUNS = ["--qrels", "q", "--first-stage", "f", "--reranked", "r", "--out", "{tmp}
         (
             ["rerank", "--candidates", "c", "--model", "m", "--workers", "2", "--out", "o"],
             "--workers only apply with --ray\n",
+        ),
+        (
+            ["experiment", "run", "absent.yaml", "--out", "{tmp}", "--workers", "2", "--gpus-per-worker", "1"],
+            "--workers, --gpus-per-worker only apply with --ray\n",
+        ),
+        (
+            ["experiment", "run", "absent.yaml", "--out", "{tmp}", "--ray", "--shard-size", "4"],
+            "--shard-size does not apply to experiment run: each grid point is one Ray task\n",
+        ),
+        (
+            ["reproduce", "--allow-endpoint", "localhost", "--allow-endpoint", "http://", "absent.yaml"],
+            "Invalid value for '--allow-endpoint': 'http://' names no host\n",
         ),
     ],
 )

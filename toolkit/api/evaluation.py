@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Iterable, Mapping
@@ -15,7 +16,8 @@ from toolkit.api.options import EvaluationOptions, holes_over
 from toolkit.errors import TwostageWarning  # ts.TwostageWarning: the category of the library's warnings
 from toolkit.evaluation.evaluate import EvalResult
 from toolkit.measures.names import measure_groups
-from toolkit.options import verb
+from toolkit.measures.settings import SETTING_NAMES, SETTINGS
+from toolkit.options import unknown_keyword, verb
 
 log = logging.getLogger(__name__)
 
@@ -208,38 +210,24 @@ def _with_header(text: str, lines: list[str]) -> str:
     return "".join(rows[:at] + [f"# {line}\n" for line in lines] + rows[at:])
 
 
-def settings(
-    *,
-    complete: bool = False,
-    relevance_level: int = 1,
-    max_docs: int | None = None,
-    judged_only: bool = False,
-    num_docs: int = 0,
-    trec_eval: int = 9,
-    score_precision: str | None = None,
-    gain: str = "linear",
-    discount: str = "log2",
-    judged_compat: str = "twostage",
-    allow_no_common: bool = False,
-) -> Any:
-    """``EvalSettings`` from the keyword options (the same names ``twostage eval``'s flags stand for)."""
+def settings(**keywords: Any) -> Any:
+    """``EvalSettings`` from the keyword options (the same names ``twostage eval``'s flags stand for): those of
+    ``toolkit.measures.settings.SETTINGS``, each defaulting to its default there (the signature lists them)."""
     from toolkit.measures.names import build_settings
 
-    return build_settings(
-        {
-            "complete": complete,
-            "relevance_level": relevance_level,
-            "max_docs": max_docs,
-            "judged_only": judged_only,
-            "num_docs": num_docs,
-            "trec_eval": trec_eval,
-            "score_precision": score_precision,
-            "gain": gain,
-            "discount": discount,
-            "judged_compat": judged_compat,
-            "allow_no_common": allow_no_common,
-        }
-    )
+    for k in keywords:
+        if k not in SETTING_NAMES:
+            raise unknown_keyword("settings", k, SETTING_NAMES)
+    return build_settings({s.name: keywords.get(s.name, s.default) for s in SETTINGS})
+
+
+settings.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default, annotation=s.annotation)
+        for s in SETTINGS
+    ],
+    return_annotation="Any",
+)
 
 
 def _judgments(

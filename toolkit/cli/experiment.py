@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+from types import MappingProxyType
+
 import click
 
-from toolkit.cli.options import TRUST_CACHE, writable_folder
-from toolkit.cli.ray_options import ray_options, sharding_from_options, shutdown_ray
+from toolkit.cli.declare import Row, apply, build, flag, values_of
+from toolkit.cli.options import TRUST_CACHE_FLAG, writable_folder
+from toolkit.cli.ray_options import RAY_FLAGS, shutdown_ray
 from toolkit.cli.terminal import echo
+from toolkit.extras import require
 
 #: Configurations an experiment may have without --yes.
 GRID_LIMIT = 1000
@@ -19,45 +25,49 @@ def experiment_group():
     """End-to-end experiments declared in a YAML file (docs/experiments/cacm.yaml)."""
 
 
+#: ``twostage experiment run``'s options, in --help's order: the flags of ``ExperimentOptions`` and the command's own
+#: (``--out``, ``--yes``, and ``--shard-size``, which the command refuses: each grid point is one Ray task).
+RUN: tuple[Row, ...] = (
+    click.option(
+        "--out",
+        required=True,
+        type=click.Path(file_okay=False),
+        callback=writable_folder,
+        help="Folder for results.csv, index.html, runs.",
+    ),
+    flag(
+        "force", "--force", multiple=True, metavar="STAGE", help="Recompute STAGE's runs even when cached (repeatable)."
+    ),
+    flag(
+        "cache_dir",
+        "--cache-dir",
+        default=None,
+        type=click.Path(file_okay=False),
+        help="Stage cache (default $TWOSTAGE_CACHE/stages).",
+    ),
+    flag(
+        "data_dir",
+        "--data-dir",
+        default=None,
+        help="Folder of the named collections (default $TWOSTAGE_DATA or ../shared/data).",
+    ),
+    click.option(
+        "--yes",
+        is_flag=True,
+        help=f"Run a grid of more than {GRID_LIMIT:,} configurations (without it such a grid is refused, with its "
+        "size and the disk it needs).",
+    ),
+    TRUST_CACHE_FLAG,
+    *(f if f.keyword != "shard_size" else f.option() for f in RAY_FLAGS),
+)
+#: The keywords of ``ExperimentOptions`` that have no flag, and why (none: every one has its flag).
+API_ONLY: Mapping[str, str] = MappingProxyType({})
+
+
 @experiment_group.command("run")
 @click.argument("experiment_file", type=click.Path(dir_okay=False))
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(file_okay=False),
-    callback=writable_folder,
-    help="Folder for results.csv, index.html, runs.",
-)
-@click.option("--force", multiple=True, metavar="STAGE", help="Recompute STAGE's runs even when cached (repeatable).")
-@click.option(
-    "--cache-dir", default=None, type=click.Path(file_okay=False), help="Stage cache (default $TWOSTAGE_CACHE/stages)."
-)
-@click.option(
-    "--data-dir", default=None, help="Folder of the named collections (default $TWOSTAGE_DATA or ../shared/data)."
-)
-@click.option(
-    "--yes",
-    is_flag=True,
-    help=f"Run a grid of more than {GRID_LIMIT:,} configurations (without it such a grid is refused, with its size "
-    "and the disk it needs).",
-)
-@TRUST_CACHE
-@ray_options
-def run_command(
-    experiment_file,
-    out,
-    force,
-    cache_dir,
-    data_dir,
-    yes,
-    trust_cache,
-    ray_address,
-    workers,
-    gpus_per_worker,
-    cpus_per_worker,
-    shard_size,
-    max_retries,
-):
+@functools.partial(apply, RUN)
+def run_command(experiment_file, out, yes, shard_size, **flags):
     """Run EXPERIMENT_FILE; stages whose inputs and parameters are unchanged are reused from the cache.
 
     With --ray, the grid points missing from the cache (BM25, QL, RM3, dense and rerank; fusion stays here) run
@@ -69,31 +79,33 @@ def run_command(
       twostage experiment run docs/experiments/cacm.yaml --out reports/cacm-experiment
       twostage experiment run docs/experiments/cacm.yaml --out reports/cacm-experiment --ray auto --workers 4
     """
+    from toolkit.experiments.experiment_options import ExperimentOptions
     from toolkit.experiments.results import run_experiment, table_text
     from toolkit.experiments.stage_cache import StageCache
     from toolkit.guard.store import trusting
 
     if shard_size is not None:
         raise click.UsageError("--shard-size does not apply to experiment run: each grid point is one Ray task")
-    # the shared check: Ray installed, address answering, --workers only with --ray; before any input is read
-    sharding = sharding_from_options(
-        ray_address, workers, gpus_per_worker, cpus_per_worker, None, max_retries, out, False
-    )
-    with trusting(trust_cache):
-        cache = StageCache(cache_dir)
-    _check_size(experiment_file, out, cache, data_dir, yes)  # the grid's size, the caches, free space: before any work
-    try:
-        grid = None
-        if sharding is not None:
-            from toolkit.experiments.ray_grid import RayGrid
+    # --workers and friends only with --ray (the options' rule), Ray installed, the address answering: before any
+    # input is read
+    options = build(ExperimentOptions, values_of(RUN, flags))
+    grid = None
+    if options.ray is not None:
+        from toolkit.experiments.ray_grid import RayGrid
 
-            grid = RayGrid(sharding.executor)
-        with trusting(trust_cache):  # the stage cache, and the embedding and ONNX caches the stages open
+        require("ray", "--ray")
+        grid = RayGrid.of(options)
+    with trusting(options.trust_cache):
+        cache = StageCache(options.cache_dir)
+    # the grid's size, the caches, free space: before any work
+    _check_size(experiment_file, out, cache, options.data_dir, yes)
+    try:
+        with trusting(options.trust_cache):  # the stage cache, and the embedding and ONNX caches the stages open
             result = run_experiment(
                 experiment_file,
                 out,
-                force=tuple(force),
-                data_dir=data_dir,
+                force=tuple(options.force),
+                data_dir=options.data_dir,
                 cache=cache,
                 say=lambda text: echo(f"twostage: {text}", err=True),
                 grid=grid,
@@ -101,7 +113,7 @@ def run_command(
     finally:
         if grid is not None:
             grid.close()
-        shutdown_ray(sharding)
+        shutdown_ray(grid)
     echo(table_text(result.table))
 
 

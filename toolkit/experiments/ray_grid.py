@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.data.records import Run
+from toolkit.experiments.experiment_options import ExperimentOptions
 from toolkit.jobs.distributed import ActorPool, RayExecutor, RayOptions, shutdown
 
 #: Stage types whose missing points run on Ray; ``fuse`` stays in the driver (see the module docstring).
@@ -58,10 +59,17 @@ class RayGrid:
     pool: ActorPool | None = None
 
     @classmethod
-    def at(cls, address: str, workers: int | None = None, max_retries: int | None = None) -> RayGrid:
-        """A grid on the Ray cluster at ``address`` (``local``, ``auto``, ``host:port``, ``ray://host:port``)."""
-        options = RayOptions(address, workers or 2, 0.0, 1.0, 3 if max_retries is None else max_retries)
-        return cls(RayExecutor(options))
+    def of(cls, options: ExperimentOptions) -> RayGrid:
+        """A grid on the Ray cluster at ``options.ray`` (``local``, ``auto``, ``host:port``, ``ray://host:port``),
+        with the options' workers (default 2), GPUs (0) and CPUs (1) per worker and retries (3)."""
+        ray = RayOptions(
+            options.ray,
+            options.workers or 2,
+            options.gpus_per_worker or 0.0,
+            1.0 if options.cpus_per_worker is None else options.cpus_per_worker,
+            3 if options.max_retries is None else options.max_retries,
+        )
+        return cls(RayExecutor(ray))
 
     @property
     def workers(self) -> int:

@@ -89,6 +89,7 @@ from toolkit.measures.names import EvalSettings
 if TYPE_CHECKING:
     from toolkit.data.catalog import QrelsSource
     from toolkit.data.records import Qrels
+from toolkit.reproduction.reproduce_options import ReproduceOptions
 from toolkit.reproduction.schema import PLACEHOLDER, Cell, Column, Row, Spec, Step, package_path
 
 log = logging.getLogger(__name__)
@@ -299,6 +300,23 @@ class Runner:
     programs: list[dict] = field(default_factory=list, init=False)  # what ran, in order (Reproduction.programs)
     _setup_state: str | None = field(default=None, init=False, repr=False)  # None: not run; "": ok; else why not
     _setup_failed: bool = field(default=False, init=False, repr=False)
+
+    @classmethod
+    def of(cls, spec: Spec, options: ReproduceOptions, *, work: Path, commands: set[str] | None = None) -> Runner:
+        """The runner of ``spec`` with ``options``, writing in ``work``; ``commands`` as the field says."""
+        from toolkit.data.catalog import data_dir
+
+        return cls(
+            spec=spec,
+            data=data_dir(options.data_dir),
+            work=work,
+            indexes=Path(options.indexes).resolve(),
+            reuse_runs=options.reuse_runs,
+            rows_only=tuple(options.rows),
+            commands=commands,
+            allow_commands=options.allow_commands,
+            allow_endpoints=tuple(options.allow_endpoints),
+        )
 
     def expand(self, text: str, row: Row | None = None) -> str:
         def sub(m: re.Match) -> str:

@@ -189,27 +189,16 @@ def identical_runs(table: pd.DataFrame, keep: Sequence[str] = ()) -> dict[str, s
     return out
 
 
-def run_tests(
-    table: pd.DataFrame,
-    baselines: Sequence[str],
-    *,
-    test: str = "randomization",
-    permutations: int = 10_000,
-    seed: int = 42,
-    correction: str = "holm",
-    family: str = "baseline",
-    level: float = 0.95,
-    resamples: int = 10_000,
-    ci_method: str = "percentile",
-) -> list[Comparison]:
+def run_tests(table: pd.DataFrame, baselines: Sequence[str], options: TestOptions) -> list[Comparison]:
     """The family's tests per measure (every system against every baseline, or every pair); ``p_adjusted``
     corrects the chosen test's p-values over all tests of the measure (the Tukey HSD's p-values are already
     family-wise and are taken as they are)."""
     # test, correction and family were checked where the options were built (TestOptions.validate)
+    test, permutations, seed, family = options.test, options.permutations, options.seed, options.family
     runs = list(dict.fromkeys(table["run"].tolist()))
     if len(runs) < 2:
         raise ConfigError(f"a family needs at least two distinct runs, got {len(runs)} ({', '.join(runs)})")
-    ci = {"level": level, "resamples": resamples, "ci_method": ci_method}
+    ci = {"level": options.ci, "resamples": options.bootstrap, "ci_method": options.ci_method}
     tests: list[Comparison] = []
     if family == "baseline":
         for i, b in enumerate(baselines):
@@ -238,7 +227,7 @@ def run_tests(
     for measure in dict.fromkeys(c.measure for c in tests):
         fam = [c for c in tests if c.measure == measure]
         raw = [getattr(c, key) for c in fam]
-        adjusted = raw if test == "tukey" else adjust(raw, correction)
+        adjusted = raw if test == "tukey" else adjust(raw, options.correction)
         for c, p_raw, p in zip(fam, raw, adjusted):
             se = 0.0  # the t-test's p-value has no Monte-Carlo error
             if test == "randomization":
@@ -269,21 +258,16 @@ def compare_doc(
     provenance: Mapping[str, dict],
     baselines: Sequence[str],
     measures: Sequence[str],
+    options: TestOptions,
     *,
-    test: str,
-    permutations: int,
-    seed: int,
-    correction: str,
     diff: dict,
     n_shared: int,
-    family: str = "baseline",
-    level: float = 0.95,
-    resamples: int = 10_000,
-    ci_method: str = "percentile",
     identical: Mapping[str, str] | None = None,
 ) -> dict:
     """The JSON document of ``twostage compare --format json`` (``results`` against the first baseline,
-    ``results_by_baseline`` against each)."""
+    ``results_by_baseline`` against each), the tests' ``options`` stated under ``tests``; ``diff`` holds the
+    provenance differences a forced comparison passed over, on ``n_shared`` shared queries."""
+    test, permutations, seed, family = options.test, options.permutations, options.seed, options.family
     n_family = len({(c.baseline, c.run) for c in tests})
     by_baseline = {b: _results(tests, b) for b in dict.fromkeys([*baselines, *(c.baseline for c in tests)])}
     return {
@@ -306,7 +290,9 @@ def compare_doc(
             "rng": "numpy.random.default_rng(seed) per baseline, consumed measure by measure, run by run",
             "test": test,
             "family": family,
-            "correction": "none (Tukey HSD p-values are family-wise already)" if test == "tukey" else correction,
+            "correction": "none (Tukey HSD p-values are family-wise already)"
+            if test == "tukey"
+            else options.correction,
             "correction_applies_to": f"{TESTS[test]}, per measure, over the {n_family} (baseline, run) "
             f"comparison(s) of the family"
             + (" (all pairs of runs)" if family == "all-pairs" else " (every run against the baselines)"),
@@ -315,9 +301,9 @@ def compare_doc(
             if family == "all-pairs"
             else None,
             "ci": {
-                "level": level,
-                "method": ci_method,
-                "resamples": resamples,
+                "level": options.ci,
+                "method": options.ci_method,
+                "resamples": options.bootstrap,
                 "seed": seed,
                 "what": "paired bootstrap interval of delta (queries resampled with replacement, "
                 "numpy.random.default_rng(seed) per comparison, as scipy.stats.bootstrap draws)",
@@ -359,35 +345,8 @@ def compare_runs(
             "a family needs at least two distinct runs; "
             + ", ".join(f"{r} is identical to {s}" for r, s in identical.items())
         )
-    tests = run_tests(
-        tested,
-        baselines,
-        test=o.test,
-        permutations=o.permutations,
-        seed=o.seed,
-        correction=o.correction,
-        family=o.family,
-        level=o.ci,
-        resamples=o.bootstrap,
-        ci_method=o.ci_method,
-    )
-    doc = compare_doc(
-        tests,
-        provenance,
-        baselines,
-        measures,
-        test=o.test,
-        permutations=o.permutations,
-        seed=o.seed,
-        correction=o.correction,
-        diff=diff,
-        n_shared=n_shared,
-        family=o.family,
-        level=o.ci,
-        resamples=o.bootstrap,
-        ci_method=o.ci_method,
-        identical=identical,
-    )
+    tests = run_tests(tested, baselines, o)
+    doc = compare_doc(tests, provenance, baselines, measures, o, diff=diff, n_shared=n_shared, identical=identical)
     return ComparisonResult(table, tuple(tests), doc, tuple(baselines), tuple(measures))
 
 
