@@ -40,14 +40,14 @@ def _inputs(judged=JUDGE, **kw) -> CalibrationInputs:
         ({"alpha": 1.0}, "alpha must be in (0, 1), not 1.0", "--alpha must be in (0, 1), not 1.0", "--alpha"),
         (
             {"permutations": 0},
-            "permutations must be >= 1, not 0",
-            "--permutations must be >= 1, not 0",
+            "permutations must be >= 1, got 0",
+            "--permutations must be >= 1, got 0",
             "--permutations",
         ),
         (
             {"correction": "fdr"},
-            "correction must be one of holm, bonferroni, bh, none, holm-sidak, sidak, fdr_bh, fdr_by, not 'fdr'",
-            "--correction must be one of holm, bonferroni, bh, none, holm-sidak, sidak, fdr_bh, fdr_by, not 'fdr'",
+            "unknown correction 'fdr'; choose one of holm, bonferroni, bh, none, holm-sidak, sidak, fdr_bh, fdr_by",
+            "unknown --correction 'fdr'; choose one of holm, bonferroni, bh, none, holm-sidak, sidak, fdr_bh, fdr_by",
             "--correction",
         ),
         (

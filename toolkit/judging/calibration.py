@@ -65,25 +65,19 @@ class CalibrationOptions(Options):
     kappa_threshold: float | None = opt(None, doc="below this kappa the judge is near chance (default 0.4).")
 
     def validate(self) -> None:
-        from toolkit.stats.significance import CORRECTIONS
+        from toolkit.errors import ConfigError
+        from toolkit.stats.significance import check_correction, check_level, check_permutations
 
-        if not 0 < self.alpha < 1:
-            raise OptionError(
-                f"{phrase('alpha', '--alpha')} must be in (0, 1), not {self.alpha}", keyword="alpha", flag="--alpha"
-            )
-        if self.permutations < 1:
-            raise OptionError(
-                f"{phrase('permutations', '--permutations')} must be >= 1, not {self.permutations}",
-                keyword="permutations",
-                flag="--permutations",
-            )
-        if self.correction not in CORRECTIONS:
-            raise OptionError(
-                f"{phrase('correction', '--correction')} must be one of {', '.join(CORRECTIONS)}, not "
-                f"{self.correction!r}",
-                keyword="correction",
-                flag="--correction",
-            )
+        # the rules of the test that uses them (stats.significance), checked here before anything is judged
+        for check, keyword, flag in (
+            (check_level, "alpha", "--alpha"),
+            (check_permutations, "permutations", "--permutations"),
+            (check_correction, "correction", "--correction"),
+        ):
+            try:
+                check(getattr(self, keyword), phrase(keyword, flag))
+            except ConfigError as exc:
+                raise OptionError(phrase(str(exc), exc.for_cli()), keyword=keyword, flag=flag) from None
         if self.kappa_threshold is not None and not -1 <= self.kappa_threshold <= 1:
             raise OptionError(
                 f"{phrase('kappa_threshold', '--kappa-threshold')} must be in [-1, 1], not {self.kappa_threshold}",

@@ -58,6 +58,7 @@ from toolkit.stats.significance import (
     DEFAULT_SEED,
     MC_FLIP_SE,
     adjust,
+    check_level,
     mc_se,
     permutation_test,
     scaled_se,
@@ -443,8 +444,7 @@ def ranking_agreement(
 ) -> RankingAgreement:
     """Rankings of the systems of two tidy tables (run, query_id, value; the same runs, each table under one set
     of judgments), their Kendall tau and tau_ap (A the reference), and the significant pairs that flip."""
-    if not 0 < alpha < 1:
-        raise ConfigError(f"alpha must be in (0, 1), not {alpha}")
+    check_level(alpha)
     runs = list(dict.fromkeys(per_query_a["run"].tolist()))
     if set(runs) != set(per_query_b["run"]):
         raise ConfigError("the two tables must hold the same runs")

@@ -86,6 +86,30 @@ from toolkit.stats.draws import coin_flips
 from toolkit.stats.intervals import check_ci_options, paired_interval
 
 CORRECTIONS = ("holm", "bonferroni", "bh", "none", "holm-sidak", "sidak", "fdr_bh", "fdr_by")
+
+
+def check_level(alpha: float, name: str = "alpha") -> float:
+    """``alpha`` when it is a significance level in (0, 1), else a ``ConfigError`` naming it as ``name`` (a
+    keyword, or ``errors.phrase`` for a message in each front end's words)."""
+    if not 0 < alpha < 1:
+        raise ConfigError(f"{name} must be in (0, 1), not {alpha}")
+    return alpha
+
+
+def check_permutations(permutations: int, name: str = "permutations") -> int:
+    """``permutations`` when it is >= 1 (a randomization test's draws), else a ``ConfigError`` naming it."""
+    if permutations < 1:
+        raise ConfigError(f"{name} must be >= 1, got {permutations}")
+    return permutations
+
+
+def check_correction(method: str, name: str = "correction") -> str:
+    """``method`` when it is one of ``CORRECTIONS``, else a ``ConfigError`` naming it."""
+    if method not in CORRECTIONS:
+        raise ConfigError(f"unknown {name} {method!r}; choose one of {', '.join(CORRECTIONS)}")
+    return method
+
+
 #: ``--test`` / ``test=``: the test whose p-values are corrected and marked -> its field of ``Comparison``.
 TESTS = MappingProxyType(
     {
@@ -202,8 +226,7 @@ def permutation_test(
     generator's state. ``exact`` tells whether all 2**n sign assignments were
     enumerated (``permutations >= 2**n``) or ``permutations`` were sampled.
     """
-    if permutations < 1:
-        raise ConfigError(f"permutations must be >= 1, got {permutations}")
+    check_permutations(permutations)
     d = paired(a, b)
     n = len(d)
     if n == 0:
@@ -318,8 +341,7 @@ def adjust(pvalues, method: str = "holm") -> np.ndarray:
     """Corrected p-values (``CORRECTIONS``: Holm, Bonferroni, Benjamini-Hochberg, Holm-Šidák, Šidák,
     Benjamini-Yekutieli, or none; see the module docstring); order preserved."""
     p = np.asarray(pvalues, dtype=np.float64)
-    if method not in CORRECTIONS:
-        raise ConfigError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
+    check_correction(method)
     m = len(p)
     if m == 0 or method == "none":
         return p.copy()
@@ -356,8 +378,7 @@ def tukey_hsd(
 
     Returns the symmetric m x m matrix of p-values (1 on the diagonal); see the module docstring.
     """
-    if permutations < 1:
-        raise ConfigError(f"permutations must be >= 1, got {permutations}")
+    check_permutations(permutations)
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] < 2:
         raise ConfigError(f"Tukey HSD needs a queries x systems matrix with at least two systems, got {x.shape}")
